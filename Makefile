@@ -1,0 +1,101 @@
+# sidekick: health probes for MySQL / Percona XtraDB Cluster / MariaDB Galera and a Consul -> ProxySQL sync agent.
+#
+#   make            build every binary into bin/
+#   make test       unit tests (also under ASan+UBSan), then integration tests against real servers
+#   make deps       install what the build and the tests need (Debian/Ubuntu, apt; idempotent)
+#   make demo       bring up a local Galera cluster and show the probes at work
+#   make lint       clang-format check and banned-function check
+#   make install    PREFIX=/usr/local DESTDIR=
+
+PREFIX ?= /usr/local
+DESTDIR ?=
+BUILD ?= build
+BIN ?= bin
+CC ?= cc
+PKG_CONFIG ?= pkg-config
+PYTHON ?= /usr/bin/python3
+VERSION := $(shell cat VERSION 2>/dev/null || echo 0.1.0)
+
+PKGS := libmariadb libconfig
+WERROR ?= -Werror
+WARNINGS := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 -Wvla $(WERROR)
+CFLAGS ?= -O2 -g
+SAN ?=
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -DSIDEKICK_VERSION='"$(VERSION)"' $(WARNINGS) $(CFLAGS) $(SAN) -MMD -MP
+CPPFLAGS += -Ilib -Ichecks $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+LDLIBS += $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null) -lpthread
+
+LIB_SRC := lib/deadline.c lib/util.c lib/log.c lib/opt.c lib/secret.c lib/statusmap.c lib/db.c \
+	checks/galera.c checks/replica.c checks/probe.c
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIBSK := $(BUILD)/libsidekick.a
+
+PROBES := liveness-check readiness-check
+PROGRAMS := $(PROBES:%=$(BIN)/%)
+
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+
+.PHONY: all test unit unit-asan integration deps demo lint install clean docs check-docs
+all: $(PROGRAMS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
+
+$(LIBSK): $(LIB_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(BIN)/%: $(BUILD)/checks/%.o $(LIBSK)
+	@mkdir -p $(BIN)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(LIBSK) $(LDLIBS)
+
+# checks/liveness_check.c -> bin/liveness-check
+$(BIN)/liveness-check: $(BUILD)/checks/liveness_check.o $(LIBSK)
+$(BIN)/readiness-check: $(BUILD)/checks/readiness_check.o $(LIBSK)
+$(PROGRAMS):
+	@mkdir -p $(BIN)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBSK) $(LDLIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c $(LIBSK)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(LIBSK) $(LDLIBS) -lcmocka
+
+unit: $(UNIT_BIN)
+	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; SIDEKICK_TEST_DATA=tests/data $$t; done
+
+# The unit tests again, built with AddressSanitizer and UndefinedBehaviorSanitizer.
+unit-asan:
+	$(MAKE) --no-print-directory BUILD=build/asan SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" CFLAGS="-O1 -g" unit
+
+integration: all
+	SIDEKICK_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q tests/integration $(PYTEST_ARGS)
+
+test: lint check-docs unit unit-asan integration
+
+deps:
+	@tests/deps.sh
+
+demo: all
+	$(PYTHON) tests/demo.py
+
+lint:
+	@tests/lint.sh
+
+docs: all
+	@tests/gen-docs.sh write
+
+check-docs: all
+	@tests/gen-docs.sh check
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(PROGRAMS) $(DESTDIR)$(PREFIX)/bin/
+	install -d $(DESTDIR)$(PREFIX)/share/doc/sidekick
+	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/sidekick/
+
+clean:
+	rm -rf $(BUILD) $(BIN)
+
+-include $(LIB_OBJ:.o=.d) $(BUILD)/checks/*.d

@@ -1,0 +1,118 @@
+/* liveness_check.c: liveness-check, drop-in for the PXC operator's liveness-check.sh. */
+#include <stdio.h>
+#include <string.h>
+
+#include "galera.h"
+#include "log.h"
+#include "probe.h"
+
+static const struct opt_def options[] = {
+	PROBE_CONN_OPTIONS(NULL, "mysqld address [default: this node's first IP, like hostname -I]", "33062",
+			   "monitor", "/etc/mysql/mysql-users-secret/monitor", "MONITOR_PASSWORD"),
+	{"timeout", 't', OPT_NUMBER, "SECONDS", NULL, NULL, 0.05, 3600, NULL,
+	 "One deadline for the whole check; decimals allowed. Overrides LIVENESS_CHECK_TIMEOUT.", 0},
+	{"k8s-timeout", 0, OPT_INT, "SECONDS", "5", "LIVENESS_CHECK_TIMEOUT", 1, 3600, NULL,
+	 "The probe's timeoutSeconds; the deadline stays below it by 20% (at most 1 s).", 0},
+	{"state-file", 0, OPT_STRING, "PATH", NULL, "MYSQL_STATE_FILE", 0, 0, NULL,
+	 "mysqld state file (NUL bytes ignored); when it says 'startup' a failing node is left alive.", 0},
+	{"datadir", 0, OPT_STRING, "DIR", "/var/lib/mysql", NULL, 0, 0, NULL,
+	 "Where the bypass files sleep-forever, sst_in_progress and wsrep_recovery_verbose.log live.", 0},
+	{"recovery-file", 0, OPT_STRING, "PATH", "/tmp/recovery-case", NULL, 0, 0, NULL,
+	 "When this file exists the node is in manual recovery: report alive.", 0},
+};
+
+/* The operator's liveness script exits 0 while any of these exist (recovery, SST, --wsrep-recover). */
+static const char *const datadir_bypass[] = {"sleep-forever", "sst_in_progress", "wsrep_recovery_verbose.log"};
+
+int main(int argc, char **argv)
+{
+	struct opts o = {
+		.prog = "liveness-check",
+		.version = SIDEKICK_VERSION,
+		.synopsis = "[OPTION]...",
+		.summary = "Exit 0 while this MySQL node should be left running: mysqld answers within the deadline\n"
+			   "and is in a Primary Galera component (or is starting up, recovering or receiving an SST).",
+		.defs = options,
+		.ndefs = SK_ARRAY_LEN(options),
+		.config_opt = "config",
+		.max_args = 3,
+	};
+	struct galera_rules rules = {.need_primary = true, .readonly_ok = true};
+	struct galera_verdict v;
+	struct probe_conn pc;
+	struct statusmap status = {0};
+	struct db_err e;
+	char err[512], msg[1200], path[1024], state[64];
+	int64_t started = deadline_now_us();
+	const char *setting;
+	long budget_ms;
+	deadline_t dl;
+	int rc;
+	bool json, fetched;
+
+	log_setup(argv[0], LOG_TEXT, LOG_WARN, stderr);
+	switch (opts_parse(&o, argc, argv, err, sizeof(err))) {
+	case OPTS_EXIT:
+		opts_free(&o);
+		return 0;
+	case OPTS_ERROR:
+		fprintf(stderr, "liveness-check: %s\n", err);
+		opts_free(&o);
+		return 2;
+	case OPTS_OK:
+		break;
+	}
+	json = opt_flag(&o, "json");
+	if (o.nargs)
+		fprintf(stderr, "liveness-check: warning: positional arguments are ignored (as by liveness-check.sh); "
+				"never pass a password on the command line\n");
+
+	if (probe_file_exists(opt_str(&o, "recovery-file"))) {
+		rc = probe_report("liveness", json, true, "bypass", "alive: recovery file present", stdout, started);
+		opts_free(&o);
+		return rc;
+	}
+	for (size_t i = 0; i < SK_ARRAY_LEN(datadir_bypass); i++) {
+		snprintf(path, sizeof(path), "%s/%s", opt_str(&o, "datadir"), datadir_bypass[i]);
+		if (probe_file_exists(path)) {
+			snprintf(msg, sizeof(msg), "alive: %s present", path);
+			rc = probe_report("liveness", json, true, "bypass", msg, stdout, started);
+			opts_free(&o);
+			return rc;
+		}
+	}
+
+	if (probe_conn_setup(&o, &pc, err, sizeof(err)) < 0) {
+		fprintf(stderr, "liveness-check: %s\n", err);
+		opts_free(&o);
+		return 2;
+	}
+	budget_ms = opt_given(&o, "timeout") ? (long)(opt_num(&o, "timeout") * 1000)
+					      : probe_k8s_deadline_ms(opt_int(&o, "k8s-timeout"));
+	setting = opt_given(&o, "timeout") ? "--timeout" : "LIVENESS_CHECK_TIMEOUT";
+	dl = deadline_in_ms(budget_ms);
+
+	fetched = probe_fetch_galera(&pc, &dl, &status, NULL, &e) == 0;
+	if (fetched)
+		galera_judge(&status, NULL, &rules, &v);
+	if (fetched && v.up) {
+		snprintf(msg, sizeof(msg), "alive: %s", v.detail);
+		rc = probe_report("liveness", json, true, "ok", msg, stdout, started);
+	} else {
+		/* Whatever failed, a node that is still starting up is not killed. */
+		probe_read_state_file(opt_str(&o, "state-file"), state, sizeof(state));
+		if (strcmp(state, "startup") == 0) {
+			rc = probe_report("liveness", json, true, "startup", "MySQL is starting up, not killing it...", stdout,
+					  started);
+		} else if (!fetched) {
+			rc = probe_report_db_error("liveness", "not alive", json, &e, &pc, budget_ms, setting, stdout, started);
+		} else {
+			snprintf(msg, sizeof(msg), "not alive: %s", v.detail);
+			rc = probe_report("liveness", json, false, galera_reason_str(v.reason), msg, stdout, started);
+		}
+	}
+	statusmap_free(&status);
+	probe_conn_free(&pc);
+	opts_free(&o);
+	return rc;
+}

@@ -1,0 +1,246 @@
+/* probe.c: the shared steps of a MySQL probe: credentials, address, deadline policy, reporting. */
+#include "probe.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "secret.h"
+
+int probe_conn_setup(const struct opts *o, struct probe_conn *pc, char *err, size_t errlen)
+{
+	struct mycnf cnf = {0};
+	const char *dfile = opt_str(o, "defaults-extra-file");
+	const char *pwfile = opt_str(o, "password-file");
+	char why[300];
+	long port = opt_int(o, "port");
+
+	memset(pc, 0, sizeof(*pc));
+	/* The option file applies only when readable, as the scripts did with [ -r ]. An explicit
+	 * file that is unreadable or malformed is a configuration error. */
+	if (dfile && *dfile) {
+		bool explicit = opt_given(o, "defaults-extra-file");
+
+		if (access(dfile, R_OK) == 0 || explicit) {
+			if (mycnf_read(dfile, NULL, &cnf, why, sizeof(why)) < 0) {
+				if (explicit || access(dfile, R_OK) == 0)
+					return sk_err(err, errlen, "defaults-extra-file %s", why);
+			}
+		}
+	}
+
+	if (opt_given(o, "user") || !cnf.user)
+		pc->user = xstrdup(opt_str(o, "user") ? opt_str(o, "user") : "");
+	else
+		pc->user = xstrdup(cnf.user);
+
+	if (pwfile && (opt_given(o, "password-file") || probe_file_exists(pwfile))) {
+		pc->password = secret_read_file(pwfile, why, sizeof(why));
+		if (!pc->password) {
+			mycnf_free(&cnf);
+			probe_conn_free(pc);
+			return sk_err(err, errlen, "password file %s", why);
+		}
+	} else if (cnf.password) {
+		pc->password = xstrdup(cnf.password);
+	} else if (opt_str(o, "password")) {
+		pc->password = xstrdup(opt_str(o, "password"));
+	} else {
+		pc->password = xstrdup("");
+	}
+
+	if (opt_given(o, "socket") || (!opt_given(o, "host") && cnf.socket && !opt_str(o, "host"))) {
+		pc->socket = xstrdup(opt_given(o, "socket") ? opt_str(o, "socket") : cnf.socket);
+	}
+	if (opt_str(o, "host") && (opt_given(o, "host") || !cnf.host)) {
+		pc->host = xstrdup(opt_str(o, "host"));
+	} else if (cnf.host) {
+		pc->host = xstrdup(cnf.host);
+	} else if (!pc->socket) {
+		char ip[64];
+
+		probe_node_ip(ip, sizeof(ip));
+		pc->host = xstrdup(ip);
+	}
+	if (!opt_given(o, "port") && cnf.port)
+		port = cnf.port;
+	mycnf_free(&cnf);
+
+	pc->t.host = pc->host;
+	pc->t.port = (unsigned)port;
+	pc->t.socket = pc->socket;
+	pc->t.user = pc->user;
+	pc->t.password = pc->password;
+	pc->t.tls = opt_flag(o, "tls");
+	pc->t.tls_ca = opt_str(o, "tls-ca");
+	pc->t.tls_cert = opt_str(o, "tls-cert");
+	pc->t.tls_key = opt_str(o, "tls-key");
+	pc->t.tls_verify = opt_flag(o, "tls-verify");
+	if (pc->socket && (!pc->host || strcmp(pc->host, "localhost") == 0))
+		snprintf(pc->what, sizeof(pc->what), "%s", pc->socket);
+	else if (pc->host && strchr(pc->host, ':'))
+		snprintf(pc->what, sizeof(pc->what), "[%s]:%ld", pc->host, port);
+	else
+		snprintf(pc->what, sizeof(pc->what), "%s:%ld", pc->host ? pc->host : "?", port);
+	pc->t.what = pc->what;
+	return 0;
+}
+
+void probe_conn_free(struct probe_conn *pc)
+{
+	if (pc->password) {
+		sk_wipe(pc->password, strlen(pc->password));
+		free(pc->password);
+	}
+	free(pc->user);
+	free(pc->host);
+	free(pc->socket);
+	memset(pc, 0, sizeof(*pc));
+}
+
+long probe_k8s_deadline_ms(long k8s_seconds)
+{
+	long total = k8s_seconds * 1000;
+	long margin = total / 5;
+
+	if (margin > 1000)
+		margin = 1000;
+	if (total - margin < 100)
+		return 100;
+	return total - margin;
+}
+
+void probe_node_ip(char *buf, size_t len)
+{
+	struct ifaddrs *ifa = NULL, *p;
+	char v6[INET6_ADDRSTRLEN] = "";
+
+	sk_strlcpy(buf, "127.0.0.1", len);
+	if (getifaddrs(&ifa) < 0)
+		return;
+	for (p = ifa; p; p = p->ifa_next) {
+		if (!p->ifa_addr || (p->ifa_flags & IFF_LOOPBACK) || !(p->ifa_flags & IFF_UP))
+			continue;
+		if (p->ifa_addr->sa_family == AF_INET) {
+			char a[INET_ADDRSTRLEN];
+
+			if (inet_ntop(AF_INET, &((struct sockaddr_in *)p->ifa_addr)->sin_addr, a, sizeof(a))) {
+				sk_strlcpy(buf, a, len);
+				freeifaddrs(ifa);
+				return;
+			}
+		} else if (p->ifa_addr->sa_family == AF_INET6 && !v6[0]) {
+			struct in6_addr *in6 = &((struct sockaddr_in6 *)p->ifa_addr)->sin6_addr;
+
+			if (!IN6_IS_ADDR_LINKLOCAL(in6))
+				inet_ntop(AF_INET6, in6, v6, sizeof(v6));
+		}
+	}
+	if (v6[0])
+		sk_strlcpy(buf, v6, len);
+	freeifaddrs(ifa);
+}
+
+bool probe_file_exists(const char *path)
+{
+	struct stat st;
+
+	return path && *path && stat(path, &st) == 0;
+}
+
+void probe_read_state_file(const char *path, char *buf, size_t len)
+{
+	char *text = NULL, err[256];
+	size_t n = 0, k = 0;
+
+	buf[0] = '\0';
+	if (!path || !*path || sk_read_file(path, 4096, &text, &n, err, sizeof(err)) < 0)
+		return;
+	for (size_t i = 0; i < n && k + 1 < len; i++)
+		if (text[i] != '\0')
+			buf[k++] = text[i];
+	buf[k] = '\0';
+	sk_trim(buf);
+	free(text);
+}
+
+int probe_report(const char *probe, bool json, bool up, const char *reason, const char *message, FILE *text_stream,
+		 int64_t started_us)
+{
+	char line[512];
+
+	sk_strlcpy(line, message, sizeof(line));
+	log_redact(line);
+	if (json) {
+		sk_buf b;
+
+		sk_buf_init(&b, 4096);
+		if (sk_buf_addf(&b, "{\"probe\":\"%s\",\"up\":%s,\"reason\":", probe, up ? "true" : "false") &&
+		    sk_buf_add_json_str(&b, reason) && sk_buf_add(&b, ",\"message\":", 11) &&
+		    sk_buf_add_json_str(&b, line) &&
+		    sk_buf_addf(&b, ",\"elapsed_ms\":%.1f}\n", (double)(deadline_now_us() - started_us) / 1000.0))
+			fputs(b.data, stdout);
+		sk_buf_free(&b);
+	} else if (text_stream) {
+		fprintf(text_stream, "%s\n", line);
+	}
+	fflush(stdout);
+	return up ? 0 : 1;
+}
+
+#define GALERA_STATUS_SQL                                                                                       \
+	"SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_local_state','wsrep_local_state_comment',"           \
+	"'wsrep_cluster_status','wsrep_ready','wsrep_connected','wsrep_cluster_size')"
+#define GALERA_VARS_SQL                                                                                         \
+	"SHOW GLOBAL VARIABLES WHERE Variable_name IN ('read_only','pxc_maint_mode','wsrep_reject_queries',"    \
+	"'wsrep_sst_donor_rejects_queries')"
+
+int probe_fetch_galera(const struct probe_conn *pc, const deadline_t *dl, struct statusmap *status,
+		       struct statusmap *vars, struct db_err *e)
+{
+	struct db db = {0};
+	int rc = -1;
+
+	if (db_connect(&db, &pc->t, dl, e) < 0)
+		return -1;
+	/* A DDL or backup must not block the check (wsrep_sync_wait); servers without Galera
+	 * do not know the variable (1193), which is fine. */
+	if (db_exec(&db, "SET SESSION wsrep_sync_wait=0", dl, e) < 0 && e->code != 1193)
+		goto out;
+	if (db_query_pairs(&db, GALERA_STATUS_SQL, dl, status, e) < 0)
+		goto out;
+	if (vars && db_query_pairs(&db, GALERA_VARS_SQL, dl, vars, e) < 0)
+		goto out;
+	rc = 0;
+out:
+	db_close(&db);
+	return rc;
+}
+
+void probe_describe_error(const struct db_err *e, const struct probe_conn *pc, long budget_ms,
+			  const char *timeout_setting, char *buf, size_t len)
+{
+	if (e->reason == DB_TIMEOUT)
+		snprintf(buf, len, "timeout after %.1fs %s (%s, %s)", (double)budget_ms / 1000.0,
+			 e->msg + (strncmp(e->msg, "timed out ", 10) == 0 ? 10 : 0), pc->what, timeout_setting);
+	else
+		snprintf(buf, len, "%s (%s): %s", db_reason_str(e->reason), pc->what, e->msg);
+}
+
+int probe_report_db_error(const char *probe, const char *down_word, bool json, const struct db_err *e,
+			  const struct probe_conn *pc, long budget_ms, const char *timeout_setting, FILE *text_stream,
+			  int64_t started_us)
+{
+	char why[400], msg[600];
+
+	probe_describe_error(e, pc, budget_ms, timeout_setting, why, sizeof(why));
+	snprintf(msg, sizeof(msg), "%s: %s", down_word, why);
+	return probe_report(probe, json, false, e->reason == DB_TIMEOUT ? "timeout" : db_reason_str(e->reason), msg,
+			    text_stream, started_us);
+}

@@ -1,0 +1,91 @@
+/* probe.h: what every probe main shares: connection options, credentials, the deadline policy,
+ * bypass files and the one-line verdict. */
+#ifndef SK_PROBE_H
+#define SK_PROBE_H
+
+#include <stdbool.h>
+
+#include "db.h"
+#include "deadline.h"
+#include "opt.h"
+
+#ifndef SIDEKICK_VERSION
+#define SIDEKICK_VERSION "0.1.0"
+#endif
+
+/* Option rows every MySQL probe has. Defaults differ per probe, so they are parameters. */
+#define PROBE_CONN_OPTIONS(HOST_DEF, HOST_HELP, PORT_DEF, USER_DEF, PWFILE_DEF, PW_ENV)                          \
+	{"host", 'H', OPT_STRING, "HOST", HOST_DEF, NULL, 0, 0, NULL, HOST_HELP, 0},                              \
+	{"port", 'P', OPT_INT, "PORT", PORT_DEF, NULL, 1, 65535, NULL, "TCP port of mysqld.", 0},                 \
+	{"socket", 'S', OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL,                                              \
+	 "Connect over this unix socket instead of TCP.", 0},                                                     \
+	{"user", 'u', OPT_STRING, "USER", USER_DEF, "MYSQL_USERNAME", 0, 0, NULL, "MySQL user for the check.", 0}, \
+	{"password-file", 0, OPT_STRING, "PATH", PWFILE_DEF, NULL, 0, 0, NULL,                                   \
+	 "Read the password from this file (a Kubernetes secret mount); the default is used only when it exists.", \
+	 0},                                                                                                      \
+	{"password", 0, OPT_STRING, "PASSWORD", NULL, PW_ENV, 0, 0, NULL,                                        \
+	 "Password from the environment or config file, used when no password file or option file gives one.",   \
+	 OPT_SECRET | OPT_NO_ARGV},                                                                               \
+	{"defaults-extra-file", 0, OPT_STRING, "PATH", "/etc/my.cnf", "DEFAULTS_EXTRA_FILE", 0, 0, NULL,         \
+	 "MySQL option file whose [client] user/password/host/port/socket apply when readable.", 0},               \
+	{"tls", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Require TLS to mysqld.", 0},                            \
+	{"tls-ca", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "CA certificate for --tls.", 0},               \
+	{"tls-cert", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "Client certificate for --tls.", 0},          \
+	{"tls-key", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "Client key for --tls.", 0},                   \
+	{"tls-verify", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Verify the server certificate and host name.", 0}, \
+	{"config", 'c', OPT_STRING, "FILE", NULL, NULL, 0, 0, NULL,                                              \
+	 "libconfig file with any of these options (file < environment < command line).", OPT_NO_FILE},          \
+	{"json", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Print the verdict as one JSON object on stdout.", 0}
+
+/* Connection settings resolved from options, the option file and secret files. */
+struct probe_conn {
+	struct db_target t;
+	char *user;
+	char *password;
+	char *host;
+	char *socket;
+	char what[300]; /* "host:port" or the socket path, for messages */
+};
+
+/* Resolve credentials and address. Password order: --password-file (when given, or the
+ * default file when it exists), the option file's [client] password, the `password` option
+ * (environment). Returns 0 or -1 with a one-line reason (exit 2). */
+int probe_conn_setup(const struct opts *o, struct probe_conn *pc, char *err, size_t errlen) SK_MUST_CHECK;
+void probe_conn_free(struct probe_conn *pc);
+
+/* The deadline for a probe whose kubelet timeoutSeconds is `k8s_seconds`: below it by a margin
+ * of 20% capped at 1 s, so it is never 0 and never unlimited (the scripts' T-1 gave 0 for T=1). */
+long probe_k8s_deadline_ms(long k8s_seconds);
+
+/* The node's first non-loopback IPv4 address (like `hostname -I | awk '{print $1}'`), or the
+ * first global IPv6 one, or "127.0.0.1". */
+void probe_node_ip(char *buf, size_t len);
+
+/* True when `path` exists (any file type). */
+bool probe_file_exists(const char *path);
+
+/* Read a state file (mysql.state), drop NUL bytes and white space; "" when absent. */
+void probe_read_state_file(const char *path, char *buf, size_t len);
+
+/* Print the verdict: text to `text_stream` ("ready" / "not ready: reason"), or one JSON object
+ * on stdout when json is set. Returns the exit code (0 up, 1 down). */
+int probe_report(const char *probe, bool json, bool up, const char *reason, const char *message, FILE *text_stream,
+		 int64_t started_us);
+
+#endif
+
+/* Connect, turn off wsrep_sync_wait for the session (ignored where the variable does not
+ * exist) and read the wsrep status, plus the variables the rules need (`vars` may be NULL
+ * when none are needed). One connection, two or three round trips, all under `dl`. */
+int probe_fetch_galera(const struct probe_conn *pc, const deadline_t *dl, struct statusmap *status,
+		       struct statusmap *vars, struct db_err *e) SK_MUST_CHECK;
+
+/* Format a connection or query failure for the verdict line, naming the setting that bounds
+ * the time on a timeout: "timeout after 2.0s connecting to 10.0.0.1:33062 (--timeout)". */
+void probe_describe_error(const struct db_err *e, const struct probe_conn *pc, long budget_ms,
+			  const char *timeout_setting, char *buf, size_t len);
+
+/* Report a failed connection or query as "<down_word>: <why>" and return exit code 1. */
+int probe_report_db_error(const char *probe, const char *down_word, bool json, const struct db_err *e,
+			  const struct probe_conn *pc, long budget_ms, const char *timeout_setting, FILE *text_stream,
+			  int64_t started_us);

@@ -1,0 +1,467 @@
+/* db.c: Connector/C's non-blocking API driven by poll(), so one deadline bounds DNS, connect,
+ * TLS, authentication and every query to the millisecond. */
+#include "db.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <errmsg.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static const char *const reason_names[] = {
+	"ok", "timeout", "connection refused", "unknown host", "access denied",
+	"connection lost", "protocol error", "server error", "client error",
+};
+
+const char *db_reason_str(enum db_reason r)
+{
+	return reason_names[r];
+}
+
+void db_library_init(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+	/* A write to a server that went away must fail with EPIPE, not kill the process. */
+	signal(SIGPIPE, SIG_IGN);
+	pthread_once(&once, (void (*)(void))mysql_library_init);
+}
+
+/* ---- name resolution with a deadline -------------------------------------------------- */
+
+struct resolve_job {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int refs; /* the waiter and the worker; the last one out frees the job */
+	bool done;
+	int rc;
+	char host[256];
+	char addr[INET6_ADDRSTRLEN];
+};
+
+static void job_release(struct resolve_job *j)
+{
+	bool last;
+
+	pthread_mutex_lock(&j->mu);
+	last = --j->refs == 0;
+	pthread_mutex_unlock(&j->mu);
+	if (last) {
+		pthread_cond_destroy(&j->cv);
+		pthread_mutex_destroy(&j->mu);
+		free(j);
+	}
+}
+
+static void *resolve_worker(void *arg)
+{
+	struct resolve_job *j = arg;
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+	char addr[INET6_ADDRSTRLEN] = "";
+	int rc = getaddrinfo(j->host, NULL, &hints, &res);
+
+	if (rc == 0 && res) {
+		const void *src = res->ai_family == AF_INET6
+					  ? (const void *)&((struct sockaddr_in6 *)res->ai_addr)->sin6_addr
+					  : (const void *)&((struct sockaddr_in *)res->ai_addr)->sin_addr;
+
+		if (!inet_ntop(res->ai_family, src, addr, sizeof(addr)))
+			rc = EAI_FAIL;
+	} else if (rc == 0) {
+		rc = EAI_NONAME;
+	}
+	if (res)
+		freeaddrinfo(res);
+	pthread_mutex_lock(&j->mu);
+	j->rc = rc;
+	memcpy(j->addr, addr, sizeof(addr));
+	j->done = true;
+	pthread_cond_signal(&j->cv);
+	pthread_mutex_unlock(&j->mu);
+	job_release(j);
+	return NULL;
+}
+
+/* Resolve `host` to a numeric address within the deadline. getaddrinfo has no timeout of its
+ * own, so it runs on a detached thread that is abandoned when the deadline passes. */
+static int resolve(const char *host, const deadline_t *dl, char *addr, size_t addrlen, struct db_err *e)
+{
+	struct resolve_job *j;
+	pthread_condattr_t ca;
+	pthread_attr_t ta;
+	pthread_t tid;
+	int rc;
+
+	j = xcalloc(1, sizeof(*j));
+	if (!sk_strlcpy(j->host, host, sizeof(j->host))) {
+		free(j);
+		e->reason = DB_UNKNOWN_HOST;
+		sk_fmt(e->msg, sizeof(e->msg), "host name too long");
+		return -1;
+	}
+	pthread_mutex_init(&j->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&j->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	j->refs = 2;
+	pthread_attr_init(&ta);
+	pthread_attr_setdetachstate(&ta, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&tid, &ta, resolve_worker, j) != 0) {
+		pthread_attr_destroy(&ta);
+		j->refs = 1;
+		job_release(j);
+		e->reason = DB_CLIENT_ERROR;
+		sk_fmt(e->msg, sizeof(e->msg), "cannot start resolver thread");
+		return -1;
+	}
+	pthread_attr_destroy(&ta);
+
+	pthread_mutex_lock(&j->mu);
+	while (!j->done) {
+		struct timespec ts;
+		int64_t at = dl->at ? dl->at : deadline_now_us() + 3600 * 1000000LL;
+
+		ts.tv_sec = at / 1000000;
+		ts.tv_nsec = (at % 1000000) * 1000;
+		if (pthread_cond_timedwait(&j->cv, &j->mu, &ts) == ETIMEDOUT && !j->done)
+			break;
+	}
+	rc = j->done ? j->rc : -1;
+	if (j->done && rc == 0)
+		sk_strlcpy(addr, j->addr, addrlen);
+	pthread_mutex_unlock(&j->mu);
+	job_release(j);
+
+	if (rc == 0)
+		return 0;
+	if (rc == -1) {
+		e->reason = DB_TIMEOUT;
+		sk_fmt(e->msg, sizeof(e->msg), "timed out resolving host '%s'", host);
+	} else {
+		e->reason = DB_UNKNOWN_HOST;
+		sk_fmt(e->msg, sizeof(e->msg), "unknown host '%s': %s", host, gai_strerror(rc));
+	}
+	return -1;
+}
+
+/* ---- driving non-blocking calls ------------------------------------------------------- */
+
+/* Wait for what the library asked for, bounded by the deadline. Returns the ready bits,
+ * or -1 when the deadline passed. */
+static int wait_io(MYSQL *m, int status, const deadline_t *dl)
+{
+	for (;;) {
+		struct pollfd p = {.fd = mysql_get_socket(m), .events = 0};
+		int timeout = deadline_left_ms(dl), r, ready = 0;
+
+		if (timeout == 0)
+			return -1;
+		if (status & MYSQL_WAIT_READ)
+			p.events |= POLLIN;
+		if (status & MYSQL_WAIT_WRITE)
+			p.events |= POLLOUT;
+		if (status & MYSQL_WAIT_EXCEPT)
+			p.events |= POLLPRI;
+		if (status & MYSQL_WAIT_TIMEOUT) {
+			unsigned t = mysql_get_timeout_value_ms(m);
+
+			if (t < (unsigned)timeout)
+				timeout = (int)t;
+		}
+		r = poll(&p, 1, timeout);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return MYSQL_WAIT_READ | MYSQL_WAIT_WRITE; /* let the library see the error */
+		if (r == 0) {
+			if (deadline_expired(dl))
+				return -1;
+			if (status & MYSQL_WAIT_TIMEOUT)
+				return MYSQL_WAIT_TIMEOUT;
+			continue;
+		}
+		if (p.revents & (POLLIN | POLLHUP | POLLERR))
+			ready |= MYSQL_WAIT_READ;
+		if (p.revents & (POLLOUT | POLLHUP | POLLERR))
+			ready |= MYSQL_WAIT_WRITE;
+		if (p.revents & POLLPRI)
+			ready |= MYSQL_WAIT_EXCEPT;
+		return ready & (status | MYSQL_WAIT_READ | MYSQL_WAIT_WRITE);
+	}
+}
+
+/* Replace the connection's socket with a dead one, so the pending operation fails at once.
+ * shutdown() alone does not abort a TCP connect that is still waiting for SYN-ACK. */
+static void poison_socket(MYSQL *m)
+{
+	int fd = (int)mysql_get_socket(m), s;
+
+	if (fd < 0)
+		return;
+	shutdown(fd, SHUT_RDWR);
+	s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s >= 0) {
+		dup2(s, fd);
+		close(s);
+	}
+}
+
+struct op {
+	MYSQL *m;
+	int kind; /* 0 connect, 1 query, 2 store */
+	MYSQL *conn_ret;
+	int query_ret;
+	MYSQL_RES *res_ret;
+};
+
+static int op_cont(struct op *op, int ready)
+{
+	switch (op->kind) {
+	case 0:
+		return mysql_real_connect_cont(&op->conn_ret, op->m, ready);
+	case 1:
+		return mysql_real_query_cont(&op->query_ret, op->m, ready);
+	default:
+		return mysql_store_result_cont(&op->res_ret, op->m, ready);
+	}
+}
+
+/* Run an operation to completion. Returns true when it finished in time, false when the
+ * deadline passed (the operation was then forced to fail and the socket is dead). */
+static bool drive(struct op *op, int status, const deadline_t *dl)
+{
+	while (status) {
+		int ready = wait_io(op->m, status, dl);
+
+		if (ready < 0) {
+			poison_socket(op->m);
+			for (int k = 0; status && k < 1000; k++)
+				status = op_cont(op, MYSQL_WAIT_READ | MYSQL_WAIT_WRITE);
+			return false;
+		}
+		status = op_cont(op, ready);
+	}
+	return true;
+}
+
+static void set_err(MYSQL *m, bool timed_out, const char *step, struct db_err *e)
+{
+	unsigned code = mysql_errno(m);
+
+	e->code = code;
+	if (timed_out) {
+		e->reason = DB_TIMEOUT;
+		sk_fmt(e->msg, sizeof(e->msg), "timed out %s", step);
+		return;
+	}
+	switch (code) {
+	case 1044: case 1045: case 1142: case 1143: case 1227: case 1698:
+		e->reason = DB_ACCESS_DENIED;
+		break;
+	case CR_CONNECTION_ERROR: case CR_CONN_HOST_ERROR:
+		e->reason = DB_REFUSED;
+		break;
+	case CR_UNKNOWN_HOST:
+		e->reason = DB_UNKNOWN_HOST;
+		break;
+	case CR_SERVER_LOST: case CR_SERVER_GONE_ERROR:
+		e->reason = DB_LOST;
+		break;
+	case CR_SERVER_HANDSHAKE_ERR: case CR_MALFORMED_PACKET: case CR_SSL_CONNECTION_ERROR:
+	case CR_AUTH_PLUGIN_CANNOT_LOAD: case CR_AUTH_PLUGIN_ERR:
+		e->reason = DB_PROTOCOL;
+		break;
+	default:
+		e->reason = code >= 1000 && code < 2000 ? DB_SERVER_ERROR : code >= 3000 ? DB_SERVER_ERROR : DB_CLIENT_ERROR;
+		break;
+	}
+	sk_fmt(e->msg, sizeof(e->msg), "%s (%u)", mysql_error(m), code);
+}
+
+int db_connect(struct db *db, const struct db_target *t, const deadline_t *dl, struct db_err *e)
+{
+	char addr[INET6_ADDRSTRLEN];
+	const char *host = t->host;
+	unsigned secs;
+	unsigned proto;
+	struct op op = {0};
+	int status;
+	my_bool on = 1;
+
+	memset(e, 0, sizeof(*e));
+	db->connected = false;
+	db_library_init();
+
+	if (t->socket && *t->socket && (!host || !*host || strcmp(host, "localhost") == 0)) {
+		host = "localhost";
+		proto = MYSQL_PROTOCOL_SOCKET;
+	} else {
+		unsigned char tmp[sizeof(struct in6_addr)];
+
+		if (!host || !*host)
+			host = "127.0.0.1";
+		proto = MYSQL_PROTOCOL_TCP;
+		/* Resolve names here, under the deadline; numeric addresses pass straight through.
+		 * With certificate verification the name must reach the library as given. */
+		if (inet_pton(AF_INET, host, tmp) != 1 && inet_pton(AF_INET6, host, tmp) != 1 &&
+		    !(t->tls && t->tls_verify)) {
+			if (resolve(host, dl, addr, sizeof(addr), e) < 0)
+				return -1;
+			host = addr;
+		}
+	}
+
+	db->m = mysql_init(NULL);
+	if (!db->m) {
+		e->reason = DB_CLIENT_ERROR;
+		sk_fmt(e->msg, sizeof(e->msg), "out of memory");
+		return -1;
+	}
+	/* The library's own timeouts are whole seconds: round up, as a backstop behind poll(). */
+	secs = (unsigned)(deadline_left_ms(dl) / 1000 + 1);
+	mysql_options(db->m, MYSQL_OPT_NONBLOCK, 0);
+	mysql_options(db->m, MYSQL_OPT_CONNECT_TIMEOUT, &secs);
+	mysql_options(db->m, MYSQL_OPT_READ_TIMEOUT, &secs);
+	mysql_options(db->m, MYSQL_OPT_WRITE_TIMEOUT, &secs);
+	mysql_options(db->m, MYSQL_OPT_PROTOCOL, &proto);
+	if (t->tls) {
+		mysql_ssl_set(db->m, t->tls_key, t->tls_cert, t->tls_ca, NULL, NULL);
+		mysql_options(db->m, MYSQL_OPT_SSL_ENFORCE, &on);
+		if (t->tls_verify)
+			mysql_options(db->m, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &on);
+	}
+
+	op.m = db->m;
+	op.kind = 0;
+	status = mysql_real_connect_start(&op.conn_ret, db->m, host, t->user, t->password ? t->password : "", NULL,
+					  t->port ? t->port : 3306, proto == MYSQL_PROTOCOL_SOCKET ? t->socket : NULL,
+					  0);
+	if (!drive(&op, status, dl) || !op.conn_ret) {
+		set_err(db->m, deadline_expired(dl), "connecting", e);
+		mysql_close(db->m);
+		db->m = NULL;
+		return -1;
+	}
+	db->connected = true;
+	return 0;
+}
+
+int db_query(struct db *db, const char *sql, const deadline_t *dl, MYSQL_RES **res, struct db_err *e)
+{
+	struct op op = {.m = db->m, .kind = 1};
+	int status;
+
+	memset(e, 0, sizeof(*e));
+	*res = NULL;
+	if (!db->m || !db->connected) {
+		e->reason = DB_LOST;
+		sk_fmt(e->msg, sizeof(e->msg), "not connected");
+		return -1;
+	}
+	status = mysql_real_query_start(&op.query_ret, db->m, sql, (unsigned long)strlen(sql));
+	if (!drive(&op, status, dl) || op.query_ret != 0) {
+		set_err(db->m, deadline_expired(dl), "waiting for the query", e);
+		if (e->reason == DB_TIMEOUT || e->reason == DB_LOST || e->reason == DB_PROTOCOL)
+			db->connected = false;
+		return -1;
+	}
+	if (mysql_field_count(db->m) == 0)
+		return 0;
+	op.kind = 2;
+	status = mysql_store_result_start(&op.res_ret, db->m);
+	if (!drive(&op, status, dl) || !op.res_ret) {
+		set_err(db->m, deadline_expired(dl), "reading the result", e);
+		db->connected = false;
+		if (op.res_ret)
+			mysql_free_result(op.res_ret);
+		return -1;
+	}
+	*res = op.res_ret;
+	return 0;
+}
+
+int db_exec(struct db *db, const char *sql, const deadline_t *dl, struct db_err *e)
+{
+	MYSQL_RES *res;
+
+	if (db_query(db, sql, dl, &res, e) < 0)
+		return -1;
+	if (res)
+		mysql_free_result(res);
+	return 0;
+}
+
+int db_query_pairs(struct db *db, const char *sql, const deadline_t *dl, struct statusmap *map, struct db_err *e)
+{
+	MYSQL_RES *res;
+	MYSQL_ROW row;
+
+	if (db_query(db, sql, dl, &res, e) < 0)
+		return -1;
+	if (!res || mysql_num_fields(res) < 2) {
+		if (res)
+			mysql_free_result(res);
+		e->reason = DB_PROTOCOL;
+		sk_fmt(e->msg, sizeof(e->msg), "expected (name, value) rows");
+		return -1;
+	}
+	while ((row = mysql_fetch_row(res)) != NULL) {
+		if (row[0] && statusmap_set(map, row[0], row[1]) < 0) {
+			mysql_free_result(res);
+			e->reason = DB_PROTOCOL;
+			sk_fmt(e->msg, sizeof(e->msg), "too many rows");
+			return -1;
+		}
+	}
+	mysql_free_result(res);
+	return 0;
+}
+
+int db_query_row(struct db *db, const char *sql, const deadline_t *dl, struct statusmap *map, unsigned long *nrows,
+		 struct db_err *e)
+{
+	MYSQL_RES *res;
+	MYSQL_ROW row;
+	MYSQL_FIELD *fields;
+	unsigned n;
+
+	*nrows = 0;
+	if (db_query(db, sql, dl, &res, e) < 0)
+		return -1;
+	if (!res)
+		return 0;
+	*nrows = (unsigned long)mysql_num_rows(res);
+	row = mysql_fetch_row(res);
+	fields = mysql_fetch_fields(res);
+	n = mysql_num_fields(res);
+	for (unsigned i = 0; row && i < n; i++) {
+		if (statusmap_set(map, fields[i].name, row[i]) < 0) {
+			mysql_free_result(res);
+			e->reason = DB_PROTOCOL;
+			sk_fmt(e->msg, sizeof(e->msg), "too many columns");
+			return -1;
+		}
+	}
+	mysql_free_result(res);
+	return 0;
+}
+
+void db_close(struct db *db)
+{
+	if (!db->m)
+		return;
+	/* A healthy connection says goodbye (no "Aborted connection" noise in the server log);
+	 * a broken one is cut so that close cannot block. */
+	if (!db->connected)
+		poison_socket(db->m);
+	mysql_close(db->m);
+	db->m = NULL;
+	db->connected = false;
+}

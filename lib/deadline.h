@@ -1,0 +1,31 @@
+/* deadline.h: one absolute monotonic deadline per check, and the time left on it. */
+#ifndef SK_DEADLINE_H
+#define SK_DEADLINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* A point on CLOCK_MONOTONIC, in microseconds. A zero `at` means "no deadline". */
+typedef struct deadline {
+	int64_t at;
+} deadline_t;
+
+/* Current CLOCK_MONOTONIC time in microseconds. */
+int64_t deadline_now_us(void);
+
+/* A deadline `ms` milliseconds from now (ms <= 0 gives an already expired deadline). */
+deadline_t deadline_in_ms(int64_t ms);
+
+/* A deadline that never expires. Only long-running loops use it, never a check. */
+deadline_t deadline_never(void);
+
+/* Milliseconds left, rounded up, never negative; INT32_MAX when there is no deadline. */
+int deadline_left_ms(const deadline_t *d);
+
+/* True once the deadline has passed. */
+bool deadline_expired(const deadline_t *d);
+
+/* The earlier of two deadlines. */
+deadline_t deadline_min(deadline_t a, deadline_t b);
+
+#endif
