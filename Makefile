@@ -41,26 +41,26 @@ all: $(PROGRAMS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
+	@echo "  CC      $<"
+	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
 
 $(LIBSK): $(LIB_OBJ)
 	@rm -f $@
-	$(AR) rcs $@ $^
-
-$(BIN)/%: $(BUILD)/checks/%.o $(LIBSK)
-	@mkdir -p $(BIN)
-	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(LIBSK) $(LDLIBS)
+	@echo "  AR      $@"
+	@$(AR) rcs $@ $^
 
 # checks/liveness_check.c -> bin/liveness-check
 $(BIN)/liveness-check: $(BUILD)/checks/liveness_check.o $(LIBSK)
 $(BIN)/readiness-check: $(BUILD)/checks/readiness_check.o $(LIBSK)
 $(PROGRAMS):
 	@mkdir -p $(BIN)
-	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBSK) $(LDLIBS)
+	@echo "  LINK    $@"
+	@$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBSK) $(LDLIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIBSK)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(LIBSK) $(LDLIBS) -lcmocka
+	@echo "  LINK    $@"
+	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(LIBSK) $(LDLIBS) -lcmocka
 
 unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; SIDEKICK_TEST_DATA=tests/data $$t; done

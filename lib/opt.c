@@ -33,7 +33,7 @@ static int set_value(struct opts *o, size_t i, const char *text, const char *sou
 {
 	const struct opt_def *d = &o->defs[i];
 	struct opt_val *v = &o->vals[i];
-	struct opt_val nv = {0};
+	struct opt_val nv = { 0 };
 
 	switch (d->type) {
 	case OPT_FLAG:
@@ -146,8 +146,7 @@ int opts_load_file(struct opts *o, const char *path, char *err, size_t errlen)
 			}
 			sk_err(err, errlen, "%s: unknown setting", source);
 			goto out;
-		default:
-			break;
+		default: break;
 		}
 		i = find_setting(o, name);
 		if (i == (size_t)-1 || (o->defs[i].flags & OPT_NO_FILE)) {
@@ -156,18 +155,10 @@ int opts_load_file(struct opts *o, const char *path, char *err, size_t errlen)
 		}
 		switch (config_setting_type(s)) {
 		case CONFIG_TYPE_INT:
-		case CONFIG_TYPE_INT64:
-			snprintf(val, sizeof(val), "%lld", config_setting_get_int64(s));
-			break;
-		case CONFIG_TYPE_FLOAT:
-			snprintf(val, sizeof(val), "%.17g", config_setting_get_float(s));
-			break;
-		case CONFIG_TYPE_BOOL:
-			snprintf(val, sizeof(val), "%d", config_setting_get_bool(s));
-			break;
-		default:
-			vtext = config_setting_get_string(s);
-			break;
+		case CONFIG_TYPE_INT64: snprintf(val, sizeof(val), "%lld", config_setting_get_int64(s)); break;
+		case CONFIG_TYPE_FLOAT: snprintf(val, sizeof(val), "%.17g", config_setting_get_float(s)); break;
+		case CONFIG_TYPE_BOOL: snprintf(val, sizeof(val), "%d", config_setting_get_bool(s)); break;
+		default: vtext = config_setting_get_string(s); break;
 		}
 		if (set_value(o, i, vtext, source, err, errlen) < 0)
 			goto out;
@@ -278,10 +269,13 @@ enum opts_result opts_parse(struct opts *o, int argc, char **argv, char *err, si
 					cfg_path = a + 3 + n;
 				else if (a[2 + n] == '\0' && k + 1 < argc)
 					cfg_path = argv[k + 1];
+			} else if (a[0] == '-' && o->defs[ci].short_name && a[1] == o->defs[ci].short_name) {
+				if (a[2])
+					cfg_path = a + 2;
+				else if (k + 1 < argc)
+					cfg_path = argv[k + 1];
 			}
 		}
-		if (!cfg_path && o->defs[ci].def)
-			cfg_path = NULL; /* a default path is only read when it exists: see below */
 		if (cfg_path && opts_load_file(o, cfg_path, err, errlen) < 0)
 			return OPTS_ERROR;
 	}
@@ -430,7 +424,6 @@ void opts_markdown(const struct opts *o, FILE *out)
 			fprintf(out, "| `--%s%s%s` |", d->name, d->type == OPT_FLAG ? "" : " ",
 				d->type == OPT_FLAG ? "" : d->arg);
 		fprintf(out, " %s%s%s | %s%s%s | %s | %s |\n", d->env ? "`" : "", d->env ? d->env : "",
-			d->env ? "`" : "", d->def ? "`" : "", d->def ? d->def : "", d->def ? "`" : "", range,
-			d->help);
+			d->env ? "`" : "", d->def ? "`" : "", d->def ? d->def : "", d->def ? "`" : "", range, d->help);
 	}
 }

@@ -1,0 +1,367 @@
+/* test_lib.c: unit tests of lib/: options, option files, secrets, redaction, deadlines, status maps. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "deadline.h"
+#include "log.h"
+#include "opt.h"
+#include "probe.h"
+#include "secret.h"
+#include "statusmap.h"
+#include "testdata.h"
+
+/* clang-format off */
+static const struct opt_def defs[] = {
+	{"port", 'P', OPT_INT, "PORT", "3306", "T_PORT", 1, 65535, NULL, "port", 0},
+	{"timeout", 't', OPT_NUMBER, "SECONDS", NULL, NULL, 0.05, 3600, NULL, "timeout", 0},
+	{"json", 0, OPT_FLAG, NULL, "0", "T_JSON", 0, 0, NULL, "json", 0},
+	{"format", 0, OPT_ENUM, "FMT", "text", NULL, 0, 0, "text|json", "format", 0},
+	{"password", 0, OPT_STRING, "PW", NULL, "T_PASSWORD", 0, 0, NULL, "pw", OPT_SECRET | OPT_NO_ARGV},
+	{"config", 'c', OPT_STRING, "FILE", NULL, NULL, 0, 0, NULL, "config", OPT_NO_FILE},
+};
+/* clang-format on */
+
+static enum opts_result parse(struct opts *o, int argc, char **argv, char *err, size_t errlen)
+{
+	memset(o, 0, sizeof(*o));
+	o->prog = "t";
+	o->version = "0";
+	o->synopsis = "";
+	o->summary = "";
+	o->defs = defs;
+	o->ndefs = SK_ARRAY_LEN(defs);
+	o->config_opt = "config";
+	o->max_args = 1;
+	return opts_parse(o, argc, argv, err, errlen);
+}
+
+static void test_opts_defaults_and_argv(void **state)
+{
+	char *argv[] = { "t", "--port=3311", "-t", "0.25", "--json", "pos", NULL };
+	struct opts o;
+	char err[256];
+
+	(void)state;
+	unsetenv("T_PORT");
+	assert_int_equal(parse(&o, 6, argv, err, sizeof(err)), OPTS_OK);
+	assert_int_equal(opt_int(&o, "port"), 3311);
+	assert_true(opt_num(&o, "timeout") > 0.24 && opt_num(&o, "timeout") < 0.26);
+	assert_true(opt_flag(&o, "json"));
+	assert_string_equal(opt_str(&o, "format"), "text");
+	assert_false(opt_given(&o, "format"));
+	assert_int_equal(o.nargs, 1);
+	assert_string_equal(o.args[0], "pos");
+	opts_free(&o);
+}
+
+static void test_opts_precedence(void **state)
+{
+	char path[] = "/tmp/sk-test-XXXXXX";
+	int fd = mkstemp(path);
+	const char *cfg = "port = 1111\njson = true\nformat = \"json\"\n";
+	char cfgarg[64];
+	char *argv1[] = { "t", "--config", path, NULL };
+	char *argv2[] = { "t", cfgarg, "-P", "3333", NULL };
+	struct opts o;
+	char err[256];
+
+	(void)state;
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, cfg, strlen(cfg)), (int)strlen(cfg));
+	close(fd);
+	snprintf(cfgarg, sizeof(cfgarg), "--config=%s", path);
+
+	unsetenv("T_PORT");
+	assert_int_equal(parse(&o, 3, argv1, err, sizeof(err)), OPTS_OK);
+	assert_int_equal(opt_int(&o, "port"), 1111); /* file over default */
+	assert_string_equal(opt_str(&o, "format"), "json");
+	opts_free(&o);
+
+	setenv("T_PORT", "2222", 1);
+	assert_int_equal(parse(&o, 3, argv1, err, sizeof(err)), OPTS_OK);
+	assert_int_equal(opt_int(&o, "port"), 2222); /* env over file */
+	assert_string_equal(opt_source(&o, "port"), "env T_PORT");
+	opts_free(&o);
+
+	assert_int_equal(parse(&o, 4, argv2, err, sizeof(err)), OPTS_OK);
+	assert_int_equal(opt_int(&o, "port"), 3333); /* argv over env */
+	opts_free(&o);
+	unsetenv("T_PORT");
+	unlink(path);
+}
+
+struct bad_case {
+	const char *args[4];
+	const char *env;
+	const char *want; /* substring of the error */
+};
+
+static void test_opts_errors(void **state)
+{
+	static const struct bad_case cases[] = {
+		{ { "--port", "abc" }, NULL, "--port: 'abc' is not a whole number from 1 to 65535" },
+		{ { "--port=0" }, NULL, "--port: '0' is not a whole number" },
+		{ { "--port", " 80" }, NULL, "is not a whole number" },
+		{ { "--timeout", "1e3" }, NULL, "is not a number from 0.05 to 3600" },
+		{ { "--timeout", "nan" }, NULL, "is not a number" },
+		{ { "--timeout" }, NULL, "--timeout needs a value (SECONDS)" },
+		{ { "--json=maybe" }, NULL, "is not a boolean" },
+		{ { "--format", "xml" }, NULL, "is not one of text|json" },
+		{ { "--nope" }, NULL, "unknown option '--nope'" },
+		{ { "--password", "x" }, NULL, "--password is not accepted on the command line" },
+		{ { "a", "b" }, NULL, "too many arguments" },
+		{ { "--config", "/nonexistent/sk.cfg" }, NULL, "config file /nonexistent/sk.cfg: No such file" },
+		{ { NULL }, "T_PORT=99999", "env T_PORT: '99999' is not a whole number" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < SK_ARRAY_LEN(cases); i++) {
+		char *argv[6] = { "t" };
+		int argc = 1;
+		struct opts o;
+		char err[256] = "";
+
+		for (int k = 0; k < 4 && cases[i].args[k]; k++)
+			argv[argc++] = (char *)cases[i].args[k];
+		if (cases[i].env)
+			putenv((char *)cases[i].env);
+		assert_int_equal(parse(&o, argc, argv, err, sizeof(err)), OPTS_ERROR);
+		if (!strstr(err, cases[i].want))
+			fail_msg("case %zu: error '%s' does not contain '%s'", i, err, cases[i].want);
+		opts_free(&o);
+		unsetenv("T_PORT");
+	}
+}
+
+static void test_config_file_errors(void **state)
+{
+	static const struct {
+		const char *text, *want;
+	} cases[] = {
+		{ "bogus = 1\n", "unknown setting" },
+		{ "port = \"x\"\n", "'x' is not a whole number" },
+		{ "port = 1;\nport ==\n", "duplicate setting name" },
+		{ "port = = 3\n", "syntax error" },
+		{ "config = \"a\"\n", "unknown setting" },
+		{ "grp = { a = 1; };\n", "unknown setting" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < SK_ARRAY_LEN(cases); i++) {
+		char path[] = "/tmp/sk-test-XXXXXX";
+		int fd = mkstemp(path);
+		char *argv[] = { "t", "-c", path, NULL };
+		struct opts o;
+		char err[512] = "";
+
+		assert_int_equal(write(fd, cases[i].text, strlen(cases[i].text)), (int)strlen(cases[i].text));
+		close(fd);
+		if (parse(&o, 3, argv, err, sizeof(err)) != OPTS_ERROR)
+			fail_msg("case %zu: '%s' was accepted", i, cases[i].text);
+		if (!strstr(err, cases[i].want) || !strstr(err, path))
+			fail_msg("case %zu: error '%s' lacks '%s' or the path", i, err, cases[i].want);
+		opts_free(&o);
+		unlink(path);
+	}
+}
+
+static void check_mycnf_case(const char *cnf_path)
+{
+	char expect_path[1024], got[1024], err[256] = "";
+	char *want;
+	struct mycnf c;
+	size_t n = strlen(cnf_path);
+
+	snprintf(expect_path, sizeof(expect_path), "%.*s.expect", (int)(n - 4), cnf_path);
+	want = testdata_read(expect_path);
+	if (mycnf_read(cnf_path, NULL, &c, err, sizeof(err)) < 0) {
+		snprintf(got, sizeof(got), "error=%s\n", strchr(err, ' ') ? strchr(err, ' ') + 1 : err);
+	} else {
+		snprintf(got, sizeof(got), "user=%s\npassword=%s\nhost=%s\nsocket=%s\nport=%ld\n",
+			 c.user ? c.user : "(null)", c.password ? c.password : "(null)", c.host ? c.host : "(null)",
+			 c.socket ? c.socket : "(null)", c.port);
+		mycnf_free(&c);
+	}
+	if (strcmp(got, want) != 0)
+		fail_msg("%s:\n got:\n%s want:\n%s", cnf_path, got, want);
+	free(want);
+}
+
+static void test_mycnf_table(void **state)
+{
+	char **files;
+	size_t n = testdata_list("mycnf", ".cnf", &files);
+
+	(void)state;
+	assert_true(n >= 5);
+	for (size_t i = 0; i < n; i++) {
+		check_mycnf_case(files[i]);
+		free(files[i]);
+	}
+	free(files);
+}
+
+static void test_mycnf_too_large(void **state)
+{
+	char path[] = "/tmp/sk-test-XXXXXX";
+	int fd = mkstemp(path);
+	char block[4096], err[256] = "";
+	struct mycnf c;
+
+	(void)state;
+	memset(block, '#', sizeof(block));
+	for (int i = 0; i < 2560; i++) /* 10 MB */
+		assert_int_equal(write(fd, block, sizeof(block)), (int)sizeof(block));
+	close(fd);
+	assert_int_equal(mycnf_read(path, NULL, &c, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "too large"));
+	unlink(path);
+}
+
+static void test_secret_file(void **state)
+{
+	char path[] = "/tmp/sk-test-XXXXXX";
+	int fd = mkstemp(path);
+	char err[256] = "";
+	char *pw;
+
+	(void)state;
+	assert_int_equal(write(fd, "hunter2-pw\n", 11), 11);
+	close(fd);
+	pw = secret_read_file(path, err, sizeof(err));
+	assert_non_null(pw);
+	assert_string_equal(pw, "hunter2-pw");
+	free(pw);
+
+	fd = open(path, O_WRONLY | O_TRUNC);
+	assert_int_equal(write(fd, "a\0b", 3), 3);
+	close(fd);
+	assert_null(secret_read_file(path, err, sizeof(err)));
+	assert_non_null(strstr(err, "NUL"));
+
+	assert_null(secret_read_file("/nonexistent/secret", err, sizeof(err)));
+	assert_non_null(strstr(err, "No such file"));
+	assert_null(secret_read_file("/tmp", err, sizeof(err)));
+	assert_non_null(strstr(err, "not a regular file"));
+	unlink(path);
+}
+
+static void test_redaction(void **state)
+{
+	char line[128] = "connect failed for pw=Sup3rSecret! and again Sup3rSecret!";
+
+	(void)state;
+	log_add_secret("Sup3rSecret!");
+	log_add_secret("ab"); /* too short to redact safely: ignored */
+	log_redact(line);
+	assert_string_equal(line, "connect failed for pw=*** and again ***");
+	log_clear_secrets();
+}
+
+static void test_k8s_deadline_table(void **state)
+{
+	char path[1024], *text, *p, *save = NULL;
+	int rows = 0;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/k8s-deadline.table", testdata_dir());
+	text = testdata_read(path);
+	for (p = strtok_r(text, "\n", &save); p; p = strtok_r(NULL, "\n", &save)) {
+		long t, want;
+		char *tab = strchr(p, '\t');
+
+		assert_non_null(tab);
+		*tab = '\0';
+		assert_true(sk_parse_long(p, 1, 100000, &t));
+		assert_true(sk_parse_long(tab + 1, 1, 100000000, &want));
+		if (probe_k8s_deadline_ms(t) != want)
+			fail_msg("timeoutSeconds=%ld: got %ld ms, want %ld", t, probe_k8s_deadline_ms(t), want);
+		assert_true(want > 0 && want < t * 1000);
+		rows++;
+	}
+	assert_true(rows >= 5);
+	free(text);
+}
+
+static void test_deadline(void **state)
+{
+	deadline_t d = deadline_in_ms(50), n = deadline_never(), e = deadline_in_ms(0);
+
+	(void)state;
+	assert_true(deadline_left_ms(&d) <= 50 && deadline_left_ms(&d) > 0);
+	assert_false(deadline_expired(&d));
+	assert_true(deadline_expired(&e));
+	assert_int_equal(deadline_left_ms(&e), 0);
+	assert_false(deadline_expired(&n));
+	assert_int_equal(deadline_left_ms(&n), INT32_MAX);
+	assert_true(deadline_min(n, d).at == d.at);
+	usleep(60000);
+	assert_true(deadline_expired(&d));
+}
+
+static void test_statusmap_parse(void **state)
+{
+	struct statusmap m = { 0 };
+	char err[128];
+	const char text[] = "# comment\nwsrep_local_state\t4\nWSREP_CLUSTER_STATUS   Primary\nempty\nnullv NULL\n";
+	char big[2048];
+
+	(void)state;
+	assert_int_equal(statusmap_parse(&m, text, strlen(text), err, sizeof(err)), 0);
+	assert_string_equal(statusmap_get(&m, "wsrep_cluster_status"), "Primary");
+	assert_string_equal(statusmap_get(&m, "empty"), "");
+	assert_null(statusmap_get(&m, "nullv"));
+	assert_true(statusmap_has(&m, "nullv"));
+	assert_null(statusmap_get(&m, "absent"));
+	memset(big, 'x', sizeof(big));
+	assert_int_equal(statusmap_parse(&m, big, sizeof(big), err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "longer than"));
+	assert_int_equal(statusmap_parse(&m, "a\0b", 3, err, sizeof(err)), -1);
+	statusmap_free(&m);
+}
+
+static void test_parse_numbers(void **state)
+{
+	long l;
+	double d;
+	bool b;
+
+	(void)state;
+	assert_true(sk_parse_long("42", 0, 100, &l) && l == 42);
+	assert_false(sk_parse_long("42x", 0, 100, &l));
+	assert_false(sk_parse_long("", 0, 100, &l));
+	assert_false(sk_parse_long("99999999999999999999", 0, 100, &l));
+	assert_true(sk_parse_double("1.5", 0, 2, &d) && d == 1.5);
+	assert_false(sk_parse_double("0x10", 0, 100, &d));
+	assert_false(sk_parse_double("inf", 0, 100, &d));
+	assert_true(sk_parse_bool("ON", &b) && b);
+	assert_true(sk_parse_bool("0", &b) && !b);
+	assert_false(sk_parse_bool("2", &b));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_opts_defaults_and_argv),
+		cmocka_unit_test(test_opts_precedence),
+		cmocka_unit_test(test_opts_errors),
+		cmocka_unit_test(test_config_file_errors),
+		cmocka_unit_test(test_mycnf_table),
+		cmocka_unit_test(test_mycnf_too_large),
+		cmocka_unit_test(test_secret_file),
+		cmocka_unit_test(test_redaction),
+		cmocka_unit_test(test_k8s_deadline_table),
+		cmocka_unit_test(test_deadline),
+		cmocka_unit_test(test_statusmap_parse),
+		cmocka_unit_test(test_parse_numbers),
+	};
+
+	return cmocka_run_group_tests_name("lib", tests, NULL, NULL);
+}
