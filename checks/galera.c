@@ -7,8 +7,8 @@
 #include "util.h"
 
 static const char *const reason_names[] = {
-	"ok", "no_wsrep", "non_primary", "not_synced", "donor", "read_only", "maint_mode", "rejecting_queries",
-	"donor_rejects_queries",
+	"ok",         "no_wsrep",          "non_primary",           "not_synced", "donor", "read_only",
+	"maint_mode", "rejecting_queries", "donor_rejects_queries",
 };
 
 const char *galera_reason_str(enum galera_reason r)
@@ -51,7 +51,8 @@ void galera_judge(const struct statusmap *status, const struct statusmap *vars, 
 	bool donor_ok;
 
 	if (!cs && !ls) {
-		verdict(v, false, GALERA_NO_WSREP, "no wsrep status (wsrep_cluster_status, wsrep_local_state): not a Galera node");
+		verdict(v, false, GALERA_NO_WSREP,
+			"no wsrep status (wsrep_cluster_status, wsrep_local_state): not a Galera node");
 		return;
 	}
 	if (r->need_primary && (!cs || strcmp(cs, "Primary") != 0)) {

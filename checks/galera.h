@@ -8,14 +8,14 @@
 
 /* The reason behind a verdict, kept apart from the answer (up/down). */
 enum galera_reason {
-	GALERA_OK,             /* every rule held */
-	GALERA_NO_WSREP,       /* the status has no wsrep variables: not a Galera node */
-	GALERA_NON_PRIMARY,    /* wsrep_cluster_status is not Primary */
-	GALERA_NOT_SYNCED,     /* wsrep_local_state is not 4 (or 2 when donors are allowed) */
-	GALERA_DONOR,          /* wsrep_local_state is 2 and donors are not allowed */
-	GALERA_READ_ONLY,      /* read_only=ON and read-only nodes are not allowed */
-	GALERA_MAINT,          /* pxc_maint_mode is not DISABLED */
-	GALERA_REJECTING,      /* wsrep_reject_queries is not NONE */
+	GALERA_OK, /* every rule held */
+	GALERA_NO_WSREP, /* the status has no wsrep variables: not a Galera node */
+	GALERA_NON_PRIMARY, /* wsrep_cluster_status is not Primary */
+	GALERA_NOT_SYNCED, /* wsrep_local_state is not 4 (or 2 when donors are allowed) */
+	GALERA_DONOR, /* wsrep_local_state is 2 and donors are not allowed */
+	GALERA_READ_ONLY, /* read_only=ON and read-only nodes are not allowed */
+	GALERA_MAINT, /* pxc_maint_mode is not DISABLED */
+	GALERA_REJECTING, /* wsrep_reject_queries is not NONE */
 	GALERA_DONOR_REJECTING /* a donor with wsrep_sst_donor_rejects_queries=ON */
 };
 
@@ -23,13 +23,13 @@ const char *galera_reason_str(enum galera_reason r);
 
 /* Which rules a probe applies; every script being replaced is one combination of these. */
 struct galera_rules {
-	bool need_primary;        /* wsrep_cluster_status must be Primary */
-	bool need_synced;         /* wsrep_local_state must be 4, or 2 under the donor rule */
-	bool donor_ok;            /* a donor/desynced node (2) counts as synced */
-	int available_nodes;      /* haproxy-check last-node rule: donor is fine when <= 1 node; 0 = unused */
-	bool readonly_ok;         /* a read_only=ON node is acceptable (vars needed when false) */
+	bool need_primary; /* wsrep_cluster_status must be Primary */
+	bool need_synced; /* wsrep_local_state must be 4, or 2 under the donor rule */
+	bool donor_ok; /* a donor/desynced node (2) counts as synced */
+	int available_nodes; /* haproxy-check last-node rule: donor is fine when <= 1 node; 0 = unused */
+	bool readonly_ok; /* a read_only=ON node is acceptable (vars needed when false) */
 	bool need_maint_disabled; /* pxc_maint_mode must be DISABLED when the variable exists */
-	bool need_not_rejecting;  /* wsrep_reject_queries=NONE, and donors must not reject queries */
+	bool need_not_rejecting; /* wsrep_reject_queries=NONE, and donors must not reject queries */
 };
 
 /* Variables the rules need from SHOW GLOBAL VARIABLES; false means the status query alone decides. */

@@ -6,6 +6,7 @@
 #include "log.h"
 #include "probe.h"
 
+/* clang-format off */
 static const struct opt_def options[] = {
 	PROBE_CONN_OPTIONS(NULL, "mysqld address [default: this node's first IP, like hostname -I]", "33062",
 			   "monitor", "/etc/mysql/mysql-users-secret/monitor", "MONITOR_PASSWORD"),
@@ -20,9 +21,10 @@ static const struct opt_def options[] = {
 	{"recovery-file", 0, OPT_STRING, "PATH", "/tmp/recovery-case", NULL, 0, 0, NULL,
 	 "When this file exists the node is in manual recovery: report alive.", 0},
 };
+/* clang-format on */
 
 /* The operator's liveness script exits 0 while any of these exist (recovery, SST, --wsrep-recover). */
-static const char *const datadir_bypass[] = {"sleep-forever", "sst_in_progress", "wsrep_recovery_verbose.log"};
+static const char *const datadir_bypass[] = { "sleep-forever", "sst_in_progress", "wsrep_recovery_verbose.log" };
 
 int main(int argc, char **argv)
 {
@@ -37,10 +39,10 @@ int main(int argc, char **argv)
 		.config_opt = "config",
 		.max_args = 3,
 	};
-	struct galera_rules rules = {.need_primary = true, .readonly_ok = true};
+	struct galera_rules rules = { .need_primary = true, .readonly_ok = true };
 	struct galera_verdict v;
 	struct probe_conn pc;
-	struct statusmap status = {0};
+	struct statusmap status = { 0 };
 	struct db_err e;
 	char err[512], msg[1200], path[1024], state[64];
 	int64_t started = deadline_now_us();
@@ -52,15 +54,12 @@ int main(int argc, char **argv)
 
 	log_setup(argv[0], LOG_TEXT, LOG_WARN, stderr);
 	switch (opts_parse(&o, argc, argv, err, sizeof(err))) {
-	case OPTS_EXIT:
-		opts_free(&o);
-		return 0;
+	case OPTS_EXIT: opts_free(&o); return 0;
 	case OPTS_ERROR:
 		fprintf(stderr, "liveness-check: %s\n", err);
 		opts_free(&o);
 		return 2;
-	case OPTS_OK:
-		break;
+	case OPTS_OK: break;
 	}
 	json = opt_flag(&o, "json");
 	if (o.nargs)
@@ -88,7 +87,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	budget_ms = opt_given(&o, "timeout") ? (long)(opt_num(&o, "timeout") * 1000)
-					      : probe_k8s_deadline_ms(opt_int(&o, "k8s-timeout"));
+					     : probe_k8s_deadline_ms(opt_int(&o, "k8s-timeout"));
 	setting = opt_given(&o, "timeout") ? "--timeout" : "LIVENESS_CHECK_TIMEOUT";
 	dl = deadline_in_ms(budget_ms);
 
@@ -102,10 +101,11 @@ int main(int argc, char **argv)
 		/* Whatever failed, a node that is still starting up is not killed. */
 		probe_read_state_file(opt_str(&o, "state-file"), state, sizeof(state));
 		if (strcmp(state, "startup") == 0) {
-			rc = probe_report("liveness", json, true, "startup", "MySQL is starting up, not killing it...", stdout,
-					  started);
+			rc = probe_report("liveness", json, true, "startup", "MySQL is starting up, not killing it...",
+					  stdout, started);
 		} else if (!fetched) {
-			rc = probe_report_db_error("liveness", "not alive", json, &e, &pc, budget_ms, setting, stdout, started);
+			rc = probe_report_db_error("liveness", "not alive", json, &e, &pc, budget_ms, setting, stdout,
+						   started);
 		} else {
 			snprintf(msg, sizeof(msg), "not alive: %s", v.detail);
 			rc = probe_report("liveness", json, false, galera_reason_str(v.reason), msg, stdout, started);

@@ -15,7 +15,7 @@
 
 int probe_conn_setup(const struct opts *o, struct probe_conn *pc, char *err, size_t errlen)
 {
-	struct mycnf cnf = {0};
+	struct mycnf cnf = { 0 };
 	const char *dfile = opt_str(o, "defaults-extra-file");
 	const char *pwfile = opt_str(o, "password-file");
 	char why[300];
@@ -194,17 +194,17 @@ int probe_report(const char *probe, bool json, bool up, const char *reason, cons
 	return up ? 0 : 1;
 }
 
-#define GALERA_STATUS_SQL                                                                                       \
-	"SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_local_state','wsrep_local_state_comment',"           \
+#define GALERA_STATUS_SQL                                                                             \
+	"SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_local_state','wsrep_local_state_comment'," \
 	"'wsrep_cluster_status','wsrep_ready','wsrep_connected','wsrep_cluster_size')"
-#define GALERA_VARS_SQL                                                                                         \
-	"SHOW GLOBAL VARIABLES WHERE Variable_name IN ('read_only','pxc_maint_mode','wsrep_reject_queries',"    \
+#define GALERA_VARS_SQL                                                                                      \
+	"SHOW GLOBAL VARIABLES WHERE Variable_name IN ('read_only','pxc_maint_mode','wsrep_reject_queries'," \
 	"'wsrep_sst_donor_rejects_queries')"
 
 int probe_fetch_galera(const struct probe_conn *pc, const deadline_t *dl, struct statusmap *status,
 		       struct statusmap *vars, struct db_err *e)
 {
-	struct db db = {0};
+	struct db db = { 0 };
 	int rc = -1;
 
 	if (db_connect(&db, &pc->t, dl, e) < 0)

@@ -13,6 +13,7 @@
 #define SIDEKICK_VERSION "0.1.0"
 #endif
 
+/* clang-format off */
 /* Option rows every MySQL probe has. Defaults differ per probe, so they are parameters. */
 #define PROBE_CONN_OPTIONS(HOST_DEF, HOST_HELP, PORT_DEF, USER_DEF, PWFILE_DEF, PW_ENV)                          \
 	{"host", 'H', OPT_STRING, "HOST", HOST_DEF, NULL, 0, 0, NULL, HOST_HELP, 0},                              \
@@ -36,6 +37,7 @@
 	{"config", 'c', OPT_STRING, "FILE", NULL, NULL, 0, 0, NULL,                                              \
 	 "libconfig file with any of these options (file < environment < command line).", OPT_NO_FILE},          \
 	{"json", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Print the verdict as one JSON object on stdout.", 0}
+/* clang-format on */
 
 /* Connection settings resolved from options, the option file and secret files. */
 struct probe_conn {

@@ -8,6 +8,7 @@
 #include "probe.h"
 #include "replica.h"
 
+/* clang-format off */
 static const struct opt_def options[] = {
 	PROBE_CONN_OPTIONS(NULL, "mysqld address [default: this node's first IP, like hostname -I]", "33062",
 			   "monitor", "/etc/mysql/mysql-users-secret/monitor", "MONITOR_PASSWORD"),
@@ -28,6 +29,7 @@ static const struct opt_def options[] = {
 	{"recovery-file", 0, OPT_STRING, "PATH", "/tmp/recovery-case", NULL, 0, 0, NULL,
 	 "When this file exists the node is in manual recovery: report ready.", 0},
 };
+/* clang-format on */
 
 int main(int argc, char **argv)
 {
@@ -43,7 +45,7 @@ int main(int argc, char **argv)
 		.max_args = 2,
 	};
 	struct probe_conn pc;
-	struct statusmap status = {0}, vars = {0};
+	struct statusmap status = { 0 }, vars = { 0 };
 	struct db_err e;
 	char err[512], msg[600], sleep_forever[1024];
 	int64_t started = deadline_now_us();
@@ -55,20 +57,18 @@ int main(int argc, char **argv)
 
 	log_setup(argv[0], LOG_TEXT, LOG_WARN, stderr);
 	switch (opts_parse(&o, argc, argv, err, sizeof(err))) {
-	case OPTS_EXIT:
-		opts_free(&o);
-		return 0;
+	case OPTS_EXIT: opts_free(&o); return 0;
 	case OPTS_ERROR:
 		fprintf(stderr, "readiness-check: %s\n", err);
 		opts_free(&o);
 		return 2;
-	case OPTS_OK:
-		break;
+	case OPTS_OK: break;
 	}
 	json = opt_flag(&o, "json");
 	if (o.nargs)
-		fprintf(stderr, "readiness-check: warning: positional arguments are ignored (as by readiness-check.sh); "
-				"never pass a password on the command line\n");
+		fprintf(stderr,
+			"readiness-check: warning: positional arguments are ignored (as by readiness-check.sh); "
+			"never pass a password on the command line\n");
 	if (opt_flag(&o, "require-read-only") && opt_flag(&o, "require-writable")) {
 		fprintf(stderr, "readiness-check: --require-read-only and --require-writable exclude each other\n");
 		opts_free(&o);
@@ -78,8 +78,8 @@ int main(int argc, char **argv)
 	/* Manual recovery: the operator's scripts report ready so nothing restarts the pod. */
 	snprintf(sleep_forever, sizeof(sleep_forever), "%s/sleep-forever", opt_str(&o, "datadir"));
 	if (probe_file_exists(opt_str(&o, "recovery-file")) || probe_file_exists(sleep_forever)) {
-		rc = probe_report("readiness", json, true, "bypass", "ready: recovery or sleep-forever file present", stdout,
-				  started);
+		rc = probe_report("readiness", json, true, "bypass", "ready: recovery or sleep-forever file present",
+				  stdout, started);
 		opts_free(&o);
 		return rc;
 	}
@@ -90,24 +90,28 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	budget_ms = opt_given(&o, "timeout") ? (long)(opt_num(&o, "timeout") * 1000)
-					      : probe_k8s_deadline_ms(opt_int(&o, "k8s-timeout"));
+					     : probe_k8s_deadline_ms(opt_int(&o, "k8s-timeout"));
 	dl = deadline_in_ms(budget_ms);
 	setting = opt_given(&o, "timeout") ? "--timeout" : "READINESS_CHECK_TIMEOUT";
 
 	if (opt_flag(&o, "replica")) {
 		struct replica_rules rules = {
 			.max_lag = opt_int(&o, "max-lag"),
-			.read_only = opt_flag(&o, "require-read-only") ? 1 : opt_flag(&o, "require-writable") ? 0 : -1,
+			.read_only = opt_flag(&o, "require-read-only")  ? 1
+				     : opt_flag(&o, "require-writable") ? 0
+									: -1,
 		};
 		struct replica_verdict v;
-		struct statusmap row = {0};
-		struct db db = {0};
+		struct statusmap row = { 0 };
+		struct db db = { 0 };
 		unsigned long nrows = 0;
 
 		if (db_connect(&db, &pc.t, &dl, &e) < 0 ||
 		    db_query_row(&db, "SHOW REPLICA STATUS", &dl, &row, &nrows, &e) < 0 ||
-		    (rules.read_only >= 0 && db_query_pairs(&db, "SHOW GLOBAL VARIABLES LIKE 'read_only'", &dl, &vars, &e) < 0)) {
-			rc = probe_report_db_error("readiness", "not ready", json, &e, &pc, budget_ms, setting, stdout, started);
+		    (rules.read_only >= 0 &&
+		     db_query_pairs(&db, "SHOW GLOBAL VARIABLES LIKE 'read_only'", &dl, &vars, &e) < 0)) {
+			rc = probe_report_db_error("readiness", "not ready", json, &e, &pc, budget_ms, setting, stdout,
+						   started);
 		} else {
 			replica_judge(&row, nrows, statusmap_get(&vars, "read_only"), &rules, &v);
 			snprintf(msg, sizeof(msg), "%s: %s", v.up ? "ready" : "not ready", v.detail);
@@ -125,9 +129,11 @@ int main(int argc, char **argv)
 		struct galera_verdict v;
 
 		if (probe_fetch_galera(&pc, &dl, &status,
-				       galera_rules_need_vars(&rules) || opt_flag(&o, "require-read-only") ? &vars : NULL,
+				       galera_rules_need_vars(&rules) || opt_flag(&o, "require-read-only") ? &vars
+													   : NULL,
 				       &e) < 0) {
-			rc = probe_report_db_error("readiness", "not ready", json, &e, &pc, budget_ms, setting, stdout, started);
+			rc = probe_report_db_error("readiness", "not ready", json, &e, &pc, budget_ms, setting, stdout,
+						   started);
 		} else {
 			galera_judge(&status, &vars, &rules, &v);
 			if (v.up && opt_flag(&o, "require-read-only")) {

@@ -7,8 +7,8 @@
 #include "util.h"
 
 static const char *const reason_names[] = {
-	"ok", "not_replica", "io_thread_stopped", "sql_thread_stopped", "lag_unknown", "lagging", "writable",
-	"read_only",
+	"ok",          "not_replica", "io_thread_stopped", "sql_thread_stopped",
+	"lag_unknown", "lagging",     "writable",          "read_only",
 };
 
 const char *replica_reason_str(enum replica_reason r)
@@ -47,7 +47,8 @@ void replica_judge(const struct statusmap *row, unsigned long nrows, const char 
 	}
 	if (!io || strcmp(io, "Yes") != 0) {
 		snprintf(d, sizeof(d), "IO thread %s%s%s", io ? io : "(missing)",
-			 ioerr && strcmp(ioerr, "0") ? ", Last_IO_Errno=" : "", ioerr && strcmp(ioerr, "0") ? ioerr : "");
+			 ioerr && strcmp(ioerr, "0") ? ", Last_IO_Errno=" : "",
+			 ioerr && strcmp(ioerr, "0") ? ioerr : "");
 		set(v, false, REPLICA_IO_STOPPED, d);
 		return;
 	}

@@ -8,20 +8,20 @@
 
 enum replica_reason {
 	REPLICA_OK,
-	REPLICA_NOT_REPLICA,   /* SHOW REPLICA STATUS returned no row */
-	REPLICA_IO_STOPPED,    /* IO thread not running (primary down, auth failure, stopped) */
-	REPLICA_SQL_STOPPED,   /* SQL thread not running (stopped or failed) */
-	REPLICA_LAG_UNKNOWN,   /* Seconds_Behind_Master is NULL */
-	REPLICA_LAGGING,       /* lag above the limit */
-	REPLICA_WRITABLE,      /* read_only=OFF but read-only was required */
-	REPLICA_READ_ONLY,     /* read_only=ON but writable was required */
+	REPLICA_NOT_REPLICA, /* SHOW REPLICA STATUS returned no row */
+	REPLICA_IO_STOPPED, /* IO thread not running (primary down, auth failure, stopped) */
+	REPLICA_SQL_STOPPED, /* SQL thread not running (stopped or failed) */
+	REPLICA_LAG_UNKNOWN, /* Seconds_Behind_Master is NULL */
+	REPLICA_LAGGING, /* lag above the limit */
+	REPLICA_WRITABLE, /* read_only=OFF but read-only was required */
+	REPLICA_READ_ONLY, /* read_only=ON but writable was required */
 };
 
 const char *replica_reason_str(enum replica_reason r);
 
 struct replica_rules {
-	long max_lag;        /* seconds; < 0: lag is not checked (a NULL lag still fails) */
-	int read_only;       /* 1: require read_only=ON, 0: require OFF, -1: do not check */
+	long max_lag; /* seconds; < 0: lag is not checked (a NULL lag still fails) */
+	int read_only; /* 1: require read_only=ON, 0: require OFF, -1: do not check */
 };
 
 struct replica_verdict {

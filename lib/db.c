@@ -15,8 +15,15 @@
 #include <unistd.h>
 
 static const char *const reason_names[] = {
-	"ok", "timeout", "connection refused", "unknown host", "access denied",
-	"connection lost", "protocol error", "server error", "client error",
+	"ok",
+	"timeout",
+	"connection refused",
+	"unknown host",
+	"access denied",
+	"connection lost",
+	"protocol error",
+	"server error",
+	"client error",
 };
 
 const char *db_reason_str(enum db_reason r)
@@ -62,7 +69,7 @@ static void job_release(struct resolve_job *j)
 static void *resolve_worker(void *arg)
 {
 	struct resolve_job *j = arg;
-	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res = NULL;
 	char addr[INET6_ADDRSTRLEN] = "";
 	int rc = getaddrinfo(j->host, NULL, &hints, &res);
 
@@ -158,7 +165,7 @@ static int resolve(const char *host, const deadline_t *dl, char *addr, size_t ad
 static int wait_io(MYSQL *m, int status, const deadline_t *dl)
 {
 	for (;;) {
-		struct pollfd p = {.fd = mysql_get_socket(m), .events = 0};
+		struct pollfd p = { .fd = mysql_get_socket(m), .events = 0 };
 		int timeout = deadline_left_ms(dl), r, ready = 0;
 
 		if (timeout == 0)
@@ -224,12 +231,9 @@ struct op {
 static int op_cont(struct op *op, int ready)
 {
 	switch (op->kind) {
-	case 0:
-		return mysql_real_connect_cont(&op->conn_ret, op->m, ready);
-	case 1:
-		return mysql_real_query_cont(&op->query_ret, op->m, ready);
-	default:
-		return mysql_store_result_cont(&op->res_ret, op->m, ready);
+	case 0: return mysql_real_connect_cont(&op->conn_ret, op->m, ready);
+	case 1: return mysql_real_query_cont(&op->query_ret, op->m, ready);
+	default: return mysql_store_result_cont(&op->res_ret, op->m, ready);
 	}
 }
 
@@ -262,24 +266,26 @@ static void set_err(MYSQL *m, bool timed_out, const char *step, struct db_err *e
 		return;
 	}
 	switch (code) {
-	case 1044: case 1045: case 1142: case 1143: case 1227: case 1698:
-		e->reason = DB_ACCESS_DENIED;
-		break;
-	case CR_CONNECTION_ERROR: case CR_CONN_HOST_ERROR:
-		e->reason = DB_REFUSED;
-		break;
-	case CR_UNKNOWN_HOST:
-		e->reason = DB_UNKNOWN_HOST;
-		break;
-	case CR_SERVER_LOST: case CR_SERVER_GONE_ERROR:
-		e->reason = DB_LOST;
-		break;
-	case CR_SERVER_HANDSHAKE_ERR: case CR_MALFORMED_PACKET: case CR_SSL_CONNECTION_ERROR:
-	case CR_AUTH_PLUGIN_CANNOT_LOAD: case CR_AUTH_PLUGIN_ERR:
-		e->reason = DB_PROTOCOL;
-		break;
+	case 1044:
+	case 1045:
+	case 1142:
+	case 1143:
+	case 1227:
+	case 1698: e->reason = DB_ACCESS_DENIED; break;
+	case CR_CONNECTION_ERROR:
+	case CR_CONN_HOST_ERROR: e->reason = DB_REFUSED; break;
+	case CR_UNKNOWN_HOST: e->reason = DB_UNKNOWN_HOST; break;
+	case CR_SERVER_LOST:
+	case CR_SERVER_GONE_ERROR: e->reason = DB_LOST; break;
+	case CR_SERVER_HANDSHAKE_ERR:
+	case CR_MALFORMED_PACKET:
+	case CR_SSL_CONNECTION_ERROR:
+	case CR_AUTH_PLUGIN_CANNOT_LOAD:
+	case CR_AUTH_PLUGIN_ERR: e->reason = DB_PROTOCOL; break;
 	default:
-		e->reason = code >= 1000 && code < 2000 ? DB_SERVER_ERROR : code >= 3000 ? DB_SERVER_ERROR : DB_CLIENT_ERROR;
+		e->reason = code >= 1000 && code < 2000 ? DB_SERVER_ERROR
+			    : code >= 3000              ? DB_SERVER_ERROR
+							: DB_CLIENT_ERROR;
 		break;
 	}
 	sk_fmt(e->msg, sizeof(e->msg), "%s (%u)", mysql_error(m), code);
@@ -291,7 +297,7 @@ int db_connect(struct db *db, const struct db_target *t, const deadline_t *dl, s
 	const char *host = t->host;
 	unsigned secs;
 	unsigned proto;
-	struct op op = {0};
+	struct op op = { 0 };
 	int status;
 	my_bool on = 1;
 
@@ -355,7 +361,7 @@ int db_connect(struct db *db, const struct db_target *t, const deadline_t *dl, s
 
 int db_query(struct db *db, const char *sql, const deadline_t *dl, MYSQL_RES **res, struct db_err *e)
 {
-	struct op op = {.m = db->m, .kind = 1};
+	struct op op = { .m = db->m, .kind = 1 };
 	int status;
 
 	memset(e, 0, sizeof(*e));

@@ -12,34 +12,34 @@
 /* Why a connection or query failed; the reasons a probe must tell apart. */
 enum db_reason {
 	DB_OK,
-	DB_TIMEOUT,        /* the deadline passed (connect, DNS, TLS, auth or query) */
-	DB_REFUSED,        /* TCP connection refused or socket missing */
-	DB_UNKNOWN_HOST,   /* name resolution failed */
-	DB_ACCESS_DENIED,  /* bad user or password, or no rights */
-	DB_LOST,           /* the server closed the connection */
-	DB_PROTOCOL,       /* malformed packets, handshake errors, TLS errors */
-	DB_SERVER_ERROR,   /* the server answered a query with an error */
-	DB_CLIENT_ERROR,   /* anything else on the client side */
+	DB_TIMEOUT, /* the deadline passed (connect, DNS, TLS, auth or query) */
+	DB_REFUSED, /* TCP connection refused or socket missing */
+	DB_UNKNOWN_HOST, /* name resolution failed */
+	DB_ACCESS_DENIED, /* bad user or password, or no rights */
+	DB_LOST, /* the server closed the connection */
+	DB_PROTOCOL, /* malformed packets, handshake errors, TLS errors */
+	DB_SERVER_ERROR, /* the server answered a query with an error */
+	DB_CLIENT_ERROR, /* anything else on the client side */
 };
 
 const char *db_reason_str(enum db_reason r);
 
 struct db_err {
 	enum db_reason reason;
-	unsigned code;   /* server or client error number, 0 for our own timeouts */
-	char msg[256];   /* one line, never contains the password */
+	unsigned code; /* server or client error number, 0 for our own timeouts */
+	char msg[256]; /* one line, never contains the password */
 };
 
 struct db_target {
-	const char *host;     /* name or address; NULL or "" with socket: unix socket */
-	unsigned port;        /* 0: 3306 */
-	const char *socket;   /* unix socket path, or NULL */
+	const char *host; /* name or address; NULL or "" with socket: unix socket */
+	unsigned port; /* 0: 3306 */
+	const char *socket; /* unix socket path, or NULL */
 	const char *user;
 	const char *password; /* may be NULL or "" */
-	bool tls;             /* require TLS */
+	bool tls; /* require TLS */
 	const char *tls_ca, *tls_cert, *tls_key;
-	bool tls_verify;      /* verify the server certificate and name */
-	const char *what;     /* short name for messages, e.g. "127.0.0.1:3306" (optional) */
+	bool tls_verify; /* verify the server certificate and name */
+	const char *what; /* short name for messages, e.g. "127.0.0.1:3306" (optional) */
 };
 
 struct db {

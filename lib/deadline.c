@@ -13,7 +13,7 @@ int64_t deadline_now_us(void)
 
 deadline_t deadline_in_ms(int64_t ms)
 {
-	deadline_t d = {deadline_now_us() + (ms > 0 ? ms * 1000 : 0)};
+	deadline_t d = { deadline_now_us() + (ms > 0 ? ms * 1000 : 0) };
 
 	if (d.at == 0)
 		d.at = 1;
@@ -22,7 +22,7 @@ deadline_t deadline_in_ms(int64_t ms)
 
 deadline_t deadline_never(void)
 {
-	deadline_t d = {0};
+	deadline_t d = { 0 };
 
 	return d;
 }

@@ -17,11 +17,11 @@ static struct {
 	FILE *stream;
 	char *secrets[LOG_MAX_SECRETS];
 	size_t nsecrets;
-} lg = {"sidekick", LOG_TEXT, LOG_INFO, NULL, {NULL}, 0};
+} lg = { "sidekick", LOG_TEXT, LOG_INFO, NULL, { NULL }, 0 };
 
 static pthread_mutex_t lg_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static const char *const level_names[] = {"debug", "info", "warn", "error", "off"};
+static const char *const level_names[] = { "debug", "info", "warn", "error", "off" };
 
 void log_setup(const char *prog, enum log_format format, enum log_level level, FILE *stream)
 {

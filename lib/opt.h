@@ -9,30 +9,30 @@
 #include "util.h"
 
 enum opt_type {
-	OPT_FLAG,   /* boolean: --name, --name=0|1|yes|no|true|false|on|off */
+	OPT_FLAG, /* boolean: --name, --name=0|1|yes|no|true|false|on|off */
 	OPT_STRING, /* any text */
-	OPT_INT,    /* whole number within [min, max] */
+	OPT_INT, /* whole number within [min, max] */
 	OPT_NUMBER, /* decimal number within [min, max] (seconds with a fraction, ratios) */
-	OPT_ENUM,   /* one word of `choices` ("a|b|c") */
+	OPT_ENUM, /* one word of `choices` ("a|b|c") */
 };
 
 enum {
-	OPT_SECRET = 1 << 0,   /* the value is a secret: registered with the log redactor, never printed */
-	OPT_NO_ARGV = 1 << 1,  /* not accepted on the command line (secrets) */
-	OPT_NO_FILE = 1 << 2,  /* not accepted in the config file */
-	OPT_HIDDEN = 1 << 3,   /* left out of --help (compatibility spellings); still documented */
+	OPT_SECRET = 1 << 0, /* the value is a secret: registered with the log redactor, never printed */
+	OPT_NO_ARGV = 1 << 1, /* not accepted on the command line (secrets) */
+	OPT_NO_FILE = 1 << 2, /* not accepted in the config file */
+	OPT_HIDDEN = 1 << 3, /* left out of --help (compatibility spellings); still documented */
 };
 
 struct opt_def {
-	const char *name;    /* long option; also the config-file setting name */
-	char short_name;     /* 0 when none */
+	const char *name; /* long option; also the config-file setting name */
+	char short_name; /* 0 when none */
 	enum opt_type type;
-	const char *arg;     /* metavariable for help, e.g. "SECONDS" */
-	const char *def;     /* default as text, or NULL for "unset" */
-	const char *env;     /* environment variable, or NULL */
-	double min, max;     /* bounds for OPT_INT and OPT_NUMBER */
+	const char *arg; /* metavariable for help, e.g. "SECONDS" */
+	const char *def; /* default as text, or NULL for "unset" */
+	const char *env; /* environment variable, or NULL */
+	double min, max; /* bounds for OPT_INT and OPT_NUMBER */
 	const char *choices; /* for OPT_ENUM: "text|json" */
-	const char *help;    /* one sentence */
+	const char *help; /* one sentence */
 	unsigned flags;
 };
 
@@ -52,7 +52,7 @@ struct opts {
 	const char *prog;
 	const char *version;
 	const char *synopsis; /* "[OPTION]... [USER PASS ...]" */
-	const char *summary;  /* one paragraph for --help */
+	const char *summary; /* one paragraph for --help */
 	const struct opt_def *defs;
 	size_t ndefs;
 	/* Name of the option that holds the config-file path, or NULL when the binary takes none. */

@@ -81,7 +81,9 @@ int mycnf_parse(const char *text, const char *extra_group, struct mycnf *out, ch
 			}
 			*end = '\0';
 			key = sk_trim(line + 1);
-			in_group = strcmp(key, "client") == 0 ? 1 : (extra_group && strcmp(key, extra_group) == 0) ? 2 : 0;
+			in_group = strcmp(key, "client") == 0                       ? 1
+				   : (extra_group && strcmp(key, extra_group) == 0) ? 2
+										    : 0;
 			continue;
 		}
 		if (!in_group)
@@ -140,7 +142,7 @@ int mycnf_read(const char *path, const char *extra_group, struct mycnf *out, cha
 
 void mycnf_free(struct mycnf *c)
 {
-	char **fields[] = {&c->user, &c->password, &c->host, &c->socket};
+	char **fields[] = { &c->user, &c->password, &c->host, &c->socket };
 
 	for (size_t i = 0; i < SK_ARRAY_LEN(fields); i++) {
 		if (*fields[i]) {

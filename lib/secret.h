@@ -6,7 +6,7 @@
 
 #include "util.h"
 
-#define SECRET_MAX 4096            /* a password or token file larger than this is an error */
+#define SECRET_MAX 4096 /* a password or token file larger than this is an error */
 #define DEFAULTS_FILE_MAX (64 * 1024) /* a MySQL option file larger than this is an error */
 
 /* Read a secret file (a Kubernetes secret mount: the value, maybe with a trailing newline).

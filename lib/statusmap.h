@@ -13,7 +13,7 @@ struct statusmap {
 	struct statusmap_item {
 		char *name;
 		char *value; /* NULL for SQL NULL */
-	} *items;
+	} * items;
 };
 
 /* Add or replace an entry (names compare case-insensitively). Returns -1 when full. */

@@ -133,8 +133,8 @@ bool sk_parse_double(const char *s, double min, double max, double *out)
 
 bool sk_parse_bool(const char *s, bool *out)
 {
-	static const char *const yes[] = {"1", "yes", "true", "on"};
-	static const char *const no[] = {"0", "no", "false", "off"};
+	static const char *const yes[] = { "1", "yes", "true", "on" };
+	static const char *const no[] = { "0", "no", "false", "off" };
 
 	for (size_t i = 0; i < SK_ARRAY_LEN(yes); i++) {
 		if (sk_streq_ci(s, yes[i])) {
@@ -193,8 +193,7 @@ int sk_read_file(const char *path, size_t max, char **out, size_t *len, char *er
 	}
 	if ((size_t)st.st_size > max) {
 		close(fd);
-		return sk_err(err, errlen, "%s: too large (%lld bytes, at most %zu)", path, (long long)st.st_size,
-			      max);
+		return sk_err(err, errlen, "%s: too large (%lld bytes, at most %zu)", path, (long long)st.st_size, max);
 	}
 	buf = xmalloc(max + 1);
 	for (;;) {
