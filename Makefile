@@ -16,7 +16,7 @@ PKG_CONFIG ?= pkg-config
 PYTHON ?= /usr/bin/python3
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.1.0)
 
-PKGS := libmariadb libconfig
+PKGS := libmariadb libconfig libmicrohttpd
 WERROR ?= -Werror
 WARNINGS := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 -Wvla $(WERROR)
 CFLAGS ?= -O2 -g
@@ -25,12 +25,12 @@ ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -DSIDEKICK_VERSION='"$(VERSION)"' $(WARNING
 CPPFLAGS += -Ilib -Ichecks $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 LDLIBS += $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null) -lpthread
 
-LIB_SRC := lib/deadline.c lib/util.c lib/log.c lib/opt.c lib/secret.c lib/statusmap.c lib/db.c \
+LIB_SRC := lib/deadline.c lib/util.c lib/log.c lib/opt.c lib/secret.c lib/statusmap.c lib/db.c lib/http.c \
 	checks/galera.c checks/replica.c checks/probe.c
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIBSK := $(BUILD)/libsidekick.a
 
-PROBES := liveness-check readiness-check
+PROBES := liveness-check readiness-check clustercheck
 PROGRAMS := $(PROBES:%=$(BIN)/%)
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
@@ -52,6 +52,7 @@ $(LIBSK): $(LIB_OBJ)
 # checks/liveness_check.c -> bin/liveness-check
 $(BIN)/liveness-check: $(BUILD)/checks/liveness_check.o $(LIBSK)
 $(BIN)/readiness-check: $(BUILD)/checks/readiness_check.o $(LIBSK)
+$(BIN)/clustercheck: $(BUILD)/checks/clustercheck.o $(LIBSK)
 $(PROGRAMS):
 	@mkdir -p $(BIN)
 	@echo "  LINK    $@"

@@ -9,7 +9,7 @@
 /* clang-format off */
 static const struct opt_def options[] = {
 	PROBE_CONN_OPTIONS(NULL, "mysqld address [default: this node's first IP, like hostname -I]", "33062",
-			   "monitor", "/etc/mysql/mysql-users-secret/monitor", "MONITOR_PASSWORD"),
+			   "monitor", "/etc/mysql/mysql-users-secret/monitor", "MONITOR_PASSWORD", NULL),
 	{"timeout", 't', OPT_NUMBER, "SECONDS", NULL, NULL, 0.05, 3600, NULL,
 	 "One deadline for the whole check; decimals allowed. Overrides LIVENESS_CHECK_TIMEOUT.", 0},
 	{"k8s-timeout", 0, OPT_INT, "SECONDS", "5", "LIVENESS_CHECK_TIMEOUT", 1, 3600, NULL,

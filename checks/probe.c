@@ -201,24 +201,38 @@ int probe_report(const char *probe, bool json, bool up, const char *reason, cons
 	"SHOW GLOBAL VARIABLES WHERE Variable_name IN ('read_only','pxc_maint_mode','wsrep_reject_queries'," \
 	"'wsrep_sst_donor_rejects_queries')"
 
+int probe_galera_connect(struct db *db, const struct probe_conn *pc, const deadline_t *dl, struct db_err *e)
+{
+	if (db_connect(db, &pc->t, dl, e) < 0)
+		return -1;
+	/* A DDL or backup must not block the check (wsrep_sync_wait); servers without Galera
+	 * do not know the variable (1193), which is fine. */
+	if (db_exec(db, "SET SESSION wsrep_sync_wait=0", dl, e) < 0 && e->code != 1193) {
+		db_close(db);
+		return -1;
+	}
+	return 0;
+}
+
+int probe_galera_read(struct db *db, const deadline_t *dl, struct statusmap *status, struct statusmap *vars,
+		      struct db_err *e)
+{
+	if (db_query_pairs(db, GALERA_STATUS_SQL, dl, status, e) < 0)
+		return -1;
+	if (vars && db_query_pairs(db, GALERA_VARS_SQL, dl, vars, e) < 0)
+		return -1;
+	return 0;
+}
+
 int probe_fetch_galera(const struct probe_conn *pc, const deadline_t *dl, struct statusmap *status,
 		       struct statusmap *vars, struct db_err *e)
 {
 	struct db db = { 0 };
-	int rc = -1;
+	int rc;
 
-	if (db_connect(&db, &pc->t, dl, e) < 0)
+	if (probe_galera_connect(&db, pc, dl, e) < 0)
 		return -1;
-	/* A DDL or backup must not block the check (wsrep_sync_wait); servers without Galera
-	 * do not know the variable (1193), which is fine. */
-	if (db_exec(&db, "SET SESSION wsrep_sync_wait=0", dl, e) < 0 && e->code != 1193)
-		goto out;
-	if (db_query_pairs(&db, GALERA_STATUS_SQL, dl, status, e) < 0)
-		goto out;
-	if (vars && db_query_pairs(&db, GALERA_VARS_SQL, dl, vars, e) < 0)
-		goto out;
-	rc = 0;
-out:
+	rc = probe_galera_read(&db, dl, status, vars, e);
 	db_close(&db);
 	return rc;
 }

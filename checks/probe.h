@@ -15,7 +15,7 @@
 
 /* clang-format off */
 /* Option rows every MySQL probe has. Defaults differ per probe, so they are parameters. */
-#define PROBE_CONN_OPTIONS(HOST_DEF, HOST_HELP, PORT_DEF, USER_DEF, PWFILE_DEF, PW_ENV)                          \
+#define PROBE_CONN_OPTIONS(HOST_DEF, HOST_HELP, PORT_DEF, USER_DEF, PWFILE_DEF, PW_ENV, PW_DEF)                          \
 	{"host", 'H', OPT_STRING, "HOST", HOST_DEF, NULL, 0, 0, NULL, HOST_HELP, 0},                              \
 	{"port", 'P', OPT_INT, "PORT", PORT_DEF, NULL, 1, 65535, NULL, "TCP port of mysqld.", 0},                 \
 	{"socket", 'S', OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL,                                              \
@@ -24,7 +24,7 @@
 	{"password-file", 0, OPT_STRING, "PATH", PWFILE_DEF, NULL, 0, 0, NULL,                                   \
 	 "Read the password from this file (a Kubernetes secret mount); the default is used only when it exists.", \
 	 0},                                                                                                      \
-	{"password", 0, OPT_STRING, "PASSWORD", NULL, PW_ENV, 0, 0, NULL,                                        \
+	{"password", 0, OPT_STRING, "PASSWORD", PW_DEF, PW_ENV, 0, 0, NULL,                                        \
 	 "Password from the environment or config file, used when no password file or option file gives one.",   \
 	 OPT_SECRET | OPT_NO_ARGV},                                                                               \
 	{"defaults-extra-file", 0, OPT_STRING, "PATH", "/etc/my.cnf", "DEFAULTS_EXTRA_FILE", 0, 0, NULL,         \
@@ -81,6 +81,13 @@ int probe_report(const char *probe, bool json, bool up, const char *reason, cons
  * when none are needed). One connection, two or three round trips, all under `dl`. */
 int probe_fetch_galera(const struct probe_conn *pc, const deadline_t *dl, struct statusmap *status,
 		       struct statusmap *vars, struct db_err *e) SK_MUST_CHECK;
+
+/* The two halves of probe_fetch_galera, for callers that keep the connection (clustercheck
+ * --listen): connect and set the session up; then read status (and vars) on it. */
+int probe_galera_connect(struct db *db, const struct probe_conn *pc, const deadline_t *dl,
+			 struct db_err *e) SK_MUST_CHECK;
+int probe_galera_read(struct db *db, const deadline_t *dl, struct statusmap *status, struct statusmap *vars,
+		      struct db_err *e) SK_MUST_CHECK;
 
 /* Format a connection or query failure for the verdict line, naming the setting that bounds
  * the time on a timeout: "timeout after 2.0s connecting to 10.0.0.1:33062 (--timeout)". */

@@ -305,7 +305,9 @@ int db_connect(struct db *db, const struct db_target *t, const deadline_t *dl, s
 	db->connected = false;
 	db_library_init();
 
-	if (t->socket && *t->socket && (!host || !*host || strcmp(host, "localhost") == 0)) {
+	if ((t->socket && *t->socket && (!host || !*host)) || (host && strcmp(host, "localhost") == 0)) {
+		/* "localhost" means the unix socket, as for the mysql client (the library's default
+		 * path when none is given). */
 		host = "localhost";
 		proto = MYSQL_PROTOCOL_SOCKET;
 	} else {

@@ -400,7 +400,7 @@ void opts_help(const struct opts *o, FILE *out)
 		else if (d->type == OPT_ENUM)
 			fprintf(out, " (%s)", d->choices);
 		if (d->def)
-			fprintf(out, " [default: %s]", d->def);
+			fprintf(out, " [default: %s]", (d->flags & OPT_SECRET) ? "(set, not shown)" : d->def);
 		if (d->env && !(d->flags & OPT_NO_ARGV))
 			fprintf(out, " [env: %s]", d->env);
 		fputc('\n', out);
