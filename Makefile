@@ -30,7 +30,7 @@ LIB_SRC := lib/deadline.c lib/util.c lib/log.c lib/opt.c lib/secret.c lib/status
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIBSK := $(BUILD)/libsidekick.a
 
-PROBES := liveness-check readiness-check clustercheck
+PROBES := liveness-check readiness-check clustercheck haproxy-check
 PROGRAMS := $(PROBES:%=$(BIN)/%)
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
@@ -53,6 +53,7 @@ $(LIBSK): $(LIB_OBJ)
 $(BIN)/liveness-check: $(BUILD)/checks/liveness_check.o $(LIBSK)
 $(BIN)/readiness-check: $(BUILD)/checks/readiness_check.o $(LIBSK)
 $(BIN)/clustercheck: $(BUILD)/checks/clustercheck.o $(LIBSK)
+$(BIN)/haproxy-check: $(BUILD)/checks/haproxy_check.o $(LIBSK)
 $(PROGRAMS):
 	@mkdir -p $(BIN)
 	@echo "  LINK    $@"
