@@ -1,0 +1,1930 @@
+#!/usr/bin/python3
+"""A faithful test double of Consul's KV HTTP API (single server, stdlib only).
+
+It implements what a KV client sees from one Consul server agent:
+
+  /v1/kv/<key>        GET (recurse, keys, separator, raw, index/wait, stale,
+                      consistent, leader, dc), PUT (flags, cas, acquire,
+                      release), DELETE (recurse, cas)
+  /v1/txn             PUT, KV verbs only
+  /v1/session/...     create, renew, destroy, info, node, list (TTL expiry at
+                      2 x TTL, release/delete behaviour, lock delay)
+  /v1/status/leader, /v1/status/peers, /v1/agent/self,
+  /v1/catalog/datacenters
+  ACLs                optional (--acl-master-token), default deny, simple
+                      per-token prefix rules set through the control API
+
+and the fault hooks under /_fake/ (see docs/consul-double.md).
+
+Semantics follow Consul's documentation (website/content/api-docs/kv.mdx,
+session.mdx, txn.mdx, features/blocking.mdx, features/consistency.mdx) and,
+where the docs are silent, the server code (agent/kvs_endpoint.go,
+agent/http.go, agent/consul/kvs_endpoint.go, agent/consul/state/kvs.go,
+agent/consul/state/txn.go, agent/session_endpoint.go, agent/blockingquery).
+Comments name the source of each rule.
+
+Run:  /usr/bin/python3 tests/fakes/consul_kv.py --listen 127.0.0.1:0 \
+          [--datadir DIR] [--port-file FILE] [--dc dc1] [--acl-master-token T]
+"""
+
+import argparse
+import base64
+import dataclasses
+import gzip
+import ipaddress
+import json
+import os
+import random
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+import uuid
+from fractions import Fraction
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, quote, quote_plus, unquote, urlsplit
+
+# ---------------------------------------------------------------------------
+# Constants (each from Consul's docs or code)
+# ---------------------------------------------------------------------------
+
+SECOND = 1_000_000_000                      # Go durations are nanoseconds
+KV_MAX_VALUE_SIZE = 512 * 1024              # kv.mdx: values max 512kb (kv_max_value_size)
+TXN_MAX_OPS_DEFAULT = 64                    # agent/txn_endpoint.go maxTxnOps (128 in newer releases)
+DEFAULT_QUERY_TIME = 300 * SECOND           # blocking.mdx: wait defaults to 5 minutes
+MAX_QUERY_TIME = 600 * SECOND               # blocking.mdx: limited to 10 minutes
+JITTER_FRACTION = 16                        # blocking.mdx: adds up to wait/16
+SESSION_TTL_MIN_DEFAULT = 10 * SECOND       # session.mdx: TTL between 10s ...
+SESSION_TTL_MAX = 86400 * SECOND            # ... and 86400s
+SESSION_TTL_MULTIPLIER = 2                  # session.mdx: "may not be reaped for up to double this TTL"
+DEFAULT_LOCK_DELAY = 15 * SECOND            # session.mdx: LockDelay default "15s"
+MAX_LOCK_DELAY = 60 * SECOND                # structs.MaxLockDelay
+LOCK_DELAY_MIN_THRESHOLD = 1000             # agent/session_endpoint.go lockDelayMinThreshold
+TOMBSTONE_TTL_DEFAULT = 15 * 60 * SECOND    # KV tombstones are reaped after 15 minutes
+GZIP_MIN_SIZE = 1400                        # NYTimes/gziphandler DefaultMinSize
+INITIAL_RAFT_INDEX = 10                     # a fresh server has applied a few raft entries
+ANONYMOUS_ACCESSOR = "00000000-0000-0000-0000-000000000002"
+SERF_HEALTH = "serfHealth"
+FAKE_CONSUL_VERSION = "1.20.1"
+STATE_FORMAT = 1
+
+
+# ---------------------------------------------------------------------------
+# Go-compatible helpers: durations, quoting, JSON
+# ---------------------------------------------------------------------------
+
+_GO_UNITS = {
+    "ns": 1, "us": 1_000, "\u00b5s": 1_000, "\u03bcs": 1_000,
+    "ms": 1_000_000, "s": SECOND, "m": 60 * SECOND, "h": 3600 * SECOND,
+}
+
+
+def parse_go_duration(text):
+    """time.ParseDuration: "10s", "1m30s", "100ms", "1.5h"; returns int ns."""
+    orig, s = text, text
+    invalid = ValueError('time: invalid duration "%s"' % orig)
+    neg = False
+    if s[:1] in ("+", "-"):
+        neg, s = s[0] == "-", s[1:]
+    if s == "0":
+        return 0
+    if s == "":
+        raise invalid
+    total = Fraction(0)
+    while s:
+        m = re.match(r"([0-9]*)(\.[0-9]*)?", s)
+        whole, frac = m.group(1), m.group(2) or ""
+        if whole == "" and frac in ("", "."):
+            raise invalid
+        s = s[m.end():]
+        u = re.match(r"[^0-9.]*", s)
+        unit, s = u.group(0), s[u.end():]
+        if unit == "":
+            raise ValueError('time: missing unit in duration "%s"' % orig)
+        if unit not in _GO_UNITS:
+            raise ValueError('time: unknown unit "%s" in duration "%s"' % (unit, orig))
+        number = Fraction(int(whole or "0"))
+        if len(frac) > 1:
+            number += Fraction(int(frac[1:]), 10 ** (len(frac) - 1))
+        total += number * _GO_UNITS[unit]
+    ns = int(total)
+    return -ns if neg else ns
+
+
+def _fmt_frac(value, digits):
+    whole, rest = divmod(value, 10 ** digits)
+    if rest == 0:
+        return str(whole)
+    return "%d.%s" % (whole, str(rest).rjust(digits, "0").rstrip("0"))
+
+
+def format_go_duration(ns):
+    """time.Duration.String(): 10s, 24h0m0s, 1.5s, 250ms."""
+    if ns == 0:
+        return "0s"
+    sign, u = ("-" if ns < 0 else ""), abs(ns)
+    if u < 1_000:
+        return "%s%dns" % (sign, u)
+    if u < 1_000_000:
+        return sign + _fmt_frac(u, 3) + "\u00b5s"
+    if u < SECOND:
+        return sign + _fmt_frac(u, 6) + "ms"
+    hours, rem = divmod(u, 3600 * SECOND)
+    minutes, secs = divmod(rem, 60 * SECOND)
+    s = _fmt_frac(secs, 9) + "s"
+    if hours:
+        return "%s%dh%dm%s" % (sign, hours, minutes, s)
+    if minutes:
+        return "%s%dm%s" % (sign, minutes, s)
+    return sign + s
+
+
+def go_quote(s):
+    """Roughly Go's %q for strings (enough for keys and ids)."""
+    return json.dumps(s, ensure_ascii=False)
+
+
+def go_json(obj, pretty=False):
+    """encoding/json output: compact, raw UTF-8, HTML characters escaped."""
+    if pretty:  # json.MarshalIndent(obj, "", "    ") + "\n"  (agent/http.go marshalJSON)
+        text = json.dumps(obj, ensure_ascii=False, indent=4) + "\n"
+    else:
+        text = json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"),
+                    ("\u2028", "\\u2028"), ("\u2029", "\\u2029")):
+        text = text.replace(ch, esc)
+    return text.encode("utf-8")
+
+
+def go_clean_path(p):
+    """net/http ServeMux cleanPath(): path.Clean, keeping a trailing slash."""
+    if p == "":
+        return "/"
+    if p[0] != "/":
+        p = "/" + p
+    out = []
+    for part in p.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if out:
+                out.pop()
+            continue
+        out.append(part)
+    np = "/" + "/".join(out)
+    if p.endswith("/") and np != "/":
+        np += "/"
+    return np
+
+
+def go_query_encode(query):
+    """url.Values.Encode(): keys sorted, QueryEscape'd."""
+    parts = []
+    for k in sorted(query):
+        for v in query[k]:
+            parts.append("%s=%s" % (quote_plus(k), quote_plus(v)))
+    return "&".join(parts)
+
+
+def uuid_error(s):
+    """go-memdb UUIDFieldIndex parsing errors for a session id, or None."""
+    if len(s) != 36:
+        return "UUID must be 36 characters"
+    hexdigits = s.replace("-", "")
+    if s.count("-") > 4 or len(hexdigits) % 2:
+        return "Input (without hyphens) must be even length"
+    try:
+        bytes.fromhex(hexdigits)
+    except ValueError:
+        bad = next(c for c in hexdigits if c not in "0123456789abcdefABCDEF")
+        return "Invalid UUID: encoding/hex: invalid byte: U+%04X '%s'" % (ord(bad), bad)
+    return None
+
+
+def query_timeout_ns(wait_ns):
+    """Server.RPCQueryTimeout: default 5m, capped at 10m, plus jitter < wait/16."""
+    timeout = DEFAULT_QUERY_TIME if wait_ns <= 0 else wait_ns
+    timeout = min(timeout, MAX_QUERY_TIME)
+    jitter = timeout // JITTER_FRACTION
+    return timeout + (random.randrange(jitter) if jitter > 0 else 0)
+
+
+# ---------------------------------------------------------------------------
+# Errors
+# ---------------------------------------------------------------------------
+
+class ApiError(Exception):
+    """An HTTP error answered with a plain-text body (agent/http.go wrap())."""
+
+    def __init__(self, status, body="", headers=None):
+        super().__init__(body)
+        self.status, self.body, self.headers = status, body, headers or {}
+
+
+class OpError(Exception):
+    """A state-store error inside a KV or txn operation."""
+
+
+def no_leader():
+    return ApiError(500, "No cluster leader")          # structs.ErrNoLeader
+
+
+# ---------------------------------------------------------------------------
+# Data model
+# ---------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """structs.DirEntry. Instances are immutable: a write stores a new one."""
+    key: str
+    value: bytes = None           # None == empty: Go marshals nil []byte as null
+    flags: int = 0
+    session: str = ""
+    lock_index: int = 0
+    create_index: int = 0
+    modify_index: int = 0
+
+    def same_content(self, other):
+        # DirEntry.Equal: LockIndex, Key, Flags, Value, Session
+        return (self.lock_index, self.key, self.flags, self.value or None, self.session) == \
+            (other.lock_index, other.key, other.flags, other.value or None, other.session)
+
+    def to_api(self, with_value=True):
+        # Field order of structs.DirEntry; Session is omitempty.
+        out = {"LockIndex": self.lock_index, "Key": self.key, "Flags": self.flags,
+               "Value": base64.b64encode(self.value).decode() if (with_value and self.value) else None}
+        if self.session:
+            out["Session"] = self.session
+        out["CreateIndex"] = self.create_index
+        out["ModifyIndex"] = self.modify_index
+        return out
+
+    def to_disk(self):
+        d = self.to_api()
+        d["Session"] = self.session
+        return d
+
+    @staticmethod
+    def from_disk(d):
+        return Entry(key=d["Key"], value=base64.b64decode(d["Value"]) if d["Value"] else None,
+                     flags=d["Flags"], session=d.get("Session", ""), lock_index=d["LockIndex"],
+                     create_index=d["CreateIndex"], modify_index=d["ModifyIndex"])
+
+
+@dataclasses.dataclass
+class Session:
+    """structs.Session (JSON field order as in session.mdx samples)."""
+    id: str
+    name: str
+    node: str
+    lock_delay: int
+    behavior: str
+    ttl: str
+    node_checks: list
+    create_index: int
+    modify_index: int
+
+    def to_api(self):
+        return {"ID": self.id, "Name": self.name, "Node": self.node, "LockDelay": self.lock_delay,
+                "Behavior": self.behavior, "TTL": self.ttl, "NodeChecks": self.node_checks,
+                "ServiceChecks": None, "CreateIndex": self.create_index,
+                "ModifyIndex": self.modify_index}
+
+    @staticmethod
+    def from_disk(d):
+        return Session(id=d["ID"], name=d["Name"], node=d["Node"], lock_delay=d["LockDelay"],
+                       behavior=d["Behavior"], ttl=d["TTL"], node_checks=d["NodeChecks"],
+                       create_index=d["CreateIndex"], modify_index=d["ModifyIndex"])
+
+    def ttl_ns(self):
+        if self.ttl in ("", "0", "0s", "0m", "0h"):
+            return 0
+        return parse_go_duration(self.ttl)
+
+
+@dataclasses.dataclass(eq=False)          # hashed by identity: kept in a set
+class Watch:
+    """One blocked query's interest: an exact key, a key prefix, or sessions."""
+    kind: str            # "key" | "prefix" | "sessions"
+    target: str = ""
+    fired: bool = False
+
+    def matches(self, keys, sessions_changed):
+        if self.kind == "sessions":
+            return sessions_changed
+        if self.kind == "key":
+            return self.target in keys
+        return any(k.startswith(self.target) for k in keys)
+
+
+@dataclasses.dataclass
+class QueryResult:
+    index: int
+    value: object = None
+    not_found: bool = False
+    filtered: bool = False
+
+
+# ---------------------------------------------------------------------------
+# ACLs (a simple stand-in for Consul's policy engine: prefix rules only)
+# ---------------------------------------------------------------------------
+
+RESOURCES = ("key", "session", "agent", "node")
+POLICIES = ("read", "write", "deny")
+
+
+class Authorizer:
+    """What one resolved token may do. rules: {resource: {prefix: policy}}.
+
+    Like Consul's *_prefix rules the longest matching prefix wins; with no
+    matching rule the default policy (deny) applies.
+    """
+
+    def __init__(self, accessor, token, rules=None, management=False, enabled=True):
+        self.accessor, self.token = accessor, token
+        self.rules = rules or {}
+        self.management, self.enabled = management, enabled
+
+    def _policy(self, resource, name):
+        best, policy = -1, None
+        for prefix, pol in self.rules.get(resource, {}).items():
+            if name.startswith(prefix) and len(prefix) > best:
+                best, policy = len(prefix), pol
+        return policy
+
+    def allowed(self, resource, level, name):
+        if not self.enabled or self.management:
+            return True
+        pol = self._policy(resource, name)
+        if level == "read":
+            return pol in ("read", "write")
+        return pol == "write"
+
+    def key_write_prefix(self, prefix):
+        """KeyWritePrefix: write on the prefix and nothing weaker below it."""
+        if not self.enabled or self.management:
+            return True
+        if self._policy("key", prefix) != "write":
+            return False
+        return all(pol == "write" for p, pol in self.rules.get("key", {}).items()
+                   if p.startswith(prefix))
+
+    def denied(self, resource, level, name):
+        """acl.PermissionDeniedError text (acl/errors.go)."""
+        msg = "Permission denied"
+        if self.accessor == ANONYMOUS_ACCESSOR:
+            msg += ": anonymous token"
+        else:
+            msg += ": token with AccessorID '%s'" % self.accessor
+        msg += " lacks permission '%s:%s'" % (resource, level)
+        if name:
+            msg += " on %s" % go_quote(name)
+        if self.accessor == ANONYMOUS_ACCESSOR:
+            msg += (". The anonymous token is used implicitly when a request does not"
+                    " specify a token.")
+        return ApiError(403, msg)
+
+    def require(self, resource, level, name):
+        if not self.allowed(resource, level, name):
+            raise self.denied(resource, level, name)
+
+
+# ---------------------------------------------------------------------------
+# The state store: KV, tombstones, sessions, lock delays, raft index,
+# blocking-query watches and persistence. One lock guards everything.
+# ---------------------------------------------------------------------------
+
+class Store:
+    def __init__(self, datadir=None, dc="dc1", node="fake-node", acl_master=None,
+                 session_ttl_min=SESSION_TTL_MIN_DEFAULT, tombstone_ttl=TOMBSTONE_TTL_DEFAULT):
+        self.datadir, self.dc, self.node = datadir, dc, node
+        self.acl_master = acl_master
+        self.session_ttl_min, self.tombstone_ttl = session_ttl_min, tombstone_ttl
+        self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)   # wakes blocking queries
+        self.timers = threading.Condition(self.lock)    # wakes the timer thread
+        self.watches = set()
+        self.epoch = 0            # bumped when the whole state is "abandoned"
+        self.stopping = False
+        self._reset_state()
+        self._load()
+        # Like a new leader (initializeSessionTimers), give every TTL session a full 2 x TTL.
+        now = time.monotonic()
+        for s in self.sessions.values():
+            if s.ttl_ns():
+                self.session_deadline[s.id] = now + s.ttl_ns() * SESSION_TTL_MULTIPLIER / SECOND
+        self._timer_thread = threading.Thread(target=self._run_timers, name="timers", daemon=True)
+        self._timer_thread.start()
+
+    def _reset_state(self):
+        self.raft_index = INITIAL_RAFT_INDEX
+        self.table_index = {"kvs": 0, "tombstones": 0, "sessions": 0}
+        self.kv = {}                # key -> Entry
+        self.tombstones = {}        # key -> [index, reap deadline (monotonic)]
+        self.sessions = {}          # id -> Session
+        self.session_deadline = {}  # id -> monotonic time of invalidation
+        self.lock_delays = {}       # key -> monotonic expiry (not persisted, like Consul)
+        self.acl_tokens = {}        # secret -> {"accessor": ..., "rules": {...}}
+        self._changed_keys = set()
+        self._sessions_changed = False
+        self._dirty = False
+
+    # -- persistence -------------------------------------------------------
+
+    def _state_file(self):
+        return os.path.join(self.datadir, "consul-double-state.json") if self.datadir else None
+
+    def _load(self):
+        path = self._state_file()
+        if not path or not os.path.exists(path):
+            return
+        with open(path, encoding="utf-8") as f:
+            d = json.load(f)
+        if d.get("format") != STATE_FORMAT:
+            raise SystemExit("consul_kv: unknown state format in %s" % path)
+        now = time.monotonic()
+        self.raft_index = d["raft_index"]
+        self.table_index = d["table_index"]
+        self.kv = {e["Key"]: Entry.from_disk(e) for e in d["kv"]}
+        self.tombstones = {k: [i, now + self.tombstone_ttl / SECOND] for k, i in d["tombstones"].items()}
+        self.sessions = {s["ID"]: Session.from_disk(s) for s in d["sessions"]}
+        self.acl_tokens = d.get("acl_tokens", {})
+
+    def _persist(self):
+        path = self._state_file()
+        if not path:
+            return
+        d = {"format": STATE_FORMAT, "raft_index": self.raft_index,
+             "table_index": self.table_index,
+             "kv": [e.to_disk() for e in self.kv.values()],
+             "tombstones": {k: v[0] for k, v in self.tombstones.items()},
+             "sessions": [s.to_api() for s in self.sessions.values()],
+             "acl_tokens": self.acl_tokens}
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(d, f)
+        os.replace(tmp, path)
+
+    # -- commit / watches ----------------------------------------------------
+
+    def next_index(self):
+        """Every raft-applied write takes the next raft index."""
+        self.raft_index += 1
+        self._dirty = True
+        return self.raft_index
+
+    def commit(self):
+        """After a write (lock held): persist and wake the matching watches."""
+        keys, sess = self._changed_keys, self._sessions_changed
+        self._changed_keys, self._sessions_changed = set(), False
+        if self._dirty:
+            self._persist()
+            self._dirty = False
+        if keys or sess:
+            for w in self.watches:
+                if not w.fired and w.matches(keys, sess):
+                    w.fired = True
+            self.changed.notify_all()
+
+    def abandon(self):
+        """Like a snapshot restore: every blocked query returns (lock held)."""
+        self.epoch += 1
+        self.changed.notify_all()
+        self.timers.notify_all()
+
+    def shutdown(self):
+        with self.lock:
+            self.stopping = True
+            self.changed.notify_all()
+            self.timers.notify_all()
+
+    # -- blocking queries (agent/blockingquery/blockingquery.go) ---------------
+
+    def query(self, fn, watch, min_index, wait_ns):
+        """Run fn() (lock held) and, when min_index > 0, block until its index
+        moves past min_index, the watched data changes, the state is abandoned
+        or the timeout (wait + jitter) passes. Never polls."""
+        with self.lock:
+            if min_index == 0:
+                return fn()
+            deadline = time.monotonic() + query_timeout_ns(wait_ns) / SECOND
+            seen_not_found = False
+            while True:
+                epoch = self.epoch
+                res = fn()
+                if res.not_found:
+                    if seen_not_found:
+                        min_index = res.index   # still absent: the result did not change
+                    seen_not_found = True
+                if res.index > min_index:
+                    return res
+                w = Watch(*watch)
+                self.watches.add(w)
+                try:
+                    while not w.fired and self.epoch == epoch and not self.stopping:
+                        remaining = deadline - time.monotonic()
+                        if remaining <= 0:
+                            return res
+                        self.changed.wait(remaining)
+                finally:
+                    self.watches.discard(w)
+                if self.epoch != epoch or self.stopping:
+                    return res
+
+    # -- index helpers (agent/consul/state/kvs.go) ----------------------------
+
+    def kvs_max_index(self):
+        return max(self.table_index["kvs"], self.table_index["tombstones"])
+
+    def list_index(self, prefix, entries):
+        """kvsListTxn: max ModifyIndex in the prefix or of its tombstones,
+        else the whole KV table's index."""
+        idx = self.kvs_max_index()
+        lindex = max((e.modify_index for e in entries), default=0)
+        if prefix != "":
+            gindex = max((t[0] for k, t in self.tombstones.items() if k.startswith(prefix)), default=0)
+            lindex = max(lindex, gindex)
+        else:
+            lindex = idx
+        return lindex if lindex != 0 else idx
+
+    def entries_with_prefix(self, prefix):
+        return [self.kv[k] for k in sorted(self.kv) if k.startswith(prefix)]
+
+    # -- KV primitives (state/kvs.go); lock held, idx = this write's index -----
+
+    def _put_entry(self, idx, entry):
+        self.kv[entry.key] = entry
+        self.table_index["kvs"] = idx
+        self._changed_keys.add(entry.key)
+
+    def kv_set(self, idx, entry, update_session=False):
+        """kvsSetTxn. Preserves CreateIndex and (unless told) Session; an
+        identical write changes nothing, not even ModifyIndex."""
+        existing = self.kv.get(entry.key)
+        create = existing.create_index if existing else idx
+        session = entry.session if update_session else (existing.session if existing else "")
+        new = dataclasses.replace(entry, value=entry.value or None, create_index=create,
+                                  session=session, modify_index=idx)
+        if existing is not None and existing.same_content(new):
+            return existing
+        self._put_entry(idx, new)
+        return new
+
+    def kv_cas(self, idx, entry, cas):
+        """kvsSetCASTxn: cas 0 = create only; else ModifyIndex must match."""
+        existing = self.kv.get(entry.key)
+        if cas == 0 and existing is not None:
+            return False, None
+        if cas != 0 and (existing is None or existing.modify_index != cas):
+            return False, None
+        return True, self.kv_set(idx, entry)
+
+    def kv_delete(self, idx, key):
+        """kvsDeleteTxn: leaves a tombstone so list indexes never slide back."""
+        if key not in self.kv:
+            return
+        del self.kv[key]
+        self.tombstones[key] = [idx, time.monotonic() + self.tombstone_ttl / SECOND]
+        self.table_index["tombstones"] = idx
+        self.table_index["kvs"] = idx
+        self._changed_keys.add(key)
+        self.timers.notify_all()
+
+    def kv_delete_cas(self, idx, cas, key):
+        """kvsDeleteCASTxn: a missing key counts as success."""
+        existing = self.kv.get(key)
+        if existing is None or existing.modify_index != cas:
+            return existing is None
+        self.kv_delete(idx, key)
+        return True
+
+    def kv_delete_tree(self, idx, prefix):
+        """kvsDeleteTreeTxn: one tombstone for the prefix (none for the root)."""
+        doomed = [k for k in self.kv if k.startswith(prefix)]
+        if not doomed:
+            return
+        for k in doomed:
+            del self.kv[k]
+            self._changed_keys.add(k)
+        if prefix != "":
+            self.tombstones[prefix] = [idx, time.monotonic() + self.tombstone_ttl / SECOND]
+            self.table_index["tombstones"] = idx
+            self.timers.notify_all()
+        self.table_index["kvs"] = idx
+
+    def kv_lock(self, idx, entry):
+        """kvsLockTxn (lock delay is checked before, see lock_delay_active)."""
+        if entry.session == "":
+            raise OpError("missing session")
+        err = uuid_error(entry.session)
+        if err:
+            raise OpError("failed session lookup: %s" % err)
+        if entry.session not in self.sessions:
+            raise OpError("invalid session %s" % go_quote(entry.session))
+        existing = self.kv.get(entry.key)
+        if existing is not None:
+            if existing.session == entry.session:
+                lock_index = existing.lock_index          # already held: no increment
+            elif existing.session:
+                return False, None                        # held by someone else
+            else:
+                lock_index = existing.lock_index + 1
+        else:
+            lock_index = 1
+        return True, self.kv_set(idx, dataclasses.replace(entry, lock_index=lock_index), True)
+
+    def kv_unlock(self, idx, entry):
+        """kvsUnlockTxn: only the holder releases; LockIndex is kept."""
+        if entry.session == "":
+            raise OpError("missing session")
+        existing = self.kv.get(entry.key)
+        if existing is None or existing.session != entry.session:
+            return False, None
+        new = dataclasses.replace(entry, session="", lock_index=existing.lock_index)
+        return True, self.kv_set(idx, new, True)
+
+    def lock_delay_active(self, key):
+        expiry = self.lock_delays.get(key)
+        return expiry is not None and expiry > time.monotonic()
+
+    # -- sessions (state/session.go, agent/consul/session_ttl.go) -------------
+
+    def session_invalidate(self, sid, idx=None):
+        """Destroy a session: release or delete its keys, start lock delays."""
+        s = self.sessions.pop(sid, None)
+        self.session_deadline.pop(sid, None)
+        if s is None:
+            return
+        if idx is None:
+            idx = self.next_index()
+        delay = min(s.lock_delay, MAX_LOCK_DELAY)
+        now = time.monotonic()
+        for e in [e for e in self.kv.values() if e.session == sid]:
+            if s.behavior == "delete":
+                self.kv_delete(idx, e.key)
+            else:
+                self.kv_set(idx, dataclasses.replace(e, session=""), update_session=True)
+            if delay > 0:
+                self.lock_delays[e.key] = now + delay / SECOND
+        self.table_index["sessions"] = idx
+        self._sessions_changed = True
+
+    def session_reset_timer(self, s):
+        ttl = s.ttl_ns()
+        if ttl:
+            self.session_deadline[s.id] = time.monotonic() + ttl * SESSION_TTL_MULTIPLIER / SECOND
+            self.timers.notify_all()
+
+    def reap_tombstones(self, everything=False):
+        """Tombstone GC: a raft write that does not move the KV table index."""
+        now = time.monotonic()
+        doomed = [k for k, (_, due) in self.tombstones.items() if everything or due <= now]
+        if doomed:
+            self.next_index()
+            for k in doomed:
+                del self.tombstones[k]
+        return len(doomed)
+
+    def _run_timers(self):
+        """Session TTL expiry and tombstone reaping, sleeping until the next due time."""
+        with self.lock:
+            while not self.stopping:
+                now = time.monotonic()
+                for sid in [sid for sid, due in self.session_deadline.items() if due <= now]:
+                    self.session_invalidate(sid)
+                self.reap_tombstones()
+                self.commit()
+                dues = list(self.session_deadline.values()) + [t[1] for t in self.tombstones.values()]
+                timeout = (min(dues) - time.monotonic()) if dues else None
+                if timeout is None or timeout > 0:
+                    self.timers.wait(timeout)
+
+    # -- ACL token table ----------------------------------------------------
+
+    def resolve_token(self, token):
+        """Secret -> Authorizer. Unknown secret -> 403 "ACL not found"."""
+        if self.acl_master is None:
+            return Authorizer("", token, enabled=False)
+        if token == "":
+            t = self.acl_tokens.get("anonymous", {})
+            return Authorizer(ANONYMOUS_ACCESSOR, "", t.get("rules"))
+        if token == self.acl_master:
+            return Authorizer(str(uuid.uuid5(uuid.NAMESPACE_URL, "master:" + token)), token,
+                              management=True)
+        t = self.acl_tokens.get(token)
+        if t is None:
+            raise ApiError(403, "ACL not found")
+        return Authorizer(t["accessor"], token, t["rules"])
+
+
+# ---------------------------------------------------------------------------
+# Fault injection state (/_fake/...)
+# ---------------------------------------------------------------------------
+
+class Faults:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.cond = threading.Condition(self.lock)
+        self.reset()
+
+    def reset(self):
+        self.fail_count, self.fail_code, self.fail_body = 0, 500, ""
+        self.fail_path, self.fail_method = "", ""
+        self.hang_count, self.hang_seconds, self.hang_then = 0, 0.0, "answer"
+        self.release_gen = getattr(self, "release_gen", 0) + 1
+        self.slow_ms = 0
+        self.stale_empty_count, self.stale_empty_index = 0, 1
+        self.leader_known, self.leaderless_since, self.leaderless_reads = True, 0.0, "fail"
+        self.requests = []
+
+    def take_fail(self, method, path):
+        with self.lock:
+            if self.fail_count <= 0:
+                return None
+            if self.fail_path and not path.startswith(self.fail_path):
+                return None
+            if self.fail_method and method != self.fail_method:
+                return None
+            self.fail_count -= 1
+            return self.fail_code, self.fail_body
+
+    def take_hang(self):
+        with self.lock:
+            if self.hang_count <= 0:
+                return None
+            self.hang_count -= 1
+            return self.hang_seconds, self.hang_then, self.release_gen
+
+    def hang(self, seconds, gen, stopping):
+        """Wait until released, the time passes, or the server stops."""
+        deadline = time.monotonic() + seconds if seconds > 0 else None
+        with self.cond:
+            while self.release_gen == gen and not stopping():
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return
+                self.cond.wait(remaining)
+
+    def release(self):
+        with self.cond:
+            self.hang_count = 0
+            self.release_gen += 1
+            self.cond.notify_all()
+
+    def take_stale_empty(self):
+        with self.lock:
+            if self.stale_empty_count <= 0:
+                return None
+            self.stale_empty_count -= 1
+            return self.stale_empty_index
+
+    def log(self, record):
+        with self.lock:
+            self.requests.append(record)
+            del self.requests[:-10000]
+
+
+# ---------------------------------------------------------------------------
+# Requests and responses
+# ---------------------------------------------------------------------------
+
+class Request:
+    def __init__(self, method, raw_path, raw_query, headers, read_body):
+        self.method, self.raw_path, self.raw_query, self.headers = method, raw_path, raw_query, headers
+        self.path = unquote(raw_path, errors="replace")
+        self.query = parse_qs(raw_query, keep_blank_values=True)   # like url.Values
+        self._read_body = read_body
+        self._body = None
+
+    def has(self, name):
+        return name in self.query
+
+    def get(self, name, default=""):
+        vals = self.query.get(name)
+        return vals[0] if vals else default
+
+    def body(self):
+        if self._body is None:
+            self._body = self._read_body()
+        return self._body
+
+    def content_length(self):
+        try:
+            return int(self.headers.get("Content-Length", "-1"))
+        except ValueError:
+            return -1
+
+
+@dataclasses.dataclass
+class QueryOptions:
+    dc: str
+    token: str
+    stale: bool
+    consistent: bool
+    min_index: int
+    wait_ns: int
+
+    def consistency(self):
+        if self.consistent:
+            return "consistent"
+        return "stale" if self.stale else "leader"
+
+
+class Response:
+    def __init__(self, status=200, body=b"", content_type=None, headers=None):
+        self.status, self.body = status, body
+        self.headers = dict(headers or {})
+        if content_type:
+            self.headers["Content-Type"] = content_type
+        self.close = False
+
+
+def json_response(obj, req, status=200, headers=None):
+    return Response(status, go_json(obj, req.has("pretty")), "application/json", headers)
+
+
+# ---------------------------------------------------------------------------
+# The HTTP API (agent/*_endpoint.go)
+# ---------------------------------------------------------------------------
+
+class ConsulAPI:
+    # Exact and subtree ("/" suffix) patterns with their allowed methods,
+    # as registered on Consul's ServeMux.
+    ROUTES = {
+        "/v1/kv/": ("GET", "PUT", "DELETE"),
+        "/v1/txn": ("PUT",),
+        "/v1/session/create": ("PUT",),
+        "/v1/session/destroy/": ("PUT",),
+        "/v1/session/renew/": ("PUT",),
+        "/v1/session/info/": ("GET",),
+        "/v1/session/node/": ("GET",),
+        "/v1/session/list": ("GET",),
+        "/v1/status/leader": ("GET",),
+        "/v1/status/peers": ("GET",),
+        "/v1/agent/self": ("GET",),
+        "/v1/catalog/datacenters": ("GET",),
+    }
+
+    def __init__(self, store, faults, kv_max_value_size=KV_MAX_VALUE_SIZE,
+                 txn_max_ops=TXN_MAX_OPS_DEFAULT, version=FAKE_CONSUL_VERSION):
+        self.store, self.faults = store, faults
+        self.kv_max_value_size, self.txn_max_ops = kv_max_value_size, txn_max_ops
+        self.version = version
+        self.node_id = str(uuid.uuid5(uuid.NAMESPACE_DNS, store.node))
+        self.handlers = {
+            "/v1/kv/": self.kv, "/v1/txn": self.txn,
+            "/v1/session/create": self.session_create, "/v1/session/destroy/": self.session_destroy,
+            "/v1/session/renew/": self.session_renew, "/v1/session/info/": self.session_info,
+            "/v1/session/node/": self.session_node, "/v1/session/list": self.session_list,
+            "/v1/status/leader": self.status_leader, "/v1/status/peers": self.status_peers,
+            "/v1/agent/self": self.agent_self, "/v1/catalog/datacenters": self.catalog_dcs,
+        }
+
+    # -- routing (net/http ServeMux + agent/http.go wrap) ----------------------
+
+    def route(self, path):
+        if path in self.ROUTES and not path.endswith("/"):
+            return path
+        best = None
+        for pattern in self.ROUTES:
+            if pattern.endswith("/") and path.startswith(pattern):
+                if best is None or len(pattern) > len(best):
+                    best = pattern
+        return best
+
+    def serve(self, req):
+        # cleanhttp.PrintablePathCheckHandler: non-printable path -> bare 400
+        if not req.path.isprintable():
+            return Response(400)
+        clean = go_clean_path(req.path)
+        if clean != req.path:
+            return self.redirect(req, clean)
+        pattern = self.route(req.path)
+        if pattern is None:
+            if req.path + "/" in self.ROUTES:        # ServeMux: "/v1/kv" -> "/v1/kv/"
+                return self.redirect(req, req.path + "/")
+            return self.index(req)
+        allowed = self.ROUTES[pattern]
+        headers = {"Vary": "Accept-Encoding",
+                   "X-Consul-Default-Acl-Policy": "deny" if self.store.acl_master is not None else "allow"}
+        try:
+            if req.method == "OPTIONS":
+                resp = Response(200, headers={"Allow": ",".join(("OPTIONS",) + allowed)})
+            elif req.method not in allowed:
+                raise ApiError(405, "method %s not allowed" % req.method,
+                               {"Allow": ",".join(("OPTIONS",) + allowed)})
+            else:
+                resp = self.handlers[pattern](req)
+        except ApiError as e:
+            resp = Response(e.status, e.body.encode(), "text/plain; charset=utf-8" if e.body else None,
+                            e.headers)
+        for k, v in headers.items():
+            resp.headers.setdefault(k, v)
+        return resp
+
+    @staticmethod
+    def redirect(req, path):
+        """ServeMux answers a non-canonical path with 301 to the cleaned one."""
+        location = quote(path, safe="/:@!$&'()*+,;=-._~")
+        if req.raw_query:
+            location += "?" + req.raw_query
+        body = b""
+        headers = {"Location": location}
+        if req.method in ("GET", "HEAD"):
+            body = ('<a href="%s">Moved Permanently</a>.\n\n' % location).encode()
+            headers["Content-Type"] = "text/html; charset=utf-8"
+        return Response(301, body, headers=headers)
+
+    def index(self, req):
+        if req.path == "/":
+            return Response(200, b"Consul Agent: UI disabled. To enable, set ui_config.enabled=true"
+                                 b" in the agent configuration and restart.",
+                            "text/plain; charset=utf-8")
+        if "/v1/" in req.path:
+            text = "Invalid URL path: not a recognized HTTP API endpoint\n"
+        else:
+            text = "Invalid URL path: if attempting to use the HTTP API, ensure the path starts with '/v1/'\n"
+        return Response(404, text.encode(), "text/plain; charset=utf-8")
+
+    # -- common request parsing (agent/http.go parse*) ---------------------------
+
+    def parse_token(self, req):
+        """?token, then X-Consul-Token, then "Authorization: Bearer <t>"."""
+        if req.get("token"):
+            return req.get("token")
+        if req.headers.get("X-Consul-Token"):
+            return req.headers.get("X-Consul-Token")
+        auth = req.headers.get("Authorization", "")
+        parts = auth.split(" ")
+        if len(parts) > 1 and parts[0].lower() == "bearer":
+            return " ".join(parts[1:]).strip().split(" ")[0].strip()
+        return ""
+
+    def parse(self, req):
+        """s.parse(): dc, token, consistency, wait and index."""
+        dc = req.get("dc") or self.store.dc
+        stale, consistent = req.has("stale"), req.has("consistent")
+        if stale and consistent:
+            raise ApiError(400, "Cannot specify ?stale with ?consistent, conflicting semantics.")
+        wait_ns = 0
+        if req.get("wait"):
+            try:
+                wait_ns = parse_go_duration(req.get("wait"))
+            except ValueError:
+                raise ApiError(400, "Invalid wait time")
+        min_index = 0
+        if req.get("index"):
+            if not re.fullmatch(r"[0-9]+", req.get("index")) or int(req.get("index")) >= 2 ** 64:
+                raise ApiError(400, "Invalid index")
+            min_index = int(req.get("index"))
+        return QueryOptions(dc, self.parse_token(req), stale, consistent, min_index, wait_ns)
+
+    def rpc(self, opts, write):
+        """Checks made on the way to the leader: datacenter, leader, token."""
+        if opts.dc != self.store.dc:
+            raise ApiError(500, "No path to datacenter")
+        if not self.faults.leader_known:
+            if write or not (opts.stale or self.faults.leaderless_reads == "ok"):
+                raise no_leader()
+        with self.store.lock:
+            return self.store.resolve_token(opts.token)
+
+    def set_meta(self, resp, opts, index, filtered=False, authz=None):
+        """agent/http.go setMeta(): headers of every blocking read."""
+        h = resp.headers
+        h["X-Consul-Index"] = str(index if index > 0 else 1)   # never 0 (busy loops)
+        h["X-Consul-Knownleader"] = "true" if self.faults.leader_known else "false"
+        h["X-Consul-Lastcontact"] = str(self.last_contact_ms())
+        h["X-Consul-Effective-Consistency"] = opts.consistency()
+        h["X-Consul-Query-Backend"] = "blocking-query"
+        # maskResultsFilteredByACLs: only shown to requests that carry a token.
+        if filtered and opts.token:
+            h["X-Consul-Results-Filtered-By-Acls"] = "true"
+
+    def last_contact_ms(self):
+        if self.faults.leader_known:
+            return 0
+        return int((time.monotonic() - self.faults.leaderless_since) * 1000)
+
+    # -- /v1/kv ----------------------------------------------------------------
+
+    def kv(self, req):
+        opts = self.parse(req)
+        if "../" in req.path or "..\\" in req.path:
+            raise ApiError(400, "URL path contains invalid traversal sequence")
+        key = req.path[len("/v1/kv/"):]
+        if req.method == "GET":
+            if req.has("keys"):
+                return self.kv_get_keys(req, opts, key)
+            return self.kv_get(req, opts, key)
+        if req.method == "PUT":
+            return self.kv_put(req, opts, key)
+        return self.kv_delete(req, opts, key)
+
+    def stale_empty(self, req, opts, listing):
+        """Fault: a follower with empty state answering (hashicorp/consul#3975)."""
+        index = self.faults.take_stale_empty()
+        if index is None:
+            return None
+        resp = json_response([], req) if listing else Response(404)
+        self.set_meta(resp, opts, index)
+        return resp
+
+    def kv_get(self, req, opts, key):
+        recurse = req.has("recurse")
+        if not recurse and key == "":
+            raise ApiError(400, "Missing key name")
+        authz = self.rpc(opts, write=False)
+        faked = self.stale_empty(req, opts, listing=recurse)
+        if faked:
+            return faked
+        store = self.store
+
+        def get_one():
+            idx = store.kvs_max_index()
+            ent = store.kv.get(key)
+            authz.require("key", "read", key)
+            if ent is None:
+                return QueryResult(idx, None, not_found=True)
+            return QueryResult(ent.modify_index, [ent])
+
+        def get_list():
+            entries = store.entries_with_prefix(key)
+            idx = store.list_index(key, entries)
+            visible = [e for e in entries if authz.allowed("key", "read", e.key)]
+            return QueryResult(idx or 1, visible, filtered=len(visible) != len(entries))
+
+        if recurse:
+            res = store.query(get_list, ("prefix", key), opts.min_index, opts.wait_ns)
+        else:
+            res = store.query(get_one, ("key", key), opts.min_index, opts.wait_ns)
+        entries = res.value or []
+        if not entries:
+            resp = Response(404)
+        elif req.has("raw") and not recurse:
+            body = entries[0].value or b""
+            resp = Response(200, body, "text/plain", {"X-Content-Type-Options": "nosniff",
+                                                      "Content-Security-Policy": "sandbox"})
+        else:
+            resp = json_response([e.to_api() for e in entries], req)
+        self.set_meta(resp, opts, res.index, res.filtered)
+        return resp
+
+    def kv_get_keys(self, req, opts, prefix):
+        sep = req.get("separator") if req.has("separator") else req.get("seperator")
+        authz = self.rpc(opts, write=False)
+        faked = self.stale_empty(req, opts, listing=True)
+        if faked:
+            return faked
+        store = self.store
+
+        def list_keys():
+            entries = store.entries_with_prefix(prefix)
+            idx = store.list_index(prefix, entries) or 1
+            visible = [e for e in entries if authz.allowed("key", "read", e.key)]
+            keys, seen = [], set()
+            for e in visible:
+                if not sep:
+                    keys.append(e.key)
+                    continue
+                cut = e.key.find(sep, len(prefix))
+                if cut < 0:
+                    keys.append(e.key)
+                elif e.key[:cut + len(sep)] not in seen:
+                    seen.add(e.key[:cut + len(sep)])
+                    keys.append(e.key[:cut + len(sep)])
+            return QueryResult(idx, keys, filtered=len(visible) != len(entries))
+
+        res = store.query(list_keys, ("prefix", prefix), opts.min_index, opts.wait_ns)
+        # 404 for no keys, except at the root which answers [] (KVSGetKeys)
+        if not res.value and prefix != "":
+            resp = Response(404)
+        else:
+            resp = json_response(res.value, req)
+        self.set_meta(resp, opts, res.index, res.filtered)
+        return resp
+
+    @staticmethod
+    def conflicting(req, *flags):
+        """conflictingFlags(): 400 "Conflicting flags: <encoded query>\\n"."""
+        if sum(1 for f in flags if req.has(f)) > 1:
+            raise ApiError(400, "Conflicting flags: %s\n" % go_query_encode(req.query))
+
+    @staticmethod
+    def parse_uint(req, name):
+        text = req.get(name)
+        if not re.fullmatch(r"[0-9]+", text) or int(text) >= 2 ** 64:
+            raise ApiError(500, 'strconv.ParseUint: parsing %s: %s' % (
+                go_quote(text), "value out of range" if text.isdigit() else "invalid syntax"))
+        return int(text)
+
+    def kv_put(self, req, opts, key):
+        if key == "":
+            raise ApiError(400, "Missing key name")
+        self.conflicting(req, "cas", "acquire", "release")
+        entry = Entry(key=key)
+        op, cas = "set", None
+        if req.has("flags"):
+            entry = dataclasses.replace(entry, flags=self.parse_uint(req, "flags"))
+        if req.has("cas"):
+            op, cas = "cas", self.parse_uint(req, "cas")
+        if req.has("acquire"):
+            op, entry = "lock", dataclasses.replace(entry, session=req.get("acquire"))
+        if req.has("release"):
+            op, entry = "unlock", dataclasses.replace(entry, session=req.get("release"))
+        length = req.content_length()
+        if length > self.kv_max_value_size:
+            raise self.too_large(length)
+        body = req.body()
+        if len(body) > self.kv_max_value_size:
+            raise self.too_large(len(body))
+        entry = dataclasses.replace(entry, value=body or None)
+        authz = self.rpc(opts, write=True)
+        store = self.store
+        with store.lock:
+            authz.require("key", "write", key)
+            if op == "lock" and store.lock_delay_active(key):
+                return json_response(False, req)             # kvsPreApply: lock delay
+            idx = store.next_index()
+            try:
+                if op == "set":
+                    store.kv_set(idx, entry)
+                    ok = True
+                elif op == "cas":
+                    ok, _ = store.kv_cas(idx, entry, cas)
+                elif op == "lock":
+                    ok, _ = store.kv_lock(idx, entry)
+                else:
+                    ok, _ = store.kv_unlock(idx, entry)
+            except OpError as e:
+                store.commit()
+                raise ApiError(500, str(e))
+            store.commit()
+        return json_response(ok, req)
+
+    def too_large(self, length):
+        return ApiError(413, "Request body(%d bytes) too large, max size: %d bytes. See %s." % (
+            length, self.kv_max_value_size,
+            "https://developer.hashicorp.com/docs/agent/config/config-files#kv_max_value_size"))
+
+    def kv_delete(self, req, opts, key):
+        self.conflicting(req, "recurse", "cas")
+        recurse = req.has("recurse")
+        if not recurse and key == "":
+            raise ApiError(400, "Missing key name")
+        cas = self.parse_uint(req, "cas") if req.has("cas") else None
+        authz = self.rpc(opts, write=True)
+        store = self.store
+        with store.lock:
+            if recurse:
+                if not authz.key_write_prefix(key):
+                    raise authz.denied("key", "write", key)
+            else:
+                authz.require("key", "write", key)
+            idx = store.next_index()
+            ok = True
+            if recurse:
+                store.kv_delete_tree(idx, key)
+            elif cas is not None:
+                ok = store.kv_delete_cas(idx, cas, key)
+            else:
+                store.kv_delete(idx, key)
+            store.commit()
+        return json_response(ok, req)
+
+    # -- /v1/txn (agent/txn_endpoint.go, consul/txn_endpoint.go, state/txn.go) --
+
+    WRITE_VERBS = {"set", "delete", "delete-cas", "delete-tree", "cas", "lock", "unlock"}
+
+    def txn(self, req):
+        max_len = self.kv_max_value_size
+        if req.content_length() > max_len:
+            raise ApiError(413, "Request body(%d bytes) too large, max size: %d bytes. See %s." % (
+                req.content_length(), max_len,
+                "https://www.consul.io/docs/agent/config/config-files#txn_max_req_len"))
+        try:
+            raw = json.loads(req.body().decode("utf-8"))
+            if not isinstance(raw, list):
+                raise ValueError("json: cannot unmarshal %s into Go value of type api.TxnOps"
+                                 % type(raw).__name__)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise ApiError(400, "Failed to parse body: %s" % e)
+        if len(raw) > self.txn_max_ops:
+            raise ApiError(413, "Transaction contains too many operations (%d > %d)"
+                           % (len(raw), self.txn_max_ops))
+        ops = [self.txn_op(o) for o in raw]
+        for op in ops:
+            if op and len(op["Value"] or b"") > self.kv_max_value_size:
+                raise ApiError(413, "Value for key %s is too large (%d > %d bytes)" % (
+                    go_quote(op["Key"]), len(op["Value"]), self.kv_max_value_size))
+        writes = sum(1 for op in ops if op is None or op["Verb"] in self.WRITE_VERBS)
+        if writes == 0:
+            return self.txn_read(req, ops)
+        opts = QueryOptions(req.get("dc") or self.store.dc, self.parse_token(req), False, False, 0, 0)
+        authz = self.rpc(opts, write=True)
+        store = self.store
+        with store.lock:
+            errors = self.txn_precheck(authz, ops)
+            if errors:
+                return json_response({"Results": None, "Errors": errors}, req, 409)
+            idx = store.next_index()
+            saved = (dict(store.kv), {k: list(v) for k, v in store.tombstones.items()},
+                     dict(store.table_index))
+            results, errors = self.txn_dispatch(idx, ops)
+            if errors:
+                store.kv, store.tombstones, store.table_index = saved
+                store._changed_keys = set()
+                store.commit()
+                return json_response({"Results": None, "Errors": errors}, req, 409)
+            store.commit()
+        results = self.txn_filter(authz, results)
+        return json_response({"Results": results, "Errors": None}, req)
+
+    def txn_read(self, req, ops):
+        """A read-only transaction: no raft, consistency modes, no blocking."""
+        opts = self.parse(req)
+        authz = self.rpc(opts, write=False)
+        store = self.store
+        with store.lock:
+            errors = self.txn_precheck(authz, ops)
+            results = None
+            if not errors:
+                results, errors = self.txn_dispatch(0, ops)
+        if errors:
+            results = None
+        else:
+            results, errors = self.txn_filter(authz, results), None
+        body = {"Results": results, "Errors": errors,
+                # structs.TxnReadResponse embeds QueryMeta
+                "Index": 0, "LastContact": self.last_contact_ms() * 1_000_000,
+                "KnownLeader": self.faults.leader_known, "ConsistencyLevel": "",
+                "NotModified": False, "Backend": 0, "ResultsFilteredByACLs": False}
+        resp = json_response(body, req, 409 if errors else 200)
+        resp.headers["X-Consul-Lastcontact"] = str(self.last_contact_ms())
+        resp.headers["X-Consul-Knownleader"] = "true" if self.faults.leader_known else "false"
+        return resp
+
+    @staticmethod
+    def txn_op(o):
+        """API TxnOp -> internal op dict (None for a non-KV operation)."""
+        if not isinstance(o, dict):
+            raise ApiError(400, "Failed to parse body: json: cannot unmarshal into api.TxnOp")
+        fields = {k.lower(): v for k, v in o.items()}
+        kv = fields.get("kv")
+        if kv is None:
+            return None
+        kv = {k.lower(): v for k, v in kv.items()}
+        value = kv.get("value")
+        if value is not None:
+            try:
+                value = base64.b64decode(value, validate=True)
+            except (ValueError, TypeError):
+                raise ApiError(400, "Failed to parse body: illegal base64 data at input byte 0")
+        try:
+            flags, index = int(kv.get("flags") or 0), int(kv.get("index") or 0)
+        except (TypeError, ValueError):
+            raise ApiError(400, "Failed to parse body: json: cannot unmarshal number")
+        return {"Verb": kv.get("verb") or "", "Key": kv.get("key") or "", "Value": value or None,
+                "Flags": flags, "Index": index, "Session": kv.get("session") or ""}
+
+    def txn_precheck(self, authz, ops):
+        """Txn.preCheck / kvsPreApply: key, ACL and lock-delay checks."""
+        errors = []
+        for i, op in enumerate(ops):
+            if op is None:
+                continue
+            verb, key = op["Verb"], op["Key"]
+            what = None
+            if key == "" and verb != "delete-tree":
+                what = "Must provide key"
+            elif verb == "delete-tree":
+                if not authz.key_write_prefix(key):
+                    what = authz.denied("key", "write", key).body
+            elif verb in ("get", "get-tree", "get-or-empty"):
+                pass                                        # filtered on output
+            elif verb in ("check-session", "check-index"):
+                if not authz.allowed("key", "read", key):
+                    what = authz.denied("key", "read", key).body
+            elif not authz.allowed("key", "write", key):
+                what = authz.denied("key", "write", key).body
+            if what is None and verb == "lock" and self.store.lock_delay_active(key):
+                what = "failed to lock key %s due to lock delay" % go_quote(key)
+            if what is not None:
+                errors.append({"OpIndex": i, "What": what})
+        return errors
+
+    def txn_dispatch(self, idx, ops):
+        """state.txnDispatch: run every op, collect every error."""
+        results, errors = [], []
+        for i, op in enumerate(ops):
+            try:
+                if op is None:
+                    raise OpError("no operation specified (the Consul double supports KV operations only)")
+                results.extend(self.txn_kv(idx, op))
+            except OpError as e:
+                errors.append({"OpIndex": i, "What": str(e)})
+        return (None, errors) if errors else (results, None)
+
+    def txn_kv(self, idx, op):
+        store = self.store
+        verb, key = op["Verb"], op["Key"]
+        entry = Entry(key=key, value=op["Value"], flags=op["Flags"], session=op["Session"])
+        q = go_quote(key)
+        out = None
+        if verb == "set":
+            out = store.kv_set(idx, entry)
+        elif verb == "cas":
+            ok, out = store.kv_cas(idx, entry, op["Index"])
+            if not ok:
+                raise OpError("failed to set key %s, index is stale" % q)
+        elif verb == "lock":
+            ok, out = store.kv_lock(idx, entry)
+            if not ok:
+                raise OpError("failed to lock key %s, lock is already held" % q)
+        elif verb == "unlock":
+            ok, out = store.kv_unlock(idx, entry)
+            if not ok:
+                raise OpError("failed to unlock key %s, lock isn't held, or is held by another session" % q)
+        elif verb == "delete":
+            store.kv_delete(idx, key)
+        elif verb == "delete-cas":
+            if not store.kv_delete_cas(idx, op["Index"], key):
+                raise OpError("failed to delete key %s, index is stale" % q)
+        elif verb == "delete-tree":
+            store.kv_delete_tree(idx, key)
+        elif verb == "get":
+            out = store.kv.get(key)
+            if out is None:
+                raise OpError("key %s doesn't exist" % q)
+            return [{"KV": out.to_api()}]
+        elif verb == "get-or-empty":
+            out = store.kv.get(key) or Entry(key=key, flags=op["Flags"], session=op["Session"],
+                                             modify_index=op["Index"])
+            return [{"KV": out.to_api()}]
+        elif verb == "get-tree":
+            return [{"KV": e.to_api()} for e in store.entries_with_prefix(key)]
+        elif verb == "check-index":
+            out = store.kv.get(key)
+            if out is None:
+                raise OpError("failed to check index, key %s doesn't exist" % q)
+            if out.modify_index != op["Index"]:
+                raise OpError("failed index check for key %s, current modify index %d != %d"
+                              % (q, out.modify_index, op["Index"]))
+        elif verb == "check-session":
+            out = store.kv.get(key)
+            if out is None:
+                raise OpError("failed to check session, key %s doesn't exist" % q)
+            if out.session != op["Session"]:
+                raise OpError("failed session check for key %s, current session %s != %s"
+                              % (q, go_quote(out.session), go_quote(op["Session"])))
+        elif verb == "check-not-exists":
+            if key in store.kv:
+                raise OpError("key %s exists" % q)
+        else:
+            raise OpError("unknown KV verb %s" % go_quote(verb))
+        # Results carry no value except for reads; deletes add no result (txn.mdx)
+        return [{"KV": out.to_api(with_value=False)}] if out is not None else []
+
+    @staticmethod
+    def txn_filter(authz, results):
+        return [r for r in results if authz.allowed("key", "read", r["KV"]["Key"])]
+
+    # -- /v1/session (agent/session_endpoint.go, consul/session_endpoint.go) ---
+
+    def session_create(self, req):
+        opts = self.parse(req)
+        body = req.body()
+        sess = {"name": "", "node": self.store.node, "lock_delay": DEFAULT_LOCK_DELAY,
+                "behavior": "release", "ttl": "", "checks": [SERF_HEALTH]}
+        if body:
+            try:
+                raw = json.loads(body.decode("utf-8"))
+                if not isinstance(raw, dict):
+                    raise ValueError("json: cannot unmarshal into structs.Session")
+                fields = {k.lower(): v for k, v in raw.items()}
+                if "lockdelay" in fields:       # FixupLockDelay: small numbers are seconds
+                    v = fields["lockdelay"]
+                    d = parse_go_duration(v) if isinstance(v, str) else int(v)
+                    sess["lock_delay"] = d * SECOND if d < LOCK_DELAY_MIN_THRESHOLD else d
+                for name in ("name", "node", "behavior", "ttl"):
+                    if fields.get(name) is not None:
+                        if not isinstance(fields[name], str):
+                            raise ValueError("'%s' expected type 'string'" % name)
+                        sess[name] = fields[name]
+                if "checks" in fields or "nodechecks" in fields:   # FixupChecks
+                    sess["checks"] = list(fields.get("nodechecks") or []) + list(fields.get("checks") or [])
+            except (ValueError, UnicodeDecodeError, TypeError) as e:
+                raise ApiError(400, "Request decode failed: %s" % e)
+        authz = self.rpc(opts, write=True)
+        authz.require("session", "write", sess["node"])
+        store = self.store
+        if sess["behavior"] == "":
+            sess["behavior"] = "release"
+        if sess["behavior"] not in ("release", "delete"):
+            raise ApiError(500, "Invalid Behavior setting '%s'" % sess["behavior"])
+        if sess["ttl"] != "":
+            try:
+                ttl = parse_go_duration(sess["ttl"])
+            except ValueError as e:
+                raise ApiError(500, "Session TTL '%s' invalid: %s" % (sess["ttl"], e))
+            if ttl != 0 and (ttl < store.session_ttl_min or ttl > SESSION_TTL_MAX):
+                raise ApiError(500, "Invalid Session TTL '%d', must be between [%s=%s]" % (
+                    ttl, format_go_duration(store.session_ttl_min), format_go_duration(SESSION_TTL_MAX)))
+        if sess["node"] != store.node:
+            raise ApiError(500, "Missing node registration")
+        with store.lock:
+            idx = store.next_index()
+            s = Session(id=str(uuid.uuid4()), name=sess["name"], node=sess["node"],
+                        lock_delay=sess["lock_delay"], behavior=sess["behavior"], ttl=sess["ttl"],
+                        node_checks=sess["checks"] or None, create_index=idx, modify_index=idx)
+            store.sessions[s.id] = s
+            store.table_index["sessions"] = idx
+            store._sessions_changed = True
+            store.session_reset_timer(s)
+            store.commit()
+        return json_response({"ID": s.id}, req)
+
+    @staticmethod
+    def session_id(req, prefix):
+        sid = req.path[len(prefix):]
+        if sid == "":
+            raise ApiError(400, "Missing session")
+        return sid
+
+    def session_destroy(self, req):
+        sid = self.session_id(req, "/v1/session/destroy/")
+        opts = self.parse(req)
+        authz = self.rpc(opts, write=True)
+        store = self.store
+        err = uuid_error(sid)
+        if err:
+            raise ApiError(500, "failed session lookup: %s" % err)
+        with store.lock:
+            s = store.sessions.get(sid)
+            if authz.enabled and not authz.management:
+                if s is None:
+                    raise ApiError(500, "Unknown session %s" % go_quote(sid))
+                authz.require("session", "write", s.node)
+            store.session_invalidate(sid, store.next_index())   # idempotent: true even if absent
+            store.commit()
+        return json_response(True, req)
+
+    def session_renew(self, req):
+        sid = self.session_id(req, "/v1/session/renew/")
+        opts = self.parse(req)
+        authz = self.rpc(opts, write=True)
+        err = uuid_error(sid)
+        if err:
+            raise ApiError(500, "failed session lookup: %s" % err)
+        store = self.store
+        with store.lock:
+            s = store.sessions.get(sid)
+            if s is None:
+                raise ApiError(404, "Session id '%s' not found" % sid)
+            authz.require("session", "write", s.node)
+            store.session_reset_timer(s)
+            return json_response([s.to_api()], req)
+
+    def _sessions_query(self, req, opts, select):
+        authz = self.rpc(opts, write=False)
+        store = self.store
+
+        def run():
+            found = select()
+            visible = [s for s in found if authz.allowed("session", "read", s.node)]
+            return QueryResult(store.table_index["sessions"], visible,
+                               filtered=len(visible) != len(found))
+
+        res = store.query(run, ("sessions",), opts.min_index, opts.wait_ns)
+        resp = json_response([s.to_api() for s in res.value], req)
+        self.set_meta(resp, opts, res.index, res.filtered)
+        return resp
+
+    def session_info(self, req):
+        sid = self.session_id(req, "/v1/session/info/")
+        opts = self.parse(req)
+        err = uuid_error(sid)
+        if err:
+            self.rpc(opts, write=False)
+            raise ApiError(500, "failed session lookup: %s" % err)
+        return self._sessions_query(req, opts, lambda: [s for s in [self.store.sessions.get(sid)] if s])
+
+    def session_node(self, req):
+        node = req.path[len("/v1/session/node/"):]
+        if node == "":
+            raise ApiError(400, "Missing node name")
+        opts = self.parse(req)
+        return self._sessions_query(
+            req, opts, lambda: [s for s in self.store.sessions.values() if s.node == node])
+
+    def session_list(self, req):
+        opts = self.parse(req)
+        return self._sessions_query(req, opts, lambda: list(self.store.sessions.values()))
+
+    # -- status, agent, catalog ------------------------------------------------
+
+    def status_leader(self, req):
+        return json_response("127.0.0.1:8300" if self.faults.leader_known else "", req)
+
+    def status_peers(self, req):
+        return json_response(["127.0.0.1:8300"], req)
+
+    def catalog_dcs(self, req):
+        return json_response([self.store.dc], req)
+
+    def agent_self(self, req):
+        token = self.parse_token(req)
+        with self.store.lock:
+            authz = self.store.resolve_token(token)
+        authz.require("agent", "read", self.store.node)
+        s = self.store
+        build = "%s:fake" % self.version
+        return json_response({
+            "Config": {"Datacenter": s.dc, "PrimaryDatacenter": s.dc, "NodeName": s.node,
+                       "NodeID": self.node_id, "Partition": "", "Revision": "fake",
+                       "Server": True, "Version": self.version, "BuildDate": "2024-01-01T00:00:00Z"},
+            "DebugConfig": {"Datacenter": s.dc, "NodeName": s.node, "ServerMode": True,
+                            "ACLsEnabled": s.acl_master is not None,
+                            "SessionTTLMin": format_go_duration(s.session_ttl_min)},
+            "Coord": {"Vec": [0, 0, 0, 0, 0, 0, 0, 0], "Error": 1.5, "Adjustment": 0, "Height": 1e-05},
+            "Member": {"Name": s.node, "Addr": "127.0.0.1", "Port": 8301,
+                       "Tags": {"acls": "1" if s.acl_master is not None else "0", "build": build,
+                                "dc": s.dc, "id": self.node_id, "port": "8300", "role": "consul",
+                                "vsn": "2", "vsn_max": "3", "vsn_min": "2"},
+                       "Status": 1, "ProtocolMin": 1, "ProtocolMax": 5, "ProtocolCur": 2,
+                       "DelegateMin": 2, "DelegateMax": 5, "DelegateCur": 4},
+            "Stats": {"consul": {"server": "true", "leader": str(self.faults.leader_known).lower(),
+                                 "known_datacenters": "1"}},
+            "Meta": {"consul-network-segment": "", "consul-version": self.version},
+            "xDS": None,
+        }, req)
+
+
+# ---------------------------------------------------------------------------
+# Control API: /_fake/... (never used by Consul itself)
+# ---------------------------------------------------------------------------
+
+class FakeControl:
+    def __init__(self, api):
+        self.api, self.store, self.faults = api, api.store, api.faults
+
+    def serve(self, req):
+        name = req.path[len("/_fake/"):].strip("/")
+        handler = getattr(self, "do_" + name.replace("-", "_"), None)
+        if handler is None:
+            return self.reply({"error": "unknown fault hook %r" % name}, 404)
+        try:
+            return handler(req)
+        except (ValueError, KeyError) as e:
+            return self.reply({"error": str(e)}, 400)
+
+    @staticmethod
+    def reply(obj, status=200):
+        return Response(status, json.dumps(obj, sort_keys=True).encode(), "application/json")
+
+    @staticmethod
+    def int_param(req, name, default=None):
+        if not req.has(name):
+            if default is None:
+                raise ValueError("missing parameter %s" % name)
+            return default
+        return int(req.get(name))
+
+    def do_fail(self, req):
+        f = self.faults
+        with f.lock:
+            f.fail_count = self.int_param(req, "count", 1)
+            f.fail_code = self.int_param(req, "code", 500)
+            default = "No cluster leader" if f.fail_code == 500 else HTTPStatus(f.fail_code).phrase
+            f.fail_body = req.get("body", default)
+            f.fail_path, f.fail_method = req.get("path"), req.get("method").upper()
+        return self.reply({"fail": f.fail_count, "code": f.fail_code})
+
+    def do_hang(self, req):
+        f = self.faults
+        with f.lock:
+            f.hang_count = self.int_param(req, "count", 1)
+            f.hang_seconds = float(req.get("seconds", "0"))
+            f.hang_then = req.get("then", "answer")
+            if f.hang_then not in ("answer", "close"):
+                raise ValueError("then must be answer or close")
+        return self.reply({"hang": f.hang_count, "seconds": f.hang_seconds, "then": f.hang_then})
+
+    def do_release(self, req):
+        self.faults.release()
+        return self.reply({"released": True})
+
+    def do_slow(self, req):
+        self.faults.slow_ms = self.int_param(req, "ms")
+        return self.reply({"slow_ms": self.faults.slow_ms})
+
+    def do_stale_empty(self, req):
+        f = self.faults
+        with f.lock:
+            f.stale_empty_count = self.int_param(req, "count", 1)
+            f.stale_empty_index = self.int_param(req, "index", 1)
+        return self.reply({"stale_empty": f.stale_empty_count, "index": f.stale_empty_index})
+
+    def do_leader(self, req):
+        f = self.faults
+        known = self.int_param(req, "known") != 0
+        reads = req.get("reads", "fail")
+        if reads not in ("fail", "ok"):
+            raise ValueError("reads must be fail or ok")
+        with f.lock:
+            if f.leader_known and not known:
+                f.leaderless_since = time.monotonic()
+            f.leader_known, f.leaderless_reads = known, reads
+        return self.reply({"known": known, "reads": reads})
+
+    def do_index_backwards(self, req):
+        """Like a snapshot restore of older data: every index drops to <= to."""
+        s = self.store
+        with s.lock:
+            old = s.raft_index
+            to = self.int_param(req, "to", 1)
+            if not 1 <= to < old:
+                raise ValueError("to must be >= 1 and below the raft index %d" % old)
+            s.raft_index = to
+            s.table_index = {k: min(v, to) for k, v in s.table_index.items()}
+            s.kv = {k: dataclasses.replace(e, create_index=min(e.create_index, to),
+                                           modify_index=min(e.modify_index, to))
+                    for k, e in s.kv.items()}
+            for t in s.tombstones.values():
+                t[0] = min(t[0], to)
+            for sess in s.sessions.values():
+                sess.create_index, sess.modify_index = min(sess.create_index, to), min(sess.modify_index, to)
+            s._persist()
+            s.abandon()
+        return self.reply({"raft_index": to, "previous": old})
+
+    def do_reap_tombstones(self, req):
+        with self.store.lock:
+            n = self.store.reap_tombstones(everything=True)
+            self.store.commit()
+        return self.reply({"reaped": n})
+
+    def do_acl(self, req):
+        s = self.store
+        token = req.get("token")
+        if not token:
+            raise ValueError("missing parameter token")
+        with s.lock:
+            if req.method == "DELETE":
+                s.acl_tokens.pop(token, None)
+                s._persist()
+                return self.reply({"revoked": True})
+            resource = req.get("resource", "key")
+            policy = req.get("policy")
+            if resource not in RESOURCES or policy not in POLICIES or not req.has("prefix"):
+                raise ValueError("need prefix, policy=read|write|deny, resource=key|session|agent|node")
+            t = s.acl_tokens.setdefault(token, {"accessor": str(uuid.uuid4()), "rules": {}})
+            t["rules"].setdefault(resource, {})[req.get("prefix")] = policy
+            s._persist()
+            return self.reply({"accessor": t["accessor"] if token != "anonymous" else ANONYMOUS_ACCESSOR})
+
+    def do_requests(self, req):
+        with self.faults.lock:
+            if req.method == "DELETE":
+                self.faults.requests = []
+                return self.reply([])
+            return self.reply(list(self.faults.requests))
+
+    def do_reset(self, req):
+        with self.faults.lock:
+            self.faults.reset()
+        self.faults.release()
+        return self.reply({"reset": True})
+
+    def do_expire_sessions(self, req):
+        s = self.store
+        with s.lock:
+            ids = list(s.sessions)
+            for sid in ids:
+                s.session_invalidate(sid)
+            s.commit()
+        return self.reply({"expired": len(ids)})
+
+    def do_wipe(self, req):
+        s = self.store
+        with s.lock:
+            acl = s.acl_tokens
+            s._reset_state()
+            s.acl_tokens = acl                  # ACL config is not part of "data"
+            s._persist()
+            s.abandon()
+        return self.reply({"wiped": True, "raft_index": s.raft_index})
+
+    def do_state(self, req):
+        s = self.store
+        with s.lock:
+            return self.reply({"raft_index": s.raft_index, "table_index": s.table_index,
+                               "keys": len(s.kv), "tombstones": len(s.tombstones),
+                               "sessions": len(s.sessions), "blocked_queries": len(s.watches)})
+
+
+# ---------------------------------------------------------------------------
+# HTTP server plumbing
+# ---------------------------------------------------------------------------
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "consul-double"
+    api = None          # set on the class by make_server()
+    control = None
+    verbose = False
+
+    def do_GET(self):
+        self.dispatch()
+
+    do_PUT = do_DELETE = do_POST = do_HEAD = do_OPTIONS = do_PATCH = do_GET
+
+    def log_message(self, fmt, *args):
+        if self.verbose:
+            sys.stderr.write("consul_kv: %s %s\n" % (self.address_string(), fmt % args))
+
+    def read_body(self):
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            chunks = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline().strip():
+                        pass
+                    return b"".join(chunks)
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length > 0 else b""
+
+    def dispatch(self):
+        parts = urlsplit(self.path)
+        raw_path = parts.path or "/"
+        req = Request(self.command, raw_path, parts.query, self.headers, self.read_body)
+        faults = self.api.faults
+        stopping = lambda: self.api.store.stopping  # noqa: E731
+
+        if req.path.startswith("/_fake/"):
+            resp = self.control.serve(req)
+        else:
+            faults.log(self.log_record(req))
+            hang = faults.take_hang()
+            if hang:
+                seconds, then, gen = hang
+                faults.hang(seconds, gen, stopping)
+                if then == "close":
+                    self.close_connection = True
+                    return
+            failed = faults.take_fail(req.method, req.path)
+            if failed:
+                code, body = failed
+                resp = Response(code, body.encode(), "text/plain; charset=utf-8")
+            else:
+                try:
+                    resp = self.api.serve(req)
+                except Exception as e:              # a bug in the double: say so, loudly
+                    traceback.print_exc()
+                    resp = Response(500, ("consul double internal error: %r" % e).encode())
+        if req._body is None:
+            # Drain what the handler did not read, so the client is not reset
+            # while still sending; after a 413 the connection is closed.
+            if req.content_length() <= 64 * 1024 * 1024:
+                req.body()
+            if resp.status == 413:
+                resp.headers["Connection"] = "close"
+                self.close_connection = True
+        if faults.slow_ms and not req.path.startswith("/_fake/"):
+            time.sleep(faults.slow_ms / 1000.0)
+        self.send(req, resp)
+
+    @staticmethod
+    def log_record(req):
+        """Request log entry: never the token value, only where one came from."""
+        source = None
+        if req.get("token"):
+            source = "query"
+        elif req.headers.get("X-Consul-Token"):
+            source = "header"
+        elif req.headers.get("Authorization", "").lower().startswith("bearer "):
+            source = "bearer"
+        query = {k: (["<hidden>"] * len(v) if k == "token" else v) for k, v in req.query.items()}
+        return {"method": req.method, "path": req.path, "query": query, "token": source,
+                "time": time.time()}
+
+    def send(self, req, resp):
+        body = resp.body
+        accept = self.headers.get("Accept-Encoding", "")
+        if len(body) >= GZIP_MIN_SIZE and "gzip" in [a.split(";")[0].strip() for a in accept.split(",")]:
+            body = gzip.compress(body, mtime=0)
+            resp.headers["Content-Encoding"] = "gzip"
+        resp.headers["Content-Length"] = str(len(body))
+        resp.headers["Date"] = self.date_time_string()
+        if resp.status >= 400 and resp.body and "Content-Type" not in resp.headers:
+            resp.headers["Content-Type"] = "text/plain; charset=utf-8"
+        try:
+            self.send_response_only(resp.status)
+            for k in sorted(resp.headers):          # Go writes headers sorted by name
+                self.send_header(k, resp.headers[k])
+            self.end_headers()
+            if req.method != "HEAD":
+                self.wfile.write(body)
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 512
+
+
+def parse_listen(text):
+    m = re.fullmatch(r"\[?([^\]]*?)\]?:(\d+)", text)
+    if not m:
+        raise ValueError("--listen wants HOST:PORT, got %r" % text)
+    host, port = m.group(1), int(m.group(2))
+    if host == "localhost":
+        host = "127.0.0.1"
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        raise ValueError("--listen host must be a loopback IP address, got %r" % host)
+    if not ip.is_loopback:
+        raise ValueError("refusing to listen on non-loopback address %s" % host)
+    return host, port, ip.version
+
+
+def make_server(args):
+    host, port, version = parse_listen(args.listen)
+    store = Store(datadir=args.datadir, dc=args.dc, node=args.node,
+                  acl_master=args.acl_master_token,
+                  session_ttl_min=parse_go_duration(args.session_ttl_min),
+                  tombstone_ttl=parse_go_duration(args.tombstone_ttl))
+    faults = Faults()
+    api = ConsulAPI(store, faults, kv_max_value_size=args.kv_max_value_size,
+                    txn_max_ops=args.txn_max_ops, version=args.consul_version)
+    handler = type("BoundHandler", (Handler,), {"api": api, "control": FakeControl(api),
+                                                "verbose": args.verbose})
+    server_cls = Server
+    if version == 6:
+        server_cls = type("Server6", (Server,), {"address_family": socket.AF_INET6})
+    server = server_cls((host, port), handler)
+    return server, store, faults
+
+
+def write_port_file(path, line):
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(line + "\n")
+    os.replace(tmp, path)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description="Consul KV HTTP API test double")
+    p.add_argument("--listen", default="127.0.0.1:0", help="HOST:PORT (loopback only; port 0 = any)")
+    p.add_argument("--datadir", help="persist KV, sessions and index here (restart with data)")
+    p.add_argument("--port-file", help='write "http=HOST:PORT" here once listening')
+    p.add_argument("--dc", default="dc1", help="datacenter name (default dc1)")
+    p.add_argument("--node", default=socket.gethostname() or "fake-node", help="node name")
+    p.add_argument("--acl-master-token", help="enable ACLs (default deny) with this management token")
+    p.add_argument("--session-ttl-min", default="10s", help="session_ttl_min (default 10s)")
+    p.add_argument("--tombstone-ttl", default="15m", help="KV tombstone lifetime (default 15m)")
+    p.add_argument("--txn-max-ops", type=int, default=TXN_MAX_OPS_DEFAULT,
+                   help="operations allowed in one /v1/txn (default 64; Consul >= 1.x uses 128)")
+    p.add_argument("--kv-max-value-size", type=int, default=KV_MAX_VALUE_SIZE)
+    p.add_argument("--consul-version", default=FAKE_CONSUL_VERSION, help="version reported by /v1/agent/self")
+    p.add_argument("--verbose", action="store_true", help="log every request to stderr")
+    args = p.parse_args(argv)
+    try:
+        server, store, faults = make_server(args)
+    except (ValueError, OSError) as e:
+        print("consul_kv: %s" % e, file=sys.stderr)
+        return 2
+
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
+                              name="http", daemon=True)
+    thread.start()
+    host, port = server.server_address[:2]
+    line = "http=%s:%d" % (host if ":" not in host else "[%s]" % host, port)
+    if args.port_file:
+        write_port_file(args.port_file, line)
+    print(line, flush=True)
+    stop.wait()
+    store.shutdown()
+    faults.release()
+    server.shutdown()
+    server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
