@@ -1,0 +1,1063 @@
+"""Conformance tests for the Consul KV test double (tests/fakes/consul_kv.py).
+
+Each test pins one documented behaviour of Consul's HTTP API and names its
+source (kv.mdx, txn.mdx, session.mdx, features/blocking.mdx,
+features/consistency.mdx, or the server code where the docs are silent).
+With CONSUL_BIN=/path/to/consul the same tests run against the real binary;
+tests that need a fault hook of the double are then skipped with a reason.
+
+Run: /usr/bin/python3 -m pytest -q tests/integration/test_consul_double.py
+"""
+
+import base64
+import concurrent.futures
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import uuid
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from fakes.consul import DOUBLE, PYTHON, Consul  # noqa: E402
+
+MASTER = "root-" + uuid.uuid4().hex
+POOL = concurrent.futures.ThreadPoolExecutor(max_workers=64)
+
+
+# ---------------------------------------------------------------------------
+# Fixtures and helpers
+# ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def consul():
+    """A shared instance with default settings; tests use their own key prefix."""
+    with Consul() as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def fast():
+    """session_ttl_min = 1s so TTL expiry can be observed in seconds."""
+    with Consul(session_ttl_min="1s") as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def acl():
+    """ACLs enabled, default deny, with a management token."""
+    with Consul(acl_master_token=MASTER) as c:
+        yield c
+
+
+@pytest.fixture
+def fresh():
+    """A private instance for tests that restart, wipe or kill it."""
+    with Consul() as c:
+        yield c
+
+
+@pytest.fixture
+def ns():
+    """A key prefix of this test's own."""
+    return "t/%s/" % uuid.uuid4().hex[:12]
+
+
+def need_fake(c, why):
+    if not c.is_fake:
+        pytest.skip("needs the Consul double: %s" % why)
+
+
+def b64(s):
+    return base64.b64encode(s if isinstance(s, bytes) else s.encode()).decode()
+
+
+def entry(c, key, **kw):
+    r = c.get(key, **kw)
+    assert r.status == 200, r
+    [e] = r.json()
+    return e
+
+
+def in_background(fn, *args, **kwargs):
+    """Run fn in a thread; the future's result is (elapsed seconds, value)."""
+    def timed():
+        t0 = time.monotonic()
+        value = fn(*args, **kwargs)
+        return time.monotonic() - t0, value
+    return POOL.submit(timed)
+
+
+# ---------------------------------------------------------------------------
+# GET /v1/kv/<key>
+# ---------------------------------------------------------------------------
+
+def test_get_returns_metadata_array(consul, ns):
+    """kv.mdx "Metadata Response": an array of objects with CreateIndex,
+    ModifyIndex, LockIndex, Key, Flags and a base64 Value; Session only when
+    held (third-party fixtures show it omitted); ModifyIndex corresponds to
+    X-Consul-Index."""
+    assert consul.put(ns + "zip", b"test", flags=42).json() is True
+    r = consul.get(ns + "zip")
+    assert r.status == 200
+    assert r.header("Content-Type") == "application/json"
+    [e] = r.json()
+    assert set(e) == {"CreateIndex", "ModifyIndex", "LockIndex", "Key", "Flags", "Value"}
+    assert e["Key"] == ns + "zip" and e["Flags"] == 42 and e["LockIndex"] == 0
+    assert base64.b64decode(e["Value"]) == b"test"
+    assert e["CreateIndex"] == e["ModifyIndex"] == r.index
+
+
+def test_missing_key_is_404_with_empty_body_and_meta_headers(consul, ns):
+    """kv.mdx: "If no key exists at the given path, a 404 is returned";
+    kvs_endpoint.go calls setMeta() before the 404 check, so X-Consul-Index
+    (never below 1), X-Consul-KnownLeader and X-Consul-LastContact are set."""
+    r = consul.get(ns + "missing")
+    assert r.status == 404 and r.body == b""
+    assert r.index >= 1
+    assert r.header("X-Consul-KnownLeader") == "true"
+    assert r.header("X-Consul-LastContact") == "0"
+
+
+def test_empty_value_is_null(consul, ns):
+    """Go marshals a nil []byte as null: an empty value comes back as
+    "Value": null (sync.md 1.1, folder keys)."""
+    assert consul.put(ns + "folder/", b"").json() is True
+    assert entry(consul, ns + "folder/")["Value"] is None
+
+
+def test_raw_returns_the_bytes_as_text_plain(consul, ns):
+    """kv.mdx "Raw Response": ?raw gives the value without encoding or
+    metadata, Content-Type text/plain; only for a single key (kvs_endpoint.go)."""
+    blob = bytes(range(256))
+    consul.put(ns + "blob", blob)
+    r = consul.get(ns + "blob", raw=True)
+    assert r.status == 200 and r.body == blob
+    assert r.header("Content-Type") == "text/plain"
+    assert r.header("X-Content-Type-Options") == "nosniff"
+    r = consul.get(ns, recurse=True, raw=True)
+    assert r.status == 200 and r.json()[0]["Key"] == ns + "blob"
+
+
+def test_recurse_lists_the_prefix_and_indexes_its_latest_change(consul, ns):
+    """kv.mdx: with ?recurse the key is a prefix, and X-Consul-Index
+    "corresponds to the latest ModifyIndex within the prefix"."""
+    for k in ("b/d", "a", "b/c"):
+        consul.put(ns + k, k.encode())
+    consul.put("other-" + ns, b"outside")
+    r = consul.get(ns, recurse=True)
+    assert r.status == 200
+    keys = [e["Key"] for e in r.json()]
+    assert keys == [ns + "a", ns + "b/c", ns + "b/d"]
+    assert r.index == max(e["ModifyIndex"] for e in r.json())
+    consul.put("other-" + ns, b"outside again")
+    assert consul.get(ns, recurse=True).index == r.index
+
+
+def test_prefix_is_a_plain_string_prefix(consul, ns):
+    """kv.mdx: the key is "treated as a prefix": db1 also matches db10."""
+    consul.put(ns + "db1/x", b"1")
+    consul.put(ns + "db10/x", b"10")
+    keys = [e["Key"] for e in consul.get(ns + "db1", recurse=True).json()]
+    assert keys == [ns + "db1/x", ns + "db10/x"]
+
+
+def test_recurse_on_missing_prefix_is_404_with_an_index(consul, ns):
+    """kvs_endpoint.go: zero entries -> 404 with the meta headers; KVS.List
+    never reports index 0 ("Must provide non-zero index to prevent blocking")."""
+    r = consul.get(ns + "nothing/", recurse=True)
+    assert r.status == 404 and r.body == b""
+    assert r.index >= 1
+
+
+def test_get_without_key_name_is_400(consul):
+    """kvs_endpoint.go KVSGet: no key and no ?recurse -> 400 "Missing key name"."""
+    r = consul.request("GET", "/v1/kv/")
+    assert r.status == 400 and r.text == "Missing key name"
+
+
+def test_keys_and_separator(consul, ns):
+    """kv.mdx "Keys Response": ?keys returns key names only; with
+    separator=/ listing /web/ gives ["/web/bar", "/web/foo", "/web/subdir/"]."""
+    for k in ("web/bar", "web/foo", "web/subdir/x", "web/subdir/y"):
+        consul.put(ns + k, b"v")
+    r = consul.get(ns + "web/", keys=True, separator="/")
+    assert r.status == 200
+    assert r.json() == [ns + "web/bar", ns + "web/foo", ns + "web/subdir/"]
+    assert len(consul.get(ns + "web/", keys=True).json()) == 4
+
+
+def test_keys_on_missing_prefix_is_404_but_root_is_empty_list(fresh):
+    """kvs_endpoint.go KVSGetKeys: no keys -> 404, "We do not generate not
+    found for the root, but just provide the empty list"."""
+    assert fresh.delete("", recurse=True).json() is True
+    assert fresh.get("nothing/", keys=True).status == 404
+    r = fresh.get("", keys=True)
+    assert r.status == 200 and r.json() == []
+
+
+def test_unknown_datacenter_is_500_no_path(consul, ns):
+    """kv.mdx (Delete Key, dc): an invalid dc gives "No path to datacenter"."""
+    for r in (consul.get(ns + "k", dc="nowhere"), consul.put(ns + "k", b"v", dc="nowhere"),
+              consul.delete(ns + "k", dc="nowhere")):
+        assert r.status == 500 and "No path to datacenter" in r.text
+    assert consul.get(ns + "k", dc=consul.dc).status == 404
+
+
+def test_consistency_modes_and_headers(consul, ns):
+    """consistency.mdx: ?stale, ?consistent, ?leader choose the mode and
+    X-Consul-Effective-Consistency names the query parameter of the mode used
+    (default mode -> "leader"); http.go: ?stale with ?consistent -> 400."""
+    consul.put(ns + "k", b"v")
+    for params, mode in (({}, "leader"), ({"leader": True}, "leader"),
+                         ({"stale": True}, "stale"), ({"consistent": True}, "consistent")):
+        r = consul.get(ns + "k", **params)
+        assert r.status == 200
+        assert r.header("X-Consul-Effective-Consistency") == mode
+        assert r.header("X-Consul-KnownLeader") == "true"
+        assert r.header("X-Consul-LastContact") is not None
+    r = consul.get(ns + "k", stale=True, consistent=True)
+    assert r.status == 400 and "Cannot specify ?stale with ?consistent" in r.text
+
+
+def test_header_names_are_go_canonical(consul, ns):
+    """Go's net/http canonicalises header names: X-Consul-KnownLeader goes on
+    the wire as X-Consul-Knownleader, so a client must compare names
+    case-insensitively."""
+    consul.put(ns + "k", b"v")
+    names = set(consul.get(ns + "k").headers.keys())
+    assert {"X-Consul-Index", "X-Consul-Knownleader", "X-Consul-Lastcontact"} <= names
+
+
+def test_large_answers_are_gzipped_when_asked(consul, ns):
+    """agent/http.go wraps every endpoint in gziphandler (1400-byte minimum)."""
+    consul.put(ns + "big", b"x" * 4000)
+    r = consul.get(ns + "big", )
+    assert r.header("Content-Encoding") is None
+    r = consul.request("GET", consul.key_path(ns + "big"), headers={"Accept-Encoding": "gzip"})
+    assert r.header("Content-Encoding") == "gzip"
+    import gzip
+    assert json.loads(gzip.decompress(r.body))[0]["Key"] == ns + "big"
+
+
+# ---------------------------------------------------------------------------
+# PUT and DELETE /v1/kv/<key>
+# ---------------------------------------------------------------------------
+
+def test_put_stores_raw_body_and_flags(consul, ns):
+    """kv.mdx Create/Update Key: the payload is loaded as supplied; flags is
+    an unsigned value between 0 and 2^64-1; the answer is true."""
+    r = consul.put(ns + "k", b"\x00raw\xff", flags=2 ** 64 - 1)
+    assert r.status == 200 and r.json() is True
+    e = entry(consul, ns + "k")
+    assert e["Flags"] == 2 ** 64 - 1 and base64.b64decode(e["Value"]) == b"\x00raw\xff"
+
+
+def test_put_cas(consul, ns):
+    """kv.mdx cas: "If the index is 0, Consul will only put the key if it does
+    not already exist. If the index is non-zero, the key is only set if the
+    index matches the ModifyIndex of that key"; the answer is true or false."""
+    k = ns + "cas"
+    assert consul.put(k, b"1", cas=0).json() is True
+    assert consul.put(k, b"2", cas=0).json() is False
+    idx = entry(consul, k)["ModifyIndex"]
+    assert consul.put(k, b"3", cas=idx + 1000).json() is False
+    assert consul.put(k, b"3", cas=idx).json() is True
+    assert consul.value(k) == b"3"
+    assert consul.put(ns + "absent", b"x", cas=5).json() is False
+
+
+def test_put_conflicting_flags_is_400(consul, ns):
+    """kvs_endpoint.go: cas, acquire and release are mutually exclusive
+    (400 "Conflicting flags: ...")."""
+    r = consul.put(ns + "k", b"v", cas=0, acquire=str(uuid.uuid4()))
+    assert r.status == 400 and r.text.startswith("Conflicting flags:")
+    r = consul.delete(ns + "k", recurse=True, cas=1)
+    assert r.status == 400 and r.text.startswith("Conflicting flags:")
+
+
+def test_put_larger_than_512k_is_413(consul, ns):
+    """kv.mdx: "Values in the KV store cannot be larger than 512kb";
+    kvs_endpoint.go answers 413 on the Content-Length."""
+    assert consul.put(ns + "max", b"m" * (512 * 1024)).json() is True
+    r = consul.put(ns + "big", b"b" * (512 * 1024 + 1))
+    assert r.status == 413
+    assert consul.get(ns + "big").status == 404
+
+
+def test_put_and_delete_need_a_key(consul):
+    """kvs_endpoint.go: PUT or DELETE (without recurse) on /v1/kv/ -> 400."""
+    assert consul.request("PUT", "/v1/kv/", body=b"x").status == 400
+    r = consul.request("DELETE", "/v1/kv/")
+    assert r.status == 400 and r.text == "Missing key name"
+
+
+def test_identical_write_keeps_modify_index(consul, ns):
+    """state/kvs.go kvsSetTxn: an entry equal to the stored one is not
+    rewritten, so ModifyIndex (and a blocking query on it) does not move."""
+    consul.put(ns + "same", b"v")
+    idx = entry(consul, ns + "same")["ModifyIndex"]
+    consul.put(ns + "same", b"v")
+    assert entry(consul, ns + "same")["ModifyIndex"] == idx
+    consul.put(ns + "same", b"w")
+    assert entry(consul, ns + "same")["ModifyIndex"] > idx
+
+
+def test_delete_single_recurse_and_cas(consul, ns):
+    """kv.mdx Delete Key: deletes one key, or every key with the prefix with
+    ?recurse; with cas "the index must be greater than 0 ... a 0 index will not
+    delete the key", else it must match ModifyIndex; answers true/false."""
+    for k in ("a", "b/1", "b/2", "c"):
+        consul.put(ns + k, b"v")
+    assert consul.delete(ns + "a").json() is True
+    assert consul.get(ns + "a").status == 404
+    assert consul.delete(ns + "never-existed").json() is True
+    assert consul.delete(ns + "b/", recurse=True).json() is True
+    assert consul.get(ns + "b/", recurse=True).status == 404
+    idx = entry(consul, ns + "c")["ModifyIndex"]
+    assert consul.delete(ns + "c", cas=0).json() is False
+    assert consul.delete(ns + "c", cas=idx + 1).json() is False
+    assert consul.get(ns + "c").status == 200
+    assert consul.delete(ns + "c", cas=idx).json() is True
+    assert consul.get(ns + "c").status == 404
+
+
+def test_key_with_leading_slash_is_redirected(consul, ns):
+    """Consul's HTTP mux is Go's ServeMux, which answers a path with "//" by a
+    301 to the cleaned path; the Go client refuses keys starting with "/"."""
+    r = consul.request("GET", "/v1/kv//" + ns + "k")
+    assert r.status == 301 and r.header("Location") == "/v1/kv/" + ns + "k"
+
+
+def test_unknown_endpoint_and_wrong_method(consul):
+    """agent/http.go: unknown /v1/ paths -> 404 "Invalid URL path: not a
+    recognized HTTP API endpoint"; a method an endpoint does not allow -> 405
+    with an Allow header."""
+    r = consul.request("GET", "/v1/nonsense")
+    assert r.status == 404 and r.text.startswith("Invalid URL path")
+    r = consul.request("POST", "/v1/kv/x", body=b"v")
+    assert r.status == 405
+    assert {"GET", "PUT", "DELETE"} <= set(r.header("Allow").split(","))
+
+
+# ---------------------------------------------------------------------------
+# Locks: ?acquire / ?release with sessions
+# ---------------------------------------------------------------------------
+
+def test_acquire_and_release(consul, ns):
+    """kv.mdx acquire: takes the lock if it is free and the session valid,
+    incrementing LockIndex and setting Session; re-acquiring by the holder does
+    not increment LockIndex but updates the contents; an update without
+    acquire proceeds even if another session holds the lock. release: only the
+    holder releases; LockIndex unchanged, Session cleared."""
+    k = ns + "lock"
+    s1, s2 = consul.session_create(LockDelay="0s"), consul.session_create(LockDelay="0s")
+    try:
+        assert consul.put(k, b"v1", acquire=s1).json() is True
+        e = entry(consul, k)
+        assert e["LockIndex"] == 1 and e["Session"] == s1
+        assert consul.put(k, b"v2", acquire=s1).json() is True
+        e = entry(consul, k)
+        assert e["LockIndex"] == 1 and base64.b64decode(e["Value"]) == b"v2"
+        assert consul.put(k, b"x", acquire=s2).json() is False
+        assert consul.put(k, release=s2).json() is False
+        assert consul.put(k, b"v3", release=s1).json() is True
+        e = entry(consul, k)
+        assert e["LockIndex"] == 1 and "Session" not in e
+        assert consul.put(k, b"v4", acquire=s2).json() is True
+        assert entry(consul, k)["LockIndex"] == 2
+        assert consul.put(k, b"plain write").json() is True
+        e = entry(consul, k)
+        assert e["Session"] == s2 and base64.b64decode(e["Value"]) == b"plain write"
+    finally:
+        for s in (s1, s2):
+            consul.request("PUT", "/v1/session/destroy/" + s)
+
+
+def test_acquire_with_unknown_session_fails(consul, ns):
+    """state/kvs.go kvsLockTxn: a session that does not exist is an error
+    ("invalid session"), answered as 500."""
+    r = consul.put(ns + "k", b"v", acquire=str(uuid.uuid4()))
+    assert r.status == 500 and "invalid session" in r.text
+
+
+# ---------------------------------------------------------------------------
+# PUT /v1/txn
+# ---------------------------------------------------------------------------
+
+def test_txn_success_shape(consul, ns):
+    """txn.mdx: 200 with Results; "the Value for KV results will be null for
+    any Verb other than get"; "no result entries will be added for verbs that
+    delete keys"."""
+    k1, k2 = ns + "one", ns + "two"
+    r = consul.txn([{"KV": {"Verb": "set", "Key": k1, "Value": b64("one"), "Flags": 7}},
+                    {"KV": {"Verb": "get", "Key": k1}},
+                    {"KV": {"Verb": "set", "Key": k2, "Value": b64("two")}}])
+    assert r.status == 200, r
+    body = r.json()
+    assert body["Errors"] is None and len(body["Results"]) == 3
+    set_result, get_result = body["Results"][0]["KV"], body["Results"][1]["KV"]
+    assert set_result["Key"] == k1 and set_result["Value"] is None and set_result["Flags"] == 7
+    assert base64.b64decode(get_result["Value"]) == b"one"
+    idx = get_result["ModifyIndex"]
+    r = consul.txn([{"KV": {"Verb": "cas", "Key": k1, "Value": b64("uno"), "Index": idx}},
+                    {"KV": {"Verb": "delete", "Key": k2}},
+                    {"KV": {"Verb": "delete-tree", "Key": ns + "nothing/"}}])
+    assert r.status == 200, r
+    assert [res["KV"]["Key"] for res in r.json()["Results"]] == [k1]
+    assert consul.value(k1) == b"uno" and consul.get(k2).status == 404
+    idx = entry(consul, k1)["ModifyIndex"]
+    r = consul.txn([{"KV": {"Verb": "delete-cas", "Key": k1, "Index": idx}}])
+    assert r.status == 200 and consul.get(k1).status == 404
+
+
+def test_txn_is_atomic_and_reports_errors(consul, ns):
+    """txn.mdx: "If any operation fails, the transaction is rolled back and
+    none of the changes are applied"; 409 with Errors [{OpIndex, What}]."""
+    consul.put(ns + "cas", b"v")
+    r = consul.txn([{"KV": {"Verb": "set", "Key": ns + "new", "Value": b64("x")}},
+                    {"KV": {"Verb": "cas", "Key": ns + "cas", "Value": b64("y"), "Index": 1}},
+                    {"KV": {"Verb": "get", "Key": ns + "missing"}}])
+    assert r.status == 409
+    body = r.json()
+    assert body["Results"] is None
+    assert [e["OpIndex"] for e in body["Errors"]] == [1, 2]
+    assert all(isinstance(e["What"], str) and e["What"] for e in body["Errors"])
+    assert consul.get(ns + "new").status == 404
+    assert consul.value(ns + "cas") == b"v"
+
+
+def test_txn_operation_limit(consul, ns):
+    """agent/txn_endpoint.go maxTxnOps (64; 128 in newer releases): more ->
+    413 "Transaction contains too many operations"."""
+    ops = [{"KV": {"Verb": "set", "Key": "%sk%03d" % (ns, i), "Value": b64("v")}} for i in range(64)]
+    assert consul.txn(ops).status == 200
+    ops = [{"KV": {"Verb": "get", "Key": ns + "k000"}}] * 129
+    r = consul.txn(ops)
+    assert r.status == 413 and "Transaction contains too many operations" in r.text
+
+
+def test_read_only_txn_headers(consul, ns):
+    """txn.mdx: read-only transactions "provide the X-Consul-LastContact
+    header ... The X-Consul-KnownLeader header also indicates if there is a
+    known leader"; they do not block (no X-Consul-Index)."""
+    consul.put(ns + "k", b"v")
+    r = consul.txn([{"KV": {"Verb": "get", "Key": ns + "k"}}], stale=True)
+    assert r.status == 200
+    assert r.header("X-Consul-KnownLeader") == "true"
+    assert r.header("X-Consul-LastContact") is not None
+    assert r.header("X-Consul-Index") is None
+
+
+def test_txn_bad_body_is_400(consul, ns):
+    """agent/txn_endpoint.go: a body that does not decode -> 400 "Failed to parse body"."""
+    r = consul.txn([{"KV": {"Verb": "set", "Key": ns + "k", "Value": "not base64!"}}])
+    assert r.status == 400 and r.text.startswith("Failed to parse body")
+    r = consul.request("PUT", "/v1/txn", body=b"{not json")
+    assert r.status == 400
+
+
+# ---------------------------------------------------------------------------
+# Sessions
+# ---------------------------------------------------------------------------
+
+def test_session_create_info_list_destroy(consul):
+    """session.mdx: create returns {"ID"}; defaults LockDelay 15s, Behavior
+    release, Node = the agent's node, NodeChecks [serfHealth]; info returns a
+    list ("[]" when the session does not exist); destroy returns true and is
+    idempotent."""
+    sid = consul.session_create(Name="test-session")
+    r = consul.request("GET", "/v1/session/info/" + sid)
+    assert r.status == 200 and r.index >= 1
+    [s] = r.json()
+    assert s["ID"] == sid and s["Name"] == "test-session" and s["Node"] == consul.node
+    assert s["LockDelay"] == 15 * 10 ** 9 and s["Behavior"] == "release" and s["TTL"] == ""
+    assert s["NodeChecks"] == ["serfHealth"]
+    assert sid in [x["ID"] for x in consul.request("GET", "/v1/session/list").json()]
+    assert consul.request("PUT", "/v1/session/destroy/" + sid).json() is True
+    r = consul.request("GET", "/v1/session/info/" + sid)
+    assert r.status == 200 and r.json() == []
+    assert consul.request("PUT", "/v1/session/destroy/" + sid).json() is True
+
+
+def test_session_ttl_bounds_and_behavior(consul):
+    """session.mdx: TTL "between 10s and 86400s"; Behavior release|delete;
+    the server rejects others (500)."""
+    for ttl in ("5s", "86401s"):
+        r = consul.request("PUT", "/v1/session/create", body=json.dumps({"TTL": ttl}))
+        assert r.status == 500 and "Invalid Session TTL" in r.text
+    r = consul.request("PUT", "/v1/session/create", body=json.dumps({"Behavior": "explode"}))
+    assert r.status == 500 and "Invalid Behavior" in r.text
+    sid = consul.session_create(TTL="10s", Behavior="delete")
+    [s] = consul.request("GET", "/v1/session/info/" + sid).json()
+    assert s["TTL"] == "10s" and s["Behavior"] == "delete"
+    consul.request("PUT", "/v1/session/destroy/" + sid)
+
+
+def test_session_lock_delay_forms(consul):
+    """session_endpoint.go FixupLockDelay: a duration string, or a bare number
+    below 1000 taken as seconds; "0s" means no lock delay."""
+    for given, ns_value in (("0s", 0), (5, 5 * 10 ** 9), ("250ms", 250 * 10 ** 6)):
+        sid = consul.session_create(LockDelay=given)
+        [s] = consul.request("GET", "/v1/session/info/" + sid).json()
+        assert s["LockDelay"] == ns_value, given
+        consul.request("PUT", "/v1/session/destroy/" + sid)
+
+
+def test_session_renew(consul):
+    """session.mdx Renew: returns the session in a list; an unknown session
+    -> 404 (session_endpoint.go "Session id '...' not found")."""
+    sid = consul.session_create(TTL="10s")
+    r = consul.request("PUT", "/v1/session/renew/" + sid)
+    assert r.status == 200 and r.json()[0]["ID"] == sid
+    consul.request("PUT", "/v1/session/destroy/" + sid)
+    r = consul.request("PUT", "/v1/session/renew/" + sid)
+    assert r.status == 404 and "not found" in r.text
+
+
+def wait_gone(c, sid, limit):
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if c.request("GET", "/v1/session/info/" + sid).json() == []:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_ttl_expiry_releases_or_deletes_held_keys(fast, ns):
+    """session.mdx: a TTL session "is invalidated if it is not renewed before
+    the TTL expires" and "may not be reaped for up to double this TTL"
+    (Consul's timer is 2 x TTL); Behavior release releases the locks, delete
+    deletes the keys."""
+    rel = fast.session_create(TTL="1s", LockDelay="0s")
+    dele = fast.session_create(TTL="1s", LockDelay="0s", Behavior="delete")
+    t0 = time.monotonic()
+    assert fast.put(ns + "released", b"r", acquire=rel).json() is True
+    assert fast.put(ns + "deleted", b"d", acquire=dele).json() is True
+    time.sleep(1.2)                       # past the TTL, before 2 x TTL
+    assert fast.request("GET", "/v1/session/info/" + rel).json() != []
+    assert wait_gone(fast, rel, 6) and wait_gone(fast, dele, 2)
+    assert time.monotonic() - t0 >= 1.9
+    e = entry(fast, ns + "released")
+    assert "Session" not in e and base64.b64decode(e["Value"]) == b"r"
+    assert fast.get(ns + "deleted").status == 404
+
+
+def test_renew_keeps_a_ttl_session_alive(fast):
+    """session.mdx Renew: "extends the expiration by the TTL"."""
+    sid = fast.session_create(TTL="1s")
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        assert fast.request("PUT", "/v1/session/renew/" + sid).status == 200
+        time.sleep(0.4)
+    assert fast.request("GET", "/v1/session/info/" + sid).json() != []
+    assert wait_gone(fast, sid, 5)
+
+
+def test_lock_delay_blocks_reacquire(consul, ns):
+    """session.mdx LockDelay / kvs_endpoint preApply: after a session holding
+    a lock is invalidated, the key cannot be acquired until the lock delay has
+    passed; a LockDelay of 0s allows immediate re-acquire."""
+    k = ns + "delayed"
+    s1 = consul.session_create(LockDelay="1s")
+    s2 = consul.session_create(LockDelay="0s")
+    assert consul.put(k, b"v", acquire=s1).json() is True
+    consul.request("PUT", "/v1/session/destroy/" + s1)
+    t0 = time.monotonic()
+    assert consul.put(k, b"v", acquire=s2).json() is False
+    while consul.put(k, b"v", acquire=s2).json() is not True:
+        assert time.monotonic() - t0 < 5
+        time.sleep(0.05)
+    assert time.monotonic() - t0 >= 0.8
+    consul.request("PUT", "/v1/session/destroy/" + s2)
+    s3 = consul.session_create(LockDelay="0s")
+    assert consul.put(k, b"v", acquire=s3).json() is True
+    consul.request("PUT", "/v1/session/destroy/" + s3)
+
+
+# ---------------------------------------------------------------------------
+# Blocking queries
+# ---------------------------------------------------------------------------
+
+def test_blocking_query_returns_when_the_key_changes(consul, ns):
+    """blocking.mdx: with ?index the request hangs "until a change in the
+    system occurs"; the answer carries a higher X-Consul-Index."""
+    consul.put(ns + "k", b"1")
+    idx = consul.get(ns + "k").index
+    fut = in_background(consul.get, ns + "k", index=idx, wait="10s")
+    time.sleep(0.3)
+    assert not fut.done()
+    consul.put(ns + "k", b"2")
+    elapsed, r = fut.result(timeout=5)
+    assert elapsed < 3 and r.status == 200 and r.index > idx
+    assert base64.b64decode(r.json()[0]["Value"]) == b"2"
+
+
+def test_blocking_query_times_out_after_wait_plus_jitter(consul, ns):
+    """blocking.mdx: the wait parameter bounds the request; up to wait/16 of
+    random jitter is added; a return "is no guarantee of a change"."""
+    consul.put(ns + "k", b"1")
+    idx = consul.get(ns + "k").index
+    elapsed, r = in_background(consul.get, ns + "k", index=idx, wait="1s").result(timeout=10)
+    assert 1.0 <= elapsed < 1.0 + 1 / 16 + 0.5
+    assert r.status == 200 and r.index == idx
+
+
+def test_blocking_wait_units(consul, ns):
+    """blocking.mdx: wait "can be specified in the form of 10s or 5m"; Go
+    durations also take ms."""
+    consul.put(ns + "k", b"1")
+    idx = consul.get(ns + "k").index
+    elapsed, r = in_background(consul.get, ns + "k", index=idx, wait="200ms").result(timeout=10)
+    assert 0.2 <= elapsed < 0.9
+
+
+def test_blocking_bad_wait_or_index_is_400(consul, ns):
+    """http.go parseWait: "Invalid wait time" / "Invalid index" (400)."""
+    r = consul.get(ns + "k", index=1, wait="soon")
+    assert r.status == 400 and r.text == "Invalid wait time"
+    r = consul.get(ns + "k", index="-1")
+    assert r.status == 400 and r.text == "Invalid index"
+
+
+def test_blocking_on_a_prefix_ignores_writes_elsewhere(consul, ns):
+    """kv.mdx: "a blocking query using that ?index will wait until any key
+    within that prefix is updated"."""
+    consul.put(ns + "in/a", b"1")
+    idx = consul.get(ns + "in/", recurse=True).index
+    fut = in_background(consul.get, ns + "in/", recurse=True, index=idx, wait="1s")
+    time.sleep(0.2)
+    consul.put(ns + "out/x", b"elsewhere")
+    elapsed, r = fut.result(timeout=10)
+    assert elapsed >= 1.0 and r.index == idx
+    fut = in_background(consul.get, ns + "in/", recurse=True, index=idx, wait="10s")
+    time.sleep(0.2)
+    consul.put(ns + "in/b", b"2")
+    elapsed, r = fut.result(timeout=10)
+    assert elapsed < 3 and r.index > idx and len(r.json()) == 2
+
+
+def test_blocking_on_a_missing_key_wakes_when_created(consul, ns):
+    """blocking.mdx: "It is always safe to use an index of 1 to wait for
+    updates when the data being requested doesn't exist yet"."""
+    r = consul.get(ns + "later")
+    assert r.status == 404
+    fut = in_background(consul.get, ns + "later", index=r.index, wait="10s")
+    time.sleep(0.3)
+    consul.put(ns + "later", b"here")
+    elapsed, r2 = fut.result(timeout=10)
+    assert elapsed < 3 and r2.status == 200 and r2.index > r.index
+
+
+def test_many_concurrent_blocking_clients(consul, ns):
+    """blocking.mdx: many clients can block on the same data; one write
+    releases them all."""
+    consul.put(ns + "k", b"1")
+    idx = consul.get(ns + "k").index
+    futs = [in_background(consul.get, ns + "k", index=idx, wait="20s") for _ in range(50)]
+    time.sleep(0.5)
+    assert not any(f.done() for f in futs)
+    consul.put(ns + "k", b"2")
+    for f in futs:
+        elapsed, r = f.result(timeout=10)
+        assert r.status == 200 and r.index > idx
+
+
+def test_deleting_the_newest_key_does_not_move_the_index_back(consul, ns):
+    """state/kvs.go: deletes leave tombstones "to prevent the index from
+    sliding backwards": a list's index covers the delete."""
+    consul.put(ns + "a", b"1")
+    consul.put(ns + "b", b"2")
+    before = consul.get(ns, recurse=True).index
+    consul.delete(ns + "b")
+    after = consul.get(ns, recurse=True)
+    assert [e["Key"] for e in after.json()] == [ns + "a"]
+    assert after.index > before
+
+
+def test_reaped_tombstone_lets_the_index_go_backwards(consul, ns):
+    """blocking.mdx "Reset the index if it goes backwards": one cause is "KV
+    list operations where an item with the highest index is removed" (once
+    its tombstone is reaped)."""
+    need_fake(consul, "reaping tombstones on demand (/_fake/reap_tombstones)")
+    consul.put(ns + "a", b"1")
+    a_idx = consul.get(ns + "a").index
+    consul.put(ns + "b", b"2")
+    consul.delete(ns + "b")
+    assert consul.get(ns, recurse=True).index > a_idx
+    consul.fault("reap_tombstones")
+    assert consul.get(ns, recurse=True).index == a_idx
+
+
+def test_blocked_clients_cost_no_cpu(consul, ns):
+    """The double waits on a condition variable: 50 blocked clients for 2 s
+    must not burn CPU (no polling)."""
+    need_fake(consul, "reads the double's own CPU time")
+    consul.put(ns + "k", b"1")
+    idx = consul.get(ns + "k").index
+
+    def cpu():
+        with open("/proc/%d/stat" % consul.proc.pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    futs = [in_background(consul.get, ns + "k", index=idx, wait="3s") for _ in range(50)]
+    time.sleep(0.5)
+    c0 = cpu()
+    time.sleep(2)
+    assert cpu() - c0 < 0.2
+    for f in futs:
+        f.result(timeout=10)
+
+
+def test_wait_default_cap_and_jitter():
+    """blocking.mdx: wait defaults to 5 minutes, is limited to 10 minutes,
+    plus up to wait/16 of jitter; Go duration syntax."""
+    sys.path.insert(0, os.path.dirname(DOUBLE))
+    import consul_kv as ck
+    s = 10 ** 9
+    assert ck.parse_go_duration("10s") == 10 * s
+    assert ck.parse_go_duration("1m30s") == 90 * s
+    assert ck.parse_go_duration("100ms") == s // 10
+    assert ck.parse_go_duration("1.5h") == 5400 * s
+    for bad in ("", "10", "5 m", "abc"):
+        with pytest.raises(ValueError):
+            ck.parse_go_duration(bad)
+    assert ck.format_go_duration(86400 * s) == "24h0m0s"
+    for _ in range(200):
+        assert 300 * s <= ck.query_timeout_ns(0) < 300 * s + 300 * s // 16
+        assert 600 * s <= ck.query_timeout_ns(3600 * s) < 600 * s + 600 * s // 16
+
+
+# ---------------------------------------------------------------------------
+# ACLs
+# ---------------------------------------------------------------------------
+
+def test_acl_default_deny_and_token_sources(acl, ns):
+    """api-docs index.mdx: the token goes in X-Consul-Token, "Authorization:
+    Bearer" or ?token; without one the anonymous token applies (default
+    deny -> 403 "Permission denied"); an unknown token -> 403 "ACL not found"."""
+    assert acl.put(ns + "k", b"v", token=MASTER).json() is True
+    r = acl.get(ns + "k")
+    assert r.status == 403 and r.text.startswith("Permission denied")
+    assert acl.put(ns + "k", b"v").status == 403
+    assert acl.get(ns + "k", token=MASTER).status == 200
+    r = acl.request("GET", acl.key_path(ns + "k"), headers={"Authorization": "Bearer " + MASTER})
+    assert r.status == 200
+    r = acl.request("GET", acl.key_path(ns + "k"), params={"token": MASTER})
+    assert r.status == 200
+    r = acl.get(ns + "k", token=str(uuid.uuid4()))
+    assert r.status == 403 and "ACL not found" in r.text
+
+
+def test_acl_rules_and_silent_list_filtering(acl, ns):
+    """kvs_endpoint.go: a single key needs key:read (else 403); list and keys
+    reads silently drop what the token cannot read and set
+    X-Consul-Results-Filtered-By-ACLs: true (sync.md 1.4)."""
+    for k in ("pub/a", "pub/b", "secret/x"):
+        acl.put(ns + k, b"v", token=MASTER)
+    tok = acl.create_token([("key", ns + "pub/", "read")])
+    assert acl.get(ns + "pub/a", token=tok).status == 200
+    r = acl.get(ns + "secret/x", token=tok)
+    assert r.status == 403 and r.text.startswith("Permission denied")
+    r = acl.put(ns + "pub/a", b"w", token=tok)
+    assert r.status == 403 and r.text.startswith("Permission denied")
+    r = acl.get(ns, recurse=True, token=tok)
+    assert r.status == 200
+    assert [e["Key"] for e in r.json()] == [ns + "pub/a", ns + "pub/b"]
+    assert r.header("X-Consul-Results-Filtered-By-ACLs") == "true"
+    r = acl.get(ns, keys=True, token=tok)
+    assert r.json() == [ns + "pub/a", ns + "pub/b"]
+    assert r.header("X-Consul-Results-Filtered-By-ACLs") == "true"
+    r = acl.get(ns + "pub/", recurse=True, token=tok)
+    assert r.header("X-Consul-Results-Filtered-By-ACLs") is None
+
+
+def test_acl_filtered_header_hidden_without_token(acl, ns):
+    """agent/consul/rpc.go maskResultsFilteredByACLs: the header is only set
+    for requests that present a token."""
+    acl.put(ns + "k", b"v", token=MASTER)
+    r = acl.get(ns, recurse=True)
+    assert r.status == 404 and r.header("X-Consul-Results-Filtered-By-ACLs") is None
+
+
+def test_acl_write_token_and_txn(acl, ns):
+    """key write rules allow PUT; txn.mdx ACL "depends on the operations":
+    a denied op fails the transaction (409, What "Permission denied...")."""
+    tok = acl.create_token([("key", ns + "rw/", "write")])
+    assert acl.put(ns + "rw/k", b"v", token=tok).json() is True
+    r = acl.txn([{"KV": {"Verb": "set", "Key": ns + "rw/a", "Value": b64("1")}},
+                 {"KV": {"Verb": "set", "Key": ns + "ro/a", "Value": b64("1")}}], token=tok)
+    assert r.status == 409
+    [err] = r.json()["Errors"]
+    assert err["OpIndex"] == 1 and err["What"].startswith("Permission denied")
+    assert acl.get(ns + "rw/a", token=MASTER).status == 404
+
+
+def test_acl_revoked_token(acl, ns):
+    """A deleted token no longer resolves: 403 "ACL not found"."""
+    tok = acl.create_token([("key", ns, "read")])
+    acl.put(ns + "k", b"v", token=MASTER)
+    assert acl.get(ns + "k", token=tok).status == 200
+    acl.revoke_token(tok)
+    r = acl.get(ns + "k", token=tok)
+    assert r.status == 403 and "ACL not found" in r.text
+
+
+# ---------------------------------------------------------------------------
+# Status and agent endpoints
+# ---------------------------------------------------------------------------
+
+def test_status_and_agent_self(consul):
+    """status.mdx: /v1/status/leader answers the leader's "IP:port" as a JSON
+    string and /v1/status/peers the raft peers; agent/self gives Config
+    (Datacenter, NodeName, Server, Version) and Member (sync.md 1.6)."""
+    leader = consul.request("GET", "/v1/status/leader").json()
+    assert re.fullmatch(r"\d+\.\d+\.\d+\.\d+:\d+", leader)
+    assert leader in consul.request("GET", "/v1/status/peers").json()
+    me = consul.request("GET", "/v1/agent/self").json()
+    assert me["Config"]["Datacenter"] == consul.dc
+    assert me["Config"]["NodeName"] == consul.node
+    assert me["Config"]["Server"] is True
+    assert re.match(r"\d+\.\d+\.\d+", me["Config"]["Version"])
+    assert me["Member"]["Name"] == consul.node
+
+
+# ---------------------------------------------------------------------------
+# Restart, crash, persistence
+# ---------------------------------------------------------------------------
+
+def test_restart_with_data_keeps_keys_and_index(fresh, ns):
+    """A server keeps its KV store and raft index across a restart."""
+    fresh.put(ns + "k", b"kept")
+    idx = fresh.get(ns + "k").index
+    fresh.restart(keep_data=True)
+    r = fresh.get(ns + "k")
+    assert r.status == 200 and base64.b64decode(r.json()[0]["Value"]) == b"kept"
+    assert r.index == idx
+    fresh.put(ns + "k2", b"new")
+    assert fresh.get(ns + "k2").index > idx
+
+
+def test_restart_without_data_is_empty(fresh, ns):
+    """A server that lost its data dir starts empty."""
+    fresh.put(ns + "k", b"gone")
+    fresh.restart(keep_data=False)
+    assert fresh.get(ns + "k").status == 404
+
+
+def test_kill_then_start(fresh, ns):
+    """SIGKILL drops connections; a start on the same address serves the data."""
+    fresh.put(ns + "k", b"v")
+    fresh.kill()
+    with pytest.raises(OSError):
+        fresh.get(ns + "k", timeout=2)
+    fresh.start()
+    assert fresh.value(ns + "k") == b"v"
+
+
+# ---------------------------------------------------------------------------
+# Command line of the double
+# ---------------------------------------------------------------------------
+
+def test_cli_port_file_stdout_and_fast_start(tmp_path):
+    """--listen 127.0.0.1:0 picks a free port; "http=HOST:PORT" goes to the
+    port file (atomically) and stdout; start-up is well under a second."""
+    pf = tmp_path / "port"
+    t0 = time.monotonic()
+    p = subprocess.Popen([PYTHON, DOUBLE, "--listen", "127.0.0.1:0", "--port-file", str(pf)],
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline().strip()
+        assert time.monotonic() - t0 < 1.0
+        assert re.fullmatch(r"http=127\.0\.0\.1:\d+", line)
+        assert pf.read_text().strip() == line
+        c = Consul(binary=None)
+        c.port = int(line.rsplit(":", 1)[1])
+        assert c.request("GET", "/v1/status/leader").status == 200
+    finally:
+        p.terminate()
+        p.wait(5)
+
+
+def test_cli_refuses_non_loopback():
+    """The double listens on loopback only."""
+    for addr in ("0.0.0.0:0", "192.0.2.1:0"):
+        r = subprocess.run([PYTHON, DOUBLE, "--listen", addr], capture_output=True, text=True,
+                           timeout=10)
+        assert r.returncode == 2 and "loopback" in r.stderr
+
+
+def test_cli_sigterm_stops_promptly_with_blocked_clients(tmp_path):
+    """SIGTERM stops the double at once, even with blocking queries open."""
+    c = Consul(binary=None, workdir=str(tmp_path))
+    c.start()
+    try:
+        c.put("k", b"v")
+        idx = c.get("k").index
+        futs = [in_background(c.get, "k", index=idx, wait="60s") for _ in range(5)]
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        c.proc.send_signal(signal.SIGTERM)
+        assert c.proc.wait(5) == 0
+        assert time.monotonic() - t0 < 1.5
+        for f in futs:
+            try:
+                f.result(timeout=5)
+            except (OSError, urllib.error.URLError):
+                pass
+    finally:
+        c.stop()
+
+
+# ---------------------------------------------------------------------------
+# Fault hooks of the double (skipped against real Consul)
+# ---------------------------------------------------------------------------
+
+def test_fault_fail(fresh, ns):
+    """/_fake/fail?count=N&code=C: the next N API requests answer C with a body."""
+    fresh.fault("fail", count=2, code=503)
+    for _ in range(2):
+        r = fresh.get(ns + "k")
+        assert r.status == 503 and r.body
+    assert fresh.get(ns + "k").status == 404
+    fresh.fault("fail", count=1, code=500, path="/v1/kv/")
+    assert fresh.request("GET", "/v1/status/leader").status == 200
+    r = fresh.get(ns + "k")
+    assert r.status == 500 and r.text == "No cluster leader"
+
+
+def test_fault_hang_until_release(fresh, ns):
+    """/_fake/hang?count=1&seconds=0 holds the next request until /_fake/release."""
+    fresh.fault("hang", count=1, seconds=0)
+    fut = in_background(fresh.get, ns + "k", timeout=20)
+    time.sleep(0.5)
+    assert not fut.done()
+    fresh.fault("release")
+    elapsed, r = fut.result(timeout=5)
+    assert r.status == 404 and elapsed >= 0.5
+    assert fresh.get(ns + "k").status == 404
+
+
+def test_fault_hang_for_seconds_and_close(fresh, ns):
+    """/_fake/hang?seconds=S delays the answer; then=close drops the connection."""
+    fresh.fault("hang", count=1, seconds=0.5)
+    t0 = time.monotonic()
+    assert fresh.get(ns + "k").status == 404
+    assert time.monotonic() - t0 >= 0.5
+    fresh.fault("hang", count=1, seconds=0.1, then="close")
+    with pytest.raises(OSError):
+        fresh.get(ns + "k", timeout=5)
+
+
+def test_fault_slow(fresh, ns):
+    """/_fake/slow?ms=N delays every answer; ms=0 resets."""
+    fresh.fault("slow", ms=300)
+    t0 = time.monotonic()
+    fresh.get(ns + "k")
+    assert time.monotonic() - t0 >= 0.3
+    fresh.fault("slow", ms=0)
+    t0 = time.monotonic()
+    fresh.get(ns + "k")
+    assert time.monotonic() - t0 < 0.3
+
+
+def test_fault_index_backwards(fresh, ns):
+    """/_fake/index_backwards: like a snapshot restore, the raft index is
+    reset, X-Consul-Index goes down and blocked queries return at once."""
+    fresh.put(ns + "k", b"v")
+    idx = fresh.get(ns + "k").index
+    fut = in_background(fresh.get, ns + "k", index=idx, wait="30s")
+    time.sleep(0.3)
+    fresh.fault("index_backwards")
+    elapsed, r = fut.result(timeout=5)
+    assert elapsed < 3 and r.status == 200
+    after = fresh.get(ns + "k")
+    assert after.status == 200 and after.index < idx
+    fresh.put(ns + "k", b"w")
+    assert fresh.get(ns + "k").index > after.index
+
+
+def test_fault_stale_empty(fresh, ns):
+    """/_fake/stale_empty?count=N: the next N KV reads answer 200 + [] for a
+    prefix, as a fresh follower did in hashicorp/consul#3975."""
+    fresh.put(ns + "k", b"v")
+    fresh.fault("stale_empty", count=1)
+    r = fresh.get(ns, recurse=True)
+    assert r.status == 200 and r.json() == []
+    assert len(fresh.get(ns, recurse=True).json()) == 1
+
+
+def test_fault_leader(fresh, ns):
+    """/_fake/leader?known=0: no leader. status/leader is "", stale reads are
+    served with X-Consul-KnownLeader: false, other reads and writes fail with
+    500 "No cluster leader" (consistency.mdx: stale "works without a leader");
+    reads=ok serves every read; known=1 restores."""
+    fresh.put(ns + "k", b"v")
+    fresh.fault("leader", known=0)
+    assert fresh.request("GET", "/v1/status/leader").json() == ""
+    r = fresh.get(ns + "k", stale=True)
+    assert r.status == 200 and r.header("X-Consul-KnownLeader") == "false"
+    r = fresh.get(ns + "k")
+    assert r.status == 500 and r.text == "No cluster leader"
+    assert fresh.put(ns + "k", b"w").status == 500
+    fresh.fault("leader", known=0, reads="ok")
+    r = fresh.get(ns + "k")
+    assert r.status == 200 and r.header("X-Consul-KnownLeader") == "false"
+    fresh.fault("leader", known=1)
+    assert fresh.get(ns + "k").header("X-Consul-KnownLeader") == "true"
+    assert fresh.request("GET", "/v1/status/leader").json() != ""
+
+
+def test_fault_requests_log_never_holds_tokens(fresh, ns):
+    """/_fake/requests: method, path, query and where a token came from, never
+    the token itself."""
+    fresh.fault("requests", method="DELETE")
+    secret1, secret2 = "s1-" + uuid.uuid4().hex, "s2-" + uuid.uuid4().hex
+    fresh.get(ns + "k", token=secret1, recurse=True)
+    fresh.request("GET", fresh.key_path(ns + "k"), params={"token": secret2})
+    fresh.request("GET", "/v1/status/leader", headers={"Authorization": "Bearer " + secret1})
+    r = fresh.request("GET", "/_fake/requests")
+    assert secret1 not in r.text and secret2 not in r.text
+    log = r.json()
+    assert [(e["method"], e["path"], e["token"]) for e in log] == [
+        ("GET", "/v1/kv/" + ns + "k", "header"), ("GET", "/v1/kv/" + ns + "k", "query"),
+        ("GET", "/v1/status/leader", "bearer")]
+    assert "recurse" in log[0]["query"]
+
+
+def test_fault_reset(fresh, ns):
+    """/_fake/reset clears every pending fault."""
+    fresh.fault("fail", count=5, code=500)
+    fresh.fault("slow", ms=500)
+    fresh.fault("leader", known=0)
+    fresh.fault("reset")
+    t0 = time.monotonic()
+    assert fresh.get(ns + "k").status == 404
+    assert time.monotonic() - t0 < 0.4
+
+
+def test_fault_expire_sessions(fresh, ns):
+    """/_fake/expire_sessions invalidates every session now (as a TTL expiry)."""
+    sid = fresh.session_create(LockDelay="0s")
+    fresh.put(ns + "k", b"v", acquire=sid)
+    assert fresh.fault("expire_sessions")["expired"] == 1
+    assert "Session" not in entry(fresh, ns + "k")
+    assert fresh.request("GET", "/v1/session/info/" + sid).json() == []
+
+
+def test_fault_wipe(fresh, ns):
+    """/_fake/wipe loses all data, as a server that lost its state."""
+    fresh.put(ns + "k", b"v")
+    fresh.fault("wipe")
+    r = fresh.get(ns + "k")
+    assert r.status == 404 and r.index == 1
+    assert fresh.get("", recurse=True).status == 404
