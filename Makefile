@@ -22,8 +22,12 @@ WARNINGS := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wfo
 CFLAGS ?= -O2 -g
 SAN ?=
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -DSIDEKICK_VERSION='"$(VERSION)"' $(WARNINGS) $(CFLAGS) $(SAN) -MMD -MP
-CPPFLAGS += -Ilib -Ichecks $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
-LDLIBS += $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null) -lpthread
+# Recursive (=) on purpose: evaluated when a rule runs, so `make deps test` works on a machine
+# where pkg-config and the -dev packages arrive with the deps step.
+PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS))
+PKG_LIBS = $(shell $(PKG_CONFIG) --libs $(PKGS))
+CPPFLAGS += -Ilib -Ichecks $(PKG_CFLAGS)
+LDLIBS += $(PKG_LIBS) -lpthread
 
 LIB_SRC := lib/deadline.c lib/util.c lib/log.c lib/opt.c lib/secret.c lib/statusmap.c lib/db.c lib/http.c \
 	checks/galera.c checks/replica.c checks/probe.c

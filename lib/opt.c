@@ -418,12 +418,15 @@ void opts_markdown(const struct opts *o, FILE *out)
 		char range[96];
 
 		range_text(d, range, sizeof(range));
+		for (char *p = range; *p; p++)
+			if (*p == '|')
+				*p = '/'; /* a bar would split the Markdown cell */
 		if (d->flags & OPT_NO_ARGV)
 			fprintf(out, "| (config `%s`) |", d->name);
 		else
 			fprintf(out, "| `--%s%s%s` |", d->name, d->type == OPT_FLAG ? "" : " ",
 				d->type == OPT_FLAG ? "" : d->arg);
 		fprintf(out, " %s%s%s | %s%s%s | %s | %s |\n", d->env ? "`" : "", d->env ? d->env : "",
-			d->env ? "`" : "", d->def ? "`" : "", d->def ? d->def : "", d->def ? "`" : "", range, d->help);
+			d->env ? "`" : "", d->def ? "`" : "", d->def ? ((d->flags & OPT_SECRET) ? "(set)" : d->def) : "", d->def ? "`" : "", range, d->help);
 	}
 }
