@@ -34,7 +34,7 @@ LIB_SRC := lib/deadline.c lib/util.c lib/log.c lib/opt.c lib/secret.c lib/status
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIBSK := $(BUILD)/libsidekick.a
 
-PROBES := liveness-check readiness-check clustercheck haproxy-check
+PROBES := liveness-check readiness-check clustercheck haproxy-check proxysql-check
 PROGRAMS := $(PROBES:%=$(BIN)/%)
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
@@ -58,6 +58,8 @@ $(BIN)/liveness-check: $(BUILD)/checks/liveness_check.o $(LIBSK)
 $(BIN)/readiness-check: $(BUILD)/checks/readiness_check.o $(LIBSK)
 $(BIN)/clustercheck: $(BUILD)/checks/clustercheck.o $(LIBSK)
 $(BIN)/haproxy-check: $(BUILD)/checks/haproxy_check.o $(LIBSK)
+$(BIN)/proxysql-check: $(BUILD)/checks/proxysql_check.o $(LIBSK)
+$(BIN)/proxysql-check: LDLIBS += $(shell $(PKG_CONFIG) --libs libcurl)
 $(PROGRAMS):
 	@mkdir -p $(BIN)
 	@echo "  LINK    $@"

@@ -427,6 +427,7 @@ void opts_markdown(const struct opts *o, FILE *out)
 			fprintf(out, "| `--%s%s%s` |", d->name, d->type == OPT_FLAG ? "" : " ",
 				d->type == OPT_FLAG ? "" : d->arg);
 		fprintf(out, " %s%s%s | %s%s%s | %s | %s |\n", d->env ? "`" : "", d->env ? d->env : "",
-			d->env ? "`" : "", d->def ? "`" : "", d->def ? ((d->flags & OPT_SECRET) ? "(set)" : d->def) : "", d->def ? "`" : "", range, d->help);
+			d->env ? "`" : "", d->def ? "`" : "",
+			d->def ? ((d->flags & OPT_SECRET) ? "(set)" : d->def) : "", d->def ? "`" : "", range, d->help);
 	}
 }
