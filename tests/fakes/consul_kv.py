@@ -160,6 +160,15 @@ def go_json(obj, pretty=False):
     return text.encode("utf-8")
 
 
+def json_type(value):
+    """The JSON type name Go's decoder uses in its error messages."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {dict: "object", list: "array", str: "string"}.get(type(value), "null")
+
+
 def go_clean_path(p):
     """net/http ServeMux cleanPath(): path.Clean, keeping a trailing slash."""
     if p == "":
@@ -1211,7 +1220,7 @@ class ConsulAPI:
             raw = json.loads(req.body().decode("utf-8"))
             if not isinstance(raw, list):
                 raise ValueError("json: cannot unmarshal %s into Go value of type api.TxnOps"
-                                 % type(raw).__name__)
+                                 % json_type(raw))
         except (ValueError, UnicodeDecodeError) as e:
             raise ApiError(400, "Failed to parse body: %s" % e)
         if len(raw) > self.txn_max_ops:
@@ -1271,26 +1280,39 @@ class ConsulAPI:
 
     @staticmethod
     def txn_op(o):
-        """API TxnOp -> internal op dict (None for a non-KV operation)."""
+        """API TxnOp -> internal op dict (None for a non-KV operation).
+        Field names match case-insensitively, as with Go's encoding/json."""
+        def bad(value, go_type, field):
+            return ApiError(400, "Failed to parse body: json: cannot unmarshal %s into Go struct"
+                                 " field %s of type %s" % (json_type(value), field, go_type))
+
         if not isinstance(o, dict):
-            raise ApiError(400, "Failed to parse body: json: cannot unmarshal into api.TxnOp")
+            raise bad(o, "api.TxnOp", "TxnOps")
         fields = {k.lower(): v for k, v in o.items()}
         kv = fields.get("kv")
         if kv is None:
             return None
+        if not isinstance(kv, dict):
+            raise bad(kv, "api.KVTxnOp", "TxnOp.KV")
         kv = {k.lower(): v for k, v in kv.items()}
+        for name in ("verb", "key", "session"):
+            if not isinstance(kv.get(name) or "", str):
+                raise bad(kv[name], "string", "KVTxnOp." + name.capitalize())
+        for name in ("flags", "index"):
+            v = kv.get(name) or 0
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2 ** 64:
+                raise bad(v, "uint64", "KVTxnOp." + name.capitalize())
         value = kv.get("value")
         if value is not None:
+            if not isinstance(value, str):
+                raise bad(value, "[]uint8", "KVTxnOp.Value")
             try:
                 value = base64.b64decode(value, validate=True)
-            except (ValueError, TypeError):
+            except ValueError:
                 raise ApiError(400, "Failed to parse body: illegal base64 data at input byte 0")
-        try:
-            flags, index = int(kv.get("flags") or 0), int(kv.get("index") or 0)
-        except (TypeError, ValueError):
-            raise ApiError(400, "Failed to parse body: json: cannot unmarshal number")
         return {"Verb": kv.get("verb") or "", "Key": kv.get("key") or "", "Value": value or None,
-                "Flags": flags, "Index": index, "Session": kv.get("session") or ""}
+                "Flags": kv.get("flags") or 0, "Index": kv.get("index") or 0,
+                "Session": kv.get("session") or ""}
 
     def txn_precheck(self, authz, ops):
         """Txn.preCheck / kvsPreApply: key, ACL and lock-delay checks."""
@@ -1862,6 +1884,8 @@ def parse_listen(text):
 
 def make_server(args):
     host, port, version = parse_listen(args.listen)
+    if args.datadir:
+        os.makedirs(args.datadir, exist_ok=True)
     store = Store(datadir=args.datadir, dc=args.dc, node=args.node,
                   acl_master=args.acl_master_token,
                   session_ttl_min=parse_go_duration(args.session_ttl_min),
@@ -1910,7 +1934,9 @@ def main(argv=None):
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
+    # The serving thread is a daemon and is never asked to shut down, so it
+    # needs no poll interval: an idle double wakes up for nothing.
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 3600},
                               name="http", daemon=True)
     thread.start()
     host, port = server.server_address[:2]
@@ -1919,11 +1945,10 @@ def main(argv=None):
         write_port_file(args.port_file, line)
     print(line, flush=True)
     stop.wait()
-    store.shutdown()
+    store.shutdown()          # waits for a write in progress; wakes blocked queries
     faults.release()
-    server.shutdown()
     server.server_close()
-    return 0
+    return 0                  # daemon threads (open connections) end with the process
 
 
 if __name__ == "__main__":
