@@ -17,8 +17,6 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 import urllib.error
 import uuid
