@@ -26,13 +26,17 @@ ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -DSIDEKICK_VERSION='"$(VERSION)"' $(WARNING
 # where pkg-config and the -dev packages arrive with the deps step.
 PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS))
 PKG_LIBS = $(shell $(PKG_CONFIG) --libs $(PKGS))
-CPPFLAGS += -Ilib -Ichecks $(PKG_CFLAGS)
+CPPFLAGS += -Ilib -Ichecks -Isync $(PKG_CFLAGS)
 LDLIBS += $(PKG_LIBS) -lpthread
 
 LIB_SRC := lib/deadline.c lib/util.c lib/log.c lib/opt.c lib/secret.c lib/statusmap.c lib/db.c lib/http.c \
 	checks/galera.c checks/replica.c checks/probe.c
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIBSK := $(BUILD)/libsidekick.a
+
+SYNC_SRC := sync/model.c sync/layout.c sync/plan.c sync/config.c
+SYNC_OBJ := $(SYNC_SRC:%.c=$(BUILD)/%.o)
+LIBSYNC := $(BUILD)/libsync.a
 
 PROBES := liveness-check readiness-check clustercheck haproxy-check proxysql-check
 PROGRAMS := $(PROBES:%=$(BIN)/%)
@@ -47,6 +51,11 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
+
+$(LIBSYNC): $(SYNC_OBJ)
+	@rm -f $@
+	@echo "  AR      $@"
+	@$(AR) rcs $@ $^
 
 $(LIBSK): $(LIB_OBJ)
 	@rm -f $@
@@ -68,7 +77,11 @@ $(PROGRAMS):
 $(BUILD)/tests/%: tests/unit/%.c $(LIBSK)
 	@mkdir -p $(dir $@)
 	@echo "  LINK    $@"
-	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(LIBSK) $(LDLIBS) -lcmocka
+	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(filter %.a,$(filter-out $(LIBSK),$^)) $(LIBSK) $(LDLIBS) -lcmocka
+
+# The sync unit tests link the agent's pure core too.
+$(BUILD)/tests/test_sync: $(LIBSYNC)
+$(BUILD)/tests/test_sync: LDLIBS += $(shell $(PKG_CONFIG) --libs libcjson)
 
 unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; SIDEKICK_TEST_DATA=tests/data $$t; done
@@ -106,4 +119,4 @@ install: all
 clean:
 	rm -rf $(BUILD) $(BIN)
 
--include $(LIB_OBJ:.o=.d) $(BUILD)/checks/*.d
+-include $(LIB_OBJ:.o=.d) $(SYNC_OBJ:.o=.d) $(BUILD)/checks/*.d

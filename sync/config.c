@@ -1,0 +1,405 @@
+/* config.c: loading and checking proxysql-sync's configuration (file < environment < flags). */
+#include "config.h"
+
+#include <libconfig.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "secret.h"
+
+#ifndef SIDEKICK_VERSION
+#define SIDEKICK_VERSION "0.1.0"
+#endif
+
+/* clang-format off */
+const struct opt_def sync_options[] = {
+	{"config", 'c', OPT_STRING, "FILE", NULL, "PROXYSQL_SYNC_CONFIG", 0, 0, NULL, "libconfig file with these settings and the clusters and targets lists.", OPT_NO_FILE},
+	{"once", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Sync once and exit: 0 only when every target is in the desired state (cron, init containers).", OPT_NO_FILE},
+	{"dry-run", 'n', OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Print the plan as SQL (passwords redacted) for every target and exit; change nothing.", OPT_NO_FILE},
+	{"check-config", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Check the configuration and exit 0, or 2 with the problem.", OPT_NO_FILE},
+	{"lock-file", 0, OPT_STRING, "PATH", "/tmp/proxysql-sync.lock", NULL, 0, 0, NULL, "With --once: a lock so overlapping cron runs cannot collide.", 0},
+	{"consul-addr", 0, OPT_STRING, "ADDR", NULL, NULL, 0, 0, NULL, "Consul HTTP address (host:port, http(s)://host:port, unix:///path) [default: CONSUL_HTTP_ADDR, else 127.0.0.1:8500].", 0},
+	{"consul-token-file", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "File with the ACL token [default: CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN].", 0},
+	{"consul-cacert", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "CA bundle for HTTPS [default: CONSUL_CACERT].", 0},
+	{"consul-client-cert", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "Client certificate [default: CONSUL_CLIENT_CERT].", 0},
+	{"consul-client-key", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "Client key [default: CONSUL_CLIENT_KEY].", 0},
+	{"consul-tls-server-name", 0, OPT_STRING, "NAME", NULL, NULL, 0, 0, NULL, "Server name to verify [default: CONSUL_TLS_SERVER_NAME].", 0},
+	{"consul-datacenter", 0, OPT_STRING, "DC", NULL, NULL, 0, 0, NULL, "Datacenter to read [default: the agent's].", 0},
+	{"consistency", 0, OPT_ENUM, "MODE", "default", NULL, 0, 0, "default|stale|consistent", "Consul read consistency.", 0},
+	{"max-stale", 0, OPT_NUMBER, "SECONDS", "5", NULL, 0, 3600, NULL, "With consistency=stale: ignore answers whose server last heard from the leader longer ago.", 0},
+	{"wait", 0, OPT_NUMBER, "SECONDS", "60", NULL, 1, 600, NULL, "Blocking query wait (Consul caps it at 600).", 0},
+	{"max-response-bytes", 0, OPT_INT, "BYTES", "16777216", NULL, 4096, 1073741824, NULL, "A larger Consul answer is an error.", 0},
+	{"master-prefix", 0, OPT_STRING, "PREFIX", "mysql/master", NULL, 0, 0, NULL, "orchestrator's KVClusterMasterPrefix ('' to ignore).", 0},
+	{"replica-prefix", 0, OPT_STRING, "PREFIX", "mysql/replica", NULL, 0, 0, NULL, "Replicas as <prefix>/<alias>/<region>/<host:port> ('' to ignore).", 0},
+	{"servers-prefix", 0, OPT_STRING, "PREFIX", "", NULL, 0, 0, NULL, "Generic servers as <prefix>/<hostgroup>/<host:port> = JSON attributes ('' to ignore).", 0},
+	{"users-prefix", 0, OPT_STRING, "PREFIX", "", NULL, 0, 0, NULL, "Users as <prefix>/<username> = JSON ('' to ignore).", 0},
+	{"region", 0, OPT_STRING, "NAME", "", "PROXYSQL_SYNC_REGION", 0, 0, NULL, "This ProxySQL's region: its replicas go to each cluster's reader_hostgroup.", 0},
+	{"managed-hostgroups", 0, OPT_STRING, "ID[,ID...]", "", NULL, 0, 0, NULL, "Hostgroups the generic servers prefix may fill.", 0},
+	{"admin-addr", 0, OPT_STRING, "HOST:PORT", NULL, "PROXYSQL_ADMIN_ADDR", 0, 0, NULL, "One ProxySQL admin target (more in the config file's targets list).", 0},
+	{"admin-user", 0, OPT_STRING, "USER", "admin", "PROXYSQL_ADMIN_USER", 0, 0, NULL, "Admin user for --admin-addr.", 0},
+	{"admin-password-file", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "File with the admin password for --admin-addr.", 0},
+	{"admin-password", 0, OPT_STRING, "PASSWORD", NULL, "PROXYSQL_ADMIN_PASSWORD", 0, 0, NULL, "Admin password for --admin-addr (environment or config file only).", OPT_SECRET | OPT_NO_ARGV},
+	{"admin-timeout", 0, OPT_NUMBER, "SECONDS", "5", NULL, 0.1, 600, NULL, "Deadline for each admin round (read, apply, verify).", 0},
+	{"save-to-disk", 0, OPT_FLAG, NULL, "1", NULL, 0, 0, NULL, "SAVE ... TO DISK after each LOAD ... TO RUNTIME.", 0},
+	{"drain-timeout", 0, OPT_NUMBER, "SECONDS", "300", NULL, 0, 86400, NULL, "A removed server stays OFFLINE_SOFT until its used connections reach 0 or this passes (0: delete at once).", 0},
+	{"quiescence-min", 0, OPT_NUMBER, "SECONDS", "0.3", NULL, 0, 600, NULL, "Apply only after the KV snapshot has been still this long.", 0},
+	{"quiescence-max", 0, OPT_NUMBER, "SECONDS", "3", NULL, 0, 3600, NULL, "...but never wait longer than this after the first change.", 0},
+	{"shrink-fraction", 0, OPT_NUMBER, "RATIO", "0.5", NULL, 0, 1, NULL, "A prefix that empties or loses more than this fraction of its keys must be confirmed first.", 0},
+	{"confirmations", 0, OPT_INT, "N", "3", NULL, 1, 100, NULL, "Consecutive reads (with a known leader) that confirm an emptied or shrunken prefix.", 0},
+	{"allow-empty-writer", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Allow a writer hostgroup to become empty (by default the last writer stays).", 0},
+	{"resync-interval", 0, OPT_NUMBER, "SECONDS", "30", NULL, 1, 86400, NULL, "Compare each target with the desired state at least this often.", 0},
+	{"user-tag", 0, OPT_STRING, "TEXT", "proxysql-sync", NULL, 0, 0, NULL, "Comment prefix marking the users this agent owns (and may delete).", 0},
+	{"default-weight", 0, OPT_INT, "N", "1", NULL, 0, 10000000, NULL, "Server weight unless KV says otherwise.", 0},
+	{"default-max-connections", 0, OPT_INT, "N", "1000", NULL, 0, 2147483647, NULL, "Server max_connections unless KV says otherwise.", 0},
+	{"default-max-replication-lag", 0, OPT_INT, "SECONDS", "0", NULL, 0, 126144000, NULL, "Server max_replication_lag unless KV says otherwise.", 0},
+	{"default-use-ssl", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Server use_ssl unless KV says otherwise.", 0},
+	{"default-compression", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Server compression unless KV says otherwise.", 0},
+	{"default-max-latency-ms", 0, OPT_INT, "MS", "0", NULL, 0, 2147483647, NULL, "Server max_latency_ms unless KV says otherwise.", 0},
+	{"default-comment", 0, OPT_STRING, "TEXT", "", NULL, 0, 0, NULL, "Server comment unless KV says otherwise.", 0},
+	{"user-default-hostgroup", 0, OPT_INT, "ID", "0", NULL, 0, 2147483647, NULL, "User default_hostgroup unless KV says otherwise.", 0},
+	{"user-max-connections", 0, OPT_INT, "N", "10000", NULL, 0, 2147483647, NULL, "User max_connections unless KV says otherwise.", 0},
+	{"health-listen", 0, OPT_STRING, "[ADDR:]PORT", "127.0.0.1:9901", "PROXYSQL_SYNC_HEALTH_LISTEN", 0, 0, NULL, "Serve /healthz, /readyz and /metrics here ('' to disable).", 0},
+	{"log-format", 0, OPT_ENUM, "FORMAT", "text", "PROXYSQL_SYNC_LOG_FORMAT", 0, 0, "text|json", "Log line format (stdout).", 0},
+	{"log-level", 0, OPT_ENUM, "LEVEL", "info", "PROXYSQL_SYNC_LOG_LEVEL", 0, 0, "debug|info|warn|error", "Lowest level logged.", 0},
+};
+/* clang-format on */
+const size_t sync_noptions = SK_ARRAY_LEN(sync_options);
+
+static int setting_str(config_setting_t *s, const char *name, bool required, char **out, char *err, size_t errlen)
+{
+	const char *v = NULL;
+
+	if (!config_setting_lookup_string(s, name, &v)) {
+		if (config_setting_get_member(s, name))
+			return sk_err(err, errlen, "line %d: %s must be a string", config_setting_source_line(s), name);
+		if (required)
+			return sk_err(err, errlen, "line %d: %s is missing", config_setting_source_line(s), name);
+		return 0;
+	}
+	*out = xstrdup(v);
+	return 0;
+}
+
+static int setting_long(config_setting_t *s, const char *name, bool required, long min, long max, long *out, char *err,
+			size_t errlen)
+{
+	long long v;
+
+	if (!config_setting_lookup_int64(s, name, &v)) {
+		int iv;
+
+		if (config_setting_lookup_int(s, name, &iv)) {
+			v = iv;
+		} else {
+			if (config_setting_get_member(s, name))
+				return sk_err(err, errlen, "line %d: %s must be a whole number",
+					      config_setting_source_line(s), name);
+			if (required)
+				return sk_err(err, errlen, "line %d: %s is missing", config_setting_source_line(s),
+					      name);
+			return 0;
+		}
+	}
+	if (v < min || v > max)
+		return sk_err(err, errlen, "line %d: %s %lld is out of range (%ld..%ld)", config_setting_source_line(s),
+			      name, v, min, max);
+	*out = (long)v;
+	return 0;
+}
+
+static int check_members(config_setting_t *s, const char *const *allowed, size_t n, char *err, size_t errlen)
+{
+	for (int i = 0; i < config_setting_length(s); i++) {
+		config_setting_t *m = config_setting_get_elem(s, (unsigned)i);
+		size_t k;
+
+		for (k = 0; k < n; k++)
+			if (strcmp(config_setting_name(m), allowed[k]) == 0)
+				break;
+		if (k == n)
+			return sk_err(err, errlen, "line %d: unknown setting '%s'", config_setting_source_line(m),
+				      config_setting_name(m));
+	}
+	return 0;
+}
+
+static int load_cluster(struct layout_cluster *cl, config_setting_t *s, char *err, size_t errlen)
+{
+	static const char *const allowed[] = { "alias", "writer_hostgroup", "reader_hostgroup", "writer_is_reader",
+					       "remote_readers" };
+	config_setting_t *remote;
+	int b = 0;
+
+	cl->reader_hostgroup = -1;
+	if (!config_setting_is_group(s))
+		return sk_err(err, errlen, "line %d: each cluster is a group { alias = ...; }",
+			      config_setting_source_line(s));
+	if (check_members(s, allowed, SK_ARRAY_LEN(allowed), err, errlen) < 0 ||
+	    setting_str(s, "alias", true, &cl->alias, err, errlen) < 0 ||
+	    setting_long(s, "writer_hostgroup", true, 0, 2147483647L, &cl->writer_hostgroup, err, errlen) < 0 ||
+	    setting_long(s, "reader_hostgroup", false, 0, 2147483647L, &cl->reader_hostgroup, err, errlen) < 0)
+		return -1;
+	if (config_setting_lookup_bool(s, "writer_is_reader", &b))
+		cl->writer_is_reader = b;
+	remote = config_setting_get_member(s, "remote_readers");
+	if (remote) {
+		if (!config_setting_is_list(remote))
+			return sk_err(err, errlen,
+				      "line %d: remote_readers is a list ( { region = ...; hostgroup = ...; } )",
+				      config_setting_source_line(remote));
+		cl->nremote = (size_t)config_setting_length(remote);
+		cl->remote = xcalloc(cl->nremote, sizeof(*cl->remote));
+		for (size_t i = 0; i < cl->nremote; i++) {
+			config_setting_t *r = config_setting_get_elem(remote, (unsigned)i);
+
+			if (setting_str(r, "region", true, &cl->remote[i].region, err, errlen) < 0 ||
+			    setting_long(r, "hostgroup", true, 0, 2147483647L, &cl->remote[i].hostgroup, err, errlen) <
+				    0)
+				return -1;
+		}
+	}
+	if (!cl->alias[0] || strchr(cl->alias, '/'))
+		return sk_err(err, errlen, "line %d: alias '%s' must be a non-empty KV path segment",
+			      config_setting_source_line(s), cl->alias);
+	return 0;
+}
+
+static int load_target(struct sync_target *t, config_setting_t *s, char *err, size_t errlen)
+{
+	static const char *const allowed[] = { "name", "address", "user", "password", "password_file" };
+	char *addr = NULL, *pwfile = NULL, host[256], why[300];
+	const char *bad;
+
+	if (!config_setting_is_group(s))
+		return sk_err(err, errlen, "line %d: each target is a group { address = ...; }",
+			      config_setting_source_line(s));
+	if (check_members(s, allowed, SK_ARRAY_LEN(allowed), err, errlen) < 0 ||
+	    setting_str(s, "address", true, &addr, err, errlen) < 0 ||
+	    setting_str(s, "name", false, &t->name, err, errlen) < 0 ||
+	    setting_str(s, "user", false, &t->user, err, errlen) < 0 ||
+	    setting_str(s, "password", false, &t->password, err, errlen) < 0 ||
+	    setting_str(s, "password_file", false, &pwfile, err, errlen) < 0)
+		goto fail;
+	if ((bad = model_split_address(addr, 6032, host, sizeof(host), &t->port)) != NULL) {
+		sk_err(err, errlen, "line %d: target address '%s' %s", config_setting_source_line(s), addr, bad);
+		goto fail;
+	}
+	t->host = xstrdup(host);
+	if (!t->name)
+		t->name = xstrdup(addr);
+	if (!t->user)
+		t->user = xstrdup("admin");
+	if (pwfile) {
+		free(t->password);
+		t->password = secret_read_file(pwfile, why, sizeof(why));
+		if (!t->password) {
+			sk_err(err, errlen, "line %d: target %s: password_file %s", config_setting_source_line(s),
+			       t->name, why);
+			goto fail;
+		}
+	}
+	if (!t->password)
+		t->password = xstrdup("");
+	log_add_secret(t->password);
+	free(addr);
+	free(pwfile);
+	return 0;
+fail:
+	free(addr);
+	free(pwfile);
+	return -1;
+}
+
+static int file_hook(void *ctx, config_setting_t *s, char *err, size_t errlen)
+{
+	struct sync_config *c = ctx;
+	const char *name = config_setting_name(s);
+	char why[400];
+
+	if (strcmp(name, "clusters") == 0 && config_setting_is_list(s)) {
+		size_t n = (size_t)config_setting_length(s);
+
+		c->layout.clusters = xcalloc(n ? n : 1, sizeof(*c->layout.clusters));
+		for (size_t i = 0; i < n; i++) {
+			c->layout.nclusters = i + 1;
+			if (load_cluster(&c->layout.clusters[i], config_setting_get_elem(s, (unsigned)i), why,
+					 sizeof(why)) < 0)
+				return sk_err(err, errlen, "config file clusters: %s", why);
+		}
+		return 0;
+	}
+	if (strcmp(name, "targets") == 0 && config_setting_is_list(s)) {
+		size_t n = (size_t)config_setting_length(s);
+
+		c->targets = xcalloc(n ? n : 1, sizeof(*c->targets));
+		for (size_t i = 0; i < n; i++) {
+			c->ntargets = i + 1;
+			if (load_target(&c->targets[i], config_setting_get_elem(s, (unsigned)i), why, sizeof(why)) < 0)
+				return sk_err(err, errlen, "config file targets: %s", why);
+		}
+		return 0;
+	}
+	return sk_err(err, errlen, "config file line %d: unknown setting '%s' (lists: clusters, targets)",
+		      config_setting_source_line(s), name);
+}
+
+static int parse_id_list(const char *s, long **out, size_t *n)
+{
+	char buf[1024], *save = NULL, *tok;
+
+	*out = NULL;
+	*n = 0;
+	if (!sk_strlcpy(buf, s, sizeof(buf)))
+		return -1;
+	for (tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+		long v;
+
+		if (!sk_parse_long(tok, 0, 2147483647L, &v))
+			return -1;
+		*out = xrealloc(*out, (*n + 1) * sizeof(long));
+		(*out)[(*n)++] = v;
+	}
+	return 0;
+}
+
+/* Whole-config checks that no single setting can make. */
+static int check_whole(struct sync_config *c, char *err, size_t errlen)
+{
+	struct layout_config *l = &c->layout;
+	long hgs[1024];
+
+	if (c->ntargets == 0)
+		return sk_err(err, errlen, "no ProxySQL target: set --admin-addr or a targets list in the config file");
+	if (!*l->master_prefix && !*l->replica_prefix && !*l->servers_prefix && !*l->users_prefix)
+		return sk_err(err, errlen, "nothing to watch: every prefix is empty");
+	if ((*l->master_prefix || *l->replica_prefix) && l->nclusters == 0)
+		return sk_err(err, errlen,
+			      "master-prefix/replica-prefix need a clusters list (alias, writer_hostgroup, ...) in the "
+			      "config file; set both prefixes to '' to use only generic servers or users");
+	for (size_t i = 0; i < l->nclusters; i++) {
+		const struct layout_cluster *a = &l->clusters[i];
+
+		if (a->reader_hostgroup == a->writer_hostgroup)
+			return sk_err(err, errlen, "cluster %s: reader_hostgroup equals writer_hostgroup", a->alias);
+		for (size_t j = 0; j < i; j++) {
+			const struct layout_cluster *b = &l->clusters[j];
+
+			if (strcmp(a->alias, b->alias) == 0)
+				return sk_err(err, errlen, "cluster %s is listed twice", a->alias);
+			if (a->writer_hostgroup == b->writer_hostgroup || a->writer_hostgroup == b->reader_hostgroup ||
+			    (a->reader_hostgroup >= 0 && (a->reader_hostgroup == b->writer_hostgroup ||
+							  a->reader_hostgroup == b->reader_hostgroup)))
+				return sk_err(err, errlen, "clusters %s and %s share a hostgroup", b->alias, a->alias);
+		}
+	}
+	for (size_t i = 0; i < l->nmanaged; i++)
+		for (size_t k = 0; k < l->nclusters; k++)
+			if (l->managed_hostgroups[i] == l->clusters[k].writer_hostgroup ||
+			    l->managed_hostgroups[i] == l->clusters[k].reader_hostgroup)
+				return sk_err(err, errlen, "managed hostgroup %ld is also a hostgroup of cluster %s",
+					      l->managed_hostgroups[i], l->clusters[k].alias);
+	if (layout_owned_hostgroups(l, hgs, SK_ARRAY_LEN(hgs)) == 0 && *l->servers_prefix)
+		return sk_err(err, errlen, "servers-prefix is set but managed-hostgroups is empty");
+	if (opt_num(&c->o, "quiescence-max") < opt_num(&c->o, "quiescence-min"))
+		return sk_err(err, errlen, "quiescence-max is smaller than quiescence-min");
+	return 0;
+}
+
+enum opts_result sync_config_load(struct sync_config *c, int argc, char **argv, char *err, size_t errlen)
+{
+	struct layout_config *l = &c->layout;
+	enum opts_result r;
+
+	memset(c, 0, sizeof(*c));
+	c->o.prog = "proxysql-sync";
+	c->o.version = SIDEKICK_VERSION;
+	c->o.synopsis = "[OPTION]...";
+	c->o.summary = "Watch Consul KV (orchestrator's masters, replicas, generic servers, users) and keep\n"
+		       "ProxySQL's mysql_servers and mysql_users in that state through its admin interface.";
+	c->o.defs = sync_options;
+	c->o.ndefs = sync_noptions;
+	c->o.config_opt = "config";
+	c->o.file_hook = file_hook;
+	c->o.hook_ctx = c;
+	r = opts_parse(&c->o, argc, argv, err, errlen);
+	if (r != OPTS_OK)
+		return r;
+
+	l->master_prefix = xstrdup(opt_str(&c->o, "master-prefix"));
+	l->replica_prefix = xstrdup(opt_str(&c->o, "replica-prefix"));
+	l->servers_prefix = xstrdup(opt_str(&c->o, "servers-prefix"));
+	l->users_prefix = xstrdup(opt_str(&c->o, "users-prefix"));
+	l->region = xstrdup(opt_str(&c->o, "region"));
+	l->user_tag = xstrdup(opt_str(&c->o, "user-tag"));
+	if (parse_id_list(opt_str(&c->o, "managed-hostgroups"), &l->managed_hostgroups, &l->nmanaged) < 0) {
+		sk_err(err, errlen, "%s: '%s' is not a list of hostgroup ids",
+		       opt_given(&c->o, "managed-hostgroups") ? opt_source(&c->o, "managed-hostgroups")
+							      : "managed-hostgroups",
+		       opt_str(&c->o, "managed-hostgroups"));
+		return OPTS_ERROR;
+	}
+	px_server_defaults(&l->server_defaults);
+	l->server_defaults.weight = opt_int(&c->o, "default-weight");
+	l->server_defaults.max_connections = opt_int(&c->o, "default-max-connections");
+	l->server_defaults.max_replication_lag = opt_int(&c->o, "default-max-replication-lag");
+	l->server_defaults.use_ssl = opt_flag(&c->o, "default-use-ssl");
+	l->server_defaults.compression = opt_flag(&c->o, "default-compression");
+	l->server_defaults.max_latency_ms = opt_int(&c->o, "default-max-latency-ms");
+	l->server_defaults.comment = xstrdup(opt_str(&c->o, "default-comment"));
+	if (model_check_text(l->server_defaults.comment, MODEL_COMMENT_MAX) || model_check_text(l->user_tag, 40) ||
+	    !l->user_tag[0]) {
+		sk_err(err, errlen, "default-comment or user-tag is not printable text of a sensible length");
+		return OPTS_ERROR;
+	}
+	px_user_defaults(&l->user_defaults);
+	l->user_defaults.default_hostgroup = opt_int(&c->o, "user-default-hostgroup");
+	l->user_defaults.max_connections = opt_int(&c->o, "user-max-connections");
+
+	if (opt_str(&c->o, "admin-addr")) {
+		struct sync_target *t;
+		char host[256], why[300];
+		const char *bad;
+
+		c->targets = xrealloc(c->targets, (c->ntargets + 1) * sizeof(*c->targets));
+		t = &c->targets[c->ntargets++];
+		memset(t, 0, sizeof(*t));
+		if ((bad = model_split_address(opt_str(&c->o, "admin-addr"), 6032, host, sizeof(host), &t->port))) {
+			sk_err(err, errlen, "%s: '%s' %s", opt_source(&c->o, "admin-addr"),
+			       opt_str(&c->o, "admin-addr"), bad);
+			return OPTS_ERROR;
+		}
+		t->host = xstrdup(host);
+		t->name = xstrdup(opt_str(&c->o, "admin-addr"));
+		t->user = xstrdup(opt_str(&c->o, "admin-user"));
+		if (opt_str(&c->o, "admin-password-file")) {
+			t->password = secret_read_file(opt_str(&c->o, "admin-password-file"), why, sizeof(why));
+			if (!t->password) {
+				sk_err(err, errlen, "admin-password-file %s", why);
+				return OPTS_ERROR;
+			}
+		} else {
+			t->password = xstrdup(opt_str(&c->o, "admin-password") ? opt_str(&c->o, "admin-password") : "");
+		}
+	}
+	if (check_whole(c, err, errlen) < 0)
+		return OPTS_ERROR;
+	return OPTS_OK;
+}
+
+void sync_config_free(struct sync_config *c)
+{
+	for (size_t i = 0; i < c->ntargets; i++) {
+		free(c->targets[i].name);
+		free(c->targets[i].host);
+		free(c->targets[i].user);
+		if (c->targets[i].password)
+			sk_wipe(c->targets[i].password, strlen(c->targets[i].password));
+		free(c->targets[i].password);
+	}
+	free(c->targets);
+	layout_config_free(&c->layout);
+	opts_free(&c->o);
+	memset(c, 0, sizeof(*c));
+}

@@ -1,0 +1,531 @@
+/* layout.c: maps orchestrator, replica, generic-server and user keys to the rows ProxySQL should have. */
+#include "layout.h"
+
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LAYOUT_MAX_ROWS 100000
+
+static void reject(struct layout_result *r, const char *key, const char *fmt, ...) SK_PRINTF(3, 4);
+
+static void reject(struct layout_result *r, const char *key, const char *fmt, ...)
+{
+	char why[300];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	r->rejects = xrealloc(r->rejects, (r->nrejects + 1) * sizeof(*r->rejects));
+	r->rejects[r->nrejects].key = xstrndup(key, strlen(key) > 300 ? 300 : strlen(key));
+	r->rejects[r->nrejects].reason = xstrdup(why);
+	r->nrejects++;
+}
+
+/* The part of `key` after "<prefix>/", or NULL when the key is not under the prefix. */
+static const char *under(const char *key, const char *prefix)
+{
+	size_t n;
+
+	if (!prefix || !*prefix)
+		return NULL;
+	n = strlen(prefix);
+	while (n && prefix[n - 1] == '/')
+		n--;
+	if (strncmp(key, prefix, n) != 0 || key[n] != '/')
+		return NULL;
+	return key + n + 1;
+}
+
+static const struct layout_cluster *find_cluster(const struct layout_config *cfg, const char *alias, size_t len)
+{
+	for (size_t i = 0; i < cfg->nclusters; i++)
+		if (strlen(cfg->clusters[i].alias) == len && strncmp(cfg->clusters[i].alias, alias, len) == 0)
+			return &cfg->clusters[i];
+	return NULL;
+}
+
+static void add_server(struct layout_result *r, const struct px_server *s, const char *key)
+{
+	for (size_t i = 0; i < r->servers.n; i++) {
+		const struct px_server *o = &r->servers.v[i];
+
+		if (o->hostgroup == s->hostgroup && o->port == s->port && strcmp(o->host, s->host) == 0)
+			return; /* the same server from two sources: the first one stands */
+	}
+	if (r->servers.n >= LAYOUT_MAX_ROWS) {
+		reject(r, key, "more than 100000 servers");
+		return;
+	}
+	px_servers_add(&r->servers, s);
+}
+
+/* Read one integer attribute within [min, max]; returns NULL or a reason. */
+static const char *int_attr(const cJSON *v, long min, long max, long *out)
+{
+	double d;
+
+	if (cJSON_IsBool(v)) {
+		d = cJSON_IsTrue(v);
+	} else if (cJSON_IsNumber(v)) {
+		d = v->valuedouble;
+	} else {
+		return "is not a number";
+	}
+	if (d != (double)(long)d || d < (double)min || d > (double)max)
+		return "is out of range";
+	*out = (long)d;
+	return NULL;
+}
+
+/* Apply a JSON object of server attributes; returns NULL or a reason naming the attribute. */
+static const char *server_attrs(const char *value, size_t len, struct px_server *s, char *why, size_t whylen)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+		long min, max;
+	} ints[] = {
+		{ "weight", offsetof(struct px_server, weight), 0, 10000000 },
+		{ "max_connections", offsetof(struct px_server, max_connections), 0, 2147483647L },
+		{ "max_replication_lag", offsetof(struct px_server, max_replication_lag), 0, 126144000 },
+		{ "use_ssl", offsetof(struct px_server, use_ssl), 0, 1 },
+		{ "compression", offsetof(struct px_server, compression), 0, 1 },
+		{ "max_latency_ms", offsetof(struct px_server, max_latency_ms), 0, 2147483647L },
+	};
+	cJSON *root, *it;
+	const char *bad = NULL;
+
+	if (len == 0 || value[0] != '{')
+		return NULL; /* empty, or "host:port" as orchestrator and clustercheck write it */
+	root = cJSON_ParseWithLength(value, len);
+	if (!root || !cJSON_IsObject(root)) {
+		cJSON_Delete(root);
+		return "value is not valid JSON";
+	}
+	cJSON_ArrayForEach(it, root)
+	{
+		size_t k;
+
+		for (k = 0; k < SK_ARRAY_LEN(ints); k++)
+			if (strcmp(it->string, ints[k].name) == 0)
+				break;
+		if (k < SK_ARRAY_LEN(ints)) {
+			if ((bad = int_attr(it, ints[k].min, ints[k].max, (long *)((char *)s + ints[k].off))) != NULL) {
+				snprintf(why, whylen, "attribute %s %s", ints[k].name, bad);
+				bad = why;
+				break;
+			}
+		} else if (strcmp(it->string, "comment") == 0) {
+			if (!cJSON_IsString(it) || (bad = model_check_text(it->valuestring, MODEL_COMMENT_MAX))) {
+				snprintf(why, whylen, "attribute comment %s", bad ? bad : "is not a string");
+				bad = why;
+				break;
+			}
+			free(s->comment);
+			s->comment = xstrdup(it->valuestring);
+		} else {
+			snprintf(why, whylen, "unknown attribute '%.40s'", it->string);
+			bad = why;
+			break;
+		}
+	}
+	cJSON_Delete(root);
+	return bad;
+}
+
+/* A server from `addr` into `hg` with attributes from `value`; rejects with a reason. */
+static void server_entry(const struct layout_config *cfg, struct layout_result *r, const char *key, long hg,
+			 const char *addr, const char *value, size_t len)
+{
+	char host[MODEL_HOST_MAX + 1], why[200];
+	const char *bad;
+	struct px_server s = cfg->server_defaults;
+
+	s.comment = xstrdup(cfg->server_defaults.comment ? cfg->server_defaults.comment : "");
+	if ((bad = model_split_address(addr, 3306, host, sizeof(host), &s.port)) != NULL ||
+	    (bad = model_check_host(host)) != NULL) {
+		reject(r, key, "address %s", bad);
+	} else if ((bad = server_attrs(value, len, &s, why, sizeof(why))) != NULL) {
+		reject(r, key, "%s", bad);
+	} else {
+		s.host = host;
+		s.hostgroup = hg;
+		sk_strlcpy(s.status, "ONLINE", sizeof(s.status));
+		add_server(r, &s, key);
+	}
+	free(s.comment);
+}
+
+static bool value_ok(struct layout_result *r, const struct kv_pair *kv)
+{
+	if (memchr(kv->value, '\0', kv->len)) {
+		reject(r, kv->key, "value contains a NUL byte");
+		return false;
+	}
+	if (kv->len > 64 * 1024) {
+		reject(r, kv->key, "value larger than 64 KiB");
+		return false;
+	}
+	return true;
+}
+
+static const struct kv_pair *find_key(const struct kv_pair *kv, size_t n, const char *key)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(kv[i].key, key) == 0)
+			return &kv[i];
+	return NULL;
+}
+
+/* orchestrator: <prefix>/<alias> = host:port, with /hostname and /port children. */
+static void masters(const struct layout_config *cfg, const struct kv_pair *kv, size_t nkv, struct layout_result *r)
+{
+	for (size_t c = 0; c < cfg->nclusters; c++) {
+		const struct layout_cluster *cl = &cfg->clusters[c];
+		char key[1024], host[MODEL_HOST_MAX + 1], addr[MODEL_HOST_MAX + 16];
+		const struct kv_pair *main_kv, *hn, *pt;
+		const char *bad = NULL;
+		long port = 3306;
+		struct px_server s = cfg->server_defaults;
+		size_t n = strlen(cfg->master_prefix);
+
+		while (n && cfg->master_prefix[n - 1] == '/')
+			n--;
+		snprintf(key, sizeof(key), "%.*s/%s", (int)n, cfg->master_prefix, cl->alias);
+		main_kv = find_key(kv, nkv, key);
+		snprintf(key, sizeof(key), "%.*s/%s/hostname", (int)n, cfg->master_prefix, cl->alias);
+		hn = find_key(kv, nkv, key);
+		snprintf(key, sizeof(key), "%.*s/%s/port", (int)n, cfg->master_prefix, cl->alias);
+		pt = find_key(kv, nkv, key);
+		if (!main_kv && !hn)
+			continue;
+		if (main_kv && !value_ok(r, main_kv))
+			continue;
+		if (main_kv) {
+			if ((bad = model_split_address(main_kv->value, 3306, host, sizeof(host), &port)) != NULL) {
+				reject(r, main_kv->key, "address %s", bad);
+				continue;
+			}
+		} else {
+			sk_strlcpy(host, hn->value, sizeof(host));
+			if (pt && !sk_parse_long(pt->value, 1, 65535, &port)) {
+				reject(r, pt->key, "port is not a number from 1 to 65535");
+				continue;
+			}
+		}
+		/* orchestrator writes the five keys one by one: children that disagree with the main
+		 * key mean a failover is being written right now. */
+		if (main_kv && hn && (strcmp(hn->value, host) != 0 || (pt && strtol(pt->value, NULL, 10) != port))) {
+			r->unsettled = xrealloc(r->unsettled, (r->nunsettled + 1) * sizeof(char *));
+			r->unsettled[r->nunsettled++] = xstrdup(cl->alias);
+			continue;
+		}
+		if ((bad = model_check_host(host)) != NULL) {
+			reject(r, main_kv ? main_kv->key : hn->key, "address %s", bad);
+			continue;
+		}
+		snprintf(addr, sizeof(addr), "%s", host);
+		s.host = addr;
+		s.port = port;
+		s.comment = cfg->server_defaults.comment ? cfg->server_defaults.comment : "";
+		s.hostgroup = cl->writer_hostgroup;
+		sk_strlcpy(s.status, "ONLINE", sizeof(s.status));
+		add_server(r, &s, key);
+		if (cl->writer_is_reader && cl->reader_hostgroup >= 0) {
+			s.hostgroup = cl->reader_hostgroup;
+			add_server(r, &s, key);
+		}
+	}
+}
+
+/* <prefix>/<alias>/<region>/<host[:port]> */
+static void replica(const struct layout_config *cfg, const struct kv_pair *kv, struct layout_result *r,
+		    const char *rest)
+{
+	const char *slash1 = strchr(rest, '/'), *slash2, *addr;
+	const struct layout_cluster *cl;
+	long hg = -1;
+
+	if (!slash1)
+		return; /* a folder key or the cluster level */
+	slash2 = strchr(slash1 + 1, '/');
+	if (!slash2 || !slash2[1])
+		return;
+	addr = slash2 + 1;
+	cl = find_cluster(cfg, rest, (size_t)(slash1 - rest));
+	if (!cl)
+		return; /* another agent's cluster */
+	if (strchr(addr, '/')) {
+		reject(r, kv->key, "deeper than <alias>/<region>/<host:port>");
+		return;
+	}
+	if (cfg->region && strlen(cfg->region) == (size_t)(slash2 - slash1 - 1) &&
+	    strncmp(cfg->region, slash1 + 1, (size_t)(slash2 - slash1 - 1)) == 0) {
+		hg = cl->reader_hostgroup;
+	} else {
+		for (size_t i = 0; i < cl->nremote; i++)
+			if (strlen(cl->remote[i].region) == (size_t)(slash2 - slash1 - 1) &&
+			    strncmp(cl->remote[i].region, slash1 + 1, (size_t)(slash2 - slash1 - 1)) == 0)
+				hg = cl->remote[i].hostgroup;
+	}
+	if (hg < 0)
+		return; /* a region this agent does not route to */
+	if (value_ok(r, kv))
+		server_entry(cfg, r, kv->key, hg, addr, kv->value, kv->len);
+}
+
+static bool managed(const struct layout_config *cfg, long hg)
+{
+	for (size_t i = 0; i < cfg->nmanaged; i++)
+		if (cfg->managed_hostgroups[i] == hg)
+			return true;
+	return false;
+}
+
+/* <prefix>/<hostgroup>/<host[:port]> = optional JSON attributes */
+static void generic(const struct layout_config *cfg, const struct kv_pair *kv, struct layout_result *r,
+		    const char *rest)
+{
+	const char *slash = strchr(rest, '/');
+	char hgtext[32];
+	long hg;
+
+	if (!slash || !slash[1])
+		return;
+	if ((size_t)(slash - rest) >= sizeof(hgtext)) {
+		reject(r, kv->key, "hostgroup is not a number");
+		return;
+	}
+	memcpy(hgtext, rest, (size_t)(slash - rest));
+	hgtext[slash - rest] = '\0';
+	if (!sk_parse_long(hgtext, 0, 2147483647L, &hg)) {
+		reject(r, kv->key, "hostgroup '%s' is not a number", hgtext);
+		return;
+	}
+	if (!managed(cfg, hg)) {
+		reject(r, kv->key, "hostgroup %s is not in managed_hostgroups", hgtext);
+		return;
+	}
+	if (strchr(slash + 1, '/')) {
+		reject(r, kv->key, "deeper than <hostgroup>/<host:port>");
+		return;
+	}
+	if (value_ok(r, kv))
+		server_entry(cfg, r, kv->key, hg, slash + 1, kv->value, kv->len);
+}
+
+static const char *user_json(const cJSON *root, struct px_user *u, char *why, size_t whylen)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+		long min, max;
+	} ints[] = {
+		{ "active", offsetof(struct px_user, active), 0, 1 },
+		{ "use_ssl", offsetof(struct px_user, use_ssl), 0, 1 },
+		{ "default_hostgroup", offsetof(struct px_user, default_hostgroup), 0, 2147483647L },
+		{ "schema_locked", offsetof(struct px_user, schema_locked), 0, 1 },
+		{ "transaction_persistent", offsetof(struct px_user, transaction_persistent), 0, 1 },
+		{ "fast_forward", offsetof(struct px_user, fast_forward), 0, 1 },
+		{ "backend", offsetof(struct px_user, backend), 0, 1 },
+		{ "frontend", offsetof(struct px_user, frontend), 0, 1 },
+		{ "max_connections", offsetof(struct px_user, max_connections), 0, 2147483647L },
+	};
+	const cJSON *it;
+	const char *bad;
+
+	cJSON_ArrayForEach(it, root)
+	{
+		size_t k;
+
+		for (k = 0; k < SK_ARRAY_LEN(ints); k++)
+			if (strcmp(it->string, ints[k].name) == 0)
+				break;
+		if (k < SK_ARRAY_LEN(ints)) {
+			if ((bad = int_attr(it, ints[k].min, ints[k].max, (long *)((char *)u + ints[k].off))) != NULL) {
+				snprintf(why, whylen, "%s %s", ints[k].name, bad);
+				return why;
+			}
+			continue;
+		}
+		if (strcmp(it->string, "password") == 0 || strcmp(it->string, "default_schema") == 0 ||
+		    strcmp(it->string, "comment") == 0) {
+			char **field = strcmp(it->string, "password") == 0  ? &u->password
+				       : strcmp(it->string, "comment") == 0 ? &u->comment
+									    : &u->default_schema;
+
+			if (!cJSON_IsString(it)) {
+				snprintf(why, whylen, "%s is not a string", it->string);
+				return why;
+			}
+			bad = field == &u->password  ? model_check_password(it->valuestring)
+			      : field == &u->comment ? model_check_text(it->valuestring, MODEL_COMMENT_MAX - 40)
+						     : model_check_text(it->valuestring, MODEL_SCHEMA_MAX);
+			if (bad) {
+				snprintf(why, whylen, "%s %s", it->string, bad);
+				return why;
+			}
+			free(*field);
+			*field = xstrdup(it->valuestring);
+			continue;
+		}
+		snprintf(why, whylen, "unknown field '%.40s'", it->string);
+		return why;
+	}
+	if (!u->password || !u->password[0])
+		return "has no password";
+	if (u->password[0] == '*') {
+		if (strlen(u->password) != 41 || strspn(u->password + 1, "0123456789ABCDEFabcdef") != 40)
+			return "password starting with '*' is not a mysql_native_password hash (* and 40 hex digits)";
+	}
+	return NULL;
+}
+
+/* <prefix>/<username> = {"password": ..., ...} */
+static void user(const struct layout_config *cfg, const struct kv_pair *kv, struct layout_result *r, const char *name)
+{
+	struct px_user u = cfg->user_defaults;
+	const char *bad;
+	char why[200], comment[MODEL_COMMENT_MAX + 1];
+	cJSON *root;
+
+	if (!*name || strchr(name, '/'))
+		return;
+	if ((bad = model_check_username(name)) != NULL) {
+		reject(r, kv->key, "username %s", bad);
+		return;
+	}
+	if (!value_ok(r, kv))
+		return;
+	root = cJSON_ParseWithLength(kv->value, kv->len);
+	if (!root || !cJSON_IsObject(root)) {
+		cJSON_Delete(root);
+		reject(r, kv->key, "value is not a JSON object");
+		return;
+	}
+	u.username = (char *)name;
+	u.password = NULL;
+	u.comment = NULL;
+	u.default_schema = cfg->user_defaults.default_schema ? xstrdup(cfg->user_defaults.default_schema) : NULL;
+	bad = user_json(root, &u, why, sizeof(why));
+	cJSON_Delete(root);
+	if (bad) {
+		reject(r, kv->key, "%s", bad);
+	} else if (r->users.n >= LAYOUT_MAX_ROWS) {
+		reject(r, kv->key, "more than 100000 users");
+	} else {
+		/* The owner tag marks the rows this agent may delete later. */
+		if (u.comment && *u.comment)
+			snprintf(comment, sizeof(comment), "%s: %s", cfg->user_tag, u.comment);
+		else
+			snprintf(comment, sizeof(comment), "%s", cfg->user_tag);
+		free(u.comment);
+		u.comment = comment;
+		px_users_add(&r->users, &u);
+		u.comment = NULL;
+	}
+	if (u.password)
+		sk_wipe(u.password, strlen(u.password));
+	free(u.password);
+	free(u.comment);
+	free(u.default_schema);
+}
+
+void layout_build(const struct layout_config *cfg, const struct kv_pair *kv, size_t nkv, struct layout_result *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (cfg->master_prefix && *cfg->master_prefix)
+		masters(cfg, kv, nkv, out);
+	for (size_t i = 0; i < nkv; i++) {
+		const char *rest;
+
+		if ((rest = under(kv[i].key, cfg->replica_prefix)) != NULL)
+			replica(cfg, &kv[i], out, rest);
+		else if ((rest = under(kv[i].key, cfg->servers_prefix)) != NULL)
+			generic(cfg, &kv[i], out, rest);
+		else if ((rest = under(kv[i].key, cfg->users_prefix)) != NULL)
+			user(cfg, &kv[i], out, rest);
+	}
+	px_servers_sort(&out->servers);
+	px_users_sort(&out->users);
+}
+
+void layout_result_free(struct layout_result *r)
+{
+	px_servers_free(&r->servers);
+	px_users_free(&r->users);
+	for (size_t i = 0; i < r->nrejects; i++) {
+		free(r->rejects[i].key);
+		free(r->rejects[i].reason);
+	}
+	free(r->rejects);
+	for (size_t i = 0; i < r->nunsettled; i++)
+		free(r->unsettled[i]);
+	free(r->unsettled);
+	memset(r, 0, sizeof(*r));
+}
+
+static int long_cmp(const void *a, const void *b)
+{
+	long x = *(const long *)a, y = *(const long *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+size_t layout_owned_hostgroups(const struct layout_config *cfg, long *out, size_t max)
+{
+	size_t n = 0, k = 0;
+
+#define PUSH(v)                          \
+	do {                             \
+		if (n < max && (v) >= 0) \
+			out[n++] = (v);  \
+	} while (0)
+	for (size_t i = 0; i < cfg->nclusters; i++) {
+		PUSH(cfg->clusters[i].writer_hostgroup);
+		PUSH(cfg->clusters[i].reader_hostgroup);
+		for (size_t j = 0; j < cfg->clusters[i].nremote; j++)
+			PUSH(cfg->clusters[i].remote[j].hostgroup);
+	}
+	for (size_t i = 0; i < cfg->nmanaged; i++)
+		PUSH(cfg->managed_hostgroups[i]);
+#undef PUSH
+	qsort(out, n, sizeof(long), long_cmp);
+	for (size_t i = 0; i < n; i++)
+		if (k == 0 || out[k - 1] != out[i])
+			out[k++] = out[i];
+	return k;
+}
+
+bool layout_is_writer_hostgroup(const struct layout_config *cfg, long hg)
+{
+	for (size_t i = 0; i < cfg->nclusters; i++)
+		if (cfg->clusters[i].writer_hostgroup == hg)
+			return true;
+	return false;
+}
+
+void layout_config_free(struct layout_config *cfg)
+{
+	free(cfg->master_prefix);
+	free(cfg->replica_prefix);
+	free(cfg->servers_prefix);
+	free(cfg->users_prefix);
+	free(cfg->region);
+	for (size_t i = 0; i < cfg->nclusters; i++) {
+		free(cfg->clusters[i].alias);
+		for (size_t j = 0; j < cfg->clusters[i].nremote; j++)
+			free(cfg->clusters[i].remote[j].region);
+		free(cfg->clusters[i].remote);
+	}
+	free(cfg->clusters);
+	free(cfg->managed_hostgroups);
+	free(cfg->server_defaults.comment);
+	free(cfg->user_defaults.default_schema);
+	free(cfg->user_tag);
+	memset(cfg, 0, sizeof(*cfg));
+}

@@ -1,0 +1,78 @@
+/* layout.h: KV snapshot -> desired mysql_servers and mysql_users (a pure function). */
+#ifndef SK_LAYOUT_H
+#define SK_LAYOUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "model.h"
+
+/* One Consul KV entry as the layout sees it. */
+struct kv_pair {
+	char *key;
+	char *value; /* NUL-terminated copy; may contain NUL bytes before len (then rejected) */
+	size_t len;
+};
+
+struct layout_remote {
+	char *region;
+	long hostgroup;
+};
+
+/* One orchestrator cluster alias and where its servers go. */
+struct layout_cluster {
+	char *alias;
+	long writer_hostgroup;
+	long reader_hostgroup; /* < 0: the local region's replicas are not used */
+	bool writer_is_reader; /* the writer also serves reads in reader_hostgroup */
+	struct layout_remote *remote;
+	size_t nremote;
+};
+
+struct layout_config {
+	char *master_prefix; /* orchestrator: <prefix>/<alias> = host:port, plus /hostname, /port; "" = off */
+	char *replica_prefix; /* <prefix>/<alias>/<region>/<host[:port]>; "" = off */
+	char *servers_prefix; /* <prefix>/<hostgroup>/<host[:port]> = optional JSON attributes; "" = off */
+	char *users_prefix; /* <prefix>/<username> = JSON; "" = off */
+	char *region; /* the local region (replicas of other regions need a remote mapping) */
+	struct layout_cluster *clusters;
+	size_t nclusters;
+	long *managed_hostgroups; /* hostgroups the generic servers prefix may fill */
+	size_t nmanaged;
+	struct px_server server_defaults; /* weight, max_connections, ... for every server */
+	struct px_user user_defaults;
+	char *user_tag; /* users the agent owns carry this comment prefix */
+};
+
+struct layout_reject {
+	char *key;
+	char *reason;
+};
+
+struct layout_result {
+	struct px_servers servers; /* sorted, unique */
+	struct px_users users; /* sorted, unique */
+	struct layout_reject *rejects;
+	size_t nrejects;
+	/* Clusters whose master key and its /hostname, /port children disagree: orchestrator is half
+	 * way through a failover. Such a snapshot must not be applied. */
+	char **unsettled;
+	size_t nunsettled;
+};
+
+/* Build the desired state from `kv` (any order). Invalid entries are rejected one by one with a
+ * reason; everything else is kept. Pure: no I/O, no globals; the caller frees with
+ * layout_result_free. */
+void layout_build(const struct layout_config *cfg, const struct kv_pair *kv, size_t nkv, struct layout_result *out);
+void layout_result_free(struct layout_result *r);
+
+/* The hostgroups the agent owns (writer, reader, remote, managed), for the plan. Sorted, unique;
+ * returns the count written (at most max). */
+size_t layout_owned_hostgroups(const struct layout_config *cfg, long *out, size_t max);
+
+/* True when `hg` is a writer hostgroup of some cluster. */
+bool layout_is_writer_hostgroup(const struct layout_config *cfg, long hg);
+
+void layout_config_free(struct layout_config *cfg);
+
+#endif

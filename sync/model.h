@@ -1,0 +1,85 @@
+/* model.h: the mysql_servers and mysql_users rows the agent manages, their validation and SQL quoting. */
+#ifndef SK_MODEL_H
+#define SK_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "util.h"
+
+#define MODEL_HOST_MAX 255
+#define MODEL_USER_MAX 80
+#define MODEL_PASSWORD_MAX 256
+#define MODEL_SCHEMA_MAX 64
+#define MODEL_COMMENT_MAX 255
+
+/* One mysql_servers row (gtid_port is left to ProxySQL's default and never touched). */
+struct px_server {
+	long hostgroup;
+	char *host;
+	long port;
+	char status[16]; /* ONLINE, OFFLINE_SOFT (draining), ... as stored */
+	long weight, compression, max_connections, max_replication_lag, use_ssl, max_latency_ms;
+	char *comment;
+};
+
+/* One mysql_users row (the agent writes frontend and backend in one row per user). */
+struct px_user {
+	char *username;
+	char *password; /* may be "" */
+	long active, use_ssl, default_hostgroup, schema_locked, transaction_persistent, fast_forward, backend, frontend,
+		max_connections;
+	char *default_schema; /* NULL: SQL NULL */
+	char *comment;
+};
+
+struct px_servers {
+	size_t n, cap;
+	struct px_server *v;
+};
+
+struct px_users {
+	size_t n, cap;
+	struct px_user *v;
+};
+
+/* ProxySQL's column defaults (sync.md: the 2.7 DDL). */
+void px_server_defaults(struct px_server *s);
+void px_user_defaults(struct px_user *u);
+
+/* Append a copy (strings duplicated) and return the new element. */
+struct px_server *px_servers_add(struct px_servers *a, const struct px_server *s);
+struct px_user *px_users_add(struct px_users *a, const struct px_user *u);
+
+/* Sort by (hostgroup, host, port) / username, so plans and output are deterministic. */
+void px_servers_sort(struct px_servers *a);
+void px_users_sort(struct px_users *a);
+
+/* Find by primary key, or NULL. Arrays must be sorted. */
+struct px_server *px_servers_find(const struct px_servers *a, long hostgroup, const char *host, long port);
+struct px_user *px_users_find(const struct px_users *a, const char *username);
+
+void px_servers_free(struct px_servers *a);
+void px_users_free(struct px_users *a);
+void px_servers_copy(struct px_servers *dst, const struct px_servers *src);
+void px_users_copy(struct px_users *dst, const struct px_users *src);
+
+/* True when every column the agent manages is equal (status included). */
+bool px_server_same(const struct px_server *a, const struct px_server *b);
+bool px_user_same(const struct px_user *a, const struct px_user *b);
+
+/* Validation of values from Consul before they reach SQL. Each returns NULL when valid, else a
+ * static reason ("has characters other than A-Z a-z 0-9 . - _", "longer than 255 bytes"...). */
+const char *model_check_host(const char *host);
+const char *model_check_username(const char *user);
+const char *model_check_password(const char *pw);
+const char *model_check_text(const char *s, size_t max); /* schema, comment: printable UTF-8, no NUL */
+
+/* Append `s` to `b` as a single-quoted SQL literal for ProxySQL's admin (which runs with
+ * NO_BACKSLASH_ESCAPES: a quote is doubled, a backslash is literal). */
+bool model_sql_quote(sk_buf *b, const char *s) SK_MUST_CHECK;
+
+/* Split "host:port", "[v6]:port" or "host" (port = default_port). Returns NULL or a reason. */
+const char *model_split_address(const char *addr, long default_port, char *host, size_t hostlen, long *port);
+
+#endif

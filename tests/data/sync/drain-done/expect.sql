@@ -1,0 +1,3 @@
+DELETE FROM mysql_servers WHERE hostgroup_id=11 AND hostname='db3' AND port=3306;
+LOAD MYSQL SERVERS TO RUNTIME;
+SAVE MYSQL SERVERS TO DISK;
