@@ -1,0 +1,2197 @@
+#!/usr/bin/env python3
+"""ProxySQL 2.7.1 admin interface (port 6032) test double.
+
+A small, faithful stand-in for a real ProxySQL admin interface, built from the
+recording in tests/data/proxysql-2.7.1/ (replayed by
+tests/integration/test_proxysql_double.py) and from ProxySQL's source.  It speaks
+the MySQL client/server protocol (enough for MariaDB Connector/C and PyMySQL),
+keeps its tables in SQLite with ProxySQL's exact DDL and reproduces the admin
+semantics a sync agent relies on: LOAD/SAVE between disk, memory and runtime,
+runtime_* tables regenerated on read, checksums (bit-exact SpookyHash, as the
+real one), restart from disk, credentials, errors.  Test hooks that a real
+ProxySQL lacks live on a separate HTTP control port.
+
+    /usr/bin/python3 tests/fakes/proxysql_admin.py --listen 127.0.0.1:0 \\
+        --datadir DIR [--initial] [--admin-credentials admin:admin] \\
+        [--control 127.0.0.1:0] [--port-file FILE] [--monitor-shun-after 24]
+
+docs/proxysql-double.md describes what is implemented and the control API.
+Only the standard library is used (sqlite is driven through ctypes so that a
+query behaves exactly like ProxySQL's sqlite3_prepare_v2 + step loop).
+
+Sections:
+  1. constants          6. MySQL protocol (packets, handshake, auth, commands)
+  2. SpookyHash, checksums   7. control HTTP API (test hooks)
+  3. SQLite via ctypes  8. emulated monitor (SHUNs servers that refuse TCP)
+  4. table definitions  9. the server and the command line
+  5. the admin module (state, runtime models, query handling)
+"""
+
+import argparse
+import ctypes
+import ctypes.util
+import hashlib
+import http.server
+import ipaddress
+import json
+import os
+import re
+import secrets
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+import urllib.parse
+
+# ---------------------------------------------------------------------------
+# 1. Constants (all recorded from ProxySQL 2.7.1, see SUMMARY.md)
+# ---------------------------------------------------------------------------
+
+PROXYSQL_VERSION = "2.7.1-0-g2726c27"
+SERVER_VERSION = "8.0.11"               # mysql-server_version, sent in the handshake
+SERVER_CAPABILITIES = 0x808FFA2F        # no DEPRECATE_EOF, no PLUGIN_AUTH_LENENC
+HANDSHAKE_CHARSET = 33                  # utf8_general_ci
+HANDSHAKE_STATUS = 0x0002               # AUTOCOMMIT
+STATUS = 0x0202                         # AUTOCOMMIT | NO_BACKSLASH_ESCAPES, every OK/EOF
+GLOBAL_CHECKSUM_STATUS = 0x0200         # the one exception (SELECT GLOBAL_CHECKSUM())
+
+CLIENT_CONNECT_WITH_DB = 0x00000008
+CLIENT_COMPRESS = 0x00000020
+CLIENT_PROTOCOL_41 = 0x00000200
+CLIENT_SSL = 0x00000800
+CLIENT_SECURE_CONNECTION = 0x00008000
+CLIENT_PLUGIN_AUTH = 0x00080000
+CLIENT_CONNECT_ATTRS = 0x00100000
+CLIENT_PLUGIN_AUTH_LENENC = 0x00200000
+
+COM_QUIT, COM_INIT_DB, COM_QUERY, COM_FIELD_LIST = 0x01, 0x02, 0x03, 0x04
+COM_PROCESS_INFO, COM_PROCESS_KILL, COM_DEBUG, COM_PING = 0x0A, 0x0C, 0x0D, 0x0E
+COM_STMT_PREPARE, COM_RESET_CONNECTION = 0x16, 0x1F
+
+TYPE_LONGLONG, TYPE_VAR_STRING = 8, 253
+NATIVE_PLUGIN = b"mysql_native_password"
+
+# server status codes of ProxySQL's MySrvC
+ONLINE, SHUNNED, OFFLINE_SOFT, OFFLINE_HARD, SHUNNED_REPLICATION_LAG = 0, 1, 2, 3, 4
+STATUS_TEXT = {ONLINE: "ONLINE", SHUNNED: "SHUNNED", OFFLINE_SOFT: "OFFLINE_SOFT",
+               OFFLINE_HARD: "OFFLINE_HARD", SHUNNED_REPLICATION_LAG: "SHUNNED"}
+STATUS_CODE = {"ONLINE": ONLINE, "SHUNNED": SHUNNED, "OFFLINE_SOFT": OFFLINE_SOFT,
+               "OFFLINE_HARD": OFFLINE_HARD}
+
+# runtime_checksums_values rows, in table order
+CHECKSUM_MODULES = ("admin_variables", "mysql_query_rules", "mysql_servers", "mysql_users",
+                    "mysql_variables", "proxysql_servers", "mysql_servers_v2")
+# the order GLOBAL_CHECKSUM() hashes them in (ProxySQL_GlobalVariables::generate_global_checksum)
+GLOBAL_CHECKSUM_ORDER = ("admin_variables", "mysql_query_rules", "mysql_servers",
+                         "mysql_servers_v2", "mysql_users", "mysql_variables", "proxysql_servers")
+ZERO_CHECKSUM = "0x0000000000000000"
+
+# Admin variables in ProxySQL's own (code) order with their defaults (step 340).
+# admin_credentials and mysql_ifaces come from the config (the command line here);
+# ProxySQL writes them with INSERT OR REPLACE, which is why they end up last.
+ADMIN_VARIABLES = [
+    ("admin-admin_credentials", "admin:admin"),
+    ("admin-stats_credentials", "stats:stats"),
+    ("admin-stats_mysql_connections", "60"),
+    ("admin-stats_mysql_connection_pool", "60"),
+    ("admin-stats_mysql_query_cache", "60"),
+    ("admin-stats_mysql_query_digest_to_disk", "0"),
+    ("admin-stats_system_cpu", "60"),
+    ("admin-stats_system_memory", "60"),
+    ("admin-mysql_ifaces", "127.0.0.1:6032"),
+    ("admin-telnet_admin_ifaces", "(null)"),
+    ("admin-telnet_stats_ifaces", "(null)"),
+    ("admin-refresh_interval", "2000"),
+    ("admin-read_only", "false"),
+    ("admin-vacuum_stats", "true"),
+    ("admin-version", PROXYSQL_VERSION),
+    ("admin-cluster_username", ""),
+    ("admin-cluster_password", ""),
+    ("admin-cluster_check_interval_ms", "1000"),
+    ("admin-cluster_check_status_frequency", "10"),
+    ("admin-cluster_mysql_query_rules_diffs_before_sync", "3"),
+    ("admin-cluster_mysql_servers_diffs_before_sync", "3"),
+    ("admin-cluster_mysql_users_diffs_before_sync", "3"),
+    ("admin-cluster_proxysql_servers_diffs_before_sync", "3"),
+    ("admin-cluster_mysql_variables_diffs_before_sync", "3"),
+    ("admin-cluster_admin_variables_diffs_before_sync", "3"),
+    ("admin-cluster_ldap_variables_diffs_before_sync", "3"),
+    ("admin-cluster_mysql_query_rules_save_to_disk", "true"),
+    ("admin-cluster_mysql_servers_save_to_disk", "true"),
+    ("admin-cluster_mysql_users_save_to_disk", "true"),
+    ("admin-cluster_proxysql_servers_save_to_disk", "true"),
+    ("admin-cluster_mysql_variables_save_to_disk", "true"),
+    ("admin-cluster_admin_variables_save_to_disk", "true"),
+    ("admin-cluster_ldap_variables_save_to_disk", "true"),
+    ("admin-cluster_mysql_servers_sync_algorithm", "1"),
+    ("admin-checksum_mysql_query_rules", "true"),
+    ("admin-checksum_mysql_servers", "true"),
+    ("admin-checksum_mysql_users", "true"),
+    ("admin-checksum_mysql_variables", "true"),
+    ("admin-checksum_admin_variables", "true"),
+    ("admin-checksum_ldap_variables", "true"),
+    ("admin-restapi_enabled", "false"),
+    ("admin-restapi_port", "6070"),
+    ("admin-web_enabled", "false"),
+    ("admin-web_port", "6080"),
+    ("admin-web_verbosity", "0"),
+    ("admin-prometheus_memory_metrics_interval", "61"),
+    ("admin-coredump_generation_interval_ms", "30000"),
+    ("admin-coredump_generation_threshold", "10"),
+    ("admin-ssl_keylog_file", ""),
+]
+# not part of the admin_variables checksum (CLUSTER_SYNC_INTERFACES_ADMIN)
+ADMIN_CHECKSUM_EXCLUDED = ("admin-mysql_ifaces", "admin-restapi_port", "admin-telnet_admin_ifaces",
+                           "admin-telnet_stats_ifaces", "admin-web_port")
+
+# Only the mysql-* variables seen in the recording plus a few that clients read
+# (@@max_allowed_packet) or that the monitor emulation uses.  A real ProxySQL
+# has ~200; the others do not exist here (SET on them says "Unknown").
+MYSQL_VARIABLES = [
+    ("mysql-server_version", SERVER_VERSION),          # recorded (13)
+    ("mysql-threads", "2"),                            # recorded (342)
+    ("mysql-interfaces", "127.0.0.1:6033"),            # recorded (342)
+    ("mysql-monitor_enabled", "true"),                 # recorded (342)
+    ("mysql-monitor_username", "monitor"),             # recorded (342)
+    ("mysql-monitor_password", "monitor"),
+    ("mysql-monitor_connect_interval", "120000"),      # recorded (342)
+    ("mysql-monitor_ping_interval", "8000"),           # recorded (342)
+    ("mysql-monitor_ping_max_failures", "3"),          # recorded (342)
+    ("mysql-default_authentication_plugin", "mysql_native_password"),
+    ("mysql-max_allowed_packet", "67108864"),
+    ("mysql-shun_on_failures", "5"),
+    ("mysql-shun_recovery_time_sec", "10"),
+]
+# The real mysql_variables checksum covers all ~200 variables, which this double
+# does not carry; for the default set it reports the recorded value (34), for any
+# other content a SpookyHash of the variables it has (changes exactly with content).
+MYSQL_VARIABLES_DEFAULT_CHECKSUM = "0x8E2C8317F3FD6A21"
+MYSQL_CHECKSUM_EXCLUDED = ("mysql-threads", "mysql-interfaces")
+
+# ---------------------------------------------------------------------------
+# 2. SpookyHash V2 (Bob Jenkins, public domain) and ProxySQL's checksum formats
+# ---------------------------------------------------------------------------
+
+_M64 = 0xFFFFFFFFFFFFFFFF
+_SC_CONST = 0xDEADBEEFDEADBEEF
+_MIX_ROT = (11, 32, 43, 31, 17, 28, 39, 57, 55, 54, 22, 46)
+_END_ROT = (44, 15, 34, 21, 38, 33, 10, 13, 38, 53, 42, 54)
+
+
+def _rot(x, k):
+    return ((x << k) | (x >> (64 - k))) & _M64
+
+
+def _short_mix(h0, h1, h2, h3):
+    h = [h0, h1, h2, h3]
+    # h[a] = rot(h[a], r); h[a] += h[b]; h[c] ^= h[a]  -- the twelve lines of ShortMix
+    for i, r in enumerate((50, 52, 30, 41, 54, 48, 38, 37, 62, 34, 5, 36)):
+        a, b, c = (2 + i) % 4, (3 + i) % 4, i % 4
+        h[a] = (_rot(h[a], r) + h[b]) & _M64
+        h[c] ^= h[a]
+    return tuple(h)
+
+
+def _short_end(h0, h1, h2, h3):
+    h = [h0, h1, h2, h3]
+    # h[a] ^= h[b]; h[b] = rot(h[b], r); h[a] += h[b]  -- the eleven lines of ShortEnd
+    for i, r in enumerate((15, 52, 26, 51, 28, 9, 47, 54, 32, 25, 63)):
+        a, b = (3 + i) % 4, (2 + i) % 4
+        h[a] ^= h[b]
+        h[b] = _rot(h[b], r)
+        h[a] = (h[a] + h[b]) & _M64
+    return tuple(h)
+
+
+def _spooky_short(msg, seed1, seed2):
+    n = len(msg)
+    a, b, c, d = seed1, seed2, _SC_CONST, _SC_CONST
+    p = 0
+    if n > 15:
+        for _ in range(n // 32):
+            w = struct.unpack_from("<4Q", msg, p)
+            c = (c + w[0]) & _M64
+            d = (d + w[1]) & _M64
+            a, b, c, d = _short_mix(a, b, c, d)
+            a = (a + w[2]) & _M64
+            b = (b + w[3]) & _M64
+            p += 32
+        if n % 32 >= 16:
+            w = struct.unpack_from("<2Q", msg, p)
+            c = (c + w[0]) & _M64
+            d = (d + w[1]) & _M64
+            a, b, c, d = _short_mix(a, b, c, d)
+            p += 16
+    rem = n - p
+    d = (d + ((n & 0xFF) << 56)) & _M64
+    if rem == 0:
+        c = (c + _SC_CONST) & _M64
+        d = (d + _SC_CONST) & _M64
+    else:
+        lo, hi = struct.unpack("<2Q", msg[p:] + b"\0" * (16 - rem))
+        c = (c + lo) & _M64
+        if rem > 8:
+            d = (d + hi) & _M64
+    a, b, c, d = _short_end(a, b, c, d)
+    return a, b
+
+
+def _spooky_mix(w, h):
+    for i in range(12):
+        h[i] = (h[i] + w[i]) & _M64
+        h[(i + 2) % 12] ^= h[(i + 10) % 12]
+        h[(i + 11) % 12] ^= h[i]
+        h[i] = _rot(h[i], _MIX_ROT[i])
+        h[(i + 11) % 12] = (h[(i + 11) % 12] + h[(i + 1) % 12]) & _M64
+
+
+def _spooky_end_partial(h):
+    for i in range(12):
+        h[(i + 11) % 12] = (h[(i + 11) % 12] + h[(i + 1) % 12]) & _M64
+        h[(i + 2) % 12] ^= h[(i + 11) % 12]
+        h[(i + 1) % 12] = _rot(h[(i + 1) % 12], _END_ROT[i])
+
+
+def spooky128(msg, seed1, seed2):
+    """SpookyHash::Hash128; Init+Update(a)+Update(b)+Final equals spooky128(a+b)."""
+    n = len(msg)
+    if n < 192:
+        return _spooky_short(msg, seed1, seed2)
+    h = [seed1, seed2, _SC_CONST] * 4
+    blocks = n // 96
+    for i in range(blocks):
+        _spooky_mix(struct.unpack_from("<12Q", msg, i * 96), h)
+    rem = n - blocks * 96
+    buf = bytearray(msg[blocks * 96:] + b"\0" * (96 - rem))
+    buf[95] = rem
+    w = struct.unpack("<12Q", bytes(buf))
+    for i in range(12):
+        h[i] = (h[i] + w[i]) & _M64
+    for _ in range(3):
+        _spooky_end_partial(h)
+    return h[0], h[1]
+
+
+def _as_bytes(v):
+    if isinstance(v, bytes):
+        return v
+    if isinstance(v, str):
+        return v.encode("utf-8", "surrogateescape")
+    return str(v).encode()
+
+
+def raw_checksum(rows):
+    """SQLite3_result::raw_checksum: SpookyHash(19,3) over every non-NULL field."""
+    if not rows:
+        return 0
+    data = b"".join(_as_bytes(f) for r in rows for f in r if f is not None)
+    return spooky128(data, 19, 3)[0]
+
+
+def checksum_text(h):
+    """SQLite3_result::checksum(): 0x + low 32 bits + high 32 bits, not zero-padded."""
+    return "0x%X%X" % (h & 0xFFFFFFFF, h >> 32)
+
+
+def runtime_checksum_text(h):
+    """ProxySQL_Checksum_Value::set_checksum(): the same, right-padded with '0' to 16 digits."""
+    s = checksum_text(h)
+    return s + "0" * (18 - len(s)) if len(s) < 18 else s
+
+
+def c_atoi(v):
+    """C atoi() of a text value (ProxySQL reads every column as text)."""
+    if v is None:
+        return 0
+    if isinstance(v, int):
+        return v
+    m = re.match(rb"\s*([+-]?\d+)", _as_bytes(v))
+    return int(m.group(1)) if m else 0
+
+
+def _text(v):
+    if v is None:
+        return None
+    return v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v)
+
+
+def sql_literal(v):
+    if v is None:
+        return "NULL"
+    if isinstance(v, int):
+        return str(v)
+    return "'" + _text(v).replace("'", "''") + "'"
+
+
+# ---------------------------------------------------------------------------
+# 3. SQLite through ctypes: sqlite3_prepare_v2 + step, exactly like ProxySQL's
+#    SQLite3DB::execute_statement (the prepare tail is ignored, so only the
+#    first statement of a multi-statement query runs; an empty statement gives
+#    the error text "not an error"; every value is sqlite3_column_text).
+# ---------------------------------------------------------------------------
+
+SQLITE_OK, SQLITE_ROW, SQLITE_DONE, SQLITE_NULL = 0, 100, 101, 5
+SQLITE_OPEN_READWRITE, SQLITE_OPEN_CREATE = 0x02, 0x04
+SQLITE_OPEN_URI, SQLITE_OPEN_FULLMUTEX = 0x40, 0x10000
+
+_sq = ctypes.CDLL(ctypes.util.find_library("sqlite3") or "libsqlite3.so.0")
+_vp, _cp, _int = ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int
+for _name, _res, _args in (
+        ("sqlite3_open_v2", _int, [_cp, ctypes.POINTER(_vp), _int, _cp]),
+        ("sqlite3_close_v2", _int, [_vp]),
+        ("sqlite3_prepare_v2", _int, [_vp, _cp, _int, ctypes.POINTER(_vp), ctypes.POINTER(_cp)]),
+        ("sqlite3_step", _int, [_vp]),
+        ("sqlite3_finalize", _int, [_vp]),
+        ("sqlite3_column_count", _int, [_vp]),
+        ("sqlite3_column_name", _cp, [_vp, _int]),
+        ("sqlite3_column_type", _int, [_vp, _int]),
+        ("sqlite3_column_text", _vp, [_vp, _int]),
+        ("sqlite3_column_bytes", _int, [_vp, _int]),
+        ("sqlite3_errmsg", _cp, [_vp]),
+        ("sqlite3_changes", _int, [_vp]),
+        ("sqlite3_busy_timeout", _int, [_vp, _int])):
+    _fn = getattr(_sq, _name)
+    _fn.restype, _fn.argtypes = _res, _args
+
+
+class SQLiteError(Exception):
+    pass
+
+
+class QueryResult:
+    """columns is None for a statement without a result set (then affected is used)."""
+
+    def __init__(self, columns=None, rows=None, affected=0, error=None):
+        self.columns, self.rows, self.affected, self.error = columns, rows or [], affected, error
+
+
+class SQLiteDB:
+    def __init__(self, filename):
+        self.db = _vp()
+        rc = _sq.sqlite3_open_v2(filename.encode(), ctypes.byref(self.db),
+                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_URI
+                                 | SQLITE_OPEN_FULLMUTEX, None)
+        if rc != SQLITE_OK:
+            raise SQLiteError("cannot open %s: %s" % (filename, self.errmsg()))
+        _sq.sqlite3_busy_timeout(self.db, 5000)
+
+    def errmsg(self):
+        return (_sq.sqlite3_errmsg(self.db) or b"").decode("utf-8", "replace")
+
+    def run(self, sql):
+        """Run the first statement of sql (str or bytes) and return a QueryResult."""
+        if isinstance(sql, str):
+            sql = sql.encode("utf-8", "surrogateescape")
+        stmt = _vp()
+        rc = _sq.sqlite3_prepare_v2(self.db, sql, -1, ctypes.byref(stmt), None)
+        if rc != SQLITE_OK:
+            return QueryResult(error=self.errmsg())
+        if not stmt:                        # only whitespace or comments
+            return QueryResult(error=self.errmsg())
+        try:
+            ncol = _sq.sqlite3_column_count(stmt)
+            if ncol == 0:
+                rc = _sq.sqlite3_step(stmt)
+                if rc not in (SQLITE_DONE, SQLITE_ROW):
+                    return QueryResult(error=self.errmsg())
+                return QueryResult(affected=_sq.sqlite3_changes(self.db))
+            cols = [_sq.sqlite3_column_name(stmt, i) or b"" for i in range(ncol)]
+            rows = []
+            # like ProxySQL's SQLite3_result(stmt): rows until the step stops
+            while _sq.sqlite3_step(stmt) == SQLITE_ROW:
+                row = []
+                for i in range(ncol):
+                    if _sq.sqlite3_column_type(stmt, i) == SQLITE_NULL:
+                        row.append(None)
+                    else:
+                        p = _sq.sqlite3_column_text(stmt, i)
+                        row.append(ctypes.string_at(p, _sq.sqlite3_column_bytes(stmt, i)))
+                rows.append(tuple(row))
+            return QueryResult(columns=cols, rows=rows)
+        finally:
+            _sq.sqlite3_finalize(stmt)
+
+    def exec(self, sql):
+        """Internal statement; raises on error."""
+        r = self.run(sql)
+        if r.error is not None:
+            raise SQLiteError("%s -- in: %s" % (r.error, sql[:300]))
+        return r
+
+    def rows(self, sql):
+        return self.exec(sql).rows
+
+    def close(self):
+        _sq.sqlite3_close_v2(self.db)
+
+
+# ---------------------------------------------------------------------------
+# 4. Table definitions: ProxySQL's DDL, byte-exact for every table the recording
+#    shows with SHOW CREATE TABLE (SHOW CREATE turns " , " into ",\n    ").
+#    The others are taken from upstream ProxySQL headers (2.7-era).
+# ---------------------------------------------------------------------------
+
+_MYSQL_SERVERS_COLS = (
+    "hostgroup_id INT CHECK (hostgroup_id>=0) NOT NULL DEFAULT 0 , hostname VARCHAR NOT NULL , "
+    "port INT CHECK (port >= 0 AND port <= 65535) NOT NULL DEFAULT 3306 , "
+    "gtid_port INT CHECK ((gtid_port <> port OR gtid_port=0) AND gtid_port >= 0 AND gtid_port <= 65535) NOT NULL DEFAULT 0 , "
+    "status VARCHAR CHECK (UPPER(status) IN ('ONLINE','SHUNNED','OFFLINE_SOFT', 'OFFLINE_HARD')) NOT NULL DEFAULT 'ONLINE' , "
+    "weight INT CHECK (weight >= 0 AND weight <=10000000) NOT NULL DEFAULT 1 , "
+    "compression INT CHECK (compression IN(0,1)) NOT NULL DEFAULT 0 , "
+    "max_connections INT CHECK (max_connections >=0) NOT NULL DEFAULT 1000 , "
+    "max_replication_lag INT CHECK (max_replication_lag >= 0 AND max_replication_lag <= 126144000) NOT NULL DEFAULT 0 , "
+    "use_ssl INT CHECK (use_ssl IN(0,1)) NOT NULL DEFAULT 0 , "
+    "max_latency_ms INT UNSIGNED CHECK (max_latency_ms>=0) NOT NULL DEFAULT 0 , "
+    "comment VARCHAR NOT NULL DEFAULT '' , PRIMARY KEY (hostgroup_id, hostname, port) )")
+_MYSQL_USERS_HEAD = (
+    "username VARCHAR NOT NULL , password VARCHAR , active INT CHECK (active IN (0,1)) NOT NULL DEFAULT 1 , "
+    "use_ssl INT CHECK (use_ssl IN (0,1)) NOT NULL DEFAULT 0 , default_hostgroup INT NOT NULL DEFAULT 0 , "
+    "default_schema VARCHAR , schema_locked INT CHECK (schema_locked IN (0,1)) NOT NULL DEFAULT 0 , "
+    "transaction_persistent INT CHECK (transaction_persistent IN (0,1)) NOT NULL DEFAULT 1 , "
+    "fast_forward INT CHECK (fast_forward IN (0,1)) NOT NULL DEFAULT 0 , "
+    "backend INT CHECK (backend IN (0,1)) NOT NULL DEFAULT 1 , frontend INT CHECK (frontend IN (0,1)) NOT NULL DEFAULT 1 , "
+    "max_connections INT CHECK (max_connections >=0) NOT NULL DEFAULT 10000 , "
+    "attributes VARCHAR CHECK (JSON_VALID(attributes) OR attributes = '') NOT NULL DEFAULT ''")
+_MYSQL_USERS_TAIL = "comment VARCHAR NOT NULL DEFAULT '' , PRIMARY KEY (username, backend) , UNIQUE (username, frontend))"
+_REPLICATION_HG_COLS = (
+    "writer_hostgroup INT CHECK (writer_hostgroup>=0) NOT NULL PRIMARY KEY , "
+    "reader_hostgroup INT NOT NULL CHECK (reader_hostgroup<>writer_hostgroup AND reader_hostgroup>=0) , "
+    "check_type VARCHAR CHECK (LOWER(check_type) IN ('read_only','innodb_read_only','super_read_only',"
+    "'read_only|innodb_read_only','read_only&innodb_read_only')) NOT NULL DEFAULT 'read_only' , "
+    "comment VARCHAR NOT NULL DEFAULT '', UNIQUE (reader_hostgroup))")
+_GR_GALERA_HG_COLS = (
+    "writer_hostgroup INT CHECK (writer_hostgroup>=0) NOT NULL PRIMARY KEY , "
+    "backup_writer_hostgroup INT CHECK (backup_writer_hostgroup>=0 AND backup_writer_hostgroup<>writer_hostgroup) NOT NULL , "
+    "reader_hostgroup INT NOT NULL CHECK (reader_hostgroup<>writer_hostgroup AND backup_writer_hostgroup<>reader_hostgroup AND reader_hostgroup>0) , "
+    "offline_hostgroup INT NOT NULL CHECK (offline_hostgroup<>writer_hostgroup AND offline_hostgroup<>reader_hostgroup "
+    "AND backup_writer_hostgroup<>offline_hostgroup AND offline_hostgroup>=0) , "
+    "active INT CHECK (active IN (0,1)) NOT NULL DEFAULT 1 , max_writers INT NOT NULL CHECK (max_writers >= 0) DEFAULT 1 , "
+    "writer_is_also_reader INT CHECK (writer_is_also_reader IN (0,1,2)) NOT NULL DEFAULT 0 , "
+    "max_transactions_behind INT CHECK (max_transactions_behind>=0) NOT NULL DEFAULT 0 , "
+    "comment VARCHAR , UNIQUE (reader_hostgroup) , UNIQUE (offline_hostgroup) , UNIQUE (backup_writer_hostgroup))")
+_AURORA_HG_COLS = (
+    "writer_hostgroup INT CHECK (writer_hostgroup>=0) NOT NULL PRIMARY KEY , "
+    "reader_hostgroup INT NOT NULL CHECK (reader_hostgroup<>writer_hostgroup AND reader_hostgroup>0) , "
+    "active INT CHECK (active IN (0,1)) NOT NULL DEFAULT 1 , aurora_port INT NOT NUlL DEFAULT 3306 , "
+    "domain_name VARCHAR NOT NULL CHECK (SUBSTR(domain_name,1,1) = '.') , "
+    "max_lag_ms INT NOT NULL CHECK (max_lag_ms>= 10 AND max_lag_ms <= 600000) DEFAULT 600000 , "
+    "check_interval_ms INT NOT NULL CHECK (check_interval_ms >= 100 AND check_interval_ms <= 600000) DEFAULT 1000 , "
+    "check_timeout_ms INT NOT NULL CHECK (check_timeout_ms >= 80 AND check_timeout_ms <= 3000) DEFAULT 800 , "
+    "writer_is_also_reader INT CHECK (writer_is_also_reader IN (0,1)) NOT NULL DEFAULT 0 , "
+    "new_reader_weight INT CHECK (new_reader_weight >= 0 AND new_reader_weight <=10000000) NOT NULL DEFAULT 1 , "
+    "add_lag_ms INT NOT NULL CHECK (add_lag_ms >= 0 AND add_lag_ms <= 600000) DEFAULT 30 , "
+    "min_lag_ms INT NOT NULL CHECK (min_lag_ms >= 0 AND min_lag_ms <= 600000) DEFAULT 30 , "
+    "lag_num_checks INT NOT NULL CHECK (lag_num_checks >= 1 AND lag_num_checks <= 16) DEFAULT 1 , "
+    "comment VARCHAR , UNIQUE (reader_hostgroup))")
+_HG_ATTRIBUTES_COLS = (
+    "hostgroup_id INT NOT NULL PRIMARY KEY , "
+    "max_num_online_servers INT CHECK (max_num_online_servers>=0 AND max_num_online_servers <= 1000000) NOT NULL DEFAULT 1000000 , "
+    "autocommit INT CHECK (autocommit IN (-1, 0, 1)) NOT NULL DEFAULT -1 , "
+    "free_connections_pct INT CHECK (free_connections_pct >= 0 AND free_connections_pct <= 100) NOT NULL DEFAULT 10 , "
+    "init_connect VARCHAR NOT NULL DEFAULT '' , multiplex INT CHECK (multiplex IN (0, 1)) NOT NULL DEFAULT 1 , "
+    "connection_warming INT CHECK (connection_warming IN (0, 1)) NOT NULL DEFAULT 0 , "
+    "throttle_connections_per_sec INT CHECK (throttle_connections_per_sec >= 1 AND throttle_connections_per_sec <= 1000000) NOT NULL DEFAULT 1000000 , "
+    "ignore_session_variables VARCHAR CHECK (JSON_VALID(ignore_session_variables) OR ignore_session_variables = '') NOT NULL DEFAULT '' , "
+    "hostgroup_settings VARCHAR CHECK (JSON_VALID(hostgroup_settings) OR hostgroup_settings = '') NOT NULL DEFAULT '' , "
+    "servers_defaults VARCHAR CHECK (JSON_VALID(servers_defaults) OR servers_defaults = '') NOT NULL DEFAULT '' , "
+    "comment VARCHAR NOT NULL DEFAULT '')")
+_SSL_PARAMS_COLS = (
+    "hostname VARCHAR NOT NULL , port INT CHECK (port >= 0 AND port <= 65535) NOT NULL DEFAULT 3306 , "
+    "username VARCHAR NOT NULL DEFAULT '' , ssl_ca VARCHAR NOT NULL DEFAULT '' , ssl_cert VARCHAR NOT NULL DEFAULT '' , "
+    "ssl_key VARCHAR NOT NULL DEFAULT '' , ssl_capath VARCHAR NOT NULL DEFAULT '' , ssl_crl VARCHAR NOT NULL DEFAULT '' , "
+    "ssl_crlpath VARCHAR NOT NULL DEFAULT '' , ssl_cipher VARCHAR NOT NULL DEFAULT '' , tls_version VARCHAR NOT NULL DEFAULT '' , "
+    "comment VARCHAR NOT NULL DEFAULT '' , PRIMARY KEY (hostname, port, username) )")
+_QUERY_RULES_COLS = (
+    "rule_id INTEGER PRIMARY KEY AUTOINCREMENT NOT NULL , active INT CHECK (active IN (0,1)) NOT NULL DEFAULT 0 , "
+    "username VARCHAR , schemaname VARCHAR , flagIN INT CHECK (flagIN >= 0) NOT NULL DEFAULT 0 , client_addr VARCHAR , "
+    "proxy_addr VARCHAR , proxy_port INT CHECK (proxy_port >= 0 AND proxy_port <= 65535) , digest VARCHAR , "
+    "match_digest VARCHAR , match_pattern VARCHAR , negate_match_pattern INT CHECK (negate_match_pattern IN (0,1)) NOT NULL DEFAULT 0 , "
+    "re_modifiers VARCHAR DEFAULT 'CASELESS' , flagOUT INT CHECK (flagOUT >= 0) , "
+    "replace_pattern VARCHAR CHECK(CASE WHEN replace_pattern IS NULL THEN 1 WHEN replace_pattern IS NOT NULL AND match_pattern IS NOT NULL THEN 1 ELSE 0 END) , "
+    "destination_hostgroup INT DEFAULT NULL , cache_ttl INT CHECK(cache_ttl > 0) , "
+    "cache_empty_result INT CHECK (cache_empty_result IN (0,1)) DEFAULT NULL , cache_timeout INT CHECK(cache_timeout >= 0) , "
+    "reconnect INT CHECK (reconnect IN (0,1)) DEFAULT NULL , timeout INT UNSIGNED CHECK (timeout >= 0) , "
+    "retries INT CHECK (retries>=0 AND retries <=1000) , delay INT UNSIGNED CHECK (delay >=0) , next_query_flagIN INT UNSIGNED , "
+    "mirror_flagOUT INT UNSIGNED , mirror_hostgroup INT UNSIGNED , error_msg VARCHAR , OK_msg VARCHAR , "
+    "sticky_conn INT CHECK (sticky_conn IN (0,1)) , multiplex INT CHECK (multiplex IN (0,1,2)) , gtid_from_hostgroup INT UNSIGNED , "
+    "log INT CHECK (log IN (0,1)) , apply INT CHECK(apply IN (0,1)) NOT NULL DEFAULT 0 , "
+    "attributes VARCHAR CHECK (JSON_VALID(attributes) OR attributes = '') NOT NULL DEFAULT '' , comment VARCHAR)")
+_FAST_ROUTING_COLS = (
+    "username VARCHAR NOT NULL , schemaname VARCHAR NOT NULL , flagIN INT NOT NULL DEFAULT 0 , "
+    "destination_hostgroup INT CHECK (destination_hostgroup >= 0) NOT NULL , comment VARCHAR NOT NULL , "
+    "PRIMARY KEY (username, schemaname, flagIN) )")
+_VARIABLES_COLS = "variable_name VARCHAR NOT NULL PRIMARY KEY , variable_value VARCHAR NOT NULL)"
+_PROXYSQL_SERVERS_COLS = ("hostname VARCHAR NOT NULL , port INT NOT NULL DEFAULT 6032 , "
+                          "weight INT CHECK (weight >= 0) NOT NULL DEFAULT 0 , comment VARCHAR NOT NULL DEFAULT '' , "
+                          "PRIMARY KEY (hostname, port) )")
+_SCHEDULER_COLS = (
+    "id INTEGER PRIMARY KEY AUTOINCREMENT NOT NULL , active INT CHECK (active IN (0,1)) NOT NULL DEFAULT 1 , "
+    "interval_ms INTEGER CHECK (interval_ms>=100 AND interval_ms<=100000000) NOT NULL , filename VARCHAR NOT NULL , "
+    "arg1 VARCHAR , arg2 VARCHAR , arg3 VARCHAR , arg4 VARCHAR , arg5 VARCHAR , comment VARCHAR NOT NULL DEFAULT '')")
+_RESTAPI_COLS = (
+    "id INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT , active INT CHECK (active IN (0,1)) NOT NULL DEFAULT 1 , "
+    "timeout_ms INTEGER CHECK (timeout_ms>=100 AND timeout_ms<=100000000) NOT NULL , "
+    "method VARCHAR NOT NULL CHECK (UPPER(method) IN ('GET','POST')) , uri VARCHAR NOT NULL , script VARCHAR NOT NULL , "
+    "comment VARCHAR NOT NULL DEFAULT '')")
+_FW_USERS_COLS = ("active INT CHECK (active IN (0,1)) NOT NULL DEFAULT 1 , username VARCHAR NOT NULL , "
+                  "client_address VARCHAR NOT NULL , mode VARCHAR CHECK (mode IN ('OFF','DETECTING','PROTECTING')) "
+                  "NOT NULL DEFAULT ('OFF') , comment VARCHAR NOT NULL , PRIMARY KEY (username, client_address) )")
+_FW_RULES_COLS = ("active INT CHECK (active IN (0,1)) NOT NULL DEFAULT 1 , username VARCHAR NOT NULL , "
+                  "client_address VARCHAR NOT NULL , schemaname VARCHAR NOT NULL , flagIN INT NOT NULL DEFAULT 0 , "
+                  "digest VARCHAR NOT NULL , comment VARCHAR NOT NULL , "
+                  "PRIMARY KEY (username, client_address, schemaname, flagIN, digest) )")
+_FW_SQLI_COLS = "active INT CHECK (active IN (0,1)) NOT NULL DEFAULT 1 , fingerprint VARCHAR NOT NULL , PRIMARY KEY (fingerprint) )"
+_COREDUMP_COLS = "filename VARCHAR NOT NULL , line INT NOT NULL , PRIMARY KEY (filename, line) )"
+
+
+def _ddl(name, cols):
+    return "CREATE TABLE %s (%s" % (name, cols)
+
+
+# main (memory) schema, in creation order (which SHOW TABLES LIKE shows)
+ADMIN_TABLES = [
+    ("mysql_servers", _ddl("mysql_servers", _MYSQL_SERVERS_COLS)),
+    ("mysql_servers_ssl_params", _ddl("mysql_servers_ssl_params", _SSL_PARAMS_COLS)),
+    ("runtime_mysql_servers", _ddl("runtime_mysql_servers", _MYSQL_SERVERS_COLS)),
+    ("runtime_mysql_servers_ssl_params", _ddl("runtime_mysql_servers_ssl_params", _SSL_PARAMS_COLS)),
+    ("mysql_users", _ddl("mysql_users", _MYSQL_USERS_HEAD + " , " + _MYSQL_USERS_TAIL)),
+    ("runtime_mysql_users", _ddl("runtime_mysql_users", _MYSQL_USERS_HEAD + ", " + _MYSQL_USERS_TAIL)),
+    ("runtime_checksums_values", "CREATE TABLE runtime_checksums_values (name VARCHAR NOT NULL , version INT NOT NULL , "
+                                 "epoch INT NOT NULL , checksum VARCHAR NOT NULL , PRIMARY KEY (name))"),
+    ("runtime_mysql_replication_hostgroups", _ddl("runtime_mysql_replication_hostgroups", _REPLICATION_HG_COLS)),
+    ("mysql_replication_hostgroups", _ddl("mysql_replication_hostgroups", _REPLICATION_HG_COLS)),
+    ("mysql_group_replication_hostgroups", _ddl("mysql_group_replication_hostgroups", _GR_GALERA_HG_COLS)),
+    ("runtime_mysql_group_replication_hostgroups", _ddl("runtime_mysql_group_replication_hostgroups", _GR_GALERA_HG_COLS)),
+    ("mysql_galera_hostgroups", _ddl("mysql_galera_hostgroups", _GR_GALERA_HG_COLS)),
+    ("runtime_mysql_galera_hostgroups", _ddl("runtime_mysql_galera_hostgroups", _GR_GALERA_HG_COLS)),
+    ("mysql_aws_aurora_hostgroups", _ddl("mysql_aws_aurora_hostgroups", _AURORA_HG_COLS)),
+    ("runtime_mysql_aws_aurora_hostgroups", _ddl("runtime_mysql_aws_aurora_hostgroups", _AURORA_HG_COLS)),
+    ("mysql_hostgroup_attributes", _ddl("mysql_hostgroup_attributes", _HG_ATTRIBUTES_COLS)),
+    ("runtime_mysql_hostgroup_attributes", _ddl("runtime_mysql_hostgroup_attributes", _HG_ATTRIBUTES_COLS)),
+    ("mysql_query_rules", _ddl("mysql_query_rules", _QUERY_RULES_COLS)),
+    ("mysql_query_rules_fast_routing", _ddl("mysql_query_rules_fast_routing", _FAST_ROUTING_COLS)),
+    ("runtime_mysql_query_rules", _ddl("runtime_mysql_query_rules", _QUERY_RULES_COLS)),
+    ("runtime_mysql_query_rules_fast_routing", _ddl("runtime_mysql_query_rules_fast_routing", _FAST_ROUTING_COLS)),
+    ("global_variables", _ddl("global_variables", _VARIABLES_COLS)),
+    ("runtime_global_variables", _ddl("runtime_global_variables", _VARIABLES_COLS)),
+    ("mysql_collations", "CREATE TABLE mysql_collations (Id INTEGER NOT NULL PRIMARY KEY , Collation VARCHAR NOT NULL , "
+                         "Charset VARCHAR NOT NULL , `Default` VARCHAR NOT NULL)"),
+    ("scheduler", _ddl("scheduler", _SCHEDULER_COLS)),
+    ("runtime_scheduler", _ddl("runtime_scheduler", _SCHEDULER_COLS)),
+    ("restapi_routes", _ddl("restapi_routes", _RESTAPI_COLS)),
+    ("runtime_restapi_routes", _ddl("runtime_restapi_routes", _RESTAPI_COLS)),
+    ("mysql_firewall_whitelist_rules", _ddl("mysql_firewall_whitelist_rules", _FW_RULES_COLS)),
+    ("runtime_mysql_firewall_whitelist_rules", _ddl("runtime_mysql_firewall_whitelist_rules", _FW_RULES_COLS)),
+    ("mysql_firewall_whitelist_users", _ddl("mysql_firewall_whitelist_users", _FW_USERS_COLS)),
+    ("runtime_mysql_firewall_whitelist_users", _ddl("runtime_mysql_firewall_whitelist_users", _FW_USERS_COLS)),
+    ("mysql_firewall_whitelist_sqli_fingerprints", _ddl("mysql_firewall_whitelist_sqli_fingerprints", _FW_SQLI_COLS)),
+    ("runtime_mysql_firewall_whitelist_sqli_fingerprints",
+     _ddl("runtime_mysql_firewall_whitelist_sqli_fingerprints", _FW_SQLI_COLS)),
+    ("coredump_filters", _ddl("coredump_filters", _COREDUMP_COLS)),
+    ("runtime_coredump_filters", _ddl("runtime_coredump_filters", _COREDUMP_COLS)),
+    ("proxysql_servers", _ddl("proxysql_servers", _PROXYSQL_SERVERS_COLS)),
+    ("runtime_proxysql_servers", _ddl("runtime_proxysql_servers", _PROXYSQL_SERVERS_COLS)),
+]
+_ADMIN_DDL = dict(ADMIN_TABLES)
+
+# disk (configdb) tables
+DISK_TABLES = [(n, _ADMIN_DDL[n]) for n in (
+    "mysql_servers", "mysql_servers_ssl_params", "mysql_users", "mysql_replication_hostgroups",
+    "mysql_group_replication_hostgroups", "mysql_galera_hostgroups", "mysql_aws_aurora_hostgroups",
+    "mysql_hostgroup_attributes", "mysql_query_rules", "mysql_query_rules_fast_routing", "global_variables",
+    "mysql_collations", "scheduler", "restapi_routes", "mysql_firewall_whitelist_rules",
+    "mysql_firewall_whitelist_users", "mysql_firewall_whitelist_sqli_fingerprints", "proxysql_servers")]
+DISK_TABLES.append(("global_settings", "CREATE TABLE global_settings (variable_name VARCHAR NOT NULL PRIMARY KEY , "
+                                       "variable_value VARCHAR NOT NULL)"))
+
+_POOL_COLS = ("hostgroup INT , srv_host VARCHAR , srv_port INT , status VARCHAR , ConnUsed INT , ConnFree INT , "
+              "ConnOK INT , ConnERR INT , MaxConnUsed INT , Queries INT , Queries_GTID_sync INT , "
+              "Bytes_data_sent INT , Bytes_data_recv INT , Latency_us INT)")
+_DIGEST_COLS = ("hostgroup INT , schemaname VARCHAR NOT NULL , username VARCHAR NOT NULL , client_address VARCHAR NOT NULL , "
+                "digest VARCHAR NOT NULL , digest_text VARCHAR NOT NULL , count_star INTEGER NOT NULL , "
+                "first_seen INTEGER NOT NULL , last_seen INTEGER NOT NULL , sum_time INTEGER NOT NULL , "
+                "min_time INTEGER NOT NULL , max_time INTEGER NOT NULL , sum_rows_affected INTEGER NOT NULL , "
+                "sum_rows_sent INTEGER NOT NULL , PRIMARY KEY(hostgroup, schemaname, username, client_address, digest))")
+_ERRORS_COLS = ("hostgroup INT NOT NULL , hostname VARCHAR NOT NULL , port INT NOT NULL , username VARCHAR NOT NULL , "
+                "client_address VARCHAR NOT NULL , schemaname VARCHAR NOT NULL , errno INT NOT NULL , "
+                "count_star INTEGER NOT NULL , first_seen INTEGER NOT NULL , last_seen INTEGER NOT NULL , "
+                "last_error VARCHAR NOT NULL DEFAULT '' , PRIMARY KEY (hostgroup, hostname, port, username, schemaname, errno) )")
+_HOST_CACHE_COLS = "client_address VARCHAR NOT NULL , error_count INT NOT NULL , last_updated BIGINT NOT NULL)"
+_MSG_METRICS_COLS = ("message_id VARCHAR NOT NULL , filename VARCHAR NOT NULL , line INT CHECK (line >= 0) NOT NULL DEFAULT 0 , "
+                     "func VARCHAR NOT NULL , count_star INTEGER NOT NULL , first_seen INTEGER NOT NULL , "
+                     "last_seen INTEGER NOT NULL , PRIMARY KEY (filename, line, func) )")
+
+# stats schema (a shared in-memory database: "stats" for admin, "main" for stats users)
+STATS_TABLES = [
+    ("stats_mysql_query_rules", "CREATE TABLE stats_mysql_query_rules (rule_id INTEGER PRIMARY KEY , hits INT NOT NULL)"),
+    ("stats_mysql_users", "CREATE TABLE stats_mysql_users (username VARCHAR PRIMARY KEY , frontend_connections INT NOT NULL , "
+                          "frontend_max_connections INT NOT NULL)"),
+    ("stats_mysql_commands_counters",
+     "CREATE TABLE stats_mysql_commands_counters (Command VARCHAR NOT NULL PRIMARY KEY , Total_Time_us INT NOT NULL , "
+     "Total_cnt INT NOT NULL , cnt_100us INT NOT NULL , cnt_500us INT NOT NULL , cnt_1ms INT NOT NULL , "
+     "cnt_5ms INT NOT NULL , cnt_10ms INT NOT NULL , cnt_50ms INT NOT NULL , cnt_100ms INT NOT NULL , "
+     "cnt_500ms INT NOT NULL , cnt_1s INT NOT NULL , cnt_5s INT NOT NULL , cnt_10s INT NOT NULL , cnt_INFs)"),
+    ("stats_mysql_processlist",
+     "CREATE TABLE stats_mysql_processlist (ThreadID INT NOT NULL , SessionID INTEGER PRIMARY KEY , user VARCHAR , "
+     "db VARCHAR , cli_host VARCHAR , cli_port INT , hostgroup INT , l_srv_host VARCHAR , l_srv_port INT , "
+     "srv_host VARCHAR , srv_port INT , command VARCHAR , time_ms INT NOT NULL , info VARCHAR , "
+     "status_flags INT , extended_info VARCHAR)"),
+    ("stats_mysql_connection_pool", _ddl("stats_mysql_connection_pool", _POOL_COLS)),
+    ("stats_mysql_connection_pool_reset", _ddl("stats_mysql_connection_pool_reset", _POOL_COLS)),
+    ("stats_mysql_free_connections",
+     "CREATE TABLE stats_mysql_free_connections (fd INT NOT NULL , hostgroup INT NOT NULL , srv_host VARCHAR NOT NULL , "
+     "srv_port INT NOT NULL , user VARCHAR NOT NULL , schema VARCHAR , init_connect VARCHAR , time_zone VARCHAR , "
+     "sql_mode VARCHAR , autocommit VARCHAR , idle_ms INT , statistics VARCHAR , mysql_info VARCHAR)"),
+    ("stats_mysql_query_digest", _ddl("stats_mysql_query_digest", _DIGEST_COLS)),
+    ("stats_mysql_query_digest_reset", _ddl("stats_mysql_query_digest_reset", _DIGEST_COLS)),
+    ("stats_mysql_global", "CREATE TABLE stats_mysql_global (Variable_Name VARCHAR NOT NULL PRIMARY KEY , "
+                           "Variable_Value VARCHAR NOT NULL)"),
+    ("stats_memory_metrics", "CREATE TABLE stats_memory_metrics (Variable_Name VARCHAR NOT NULL PRIMARY KEY , "
+                             "Variable_Value VARCHAR NOT NULL)"),
+    ("stats_mysql_gtid_executed", "CREATE TABLE stats_mysql_gtid_executed (hostname VARCHAR NOT NULL , "
+                                  "port INT NOT NULL DEFAULT 3306 , gtid_executed VARCHAR , events INT NOT NULL)"),
+    ("stats_mysql_errors", _ddl("stats_mysql_errors", _ERRORS_COLS)),
+    ("stats_mysql_errors_reset", _ddl("stats_mysql_errors_reset", _ERRORS_COLS)),
+    ("stats_mysql_client_host_cache", _ddl("stats_mysql_client_host_cache", _HOST_CACHE_COLS)),
+    ("stats_mysql_client_host_cache_reset", _ddl("stats_mysql_client_host_cache_reset", _HOST_CACHE_COLS)),
+    ("global_variables", _ddl("global_variables", _VARIABLES_COLS)),
+    ("stats_proxysql_servers_clients_status",
+     "CREATE TABLE stats_proxysql_servers_clients_status (uuid VARCHAR NOT NULL , hostname VARCHAR NOT NULL , "
+     "port INT NOT NULL , admin_mysql_ifaces VARCHAR NOT NULL , last_seen_at INT NOT NULL , PRIMARY KEY (uuid, hostname, port) )"),
+    ("stats_proxysql_servers_status",
+     "CREATE TABLE stats_proxysql_servers_status (hostname VARCHAR NOT NULL , port INT NOT NULL DEFAULT 6032 , "
+     "weight INT CHECK (weight >= 0) NOT NULL DEFAULT 0 , master VARCHAR NOT NULL , global_version INT NOT NULL , "
+     "check_age_us INT NOT NULL , ping_time_us INT NOT NULL, checks_OK INT NOT NULL , checks_ERR INT NOT NULL , "
+     "PRIMARY KEY (hostname, port) )"),
+    ("stats_proxysql_servers_metrics",
+     "CREATE TABLE stats_proxysql_servers_metrics (hostname VARCHAR NOT NULL , port INT NOT NULL DEFAULT 6032 , "
+     "weight INT CHECK (weight >= 0) NOT NULL DEFAULT 0 , comment VARCHAR NOT NULL DEFAULT '' , "
+     "response_time_ms INT NOT NULL , Uptime_s INT NOT NULL , last_check_ms INT NOT NULL , Queries INT NOT NULL , "
+     "Client_Connections_connected INT NOT NULL , Client_Connections_created INT NOT NULL , PRIMARY KEY (hostname, port) )"),
+    ("stats_proxysql_servers_checksums",
+     "CREATE TABLE stats_proxysql_servers_checksums (hostname VARCHAR NOT NULL , port INT NOT NULL DEFAULT 6032 , "
+     "name VARCHAR NOT NULL , version INT NOT NULL , epoch INT NOT NULL , checksum VARCHAR NOT NULL , "
+     "changed_at INT NOT NULL , updated_at INT NOT NULL , diff_check INT NOT NULL , PRIMARY KEY (hostname, port, name) )"),
+    ("stats_proxysql_message_metrics", _ddl("stats_proxysql_message_metrics", _MSG_METRICS_COLS)),
+    ("stats_proxysql_message_metrics_reset", _ddl("stats_proxysql_message_metrics_reset", _MSG_METRICS_COLS)),
+    ("stats_mysql_prepared_statements_info",
+     "CREATE TABLE stats_mysql_prepared_statements_info (global_stmt_id INT NOT NULL , schemaname VARCHAR NOT NULL , "
+     "username VARCHAR NOT NULL , digest VARCHAR NOT NULL , ref_count_client INT NOT NULL , ref_count_server INT NOT NULL , "
+     "num_columns INT NOT NULL, num_params INT NOT NULL, query VARCHAR NOT NULL)"),
+]
+
+# monitor schema (not covered by the recording; shapes follow upstream, kept empty)
+_MON_LOG = "hostname VARCHAR NOT NULL , port INT NOT NULL DEFAULT 3306 , time_start_us INT NOT NULL DEFAULT 0 , success_time_us INT DEFAULT 0 , "
+MONITOR_TABLES = [
+    ("mysql_server_connect_log", "CREATE TABLE mysql_server_connect_log (hostname VARCHAR NOT NULL , port INT NOT NULL DEFAULT 3306 , "
+                                 "time_start_us INT NOT NULL DEFAULT 0 , connect_success_time_us INT DEFAULT 0 , "
+                                 "connect_error VARCHAR , PRIMARY KEY (hostname, port, time_start_us))"),
+    ("mysql_server_ping_log", "CREATE TABLE mysql_server_ping_log (hostname VARCHAR NOT NULL , port INT NOT NULL DEFAULT 3306 , "
+                              "time_start_us INT NOT NULL DEFAULT 0 , ping_success_time_us INT DEFAULT 0 , "
+                              "ping_error VARCHAR , PRIMARY KEY (hostname, port, time_start_us))"),
+    ("mysql_server_read_only_log", "CREATE TABLE mysql_server_read_only_log (" + _MON_LOG +
+     "read_only INT DEFAULT 1 , error VARCHAR , PRIMARY KEY (hostname, port, time_start_us))"),
+    ("mysql_server_replication_lag_log", "CREATE TABLE mysql_server_replication_lag_log (" + _MON_LOG +
+     "repl_lag INT DEFAULT 0 , error VARCHAR , PRIMARY KEY (hostname, port, time_start_us))"),
+    ("mysql_server_group_replication_log", "CREATE TABLE mysql_server_group_replication_log (" + _MON_LOG +
+     "viable_candidate VARCHAR NOT NULL DEFAULT 'NO' , read_only VARCHAR NOT NULL DEFAULT 'YES' , "
+     "transactions_behind INT DEFAULT 0 , error VARCHAR , PRIMARY KEY (hostname, port, time_start_us))"),
+    ("mysql_server_galera_log", "CREATE TABLE mysql_server_galera_log (" + _MON_LOG +
+     "primary_partition VARCHAR NOT NULL DEFAULT 'NO' , read_only VARCHAR NOT NULL DEFAULT 'YES' , "
+     "wsrep_local_recv_queue INT DEFAULT 0 , wsrep_local_state INT DEFAULT 0 , wsrep_desync VARCHAR NOT NULL DEFAULT 'NO' , "
+     "wsrep_reject_queries VARCHAR NOT NULL DEFAULT 'NO' , wsrep_sst_donor_rejects_queries VARCHAR NOT NULL DEFAULT 'NO' , "
+     "pxc_maint_mode VARCHAR NOT NULL DEFAULT 'NO' , error VARCHAR , PRIMARY KEY (hostname, port, time_start_us))"),
+    ("mysql_server_aws_aurora_log", "CREATE TABLE mysql_server_aws_aurora_log (hostname VARCHAR NOT NULL , "
+     "port INT NOT NULL DEFAULT 3306 , time_start_us INT NOT NULL DEFAULT 0 , success_time_us INT DEFAULT 0 , "
+     "error VARCHAR , SERVER_ID VARCHAR NOT NULL DEFAULT '' , SESSION_ID VARCHAR , LAST_UPDATE_TIMESTAMP VARCHAR , "
+     "replica_lag_in_milliseconds INT NOT NULL DEFAULT 0 , CPU INT NOT NULL DEFAULT 0 , "
+     "PRIMARY KEY (hostname, port, time_start_us, SERVER_ID))"),
+    ("mysql_server_aws_aurora_check_status", "CREATE TABLE mysql_server_aws_aurora_check_status (writer_hostgroup INT NOT NULL , "
+     "hostname VARCHAR NOT NULL , port INT NOT NULL DEFAULT 3306 , last_checked_at VARCHAR , checks_tot INT NOT NULL DEFAULT 0 , "
+     "checks_ok INT NOT NULL DEFAULT 0 , last_error VARCHAR , PRIMARY KEY (writer_hostgroup, hostname, port))"),
+    ("mysql_server_aws_aurora_failovers", "CREATE TABLE mysql_server_aws_aurora_failovers (writer_hostgroup INT NOT NULL , "
+     "hostname VARCHAR NOT NULL , inserted_at VARCHAR NOT NULL)"),
+]
+
+# a few rows of mysql_collations (a real ProxySQL lists every collation it knows)
+COLLATIONS = [(8, "latin1_swedish_ci", "latin1", "Yes"), (33, "utf8_general_ci", "utf8", "Yes"),
+              (45, "utf8mb4_general_ci", "utf8mb4", "Yes"), (46, "utf8mb4_bin", "utf8mb4", ""),
+              (63, "binary", "binary", "Yes"), (83, "utf8_bin", "utf8", ""),
+              (224, "utf8mb4_unicode_ci", "utf8mb4", ""), (255, "utf8mb4_0900_ai_ci", "utf8mb4", "")]
+
+# Module table sets for LOAD/SAVE ... FROM DISK / TO DISK / TO RUNTIME
+SERVERS_AUX_TABLES = ("mysql_replication_hostgroups", "mysql_group_replication_hostgroups", "mysql_galera_hostgroups",
+                      "mysql_aws_aurora_hostgroups", "mysql_hostgroup_attributes", "mysql_servers_ssl_params")
+# tables hashed into the mysql_servers_v2 checksum, with their ORDER BY (CUCFT1)
+SERVERS_V2_TABLES = (("mysql_replication_hostgroups", "writer_hostgroup"),
+                     ("mysql_group_replication_hostgroups", "writer_hostgroup"),
+                     ("mysql_galera_hostgroups", "writer_hostgroup"),
+                     ("mysql_aws_aurora_hostgroups", "writer_hostgroup"),
+                     ("mysql_hostgroup_attributes", "hostgroup_id"),
+                     ("mysql_servers_ssl_params", "hostname,port,username"))
+SIMPLE_MODULE_TABLES = {
+    "MYSQL QUERY RULES": ("mysql_query_rules", "mysql_query_rules_fast_routing"),
+    "PROXYSQL SERVERS": ("proxysql_servers",),
+    "SCHEDULER": ("scheduler",),
+    "RESTAPI": ("restapi_routes",),
+    "MYSQL FIREWALL": ("mysql_firewall_whitelist_users", "mysql_firewall_whitelist_rules",
+                       "mysql_firewall_whitelist_sqli_fingerprints"),
+}
+
+MYSQL_SERVERS_COLUMNS = ("hostgroup_id, hostname, port, gtid_port, status, weight, compression, max_connections, "
+                         "max_replication_lag, use_ssl, max_latency_ms, comment")
+MYSQL_USERS_COLUMNS = ("username, password, active, use_ssl, default_hostgroup, default_schema, schema_locked, "
+                       "transaction_persistent, fast_forward, backend, frontend, max_connections, attributes, comment")
+# MYHGM_GEN_CLUSTER_ADMIN_MYSQL_SERVERS: what mysql_servers_v2 hashes (the memory table)
+MYSQL_SERVERS_V2_QUERY = (
+    "SELECT hostgroup_id, hostname, port, gtid_port, CASE WHEN status=\"SHUNNED\" THEN \"ONLINE\" ELSE status END AS status, "
+    "weight, compression, max_connections, max_replication_lag, use_ssl, max_latency_ms, comment "
+    "FROM main.mysql_servers WHERE status != \"OFFLINE_HARD\" ORDER BY hostgroup_id, hostname, port")
+
+# stats_mysql_global (names as in ProxySQL; the first five are recorded, 339)
+STATS_GLOBAL_NAMES = (
+    "Access_Denied_Max_Connections", "Access_Denied_Max_User_Connections", "Access_Denied_Wrong_Password",
+    "Active_Transactions", "Backend_query_time_nsec", "Client_Connections_aborted", "Client_Connections_connected",
+    "Client_Connections_created", "Client_Connections_hostgroup_locked", "Client_Connections_non_idle",
+    "Com_autocommit", "Com_autocommit_filtered", "Com_commit", "Com_commit_filtered", "Com_rollback",
+    "Com_rollback_filtered", "ConnPool_get_conn_failure", "ConnPool_get_conn_immediate",
+    "ConnPool_get_conn_latency_awareness", "ConnPool_get_conn_success", "ConnPool_memory_bytes",
+    "MySQL_Monitor_Workers", "MySQL_Thread_Workers", "ProxySQL_Uptime", "Queries_backends_bytes_recv",
+    "Queries_backends_bytes_sent", "Queries_frontends_bytes_recv", "Queries_frontends_bytes_sent", "Questions",
+    "SQLite3_memory_bytes", "Server_Connections_aborted", "Server_Connections_connected",
+    "Server_Connections_created", "Server_Connections_delayed", "Servers_table_version", "Slow_queries",
+    "mysql_backend_buffers_bytes", "mysql_frontend_buffers_bytes", "mysql_session_internal_bytes")
+
+
+# ---------------------------------------------------------------------------
+# 5. The admin module
+# ---------------------------------------------------------------------------
+
+def remove_spaces(s):
+    """ProxySQL's remove_spaces(): collapse whitespace runs to one space and trim."""
+    return re.sub(r"[ \t\n\r\v\f]+", " ", s).strip(" ")
+
+
+class Server:
+    """One MySrvC of the hostgroup manager (runtime_mysql_servers / the pool)."""
+
+    def __init__(self, hid, host, port):
+        self.hid, self.host, self.port = hid, host, port
+        self.gtid_port = self.weight = self.compression = self.max_connections = 0
+        self.max_replication_lag = self.use_ssl = self.max_latency_ms = 0
+        self.comment = ""
+        self.status = ONLINE
+        self.shunned_automatic = False
+        self.online_since = time.monotonic()   # last time a LOAD (re)set it ONLINE
+        self.conn_used = self.max_conn_used = 0
+
+    def key(self):
+        return (self.hid, self.host, self.port)
+
+
+class HostgroupsManager:
+    """MySQL_HostGroups_Manager, as far as the admin interface can see it.
+
+    Hostgroups keep their creation order and servers their insertion order (the
+    connection pool view shows that order, 224).  A LOAD processes the incoming
+    servers in (hostgroup_id, hostname, port) order, like ProxySQL's join over its
+    internal table.  A server removed (or configured OFFLINE_HARD) becomes
+    OFFLINE_HARD and is purged as soon as it has no used connection; with used
+    connections (set through the /pool hook) it stays visible as OFFLINE_HARD.
+    """
+
+    def __init__(self):
+        self.hostgroups = {}     # hid -> [Server], dict keeps creation order
+        self.commits = 0
+
+    def servers(self):
+        return [s for srvs in self.hostgroups.values() for s in srvs]
+
+    def find(self, hid, host, port):
+        for s in self.hostgroups.get(hid, ()):
+            if s.host == host and s.port == port:
+                return s
+        return None
+
+    def purge(self):
+        for hid, srvs in self.hostgroups.items():
+            srvs[:] = [s for s in srvs if not (s.status == OFFLINE_HARD and s.conn_used == 0)]
+
+    def commit(self, rows):
+        """rows: (hostgroup_id, hostname, port, gtid_port, status, weight, compression,
+        max_connections, max_replication_lag, use_ssl, max_latency_ms, comment) as text."""
+        self.purge()
+        incoming = {}
+        for r in rows:
+            hid, host, port = c_atoi(r[0]), _text(r[1]), c_atoi(r[2])
+            incoming[(hid, host, port)] = r
+        for s in self.servers():
+            if s.key() not in incoming:
+                s.status = OFFLINE_HARD          # "Removed server ... Setting status OFFLINE HARD"
+        now = time.monotonic()
+        for key in sorted(incoming, key=lambda k: (k[0], k[1].encode("utf-8", "surrogateescape"), k[2])):
+            r = incoming[key]
+            status = STATUS_CODE.get(_text(r[4]).upper(), ONLINE)
+            s = self.find(*key)
+            if s is None:
+                if status == OFFLINE_HARD:
+                    continue                      # would be purged right away
+                s = Server(*key)                  # appended: the pool keeps insertion order
+                self.hostgroups.setdefault(key[0], []).append(s)
+            if s.status != status:                # e.g. SHUNNED by the monitor -> ONLINE at once
+                s.status = status
+                s.shunned_automatic = False
+                if status == ONLINE:
+                    s.online_since = now
+            s.gtid_port, s.weight, s.compression = c_atoi(r[3]), c_atoi(r[5]), c_atoi(r[6])
+            s.max_connections, s.max_replication_lag = c_atoi(r[7]), c_atoi(r[8])
+            s.use_ssl, s.max_latency_ms, s.comment = c_atoi(r[9]), c_atoi(r[10]), _text(r[11])
+        self.purge()
+        self.commits += 1
+
+    @staticmethod
+    def _sorted(servers):
+        return sorted(servers, key=lambda s: (s.hid, s.host.encode("utf-8", "surrogateescape"), s.port))
+
+    def runtime_rows(self):
+        """runtime_mysql_servers: regenerated from memory structures, sorted."""
+        self.purge()
+        return [(s.hid, s.host, s.port, s.gtid_port, STATUS_TEXT[s.status], s.weight, s.compression,
+                 s.max_connections, s.max_replication_lag, s.use_ssl, s.max_latency_ms, s.comment)
+                for s in self._sorted(self.servers())]
+
+    def cluster_rows(self):
+        """MYHGM_GEN_CLUSTER_ADMIN_RUNTIME_SERVERS: SHUNNED shown as ONLINE, no OFFLINE_HARD.
+        Hashed into the mysql_servers checksum and written by SAVE MYSQL SERVERS TO MEMORY."""
+        out = []
+        for s in self._sorted(self.servers()):
+            if s.status == OFFLINE_HARD:
+                continue
+            st = "OFFLINE_SOFT" if s.status == OFFLINE_SOFT else "ONLINE"
+            out.append((s.hid, s.host, s.port, s.gtid_port, st, s.weight, s.compression, s.max_connections,
+                        s.max_replication_lag, s.use_ssl, s.max_latency_ms, s.comment))
+        return out
+
+    def pool_rows(self):
+        """stats_mysql_connection_pool, in hostgroup / server list order (not sorted)."""
+        self.purge()
+        return [(s.hid, s.host, s.port, STATUS_TEXT[s.status], s.conn_used, 0, 0, 0, s.max_conn_used,
+                 0, 0, 0, 0, 0) for s in self.servers()]
+
+
+class Account:
+    __slots__ = ("username", "password", "use_ssl", "default_hostgroup", "default_schema", "schema_locked",
+                 "transaction_persistent", "fast_forward", "max_connections", "attributes", "comment", "active")
+
+
+class Authentication:
+    """MySQL_Authentication: frontend and backend credential arrays.
+
+    Each array keeps insertion order; a removed user is replaced by the last one
+    (PtrArray::remove_index_fast), and runtime_mysql_users lists all frontends,
+    then all backends (254).  The checksum walks a std::map keyed by
+    SpookyHash(username, 1, 2), i.e. in hash order.
+    """
+
+    def __init__(self):
+        self.arrays = {"frontend": [], "backend": []}
+
+    @staticmethod
+    def _account(r):
+        a = Account()
+        a.username = _text(r[0])
+        a.password = _text(r[1]) if r[1] is not None else ""
+        a.use_ssl = 1 if c_atoi(r[2]) else 0
+        a.default_hostgroup = c_atoi(r[3])
+        a.default_schema = _text(r[4]) if r[4] is not None else ""
+        a.schema_locked = 1 if c_atoi(r[5]) else 0
+        a.transaction_persistent = 1 if c_atoi(r[6]) else 0
+        a.fast_forward = 1 if c_atoi(r[7]) else 0
+        a.max_connections = c_atoi(r[10])
+        a.attributes = _text(r[11]) if r[11] is not None else ""
+        a.comment = _text(r[12]) if r[12] is not None else ""
+        a.active = True
+        return a
+
+    def refresh(self, rows):
+        """rows: active users (username, password, use_ssl, default_hostgroup, default_schema,
+        schema_locked, transaction_persistent, fast_forward, backend, frontend,
+        max_connections, attributes, comment), memory order."""
+        for arr in self.arrays.values():
+            for a in arr:
+                a.active = False
+        for r in rows:
+            for role, flag in (("backend", r[8]), ("frontend", r[9])):
+                if not c_atoi(flag):
+                    continue
+                new = self._account(r)
+                arr = self.arrays[role]
+                for i, a in enumerate(arr):
+                    if a.username == new.username:
+                        arr[i] = new             # updated in place
+                        break
+                else:
+                    arr.append(new)
+        for arr in self.arrays.values():
+            i = 0
+            while i < len(arr):
+                if not arr[i].active:
+                    arr[i] = arr[-1]             # remove_index_fast
+                    arr.pop()
+                    i = 0
+                    continue
+                i += 1
+
+    def dump(self):
+        """runtime_mysql_users rows: every frontend (1,0) then every backend (0,1)."""
+        out = []
+        for role, be, fe in (("frontend", 0, 1), ("backend", 1, 0)):
+            for a in self.arrays[role]:
+                if a.default_hostgroup < 0:
+                    continue
+                out.append((a.username, a.password, 1, a.use_ssl, a.default_hostgroup, a.default_schema,
+                            a.schema_locked, a.transaction_persistent, a.fast_forward, be, fe,
+                            a.max_connections, a.attributes, a.comment))
+        return out
+
+    def checksum(self):
+        total = 0
+        for arr in self.arrays.values():
+            accounts = sorted(arr, key=lambda a: spooky128(_as_bytes(a.username), 1, 2)[0])
+            data = b"".join(
+                struct.pack("<BiBBBi", a.use_ssl, a.default_hostgroup, a.schema_locked,
+                            a.transaction_persistent, a.fast_forward, a.max_connections)
+                + _as_bytes(a.username) + _as_bytes(a.password) + _as_bytes(a.default_schema)
+                + _as_bytes(a.comment) + _as_bytes(a.attributes)
+                for a in accounts if a.default_hostgroup >= 0)
+            if data:
+                total = (total + spooky128(data, 13, 4)[0]) & _M64
+        return total
+
+    def frontend(self, username):
+        for a in self.arrays["frontend"]:
+            if a.username == username:
+                return a
+        return None
+
+
+class Reply:
+    """What a query answers: a result set, an OK packet, an ERR packet, or a dropped connection."""
+
+    def __init__(self, kind, **kw):
+        self.kind = kind
+        self.__dict__.update(kw)
+
+    @classmethod
+    def ok(cls, affected=0, info=b""):
+        return cls("ok", affected=affected, info=info)
+
+    @classmethod
+    def err(cls, code, message, sqlstate="28000"):
+        return cls("err", code=code, message=message, sqlstate=sqlstate)
+
+    @classmethod
+    def admin_err(cls, message, code=1045):
+        return cls.err(code, "ProxySQL Admin Error: " + message)
+
+    @classmethod
+    def rows(cls, columns, rows, coltype=None, status=STATUS):
+        return cls("rows", columns=columns, rows=rows, coltype=coltype, status=status)
+
+
+class Session:
+    """Per-connection state the admin handler needs."""
+
+    _ids = iter(range(1, 1 << 62))
+    _ids_lock = threading.Lock()
+
+    def __init__(self, user, stats, peer):
+        with Session._ids_lock:
+            self.id = next(Session._ids)
+        self.user, self.stats, self.peer = user, stats, peer
+
+
+class Admin:
+    """ProxySQL_Admin: the SQLite databases, the runtime modules and query handling."""
+
+    def __init__(self, datadir, initial=False, admin_credentials="admin:admin",
+                 listen="127.0.0.1:6032", monitor_shun_after=24.0):
+        self.lock = threading.RLock()       # sql_query_global_mutex: one admin query at a time
+        self.datadir = os.path.abspath(datadir)
+        self.disk_path = os.path.join(self.datadir, "proxysql.db")
+        self.stats_history_path = os.path.join(self.datadir, "proxysql_stats.db")
+        self.started = time.time()
+        self.monitor_shun_after = monitor_shun_after
+        self.hgm = HostgroupsManager()
+        self.auth = Authentication()
+        self.rt_admin = {}                  # runtime admin variables
+        self.rt_mysql = {}                  # runtime mysql variables
+        self.rt_tables = {}                 # runtime copies of the simple tables
+        self.checksums = {}                 # module -> [version, epoch, checksum]
+        self.admin_creds = {}
+        self.stats_creds = {}
+        self.cnf_admin = [("admin-admin_credentials", admin_credentials), ("admin-mysql_ifaces", listen)]
+        self.listen = listen
+        self.load_save = self._load_save_commands()
+        os.makedirs(self.datadir, exist_ok=True)
+        if initial:
+            for suffix in ("", "-journal", "-wal", "-shm"):
+                try:
+                    os.unlink(self.disk_path + suffix)
+                except FileNotFoundError:
+                    pass
+        uid = "%d_%d_%s" % (os.getpid(), id(self), secrets.token_hex(4))
+        stats_uri = "file:proxysql_double_stats_%s?mode=memory&cache=shared" % uid
+        # the stats database is shared: "main" of stats-user sessions, "stats" for admin
+        self.statsdb = SQLiteDB(stats_uri)
+        for _, ddl in STATS_TABLES:
+            self.statsdb.exec(ddl)
+        self.admindb = SQLiteDB(":memory:")
+        db = self.admindb
+        for _, ddl in ADMIN_TABLES:
+            db.exec(ddl)
+        # PRAGMA DATABASE_LIST then reads 0 main, 2 disk, 3 stats, 4 monitor, 5 stats_history
+        db.exec("ATTACH DATABASE %s AS disk" % sql_literal(self.disk_path))
+        db.exec("PRAGMA disk.synchronous=0")
+        db.exec("ATTACH DATABASE %s AS stats" % sql_literal(stats_uri))
+        db.exec("ATTACH DATABASE ':memory:' AS monitor")
+        for _, ddl in MONITOR_TABLES:
+            db.exec(ddl.replace("CREATE TABLE ", "CREATE TABLE monitor.", 1))
+        db.exec("ATTACH DATABASE %s AS stats_history" % sql_literal(self.stats_history_path))
+        self._bootstrap()
+
+    # -- start-up --------------------------------------------------------------
+
+    def _bootstrap(self):
+        db = self.admindb
+        for name, value in ADMIN_VARIABLES + MYSQL_VARIABLES:
+            db.exec("INSERT INTO main.global_variables VALUES (%s, %s)" % (sql_literal(name), sql_literal(value)))
+        for row in COLLATIONS:
+            db.exec("INSERT INTO main.mysql_collations VALUES (%s)" % ", ".join(sql_literal(v) for v in row))
+        fresh = not db.rows("SELECT name FROM disk.sqlite_master WHERE type='table' AND name='mysql_servers'")
+        if fresh:
+            # first start (or --initial): build the disk database from memory + config
+            for _, ddl in DISK_TABLES:
+                db.exec(ddl.replace("CREATE TABLE ", "CREATE TABLE disk.", 1))
+            self._read_config_admin_variables()
+            for name, _ in DISK_TABLES:
+                if name != "global_settings":
+                    db.exec("INSERT INTO disk.%s SELECT * FROM main.%s" % (name, name))
+        else:
+            # restart: memory comes from disk (the config file is not read again)
+            for name, _ in DISK_TABLES:
+                if name in ("global_settings", "mysql_collations"):
+                    continue
+                if name == "global_variables":
+                    db.exec("INSERT OR REPLACE INTO main.global_variables SELECT * FROM disk.global_variables")
+                else:
+                    db.exec("DELETE FROM main.%s" % name)
+                    db.exec("INSERT INTO main.%s SELECT * FROM disk.%s" % (name, name))
+        # the interface really listened on
+        db.exec("UPDATE main.global_variables SET variable_value=%s WHERE variable_name='admin-mysql_ifaces'"
+                % sql_literal(self.listen))
+        # everything to runtime; every checksum module starts at version 1
+        self.load_admin_variables_to_runtime(bump=False)
+        self.load_mysql_variables_to_runtime(bump=False)
+        self.load_mysql_servers_to_runtime(bump=False)
+        self.load_mysql_users_to_runtime(bump=False)
+        for module in SIMPLE_MODULE_TABLES:
+            self.load_simple_to_runtime(module, bump=False)
+        now = int(time.time())
+        for name in CHECKSUM_MODULES:
+            self.checksums[name][0] = 1
+            self.checksums[name][1] = now
+
+    def _read_config_admin_variables(self):
+        for name, value in self.cnf_admin:
+            self.admindb.exec("INSERT OR REPLACE INTO main.global_variables VALUES (%s, %s)"
+                              % (sql_literal(name), sql_literal(value)))
+        return len(self.cnf_admin)
+
+    # -- checksums ---------------------------------------------------------------
+
+    def _set_checksum(self, module, value, bump):
+        entry = self.checksums.setdefault(module, [0, 0, ZERO_CHECKSUM])
+        entry[2] = value
+        if bump:
+            entry[0] += 1
+            entry[1] = int(time.time())
+
+    def global_checksum(self):
+        data = b""
+        for name in GLOBAL_CHECKSUM_ORDER:
+            version, _, cks = self.checksums[name]
+            if version:
+                data += cks.encode() + struct.pack("<Q", version)
+        return spooky128(data, 9, 5)[0] // 2
+
+    # -- LOAD / SAVE -------------------------------------------------------------
+
+    def load_admin_variables_to_runtime(self, bump=True):
+        known = dict(ADMIN_VARIABLES)
+        rt = dict(known)
+        rt.update(self.rt_admin)
+        for name, value in self.admindb.rows(
+                "SELECT variable_name, variable_value FROM main.global_variables WHERE variable_name LIKE 'admin-%'"):
+            name = _text(name)
+            if name in known and name != "admin-version":
+                rt[name] = _text(value)
+        self.rt_admin = {name: rt[name] for name, _ in ADMIN_VARIABLES}
+        self.admin_creds = self._parse_credentials(self.rt_admin["admin-admin_credentials"])
+        self.stats_creds = self._parse_credentials(self.rt_admin["admin-stats_credentials"])
+        rows = sorted((n, v) for n, v in self.rt_admin.items() if n not in ADMIN_CHECKSUM_EXCLUDED)
+        self._set_checksum("admin_variables", runtime_checksum_text(raw_checksum(rows)), bump)
+
+    @staticmethod
+    def _parse_credentials(value):
+        creds = {}
+        for item in value.split(";"):
+            if item:
+                user, _, password = item.partition(":")
+                creds[user] = password
+        return creds
+
+    def load_mysql_variables_to_runtime(self, bump=True):
+        known = dict(MYSQL_VARIABLES)
+        rt = dict(known)
+        rt.update(self.rt_mysql)
+        for name, value in self.admindb.rows(
+                "SELECT variable_name, variable_value FROM main.global_variables WHERE variable_name LIKE 'mysql-%'"):
+            name = _text(name)
+            if name in known:
+                rt[name] = _text(value)
+        self.rt_mysql = {name: rt[name] for name, _ in MYSQL_VARIABLES}
+        rows = sorted((n, v) for n, v in self.rt_mysql.items() if n not in MYSQL_CHECKSUM_EXCLUDED)
+        defaults = sorted((n, v) for n, v in MYSQL_VARIABLES if n not in MYSQL_CHECKSUM_EXCLUDED)
+        value = (MYSQL_VARIABLES_DEFAULT_CHECKSUM if rows == defaults
+                 else runtime_checksum_text(raw_checksum(rows)))
+        self._set_checksum("mysql_variables", value, bump)
+
+    def load_mysql_servers_to_runtime(self, bump=True):
+        db = self.admindb
+        self.hgm.commit(db.rows("SELECT %s FROM main.mysql_servers" % MYSQL_SERVERS_COLUMNS))
+        for table in SERVERS_AUX_TABLES:
+            self.rt_tables[table] = db.rows("SELECT * FROM main.%s" % table)
+        # mysql_servers_v2: memory servers + the hostgroup tables (gen_global_mysql_servers_v2_checksum)
+        parts = []
+        v2 = raw_checksum(db.rows(MYSQL_SERVERS_V2_QUERY))
+        if v2:
+            parts.append(struct.pack("<Q", v2))
+        for table, order in SERVERS_V2_TABLES:
+            h = raw_checksum(db.rows("SELECT * FROM main.%s ORDER BY %s" % (table, order)))
+            if h:
+                parts.append(struct.pack("<Q", h))
+        v2_global = spooky128(b"".join(parts), 19, 3)[0] if parts else 0
+        self._set_checksum("mysql_servers_v2", runtime_checksum_text(v2_global), bump)
+        self._set_checksum("mysql_servers", runtime_checksum_text(raw_checksum(self.hgm.cluster_rows())), bump)
+
+    def save_mysql_servers_to_memory(self):
+        db = self.admindb
+        db.exec("DELETE FROM main.mysql_servers")
+        self._insert("main.mysql_servers", self.hgm.cluster_rows())
+        for table in SERVERS_AUX_TABLES:
+            db.exec("DELETE FROM main.%s" % table)
+            self._insert("main." + table, self.rt_tables.get(table, []))
+
+    def load_mysql_users_to_runtime(self, bump=True):
+        self.auth.refresh(self.admindb.rows(
+            "SELECT username, password, use_ssl, default_hostgroup, default_schema, schema_locked, "
+            "transaction_persistent, fast_forward, backend, frontend, max_connections, attributes, comment "
+            "FROM main.mysql_users WHERE active = 1 AND default_hostgroup >= 0"))
+        self._set_checksum("mysql_users", runtime_checksum_text(self.auth.checksum()), bump)
+
+    def save_mysql_users_to_memory(self):
+        self.admindb.exec("UPDATE main.mysql_users SET active=0")
+        for row in self.auth.dump():
+            self.admindb.exec("INSERT OR REPLACE INTO main.mysql_users (%s) VALUES (%s)"
+                              % (MYSQL_USERS_COLUMNS, ", ".join(sql_literal(v) for v in row)))
+
+    def load_simple_to_runtime(self, module, bump=True):
+        db = self.admindb
+        for table in SIMPLE_MODULE_TABLES[module]:
+            self.rt_tables[table] = db.rows("SELECT * FROM main.%s" % table)
+        if module == "PROXYSQL SERVERS":
+            h = raw_checksum(db.rows("SELECT hostname, port, weight, comment FROM main.proxysql_servers "
+                                     "ORDER BY hostname, port"))
+            self._set_checksum("proxysql_servers", runtime_checksum_text(h), bump)
+        elif module == "MYSQL QUERY RULES":
+            # not ProxySQL's exact algorithm (no query rules were recorded): a hash of both tables
+            h1 = raw_checksum(db.rows("SELECT * FROM main.mysql_query_rules ORDER BY rule_id"))
+            h2 = raw_checksum(db.rows("SELECT * FROM main.mysql_query_rules_fast_routing "
+                                      "ORDER BY username, schemaname, flagIN"))
+            h = spooky128(struct.pack("<QQ", h1, h2), 19, 3)[0] if (h1 or h2) else 0
+            self._set_checksum("mysql_query_rules", runtime_checksum_text(h), bump)
+
+    def save_simple_to_memory(self, module):
+        for table in SIMPLE_MODULE_TABLES[module]:
+            self.admindb.exec("DELETE FROM main.%s" % table)
+            self._insert("main." + table, self.rt_tables.get(table, []))
+
+    def _module_tables(self, module):
+        if module == "MYSQL SERVERS":
+            return ("mysql_servers",) + SERVERS_AUX_TABLES
+        if module == "MYSQL USERS":
+            return ("mysql_users",)
+        return SIMPLE_MODULE_TABLES[module]
+
+    def disk_to_memory(self, module):
+        db = self.admindb
+        if module in ("ADMIN VARIABLES", "MYSQL VARIABLES"):
+            prefix = "admin-%" if module == "ADMIN VARIABLES" else "mysql-%"
+            db.exec("INSERT OR REPLACE INTO main.global_variables SELECT * FROM disk.global_variables "
+                    "WHERE variable_name LIKE '%s'" % prefix)
+            return
+        for table in self._module_tables(module):
+            db.exec("DELETE FROM main.%s" % table)
+            db.exec("INSERT INTO main.%s SELECT * FROM disk.%s" % (table, table))
+
+    def memory_to_disk(self, module):
+        db = self.admindb
+        if module in ("ADMIN VARIABLES", "MYSQL VARIABLES"):
+            prefix = "admin-%" if module == "ADMIN VARIABLES" else "mysql-%"
+            db.exec("INSERT OR REPLACE INTO disk.global_variables SELECT * FROM main.global_variables "
+                    "WHERE variable_name LIKE '%s'" % prefix)
+            return
+        for table in self._module_tables(module):
+            db.exec("DELETE FROM disk.%s" % table)
+            db.exec("INSERT INTO disk.%s SELECT * FROM main.%s" % (table, table))
+
+    def to_runtime(self, module):
+        if module == "MYSQL SERVERS":
+            self.load_mysql_servers_to_runtime()
+        elif module == "MYSQL USERS":
+            self.load_mysql_users_to_runtime()
+        elif module == "ADMIN VARIABLES":
+            self.load_admin_variables_to_runtime()
+        elif module == "MYSQL VARIABLES":
+            self.load_mysql_variables_to_runtime()
+        else:
+            self.load_simple_to_runtime(module)
+
+    def runtime_to_memory(self, module):
+        if module == "MYSQL SERVERS":
+            self.save_mysql_servers_to_memory()
+        elif module == "MYSQL USERS":
+            self.save_mysql_users_to_memory()
+        elif module in ("ADMIN VARIABLES", "MYSQL VARIABLES"):
+            values = self.rt_admin if module == "ADMIN VARIABLES" else self.rt_mysql
+            for name, value in values.items():
+                self.admindb.exec("INSERT OR REPLACE INTO main.global_variables VALUES (%s, %s)"
+                                  % (sql_literal(name), sql_literal(value)))
+        else:
+            self.save_simple_to_memory(module)
+
+    def from_config(self, module):
+        # the only config ProxySQL gets here is the command line (admin_credentials, mysql_ifaces)
+        return self._read_config_admin_variables() if module == "ADMIN VARIABLES" else 0
+
+    def _load_save_commands(self):
+        """Every accepted spelling (ProxySQL matches the whitespace-collapsed, upper-cased text)."""
+        cmds = {}
+        modules = ["MYSQL SERVERS", "MYSQL USERS", "ADMIN VARIABLES", "MYSQL VARIABLES"] + list(SIMPLE_MODULE_TABLES)
+        for m in modules:
+            for form in ("LOAD %s TO RUNTIME", "LOAD %s TO RUN", "LOAD %s FROM MEMORY", "LOAD %s FROM MEM"):
+                cmds[form % m] = (self.to_runtime, m)
+            for form in ("SAVE %s TO MEMORY", "SAVE %s TO MEM", "SAVE %s FROM RUNTIME", "SAVE %s FROM RUN"):
+                cmds[form % m] = (self.runtime_to_memory, m)
+            for form in ("LOAD %s TO MEMORY", "LOAD %s TO MEM", "LOAD %s FROM DISK"):
+                cmds[form % m] = (self.disk_to_memory, m)
+            for form in ("SAVE %s FROM MEMORY", "SAVE %s FROM MEM", "SAVE %s TO DISK"):
+                cmds[form % m] = (self.memory_to_disk, m)
+            if m != "MYSQL FIREWALL":
+                cmds["LOAD %s FROM CONFIG" % m] = (self.from_config, m)
+        return cmds
+
+    # -- runtime_* and stats tables, regenerated when a query names them --------
+
+    def _insert(self, table, rows):
+        for row in rows:
+            self.admindb.exec("INSERT INTO %s VALUES (%s)" % (table, ", ".join(sql_literal(v) for v in row)))
+
+    def _replace_table(self, table, rows):
+        self.admindb.exec("DELETE FROM %s" % table)
+        self._insert(table, rows)
+
+    def refresh(self, q, admin):
+        """GenericRefreshStatistics: case-sensitive substring tests on the normalized query."""
+        if "stats_mysql_connection_pool_reset" in q:
+            self._replace_table("stats.stats_mysql_connection_pool_reset", self.hgm.pool_rows())
+        elif "stats_mysql_connection_pool" in q:
+            self._replace_table("stats.stats_mysql_connection_pool", self.hgm.pool_rows())
+        if "stats_mysql_global" in q or q.upper().startswith("SHOW MYSQL STATUS"):
+            self._replace_table("stats.stats_mysql_global", self._stats_global())
+        if "stats_mysql_users" in q:
+            self._replace_table("stats.stats_mysql_users",
+                                [(a.username, 0, a.max_connections) for a in self.auth.arrays["frontend"]
+                                 if a.default_hostgroup >= 0])
+        if "stats_memory_metrics" in q:
+            self._replace_table("stats.stats_memory_metrics", [("SQLite3_memory_bytes", "0"),
+                                                               ("jemalloc_allocated", "0")])
+        if not admin:
+            return
+        if "global_variables" in q:
+            self._replace_table("main.runtime_global_variables",
+                                list(self.rt_admin.items()) + list(self.rt_mysql.items()))
+        if "runtime_" not in q:
+            return
+        if any(("runtime_" + t) in q for t in ("mysql_servers",) + SERVERS_AUX_TABLES):
+            self._replace_table("main.runtime_mysql_servers", self.hgm.runtime_rows())
+            for table in SERVERS_AUX_TABLES:
+                self._replace_table("main.runtime_" + table, self.rt_tables.get(table, []))
+        if "runtime_mysql_users" in q:
+            self._replace_table("main.runtime_mysql_users", self.auth.dump())
+        for module, tables in SIMPLE_MODULE_TABLES.items():
+            for table in tables:
+                if ("runtime_" + table) in q:
+                    self._replace_table("main.runtime_" + table, self.rt_tables.get(table, []))
+        if "runtime_checksums_values" in q:
+            self._replace_table("main.runtime_checksums_values",
+                                [(n,) + tuple(self.checksums[n]) for n in CHECKSUM_MODULES])
+
+    def _stats_global(self):
+        values = dict.fromkeys(STATS_GLOBAL_NAMES, "0")
+        values["ProxySQL_Uptime"] = str(int(time.time() - self.started))
+        values["Servers_table_version"] = str(self.hgm.commits)
+        values["MySQL_Thread_Workers"] = self.rt_mysql.get("mysql-threads", "0")
+        return sorted(values.items())
+
+    # -- the admin session handler -------------------------------------------------
+
+    RE_MAX_ALLOWED_PACKET = re.compile(r"^SELECT\s+@@max_allowed_packet\s*", re.I)
+    RE_SELECT_VAR = re.compile(r"^SELECT\s+@@[0-9A-Za-z_-]+\s*", re.I)
+    RE_SELECT_VAR_REWRITE = re.compile(r"^(\w+)  *@@([0-9A-Za-z_-]+) *")
+    RE_SHOW_VARS_WHERE = re.compile(r"SHOW\s+VARIABLES\s+WHERE", re.I)
+    RE_SHOW_VARS_LIKE = re.compile(r"SHOW\s+VARIABLES\s+LIKE", re.I)
+    RE_SHOW_VARS_WHERE_REWRITE = re.compile(r"([Ss][Hh][Oo][Ww]\s+[Vv][Aa][Rr][Ii][Aa][Bb][Ll][Ee][Ss]\s+[Ww][Hh][Ee][Rr][Ee])")
+    RE_SHOW_VARS_LIKE_REWRITE = re.compile(r"([Ss][Hh][Oo][Ww]\s+[Vv][Aa][Rr][Ii][Aa][Bb][Ll][Ee][Ss]\s+[Ll][Ii][Kk][Ee])")
+    OK_PREFIXES = ("BEGIN", "START TRANSACTION", "COMMIT", "ROLLBACK", "SET CHARACTER_SET_RESULTS",
+                   "SET SQL_AUTO_IS_NULL", "SET NAMES", "SET AUTOCOMMIT")
+    MYSQLDUMP_PREFIXES = ("/*!40014 SET ", "/*!40101 SET ", "/*!40103 SET ", "/*!40111 SET ", "/*!40000 ALTER TABLE",
+                          "/*!40100 SET @@SQL_MODE='' */", "/*!40103 SET TIME_ZONE=", "LOCK TABLES", "UNLOCK TABLES",
+                          "SET SQL_QUOTE_SHOW_CREATE=1", "SET SESSION character_set_results", "SET SQL_SAFE_UPDATES=1")
+
+    def handle_query(self, sess, raw):
+        """Answer one COM_QUERY (raw = its payload).  Called with self.lock held."""
+        raw = raw.split(b"\0", 1)[0]
+        text = raw.decode("utf-8", "surrogateescape")
+        nsp = remove_spaces(text)
+        if nsp and not nsp.strip("; "):
+            emulate_crash("a query made only of ';' crashes ProxySQL 2.7.1's admin (SIGSEGV)")
+        nsp = nsp.rstrip("; ")             # "fix bug #925": trailing ';' and spaces
+        up = nsp.upper()
+        query = raw                        # what goes to SQLite unless rewritten
+
+        # handled by the session before the admin module sees the query
+        if up == "SELECT GLOBAL_CHECKSUM()":
+            return Reply.rows([b"CHECKSUM"], [(str(self.global_checksum()).encode(),)],
+                              coltype="longlong", status=GLOBAL_CHECKSUM_STATUS)
+        if up == "SELECT CONNECTION_ID()":
+            return Reply.rows([b"CONNECTION_ID()"], [(b"0",)])
+        if up.startswith("SELECT $$"):
+            return Reply.admin_err("Unknown column '$$' in 'field list'", code=1054)
+        if up.startswith(self.OK_PREFIXES):
+            return Reply.ok()
+
+        self.refresh(nsp, admin=not sess.stats)
+        if up.startswith("SHOW GLOBAL VARIABLES LIKE 'READ_ONLY'"):
+            ro = "ON" if self.rt_admin.get("admin-read_only") == "true" else "OFF"
+            return Reply.rows([b"Variable_name", b"Value"], [(b"read_only", ro.encode())])
+        if not sess.stats:
+            if len(nsp) > 5 and up.startswith(("SAVE ", "LOAD ")):
+                cmd = self.load_save.get(up)
+                if cmd is None:
+                    return self.run_sql(sess, query)       # near "LOAD": syntax error
+                affected = cmd[0](cmd[1])
+                return Reply.ok(affected=affected or 0)
+            if up == "PROXYSQL FLUSH LOGS":
+                return Reply.ok()
+            if nsp.startswith(self.MYSQLDUMP_PREFIXES) or up.startswith("USE "):
+                return Reply.ok()
+
+        rewritten = None
+        if up == "SELECT @@VERSION_COMMENT LIMIT 1":
+            rewritten = "SELECT '(ProxySQL Admin Module)'"
+        elif up == "SELECT DATABASE(), USER() LIMIT 1":
+            rewritten = "SELECT \"admin\" AS 'DATABASE()', \"%s\" AS 'USER()'" % sess.user
+        elif up.startswith("SELECT @@VERSION"):
+            rewritten = "SELECT '%s' AS '@@version'" % PROXYSQL_VERSION
+        elif up.startswith("SELECT VERSION()"):
+            rewritten = "SELECT '%s' AS 'version()'" % PROXYSQL_VERSION
+        elif self.RE_MAX_ALLOWED_PACKET.search(nsp):
+            rewritten = self.RE_SELECT_VAR_REWRITE.sub(
+                "SELECT variable_value AS '@@max_allowed_packet' FROM global_variables "
+                "WHERE variable_name='mysql-max_allowed_packet'", nsp, count=1)
+        elif self.RE_SELECT_VAR.search(nsp):
+            rewritten = self.RE_SELECT_VAR_REWRITE.sub(
+                r"SELECT variable_value AS '@@\2' FROM global_variables WHERE variable_name='\2'", nsp, count=1)
+        elif self.RE_SHOW_VARS_WHERE.search(nsp):
+            rewritten = self.RE_SHOW_VARS_WHERE_REWRITE.sub(
+                "SELECT variable_name AS Variable_name, variable_value AS Value FROM global_variables WHERE",
+                nsp, count=1)
+        elif self.RE_SHOW_VARS_LIKE.search(nsp):
+            rewritten = self.RE_SHOW_VARS_LIKE_REWRITE.sub(
+                "SELECT variable_name AS Variable_name, variable_value AS Value FROM global_variables "
+                "WHERE variable_name LIKE", nsp, count=1)
+        elif up.startswith("SET "):
+            return self.command_set(sess, nsp)
+        elif up.startswith("CHECKSUM "):
+            reply = self.command_checksum(up)
+            if reply is not None:
+                return reply
+        elif up.startswith("SHOW "):
+            rewritten = self.command_show(sess, nsp, up)
+        elif up == "SELECT DATABASE()":
+            rewritten = "SELECT \"%s\" AS 'DATABASE()'" % ("stats" if sess.stats else "admin")
+        if rewritten is None and sess.stats and up.startswith(("PRAGMA", "ATTACH")):
+            return Reply.admin_err("Command not allowed")
+        if rewritten is not None:
+            query = rewritten.encode("utf-8", "surrogateescape")
+        return self.run_sql(sess, query)
+
+    def run_sql(self, sess, query):
+        if sess.stats:
+            db = self.statsdb
+            db.exec("PRAGMA query_only = ON")
+            try:
+                r = db.run(query)
+            finally:
+                db.exec("PRAGMA query_only = OFF")
+        elif self.rt_admin.get("admin-read_only") == "true":
+            self.admindb.exec("PRAGMA query_only = ON")
+            try:
+                r = self.admindb.run(query)
+            finally:
+                self.admindb.exec("PRAGMA query_only = OFF")
+        else:
+            r = self.admindb.run(query)
+        if r.error is not None:
+            return Reply.admin_err(r.error)
+        if r.columns is None:
+            return Reply.ok(affected=r.affected)
+        return Reply.rows(r.columns, r.rows)
+
+    def command_set(self, sess, nsp):
+        """admin_handler_command_set: SET var=value becomes an UPDATE of global_variables."""
+        name, _, value = nsp[4:].partition("=")
+        name = name.strip(" ")
+        if name == "mysql-init_connect":
+            return Reply.admin_err("ERROR: Global variable '%s' is not configurable using SET command. "
+                                   "You must run UPDATE global_variables" % name)
+        known = dict(ADMIN_VARIABLES + MYSQL_VARIABLES)
+        if name not in known:
+            msg = ("ERROR: Unknown global variable: '%s'." % name).encode("utf-8", "surrogateescape")
+            return Reply.ok(info=msg)
+        return self.run_sql(sess, ("UPDATE global_variables SET variable_value=%s WHERE variable_name='%s'"
+                                   % (value, name)).encode("utf-8", "surrogateescape"))
+
+    def command_checksum(self, up):
+        target = {
+            "CHECKSUM DISK MYSQL SERVERS": ("disk", "mysql_servers ORDER BY hostgroup_id, hostname, port", "MYSQL SERVERS"),
+            "CHECKSUM DISK MYSQL USERS": ("disk", "mysql_users ORDER BY username", "MYSQL USERS"),
+            "CHECKSUM DISK MYSQL QUERY RULES": ("disk", "mysql_query_rules ORDER BY rule_id", "MYSQL QUERY RULES"),
+            "CHECKSUM DISK MYSQL VARIABLES": ("disk", "global_variables WHERE variable_name LIKE 'mysql-%' "
+                                                      "ORDER BY variable_name", "MYSQL VARIABLES"),
+            "CHECKSUM DISK MYSQL REPLICATION HOSTGROUPS": ("disk", "mysql_replication_hostgroups ORDER BY writer_hostgroup",
+                                                           "MYSQL REPLICATION HOSTGROUPS"),
+        }.get(up)
+        if target is None:
+            for prefix in ("CHECKSUM MEMORY ", "CHECKSUM MEM ", "CHECKSUM "):
+                if up.startswith(prefix):
+                    what = up[len(prefix):]
+                    target = {
+                        "MYSQL SERVERS": ("main", "mysql_servers ORDER BY hostgroup_id, hostname, port"),
+                        "MYSQL USERS": ("main", "mysql_users ORDER BY username"),
+                        "MYSQL QUERY RULES": ("main", "mysql_query_rules ORDER BY rule_id"),
+                        "MYSQL VARIABLES": ("main", "global_variables WHERE variable_name LIKE 'mysql-%' "
+                                                    "ORDER BY variable_name"),
+                        "MYSQL REPLICATION HOSTGROUPS": ("main", "mysql_replication_hostgroups "
+                                                                 "ORDER BY writer_hostgroup"),
+                    }.get(what)
+                    if target is not None:
+                        target = target + (what,)
+                        break
+        if target is None:
+            return None                          # falls through to SQLite: near "CHECKSUM"
+        schema, rest, label = target
+        rows = self.admindb.rows("SELECT * FROM %s.%s" % (schema, rest))
+        return Reply.rows([b"table", b"checksum"], [(label.encode(), checksum_text(raw_checksum(rows)).encode())])
+
+    def command_show(self, sess, nsp, up):
+        """The SHOW commands of the admin module; None lets SQLite report the syntax error."""
+        if up.startswith("SHOW GLOBAL VARIABLES LIKE 'VERSION'"):
+            return ("SELECT 'version' Variable_name, '%s' Value FROM global_variables "
+                    "WHERE Variable_name='admin-version'" % PROXYSQL_VERSION)
+        if up == "SHOW TABLES":
+            return ("SELECT name AS tables FROM sqlite_master WHERE type='table' "
+                    "AND name NOT IN ('sqlite_sequence') ORDER BY name")
+        if up == "SHOW CHARSET":
+            return "SELECT Charset, Collation AS 'Default collation' FROM mysql_collations WHERE `Default`='Yes'"
+        if up == "SHOW COLLATION":
+            return "SELECT * FROM mysql_collations"
+        if len(nsp) > 17 and up.startswith("SHOW TABLES FROM "):
+            return ("SELECT name AS tables FROM %s.sqlite_master WHERE type='table' "
+                    "AND name NOT IN ('sqlite_sequence') ORDER BY name" % nsp[17:])
+        if len(nsp) > 17 and up.startswith("SHOW TABLES LIKE "):
+            name = "".join(c for c in nsp[17:] if c not in "\\`'")
+            return "SELECT name AS tables FROM sqlite_master WHERE type='table' AND name LIKE '%s'" % name
+        if up == "SHOW MYSQL USERS":
+            return "SELECT * FROM mysql_users ORDER BY username, active DESC, username ASC"
+        if up == "SHOW MYSQL SERVERS":
+            return "SELECT * FROM mysql_servers ORDER BY hostgroup_id, hostname, port"
+        if up in ("SHOW GLOBAL VARIABLES", "SHOW ALL VARIABLES", "SHOW VARIABLES"):
+            return ("SELECT variable_name AS Variable_name, variable_value AS Value FROM global_variables "
+                    "ORDER BY variable_name")
+        if up == "SHOW ADMIN VARIABLES":
+            return ("SELECT variable_name AS Variable_name, variable_value AS Value FROM global_variables "
+                    "WHERE variable_name LIKE 'admin-%' ORDER BY variable_name")
+        if up == "SHOW MYSQL VARIABLES":
+            return ("SELECT variable_name AS Variable_name, variable_value AS Value FROM global_variables "
+                    "WHERE variable_name LIKE 'mysql-%' ORDER BY variable_name")
+        if up == "SHOW MYSQL STATUS":
+            return ("SELECT Variable_Name AS Variable_name, Variable_Value AS Value FROM stats_mysql_global "
+                    "ORDER BY variable_name")
+        if up.startswith("SHOW CREATE TABLE "):
+            dbh, _, tbh = nsp[18:].partition(".")
+            if not tbh:
+                dbh, tbh = "main", dbh
+            if len(tbh) >= 3 and tbh[0] == "`" and tbh[-1] == "`":
+                tbh = tbh[1:-1]
+            return ("SELECT name AS 'table' , REPLACE(REPLACE(sql,' , ', X'2C0A20202020'),"
+                    "'CREATE TABLE %s (','CREATE TABLE %s ('||X'0A20202020') AS 'Create Table' "
+                    "FROM %s.sqlite_master WHERE type='table' AND name='%s'" % (tbh, tbh, dbh, tbh))
+        if up in ("SHOW DATABASES", "SHOW SCHEMAS"):
+            return "PRAGMA DATABASE_LIST"
+        if up == "SHOW FULL PROCESSLIST":
+            return "SELECT * FROM stats_mysql_processlist"
+        if up == "SHOW PROCESSLIST":
+            return ("SELECT SessionID, user, db, hostgroup, command, time_ms, SUBSTR(info,0,100) info "
+                    "FROM stats_mysql_processlist")
+        return None
+
+    # -- authentication --------------------------------------------------------
+
+    def credentials(self, user):
+        """(password, is_stats) for an admin-interface user, or None."""
+        with self.lock:
+            if user in self.admin_creds:
+                return self.admin_creds[user], False
+            if user in self.stats_creds:
+                return self.stats_creds[user], True
+        return None
+
+    # -- hooks used by the control API and the monitor -----------------------------
+
+    def set_pool_used(self, hid, host, port, used):
+        with self.lock:
+            s = self.hgm.find(hid, host, port)
+            if s is None:
+                return None
+            s.conn_used = used
+            s.max_conn_used = max(s.max_conn_used, used)
+            row = (s.hid, s.host, s.port, STATUS_TEXT[s.status], s.conn_used, s.max_conn_used)
+            self.hgm.purge()
+            return row
+
+
+def emulate_crash(reason):
+    """Die like the real process does (SIGSEGV), without leaving a core file."""
+    sys.stderr.write("proxysql_admin double: emulating a crash: %s\n" % reason)
+    sys.stderr.flush()
+    try:
+        import resource
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    except (ImportError, ValueError, OSError):
+        pass
+    try:
+        os.kill(os.getpid(), signal.SIGSEGV)      # default action: terminate (Python sets no handler)
+        time.sleep(1)
+    finally:
+        os._exit(139)
+
+
+# ---------------------------------------------------------------------------
+# 6. MySQL protocol
+# ---------------------------------------------------------------------------
+
+def lenenc_int(n):
+    if n < 251:
+        return bytes([n])
+    if n < 1 << 16:
+        return b"\xfc" + struct.pack("<H", n)
+    if n < 1 << 24:
+        return b"\xfd" + struct.pack("<I", n)[:3]
+    return b"\xfe" + struct.pack("<Q", n)
+
+
+def lenenc_str(b):
+    return lenenc_int(len(b)) + b
+
+
+def ok_payload(affected=0, status=STATUS, info=b""):
+    # insert_id is always 0 and warnings 0; ProxySQL prefixes a non-empty info with its length
+    p = b"\x00" + lenenc_int(affected) + lenenc_int(0) + struct.pack("<HH", status, 0)
+    if info:
+        p += lenenc_str(info)
+    return p
+
+
+def err_payload(code, message, sqlstate="28000"):
+    return (b"\xff" + struct.pack("<H", code) + b"#" + sqlstate.encode()[:5]
+            + message.encode("utf-8", "surrogateescape"))
+
+
+def eof_payload(status=STATUS):
+    return b"\xfe" + struct.pack("<HH", 0, status)
+
+
+def column_payload(name, coltype=None):
+    if coltype == "longlong":          # SELECT GLOBAL_CHECKSUM()
+        spec = struct.pack("<HIBHB", 63, 31, TYPE_LONGLONG, 161, 0)
+    else:                              # every SQLite column: VAR_STRING, utf8, length 15, NOT_NULL
+        spec = struct.pack("<HIBHB", 33, 15, TYPE_VAR_STRING, 1, 31)
+    return (lenenc_str(b"def") + lenenc_str(b"") + lenenc_str(b"") + lenenc_str(b"")
+            + lenenc_str(name) + lenenc_str(b"") + b"\x0c" + spec + b"\0\0")
+
+
+def scramble_native(password, salt):
+    """mysql_native_password token: SHA1(pw) XOR SHA1(salt + SHA1(SHA1(pw)))."""
+    if not password:
+        return b""
+    h1 = hashlib.sha1(password.encode("utf-8", "surrogateescape")).digest()
+    h2 = hashlib.sha1(h1).digest()
+    h3 = hashlib.sha1(salt + h2).digest()
+    return bytes(a ^ b for a, b in zip(h1, h3))
+
+
+class ConnectionClosed(Exception):
+    pass
+
+
+class ClientConnection:
+    """One client of the admin port, served by its own thread."""
+
+    def __init__(self, server, sock, peer):
+        self.server, self.sock, self.peer = server, sock, peer
+        self.seq = 0
+        self.rbuf = b""
+        self.session = None
+
+    # -- packets ---------------------------------------------------------------
+
+    def _read_exact(self, n):
+        while len(self.rbuf) < n:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionClosed()
+            self.rbuf += chunk
+        data, self.rbuf = self.rbuf[:n], self.rbuf[n:]
+        return data
+
+    def read_packet(self):
+        payload = b""
+        while True:
+            header = self._read_exact(4)
+            length = header[0] | header[1] << 8 | header[2] << 16
+            self.seq = (header[3] + 1) & 0xFF
+            payload += self._read_exact(length)
+            if length < 0xFFFFFF:
+                return payload
+
+    def packet(self, payload):
+        """Frame one payload (split at 16 MB) with the running sequence number."""
+        out = b""
+        while True:
+            chunk, payload = payload[:0xFFFFFF], payload[0xFFFFFF:]
+            out += struct.pack("<I", len(chunk))[:3] + bytes([self.seq]) + chunk
+            self.seq = (self.seq + 1) & 0xFF
+            if len(chunk) < 0xFFFFFF:
+                return out
+
+    def send(self, *payloads):
+        self.sock.sendall(b"".join(self.packet(p) for p in payloads))
+
+    def send_reply(self, reply):
+        if reply.kind == "ok":
+            self.send(ok_payload(reply.affected, STATUS, reply.info))
+        elif reply.kind == "err":
+            self.send(err_payload(reply.code, reply.message, reply.sqlstate))
+        else:
+            out = [lenenc_int(len(reply.columns))]
+            out += [column_payload(c, reply.coltype) for c in reply.columns]
+            out.append(eof_payload(reply.status))
+            for row in reply.rows:
+                out.append(b"".join(b"\xfb" if v is None else lenenc_str(v) for v in row))
+            out.append(eof_payload(reply.status))
+            self.send(*out)
+
+    # -- connection phase --------------------------------------------------------
+
+    def handshake(self):
+        salt = bytes(secrets.choice(range(0x21, 0x7F)) for _ in range(20))
+        caps = SERVER_CAPABILITIES
+        greeting = (b"\x0a" + SERVER_VERSION.encode() + b"\0" + struct.pack("<I", self.server.next_thread_id())
+                    + salt[:8] + b"\0" + struct.pack("<H", caps & 0xFFFF) + bytes([HANDSHAKE_CHARSET])
+                    + struct.pack("<HH", HANDSHAKE_STATUS, caps >> 16) + bytes([21]) + b"\0" * 10
+                    + salt[8:] + b"\0" + NATIVE_PLUGIN + b"\0")
+        self.seq = 0
+        self.send(greeting)
+        resp = self.read_packet()
+        if len(resp) < 32:
+            raise ConnectionClosed()
+        client_caps = struct.unpack_from("<I", resp, 0)[0]
+        if client_caps & CLIENT_SSL and len(resp) == 32:
+            self.send(err_payload(1045, "ProxySQL Error: TLS is not supported by this test double"))
+            raise ConnectionClosed()
+        if client_caps & CLIENT_COMPRESS:
+            self.send(err_payload(1045, "ProxySQL Error: compression is not supported by this test double"))
+            raise ConnectionClosed()
+        pos = 32
+        end = resp.index(b"\0", pos)
+        user = resp[pos:end].decode("utf-8", "surrogateescape")
+        pos = end + 1
+        if client_caps & CLIENT_PLUGIN_AUTH_LENENC:
+            n = resp[pos]
+            pos += 1
+            if n == 0xFC:
+                n = struct.unpack_from("<H", resp, pos)[0]
+                pos += 2
+        elif client_caps & CLIENT_SECURE_CONNECTION:
+            n = resp[pos]
+            pos += 1
+        else:
+            n = resp.index(b"\0", pos) - pos
+        token = resp[pos:pos + n]
+        pos += n if client_caps & (CLIENT_PLUGIN_AUTH_LENENC | CLIENT_SECURE_CONNECTION) else n + 1
+        if client_caps & CLIENT_CONNECT_WITH_DB and pos < len(resp):
+            end = resp.find(b"\0", pos)
+            pos = len(resp) if end < 0 else end + 1
+        plugin = NATIVE_PLUGIN
+        if client_caps & CLIENT_PLUGIN_AUTH and pos < len(resp):
+            end = resp.find(b"\0", pos)
+            plugin = resp[pos:end if end >= 0 else len(resp)]
+        if plugin != NATIVE_PLUGIN and client_caps & CLIENT_PLUGIN_AUTH:
+            # e.g. caching_sha2_password: ask the client to switch to mysql_native_password
+            self.send(b"\xfe" + NATIVE_PLUGIN + b"\0" + salt + b"\0")
+            token = self.read_packet()
+        creds = self.server.admin.credentials(user)
+        if creds is None or scramble_native(creds[0], salt) != token:
+            msg = "ProxySQL Error: Access denied for user '%s'@'%s' (using password: %s)" % (
+                user, self.peer[0], "YES" if token else "NO")
+            self.send(err_payload(1045, msg))
+            raise ConnectionClosed()
+        self.session = Session(user, creds[1], self.peer)
+        self.send(ok_payload(0, HANDSHAKE_STATUS))
+
+    # -- command phase -------------------------------------------------------------
+
+    def serve(self):
+        try:
+            self.handshake()
+            while True:
+                pkt = self.read_packet()
+                if not pkt:
+                    raise ConnectionClosed()
+                cmd = pkt[0]
+                if cmd == COM_QUIT:
+                    return
+                if cmd == COM_QUERY:
+                    if not self.server.serve_query(self, pkt[1:]):
+                        return
+                elif cmd in (COM_PING, COM_INIT_DB):
+                    self.send(ok_payload(0, STATUS))
+                elif cmd in (COM_FIELD_LIST, COM_STMT_PREPARE):
+                    self.send(err_payload(1045, "Command not supported"))
+                elif cmd == COM_PROCESS_KILL:
+                    self.send(err_payload(9003, "Command not supported"))
+                elif cmd == COM_RESET_CONNECTION:
+                    self.seq = 2                 # recorded: sequence number 2 instead of 1
+                    self.send(err_payload(1047, "Command not supported"))
+                else:                            # COM_PROCESS_INFO, COM_DEBUG, unknown: no reply
+                    return
+        except (ConnectionClosed, OSError, ValueError, IndexError, struct.error):
+            pass                                 # gone, or not speaking the protocol: close
+        finally:
+            try:
+                self.sock.close()
+            except OSError:
+                pass
+
+
+# ---------------------------------------------------------------------------
+# 7. Test hooks (what a real ProxySQL lacks), used through the control HTTP port
+# ---------------------------------------------------------------------------
+
+WRITE_KEYWORDS = ("INSERT", "UPDATE", "DELETE", "REPLACE", "LOAD", "SAVE", "CREATE", "DROP", "ALTER", "TRUNCATE")
+
+
+class Hooks:
+    def __init__(self):
+        self.lock = threading.Condition()
+        self.statements = []
+        self.reset()
+
+    def reset(self):
+        with self.lock:
+            self.latency_ms = 0
+            self.hang_count, self.hang_seconds = 0, 0.0
+            self.drop_count = 0
+            self.fail_count, self.fail_code, self.fail_message = 0, 1045, "Injected failure"
+            self.fail_sqlstate, self.fail_match = "28000", ""
+            self.release_generation = getattr(self, "release_generation", 0) + 1
+            self.lock.notify_all()
+
+    def state(self):
+        with self.lock:
+            return {"latency_ms": self.latency_ms, "hang": {"count": self.hang_count, "seconds": self.hang_seconds},
+                    "drop": {"count": self.drop_count},
+                    "fail": {"count": self.fail_count, "code": self.fail_code, "message": self.fail_message,
+                             "sqlstate": self.fail_sqlstate, "match": self.fail_match},
+                    "statements": len(self.statements)}
+
+    def record(self, session, sql):
+        with self.lock:
+            self.statements.append({"seq": len(self.statements) + 1, "conn": session.id, "user": session.user,
+                                    "time": round(time.time(), 6), "sql": sql})
+
+    def take(self, name):
+        with self.lock:
+            n = getattr(self, name)
+            if n > 0:
+                setattr(self, name, n - 1)
+                return True
+            return False
+
+    def hang(self):
+        """Block while hung: until the timeout (seconds > 0) or a /release (seconds == 0)."""
+        with self.lock:
+            seconds, generation = self.hang_seconds, self.release_generation
+            deadline = time.monotonic() + seconds if seconds > 0 else None
+            while generation == self.release_generation:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    break
+                self.lock.wait(left)
+
+    def release(self):
+        with self.lock:
+            self.hang_count = 0
+            self.release_generation += 1
+            self.lock.notify_all()
+
+    def take_failure(self, sql):
+        up = remove_spaces(sql).upper()
+        with self.lock:
+            if self.fail_count <= 0 or not up.startswith(WRITE_KEYWORDS):
+                return None
+            if self.fail_match and self.fail_match.upper() not in up:
+                return None
+            self.fail_count -= 1
+            return Reply.err(self.fail_code, self.fail_message, self.fail_sqlstate)
+
+
+class ControlHandler(http.server.BaseHTTPRequestHandler):
+    server_version = "proxysql-double-control"
+
+    def log_message(self, *args):
+        pass
+
+    def _reply(self, code, obj):
+        body = (json.dumps(obj, sort_keys=True) + "\n").encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _route(self, method):
+        url = urllib.parse.urlsplit(self.path)
+        params = dict(urllib.parse.parse_qsl(url.query, keep_blank_values=True))
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        try:
+            code, obj = self.server.double.control(method, url.path.rstrip("/") or "/", params)
+        except (KeyError, ValueError) as e:
+            code, obj = 400, {"error": "bad parameter: %s" % e}
+        self._reply(code, obj)
+
+    def do_GET(self):
+        self._route("GET")
+
+    def do_POST(self):
+        self._route("POST")
+
+    def do_DELETE(self):
+        self._route("DELETE")
+
+
+# ---------------------------------------------------------------------------
+# 8. Emulated monitor: a server whose host:port refuses TCP connections for
+#    --monitor-shun-after seconds goes SHUNNED (ProxySQL's ping monitor does that
+#    after mysql-monitor_ping_max_failures missed pings, ~24 s with defaults),
+#    and back ONLINE once it accepts again.  A LOAD resets it to ONLINE at once.
+# ---------------------------------------------------------------------------
+
+class Monitor(threading.Thread):
+    def __init__(self, admin, shun_after):
+        super().__init__(name="monitor", daemon=True)
+        self.admin, self.shun_after = admin, shun_after
+        self.fail_since = {}                # (host, port) -> monotonic time of first failed probe
+        self.in_flight = set()
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+
+    def _probe(self, target):
+        ok = False
+        try:
+            if target[0]:                   # an empty hostname never connects
+                with socket.create_connection(target, timeout=min(1.0, max(0.2, self.shun_after / 2))):
+                    ok = True
+        except (OSError, ValueError, UnicodeError):
+            ok = False
+        with self.lock:
+            self.in_flight.discard(target)
+            if ok:
+                self.fail_since.pop(target, None)
+            else:
+                self.fail_since.setdefault(target, time.monotonic())
+
+    def run(self):
+        interval = max(0.05, min(1.0, self.shun_after / 4.0))
+        while not self.stop.wait(interval):
+            admin = self.admin
+            with admin.lock:
+                if admin.rt_mysql.get("mysql-monitor_enabled", "true") != "true":
+                    continue
+                servers = [s for s in admin.hgm.servers()
+                           if s.status == ONLINE or (s.status == SHUNNED and s.shunned_automatic)]
+                targets = {(s.host, s.port) for s in servers}
+            for target in targets:
+                with self.lock:
+                    if target in self.in_flight:
+                        continue
+                    self.in_flight.add(target)
+                threading.Thread(target=self._probe, args=(target,), daemon=True).start()
+            now = time.monotonic()
+            with admin.lock, self.lock:
+                for s in admin.hgm.servers():
+                    since = self.fail_since.get((s.host, s.port))
+                    if s.status == ONLINE and since is not None \
+                            and now - max(since, s.online_since) >= self.shun_after:
+                        s.status, s.shunned_automatic = SHUNNED, True
+                    elif s.status == SHUNNED and s.shunned_automatic and since is None \
+                            and (s.host, s.port) in targets:
+                        s.status, s.shunned_automatic = ONLINE, False
+                        s.online_since = now
+
+
+# ---------------------------------------------------------------------------
+# 9. The server
+# ---------------------------------------------------------------------------
+
+def is_loopback(host):
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_hostport(value):
+    host, sep, port = value.rpartition(":")
+    if not sep:
+        raise ValueError("expected HOST:PORT, got %r" % value)
+    host = host.strip("[]")
+    if not is_loopback(host):
+        raise ValueError("%s is not a loopback address; the double listens on loopback only" % host)
+    return ("127.0.0.1" if host == "localhost" else host), int(port)
+
+
+def listen_socket(host, port):
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    s = socket.socket(family, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((host, port))
+    s.listen(256)
+    return s
+
+
+def fmt_addr(host, port):
+    return "[%s]:%d" % (host, port) if ":" in host else "%s:%d" % (host, port)
+
+
+class ProxySQLDouble:
+    """Admin port + control port + monitor around one Admin instance."""
+
+    def __init__(self, listen=("127.0.0.1", 0), datadir=".", initial=False, admin_credentials="admin:admin",
+                 control=None, monitor_shun_after=24.0):
+        self.sock = listen_socket(*listen)
+        self.host, self.port = self.sock.getsockname()[:2]
+        self.admin = Admin(datadir, initial=initial, admin_credentials=admin_credentials,
+                           listen=fmt_addr(self.host, self.port), monitor_shun_after=monitor_shun_after)
+        self.hooks = Hooks()
+        self._thread_ids = iter(range(1, 1 << 31))
+        self._tid_lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.httpd = None
+        if control is not None:
+            self.httpd = http.server.ThreadingHTTPServer(control, ControlHandler)
+            self.httpd.daemon_threads = True
+            self.httpd.double = self
+        self.monitor = Monitor(self.admin, monitor_shun_after) if monitor_shun_after and monitor_shun_after > 0 else None
+
+    @property
+    def control_address(self):
+        return self.httpd.server_address[:2] if self.httpd else None
+
+    def next_thread_id(self):
+        with self._tid_lock:
+            return next(self._thread_ids)
+
+    def start(self):
+        threading.Thread(target=self._accept_loop, name="admin-accept", daemon=True).start()
+        if self.httpd:
+            threading.Thread(target=self.httpd.serve_forever, name="control", daemon=True).start()
+        if self.monitor:
+            self.monitor.start()
+
+    def _accept_loop(self):
+        while not self.stopping.is_set():
+            try:
+                conn, peer = self.sock.accept()
+            except OSError:
+                return
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            client = ClientConnection(self, conn, peer)
+            threading.Thread(target=client.serve, name="client", daemon=True).start()
+
+    def serve_query(self, client, payload):
+        """Hooks, then the admin handler under the global lock.  False closes the connection."""
+        sess = client.session
+        sql = payload.split(b"\0", 1)[0].decode("utf-8", "replace")
+        hooks = self.hooks
+        hooks.record(sess, sql)
+        if hooks.take("drop_count"):
+            return False
+        if hooks.take("hang_count"):
+            hooks.hang()
+        if hooks.latency_ms:
+            time.sleep(hooks.latency_ms / 1000.0)
+        reply = hooks.take_failure(sql)
+        if reply is None:
+            with self.admin.lock:
+                try:
+                    reply = self.admin.handle_query(sess, payload)
+                except Exception as e:          # a bug of the double: say so, keep serving
+                    import traceback
+                    traceback.print_exc()
+                    reply = Reply.admin_err("internal error of the test double: %s: %s" % (type(e).__name__, e))
+        client.send_reply(reply)
+        return True
+
+    def control(self, method, path, params):
+        """The control API; returns (http status, JSON object)."""
+        hooks = self.hooks
+        if path == "/statements":
+            if method == "GET":
+                with hooks.lock:
+                    return 200, {"statements": list(hooks.statements)}
+            if method == "DELETE":
+                with hooks.lock:
+                    n = len(hooks.statements)
+                    hooks.statements.clear()
+                return 200, {"cleared": n}
+        elif path in ("/state", "/health") and method == "GET":
+            return 200, {"admin": fmt_addr(self.host, self.port), "pid": os.getpid(), "hooks": hooks.state()}
+        elif method == "POST":
+            if path == "/latency":
+                with hooks.lock:
+                    hooks.latency_ms = max(0, int(params["ms"]))
+                return 200, hooks.state()
+            if path == "/hang":
+                with hooks.lock:
+                    hooks.hang_count = max(0, int(params.get("count", 1)))
+                    hooks.hang_seconds = max(0.0, float(params.get("seconds", 0)))
+                return 200, hooks.state()
+            if path == "/release":
+                hooks.release()
+                return 200, hooks.state()
+            if path == "/drop":
+                with hooks.lock:
+                    hooks.drop_count = max(0, int(params.get("count", 1)))
+                return 200, hooks.state()
+            if path == "/fail":
+                with hooks.lock:
+                    hooks.fail_count = max(0, int(params.get("count", 1)))
+                    hooks.fail_code = int(params.get("code", 1045))
+                    hooks.fail_message = params.get("message", "Injected failure")
+                    hooks.fail_sqlstate = params.get("sqlstate", "28000")
+                    hooks.fail_match = params.get("match", "")
+                return 200, hooks.state()
+            if path == "/pool":
+                row = self.admin.set_pool_used(int(params["hostgroup"]), params["host"], int(params["port"]),
+                                               max(0, int(params["used"])))
+                if row is None:
+                    return 404, {"error": "no such server in the runtime connection pool"}
+                return 200, dict(zip(("hostgroup", "srv_host", "srv_port", "status", "ConnUsed", "MaxConnUsed"), row))
+            if path == "/reset":
+                hooks.reset()
+                return 200, hooks.state()
+        return 404, {"error": "unknown endpoint %s %s" % (method, path)}
+
+    def shutdown(self):
+        self.stopping.set()
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        if self.monitor:
+            self.monitor.stop.set()
+        if self.httpd:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description="ProxySQL 2.7.1 admin interface test double (loopback only).")
+    ap.add_argument("--listen", default="127.0.0.1:6032", help="admin HOST:PORT (port 0 picks a free one)")
+    ap.add_argument("--datadir", required=True, help="directory of proxysql.db (the disk database)")
+    ap.add_argument("--initial", action="store_true", help="wipe the disk database first (like proxysql --initial)")
+    ap.add_argument("--admin-credentials", default="admin:admin",
+                    help="admin-admin_credentials of a fresh datadir (user:pass[;user:pass])")
+    ap.add_argument("--control", help="HOST:PORT of the HTTP control API (test hooks)")
+    ap.add_argument("--port-file", help="write 'admin=HOST:PORT control=HOST:PORT' here once listening")
+    ap.add_argument("--monitor-shun-after", type=float, default=24.0,
+                    help="seconds after which a server refusing TCP goes SHUNNED (0 disables the monitor)")
+    args = ap.parse_args(argv)
+    try:
+        listen = parse_hostport(args.listen)
+        control = parse_hostport(args.control) if args.control else None
+    except ValueError as e:
+        ap.error(str(e))
+    double = ProxySQLDouble(listen, args.datadir, initial=args.initial, admin_credentials=args.admin_credentials,
+                            control=control, monitor_shun_after=args.monitor_shun_after)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    double.start()
+    line = "admin=%s" % fmt_addr(double.host, double.port)
+    if double.control_address:
+        line += " control=%s" % fmt_addr(*double.control_address)
+    if args.port_file:
+        tmp = "%s.tmp.%d" % (args.port_file, os.getpid())
+        with open(tmp, "w") as f:
+            f.write(line + "\n")
+        os.replace(tmp, args.port_file)
+    print(line, flush=True)
+    while not stop.wait(3600):
+        pass
+    double.shutdown()
+    os._exit(0)      # do not wait for client threads (a hung query must not delay SIGTERM)
+
+
+if __name__ == "__main__":
+    main()
