@@ -1,0 +1,755 @@
+"""Conformance of the ProxySQL admin double (tests/fakes/proxysql_admin.py).
+
+1. Transcript replay: every step of tests/data/proxysql-2.7.1/admin-transcript.jsonl,
+   recorded from a real ProxySQL 2.7.1 with PyMySQL 1.0.2, is replayed in order and
+   each answer is compared field by field (one test per step; test_transcript
+   reports the first differing step).  With PROXYSQL_BIN set the same replay runs
+   against the real binary.
+2. The test hooks of the control API, start time, loopback-only listening, SIGTERM,
+   protocol corners (auth switch, unsupported commands) and concurrency.
+
+Run: cd /work/main && /usr/bin/python3 -m pytest -q tests/integration/test_proxysql_double.py
+"""
+
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TESTS = os.path.dirname(HERE)
+if TESTS not in sys.path:
+    sys.path.insert(0, TESTS)
+
+import pymysql  # noqa: E402
+import pymysql.connections  # noqa: E402
+import pymysql.err  # noqa: E402
+from pymysql.constants import CLIENT  # noqa: E402
+from pymysql.protocol import EOFPacketWrapper  # noqa: E402
+
+from fakes.proxysql import DOUBLE, PYTHON, ProxySQL  # noqa: E402
+
+TRANSCRIPT = os.path.join(TESTS, "data", "proxysql-2.7.1", "admin-transcript.jsonl")
+with open(TRANSCRIPT, encoding="utf-8") as _f:
+    STEPS = [json.loads(line) for line in _f if line.strip()]
+
+REAL = bool(os.environ.get("PROXYSQL_BIN"))
+# The monitor section (468-475) waits for servers that refuse TCP to go SHUNNED:
+# ~24 s on a real ProxySQL with monitor defaults; the double is restarted at the
+# recorded restart (454) with a 3 s delay instead.  Phase 1 keeps the default 24 s,
+# well above the few seconds the replay needs, as in the recording.
+MONITOR_SHUN_AFTER = 3.0
+POLL_TIMEOUT = 60.0 if REAL else 20.0
+# columns whose values are times or time-driven counters
+TIME_COLUMNS = {"epoch", "ConnERR", "Latency_us"}
+
+
+# ---------------------------------------------------------------------------
+# PyMySQL instrumentation: the recording has the SQLSTATE of errors and the
+# status flags of the final EOF packet, which PyMySQL does not keep.
+# ---------------------------------------------------------------------------
+
+class Wire(threading.local):
+    sqlstate = None
+    eof_status = None
+
+
+WIRE = Wire()
+
+
+@pytest.fixture(scope="module")
+def instrumented_pymysql():
+    orig_raise = pymysql.err.raise_mysql_exception
+    orig_eof = pymysql.connections.MySQLResult._check_packet_is_eof
+
+    def raise_mysql_exception(data):
+        WIRE.sqlstate = data[4:9].decode() if data[3:4] == b"#" else None
+        return orig_raise(data)
+
+    def check_packet_is_eof(self, packet):
+        if not packet.is_eof_packet():
+            return False
+        wp = EOFPacketWrapper(packet)
+        self.warning_count, self.has_next = wp.warning_count, wp.has_next
+        WIRE.eof_status = wp.server_status
+        return True
+
+    pymysql.err.raise_mysql_exception = raise_mysql_exception
+    pymysql.connections.MySQLResult._check_packet_is_eof = check_packet_is_eof
+    try:
+        yield
+    finally:
+        pymysql.err.raise_mysql_exception = orig_raise
+        pymysql.connections.MySQLResult._check_packet_is_eof = orig_eof
+
+
+def text(v):
+    return v.decode("utf-8", "surrogateescape") if isinstance(v, (bytes, bytearray)) else v
+
+
+def run_sql(conn, sql):
+    """One COM_QUERY, described like the recording describes it."""
+    WIRE.sqlstate = WIRE.eof_status = None
+    cur = conn.cursor()
+    try:
+        cur.execute(sql)
+    except pymysql.err.MySQLError as e:
+        return {"ok": False, "error": {"code": e.args[0], "sqlstate": WIRE.sqlstate,
+                                       "message": e.args[1] if len(e.args) > 1 else "",
+                                       "exception": type(e).__name__}}
+    r = conn._result
+    out = {"ok": True, "warning_count": r.warning_count}
+    if r.description:
+        out["columns"] = [text(f.name) for f in r.fields]
+        out["fields"] = [{"catalog": text(f.catalog), "db": text(f.db), "table": text(f.table_name),
+                          "org_table": text(f.org_table), "name": text(f.name), "org_name": text(f.org_name),
+                          "charsetnr": f.charsetnr, "length": f.length, "type_code": f.type_code,
+                          "flags": f.flags, "decimals": f.scale} for f in r.fields]
+        out["rows"] = [[text(v) for v in row] for row in r.rows]
+        out["affected_rows"] = None
+        out["eof_server_status"] = WIRE.eof_status
+    else:
+        out.update(columns=None, rows=None, affected_rows=r.affected_rows, insert_id=r.insert_id,
+                   server_status=r.server_status, info=bytes(r.message or b""))
+    return out
+
+
+# ---------------------------------------------------------------------------
+# The replay
+# ---------------------------------------------------------------------------
+
+class Replay:
+    def __init__(self, proxysql):
+        self.p = proxysql
+        self.conns = {}
+        self.results = {}        # step -> list of differences ([] = identical)
+
+    # -- connections -------------------------------------------------------------
+
+    def conn(self, name):
+        if name not in self.conns:
+            flags = CLIENT.MULTI_STATEMENTS if name == "multi" else 0
+            self.conns[name] = self.p.connect(client_flag=flags)
+        return self.conns[name]
+
+    def close_all(self):
+        for c in self.conns.values():
+            try:
+                c.close()
+            except Exception:
+                pass
+        self.conns.clear()
+
+    # -- comparison ----------------------------------------------------------------
+
+    def expected_rows(self, step):
+        rows = [list(r) for r in step["rows"]]
+        for r in rows:      # env-specific: the interface the admin really listens on
+            if len(r) == 2 and r[0] == "admin-mysql_ifaces":
+                r[1] = self.p.admin_addr
+        return rows
+
+    def compare_rows(self, step, got, diffs, exp=None):
+        exp = self.expected_rows(step) if exp is None else exp
+        cols = step.get("columns") or []
+        if len(exp) != len(got):
+            diffs.append("row count: expected %d, got %d\n  expected %s\n  got      %s"
+                         % (len(exp), len(got), short(exp), short(got)))
+            return
+        for i, (e, g) in enumerate(zip(exp, got)):
+            if len(e) != len(g):
+                diffs.append("rows[%d]: expected %s, got %s" % (i, short(e), short(g)))
+                continue
+            for j, (ev, gv) in enumerate(zip(e, g)):
+                col = cols[j] if j < len(cols) else str(j)
+                if step.get("time_dependent") and col in TIME_COLUMNS:
+                    if not str(gv).lstrip("-").isdigit():
+                        diffs.append("rows[%d].%s: expected an integer (time-dependent), got %r" % (i, col, gv))
+                    elif col == "epoch" and abs(int(gv) - time.time()) > 3600:
+                        diffs.append("rows[%d].epoch: %s is not a current unix time" % (i, gv))
+                    continue
+                if step["step"] == 12 and col == "file" and ev:
+                    want = os.path.join(self.p.datadir, os.path.basename(ev))
+                    if gv != want and not (REAL and str(gv).endswith(os.path.basename(ev))):
+                        diffs.append("rows[%d].file: expected %s (env-specific), got %r" % (i, want, gv))
+                    continue
+                if ev != gv:
+                    diffs.append("rows[%d].%s: expected %r, got %r" % (i, col, ev, gv))
+
+    def compare_sql(self, step, got):
+        diffs = []
+        if step["ok"] != got["ok"]:
+            diffs.append("ok: expected %s, got %s (%s)" % (step["ok"], got["ok"], got.get("error") or
+                                                           "a result"))
+            return diffs
+        if not step["ok"]:
+            for k in ("code", "sqlstate", "message", "exception"):
+                if step["error"].get(k) != got["error"].get(k):
+                    diffs.append("error.%s: expected %r, got %r" % (k, step["error"].get(k), got["error"].get(k)))
+            return diffs
+        if step["columns"] != got["columns"]:
+            diffs.append("columns: expected %s, got %s" % (step["columns"], got["columns"]))
+        for i, f in enumerate(step.get("fields") or []):
+            g = got["fields"][i] if i < len(got.get("fields", [])) else {}
+            for k, v in f.items():
+                if k == "type_name":
+                    continue
+                if g.get(k) != v:
+                    diffs.append("fields[%d].%s: expected %r, got %r" % (i, k, v, g.get(k)))
+        for i, ct in enumerate(step.get("column_types") or []):
+            g = got["fields"][i] if i < len(got.get("fields", [])) else {}
+            have = [g.get("type_code"), g.get("charsetnr"), g.get("length"), g.get("flags"), g.get("decimals")]
+            if have != ct:
+                diffs.append("column_types[%d] (type, charset, length, flags, decimals): expected %s, got %s"
+                             % (i, ct, have))
+        if step.get("rows") is not None:
+            self.compare_rows(step, got.get("rows") or [], diffs)
+        elif step["columns"] is None and got.get("rows") is not None:
+            diffs.append("expected an OK packet, got a result set %s" % short(got["rows"]))
+        elif step.get("rows_omitted") and not got.get("rows"):
+            diffs.append("expected some rows (values not recorded), got none")
+        if "row_count" in step and step.get("rows") is None and len(got.get("rows", [])) != step["row_count"]:
+            diffs.append("row_count: expected %d, got %d" % (step["row_count"], len(got.get("rows", []))))
+        for k in ("affected_rows", "warning_count", "eof_server_status", "server_status", "insert_id"):
+            if k in step and step[k] != got.get(k):
+                diffs.append("%s: expected %r, got %r" % (k, step[k], got.get(k)))
+        if "info" in step:
+            want = bytes.fromhex(step["info_raw_hex"]) if "info_raw_hex" in step else step["info"].encode()
+            if want != got.get("info"):
+                diffs.append("info: expected %r, got %r" % (want, got.get("info")))
+        return diffs
+
+    # -- step types ----------------------------------------------------------------
+
+    def step_start(self, step):
+        self.p.start(initial=step.get("initial", False))
+        return []
+
+    def step_restart(self, step):
+        self.close_all()
+        self.p.restart(initial=False, monitor_shun_after=MONITOR_SHUN_AFTER)
+        return []
+
+    def step_stop(self, step):
+        self.close_all()
+        self.p.stop()
+        return [] if self.p.returncode in (0, None) or REAL else ["exit status %s after SIGTERM" % self.p.returncode]
+
+    def step_sleep(self, step):
+        return []     # only makes epochs differ; nothing compared depends on it
+
+    def step_handshake(self, step):
+        diffs = []
+        with socket.create_connection((self.p.host, self.p.admin_port), timeout=10) as s:
+            data = b""
+            while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:3], "little"):
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+        pkt = data[4:]
+        end = pkt.index(b"\0", 1)
+        got = {"protocol_version": pkt[0], "server_version": pkt[1:end].decode()}
+        pos = end + 1
+        got["thread_id"] = struct.unpack_from("<I", pkt, pos)[0]
+        salt1 = pkt[pos + 4:pos + 12]
+        pos += 13
+        lo = struct.unpack_from("<H", pkt, pos)[0]
+        got["server_language"] = pkt[pos + 2]
+        got["server_status"] = struct.unpack_from("<H", pkt, pos + 3)[0]
+        hi = struct.unpack_from("<H", pkt, pos + 5)[0]
+        got["server_capabilities"] = lo | hi << 16
+        salt_len = pkt[pos + 7]
+        pos += 18
+        salt2 = pkt[pos:pos + max(13, salt_len - 8) - 1]
+        pos += max(13, salt_len - 8)
+        got["auth_plugin_name"] = pkt[pos:pkt.index(b"\0", pos)].decode()
+        got["salt_length"] = len(salt1 + salt2)
+        exp = step["handshake"]
+        for k in ("protocol_version", "server_version", "server_capabilities", "server_language",
+                  "server_status", "auth_plugin_name", "salt_length"):
+            if exp[k] != got[k]:
+                diffs.append("handshake.%s: expected %r, got %r" % (k, exp[k], got[k]))
+        if not isinstance(got["thread_id"], int) or got["thread_id"] <= 0:   # env-specific value
+            diffs.append("handshake.thread_id: expected a positive id, got %r" % got["thread_id"])
+        return diffs
+
+    def step_connect(self, step):
+        diffs = []
+        WIRE.sqlstate = None
+        try:
+            c = self.p.connect(step["user"], step["password"])
+        except pymysql.err.MySQLError as e:
+            if step["ok"]:
+                return ["connect: expected success, got %r" % (e.args,)]
+            got = {"code": e.args[0], "sqlstate": WIRE.sqlstate, "message": e.args[1],
+                   "exception": type(e).__name__}
+            for k in ("code", "sqlstate", "message", "exception"):
+                if step["error"][k] != got[k]:
+                    diffs.append("error.%s: expected %r, got %r" % (k, step["error"][k], got[k]))
+            return diffs
+        if not step["ok"]:
+            c.close()
+            return ["connect: expected %s, but the login succeeded" % step["error"]]
+        if c.server_version != step["server_version"]:
+            diffs.append("server_version: expected %r, got %r" % (step["server_version"], c.server_version))
+        if step.get("conn"):
+            self.conns[step["conn"]] = c
+        else:
+            c.close()
+        return diffs
+
+    def step_close(self, step):
+        c = self.conns.pop(step["conn"], None)
+        if c is not None:
+            c.close()
+        return []
+
+    def step_sql(self, step):
+        return self.compare_sql(step, run_sql(self.conn(step["conn"]), step["sql"]))
+
+    def step_poll(self, step):
+        """Poll until the last recorded snapshot shows up; every answer seen must be a recorded one."""
+        snapshots = [s["rows"] for s in step["snapshots"]]
+        final = snapshots[-1]
+        settle = min(step.get("polled_s", 0), 1.0) if len(snapshots) == 1 else 0
+        deadline = time.monotonic() + POLL_TIMEOUT
+        start = time.monotonic()
+        while True:
+            got = run_sql(self.conn(step["conn"]), step["sql"])
+            if not got["ok"]:
+                return ["poll: %s" % got["error"]]
+            if got["columns"] != step["columns"]:
+                return ["columns: expected %s, got %s" % (step["columns"], got["columns"])]
+            rows = got["rows"]
+            if rows not in snapshots:
+                return ["poll: answer %s is none of the recorded snapshots %s" % (short(rows), short(snapshots))]
+            if rows == final and time.monotonic() - start >= settle:
+                return []
+            if time.monotonic() > deadline:
+                return ["poll: the final snapshot %s did not show up in %.0fs (last: %s)"
+                        % (short(final), POLL_TIMEOUT, short(rows))]
+            time.sleep(0.1)
+
+    def run(self):
+        for step in STEPS:
+            try:
+                self.results[step["step"]] = getattr(self, "step_" + step["type"])(step)
+            except Exception as e:     # a crash of one step must not hide the others
+                self.results[step["step"]] = ["%s raised %s: %s" % (step["type"], type(e).__name__, e)]
+        self.close_all()
+
+
+def short(v, n=400):
+    s = repr(v)
+    return s if len(s) <= n else s[:n] + "..."
+
+
+def describe(step):
+    what = step.get("sql") if "sql" in step else step["type"]
+    return "step %d (%s, %s): %s" % (step["step"], step["type"], step["section"], short(what, 200))
+
+
+@pytest.fixture(scope="module")
+def replay(instrumented_pymysql):
+    for port in (13401, 13402):    # the monitor section needs servers that refuse TCP
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                pytest.fail("127.0.0.1:%d accepts connections; the recorded monitor steps need it closed" % port)
+    p = ProxySQL(monitor_shun_after=24.0)
+    r = Replay(p)
+    try:
+        r.run()
+    finally:
+        p.close()
+    return r
+
+
+@pytest.mark.parametrize("step", STEPS, ids=lambda s: "%03d-%s" % (s["step"], s["type"]))
+def test_step(replay, step):
+    diffs = replay.results[step["step"]]
+    assert not diffs, describe(step) + "\n  " + "\n  ".join(diffs)
+
+
+def test_transcript(replay):
+    """The whole recording, with the first differing step spelled out."""
+    assert len(STEPS) == 476 and [s["step"] for s in STEPS] == list(range(1, 477))
+    failing = [s for s in STEPS if replay.results[s["step"]]]
+    if failing:
+        first = failing[0]
+        pytest.fail("%d of %d steps differ; first: %s\n  %s\n  (others: %s)"
+                    % (len(failing), len(STEPS), describe(first), "\n  ".join(replay.results[first["step"]]),
+                       [s["step"] for s in failing[1:30]]))
+
+
+# ---------------------------------------------------------------------------
+# Test hooks, lifecycle and protocol corners
+# ---------------------------------------------------------------------------
+
+@pytest.fixture
+def proxysql():
+    p = ProxySQL(monitor_shun_after=0)
+    p.start()
+    try:
+        yield p
+    finally:
+        p.close()
+
+
+double_only = pytest.mark.skipif(REAL, reason="property of the double (PROXYSQL_BIN is set)")
+
+
+def timed(fn):
+    t = time.monotonic()
+    result = fn()
+    return time.monotonic() - t, result
+
+
+def test_hook_statements(proxysql):
+    proxysql.clear_statements()
+    c = proxysql.connect()
+    with c.cursor() as cur:
+        cur.execute("SELECT 1")
+        cur.execute("INSERT INTO mysql_servers (hostgroup_id,hostname) VALUES (1,'x')")
+    s = proxysql.connect("stats", "stats")
+    with s.cursor() as cur:
+        cur.execute("SELECT * FROM stats_mysql_global LIMIT 1")
+    got = proxysql.statements()
+    assert [(x["user"], x["sql"]) for x in got] == [
+        ("admin", "SELECT 1"), ("admin", "INSERT INTO mysql_servers (hostgroup_id,hostname) VALUES (1,'x')"),
+        ("stats", "SELECT * FROM stats_mysql_global LIMIT 1")]
+    assert got[0]["conn"] == got[1]["conn"] != got[2]["conn"]
+    assert [x["seq"] for x in got] == [1, 2, 3]
+    assert proxysql.clear_statements() == {"cleared": 3}
+    assert proxysql.statements() == []
+    c.close()
+    s.close()
+
+
+def test_hook_latency(proxysql):
+    c = proxysql.connect()
+    proxysql.control("latency", ms=300)
+    with c.cursor() as cur:
+        elapsed, _ = timed(lambda: cur.execute("SELECT 1"))
+        assert elapsed >= 0.3
+        proxysql.control("latency", ms=0)
+        elapsed, _ = timed(lambda: cur.execute("SELECT 1"))
+        assert elapsed < 0.2
+    c.close()
+
+
+def test_hook_hang_until_release(proxysql):
+    c = proxysql.connect(read_timeout=30)
+    proxysql.control("hang", count=1, seconds=0)
+    done = threading.Event()
+    result = []
+
+    def run():
+        with c.cursor() as cur:
+            cur.execute("SELECT 42")
+            result.append(cur.fetchall())
+        done.set()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    assert not done.wait(0.8), "the query answered although it should hang"
+    # other connections are not blocked by a hung query
+    assert proxysql.query("SELECT 7") == [("7",)]
+    proxysql.control("release")
+    assert done.wait(5)
+    assert result == [(("42",),)]
+    c.close()
+
+
+def test_hook_hang_seconds_and_count(proxysql):
+    c = proxysql.connect()
+    proxysql.control("hang", count=2, seconds=0.4)
+    with c.cursor() as cur:
+        for _ in range(2):
+            elapsed, _ = timed(lambda: cur.execute("SELECT 1"))
+            assert 0.35 <= elapsed < 3
+        elapsed, _ = timed(lambda: cur.execute("SELECT 1"))
+        assert elapsed < 0.2
+    c.close()
+
+
+def test_hook_drop(proxysql):
+    c = proxysql.connect()
+    proxysql.control("drop", count=1)
+    with pytest.raises(pymysql.err.OperationalError) as e:
+        with c.cursor() as cur:
+            cur.execute("SELECT 1")
+    assert e.value.args[0] in (2013, 2006)
+    assert proxysql.query("SELECT 1") == [("1",)]
+
+
+def test_hook_fail_writes_and_load(proxysql):
+    proxysql.control("fail", count=2, code=1045, message="ProxySQL Admin Error: injected")
+    c = proxysql.connect()
+    with c.cursor() as cur:
+        cur.execute("SELECT COUNT(*) FROM mysql_servers")          # reads are not failed
+        with pytest.raises(pymysql.err.OperationalError) as e:
+            cur.execute("INSERT INTO mysql_servers (hostgroup_id,hostname) VALUES (1,'a')")
+        assert e.value.args == (1045, "ProxySQL Admin Error: injected")
+        with pytest.raises(pymysql.err.OperationalError):
+            cur.execute("LOAD MYSQL SERVERS TO RUNTIME")
+        cur.execute("INSERT INTO mysql_servers (hostgroup_id,hostname) VALUES (1,'b')")
+        cur.execute("SELECT hostname FROM mysql_servers")
+        assert cur.fetchall() == (("b",),)                           # the failed one never ran
+    proxysql.control("fail", count=1, code=2013, message="gone", match="LOAD MYSQL")
+    with c.cursor() as cur:
+        cur.execute("DELETE FROM mysql_servers")                      # not matched
+        with pytest.raises(pymysql.err.MySQLError) as e:
+            cur.execute("LOAD MYSQL SERVERS TO RUNTIME")
+        assert e.value.args == (2013, "gone")
+    c.close()
+
+
+def test_hook_pool_drain(proxysql):
+    q = proxysql.query
+    q("INSERT INTO mysql_servers (hostgroup_id,hostname,port) VALUES (10,'127.0.0.1',13306)")
+    q("LOAD MYSQL SERVERS TO RUNTIME")
+    assert proxysql.control("pool", hostgroup=10, host="127.0.0.1", port=13306, used=5)["ConnUsed"] == 5
+    pool = "SELECT hostgroup, srv_host, srv_port, status, ConnUsed, MaxConnUsed FROM stats_mysql_connection_pool"
+    assert q(pool) == [("10", "127.0.0.1", "13306", "ONLINE", "5", "5")]
+    # drain: OFFLINE_SOFT keeps the used connections
+    q("UPDATE mysql_servers SET status='OFFLINE_SOFT'")
+    q("LOAD MYSQL SERVERS TO RUNTIME")
+    assert q(pool) == [("10", "127.0.0.1", "13306", "OFFLINE_SOFT", "5", "5")]
+    # deleted while connections are in use: OFFLINE_HARD until they are released
+    q("DELETE FROM mysql_servers")
+    q("LOAD MYSQL SERVERS TO RUNTIME")
+    assert q(pool) == [("10", "127.0.0.1", "13306", "OFFLINE_HARD", "5", "5")]
+    assert q("SELECT hostgroup_id, hostname, port, status FROM runtime_mysql_servers") == [
+        ("10", "127.0.0.1", "13306", "OFFLINE_HARD")]
+    proxysql.control("pool", hostgroup=10, host="127.0.0.1", port=13306, used=0)
+    assert q(pool) == []
+    assert q("SELECT * FROM runtime_mysql_servers") == []
+    with pytest.raises(RuntimeError, match="404"):
+        proxysql.control("pool", hostgroup=10, host="127.0.0.1", port=13306, used=1)
+
+
+def test_hook_reset(proxysql):
+    proxysql.control("latency", ms=500)
+    proxysql.control("fail", count=5)
+    proxysql.control("drop", count=5)
+    state = proxysql.control("reset")
+    assert state["latency_ms"] == 0 and state["fail"]["count"] == 0 and state["drop"]["count"] == 0
+    elapsed, rows = timed(lambda: proxysql.query("SELECT 1"))
+    assert rows == [("1",)] and elapsed < 0.5
+    assert proxysql.query("INSERT INTO mysql_servers (hostgroup_id,hostname) VALUES (1,'x')") == 1
+
+
+@double_only
+def test_starts_in_well_under_a_second(tmp_path):
+    port_file = tmp_path / "ports"
+    t = time.monotonic()
+    proc = subprocess.Popen([PYTHON, DOUBLE, "--listen", "127.0.0.1:0", "--datadir", str(tmp_path / "d"),
+                             "--initial", "--port-file", str(port_file)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        while not port_file.exists():
+            assert proc.poll() is None, proc.stderr.read()
+            assert time.monotonic() - t < 5
+            time.sleep(0.002)
+        started = time.monotonic() - t
+        line = port_file.read_text().strip()
+        port = int(line.split(":")[-1])
+        conn = pymysql.connect(host="127.0.0.1", port=port, user="admin", password="admin", autocommit=None)
+        conn.close()
+        ready = time.monotonic() - t
+    finally:
+        proc.terminate()
+        proc.wait(5)
+    assert line.startswith("admin=127.0.0.1:")
+    assert started < 1.0 and ready < 1.0, (started, ready)
+
+
+@double_only
+def test_listens_on_loopback_only(tmp_path):
+    for addr in ("0.0.0.0:0", "192.0.2.1:0", "[::]:0"):
+        r = subprocess.run([PYTHON, DOUBLE, "--listen", addr, "--datadir", str(tmp_path)],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == 2 and "loopback" in r.stderr, (addr, r.returncode, r.stderr)
+    r = subprocess.run([PYTHON, DOUBLE, "--listen", "127.0.0.1:0", "--control", "0.0.0.0:0",
+                        "--datadir", str(tmp_path)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "loopback" in r.stderr
+    p = ProxySQL(monitor_shun_after=0)
+    p.start()
+    try:
+        # the admin port is bound to 127.0.0.1: another local address of this host refuses it
+        others = set()
+        try:
+            for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET):
+                if not info[4][0].startswith("127."):
+                    others.add(info[4][0])
+        except OSError:
+            pass
+        for ip in others:
+            with socket.socket() as s:
+                s.settimeout(2)
+                assert s.connect_ex((ip, p.admin_port)) != 0, ip
+        out = subprocess.run(["ss", "-ltnH"], capture_output=True, text=True).stdout if \
+            os.path.exists("/usr/bin/ss") or os.path.exists("/bin/ss") else ""
+        for line in out.splitlines():
+            if ":%d " % p.admin_port in line + " ":
+                assert "127.0.0.1:%d" % p.admin_port in line, line
+    finally:
+        p.close()
+
+
+def test_sigterm_is_prompt_even_with_a_hung_query(proxysql):
+    proxysql.control("hang", count=1, seconds=0)
+    c = proxysql.connect(read_timeout=30)
+
+    def hung():
+        try:
+            with c.cursor() as cur:
+                cur.execute("SELECT 1")
+        except pymysql.err.MySQLError:
+            pass
+
+    threading.Thread(target=hung, daemon=True).start()
+    time.sleep(0.3)
+    elapsed, _ = timed(lambda: proxysql.stop(timeout=10))
+    assert elapsed < 1.5 and proxysql.returncode == 0, (elapsed, proxysql.returncode)
+
+
+def test_many_concurrent_connections(proxysql):
+    proxysql.query("INSERT INTO mysql_servers (hostgroup_id,hostname) VALUES (1,'h')")
+    errors, counts = [], []
+
+    def client(i):
+        try:
+            c = proxysql.connect()
+            with c.cursor() as cur:
+                for j in range(20):
+                    cur.execute("UPDATE mysql_servers SET comment='%d-%d'" % (i, j))
+                    cur.execute("SELECT COUNT(*) FROM mysql_servers")
+                    counts.append(cur.fetchone()[0])
+                cur.execute("LOAD MYSQL SERVERS TO RUNTIME")
+            c.close()
+        except Exception as e:      # noqa: BLE001 - collected and asserted below
+            errors.append(e)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(60)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors and len(counts) == 60 * 20 and set(counts) == {"1"}
+    assert proxysql.query("SELECT name, version FROM runtime_checksums_values WHERE name='mysql_servers'") == [
+        ("mysql_servers", "61")]
+
+
+def raw_client(proxysql, user="admin", password="admin", plugin=b"mysql_native_password", first_token=None):
+    """A minimal protocol-41 client; returns (socket, packets read so far, next sequence number)."""
+    import hashlib
+    s = socket.create_connection((proxysql.host, proxysql.admin_port), timeout=10)
+
+    def read():
+        hdr = b""
+        while len(hdr) < 4:
+            hdr += s.recv(4 - len(hdr))
+        n = int.from_bytes(hdr[:3], "little")
+        body = b""
+        while len(body) < n:
+            body += s.recv(n - len(body))
+        return hdr[3], body
+
+    _, greet = read()
+    end = greet.index(b"\0", 1)
+    salt = greet[end + 5:end + 13] + greet[end + 32:end + 44]
+
+    def native(salt):
+        h1 = hashlib.sha1(password.encode()).digest()
+        h3 = hashlib.sha1(salt + hashlib.sha1(h1).digest()).digest()
+        return bytes(a ^ b for a, b in zip(h1, h3))
+
+    caps = (CLIENT.PROTOCOL_41 | CLIENT.SECURE_CONNECTION | CLIENT.PLUGIN_AUTH | CLIENT.LONG_PASSWORD
+            | CLIENT.TRANSACTIONS)
+    token = native(salt) if first_token is None else first_token
+    resp = struct.pack("<IIB", caps, 1 << 24, 45) + b"\0" * 23 + user.encode() + b"\0" \
+        + bytes([len(token)]) + token + plugin + b"\0"
+    s.sendall(len(resp).to_bytes(3, "little") + b"\x01" + resp)
+    return s, read, native
+
+
+def test_auth_switch_to_native_password(proxysql):
+    s, read, native = raw_client(proxysql, plugin=b"caching_sha2_password", first_token=b"\x01" * 32)
+    seq, pkt = read()
+    assert pkt[0] == 0xFE and pkt[1:].startswith(b"mysql_native_password\0"), pkt
+    salt = pkt[1 + len(b"mysql_native_password\0"):][:20]
+    token = native(salt)
+    s.sendall(len(token).to_bytes(3, "little") + bytes([seq + 1]) + token)
+    seq, pkt = read()
+    assert pkt[0] == 0x00, pkt
+    s.close()
+
+
+def test_protocol_commands(proxysql):
+    c = proxysql.connect()
+    c.ping(reconnect=False)
+    c.select_db("whatever")                                  # COM_INIT_DB: OK
+    with pytest.raises(pymysql.err.MySQLError) as e:
+        c.kill(12345)                                        # COM_PROCESS_KILL
+    assert e.value.args[0] == 9003
+    assert proxysql.query("SELECT 1") == [("1",)]
+    # COM_FIELD_LIST and COM_STMT_PREPARE: ERR 1045, the connection stays usable
+    s, read, _ = raw_client(proxysql)
+    assert read()[1][0] == 0x00
+    for cmd in (b"\x04mysql_servers\0", b"\x16SELECT 1"):
+        s.sendall(len(cmd).to_bytes(3, "little") + b"\x00" + cmd)
+        seq, pkt = read()
+        assert (seq, pkt[0], struct.unpack("<H", pkt[1:3])[0], pkt[9:]) == (1, 0xFF, 1045, b"Command not supported")
+    s.sendall(b"\x01\x00\x00\x00\x1f")                       # COM_RESET_CONNECTION: ERR 1047, seq 2
+    seq, pkt = read()
+    assert seq == 2 and struct.unpack("<H", pkt[1:3])[0] == 1047
+    s.sendall(b"\x01\x00\x00\x00\x0e")                       # still usable: COM_PING
+    assert read()[1][0] == 0x00
+    s.sendall(b"\x01\x00\x00\x00\x0d")                       # COM_DEBUG: no reply, closed
+    s.settimeout(5)
+    assert s.recv(10) == b""
+    s.close()
+    c.close()
+
+
+def test_wrong_password_and_stats_user(proxysql):
+    with pytest.raises(pymysql.err.OperationalError) as e:
+        proxysql.connect(password="nope")
+    assert e.value.args == (1045, "ProxySQL Error: Access denied for user 'admin'@'127.0.0.1' (using password: YES)")
+    assert proxysql.query("SELECT DATABASE()", "stats", "stats") == [("stats",)]
+    with pytest.raises(pymysql.err.OperationalError, match="attempt to write a readonly database"):
+        proxysql.query("DELETE FROM stats_mysql_global", "stats", "stats")
+
+
+@double_only
+def test_semicolon_only_query_crashes_like_2_7_1(proxysql):
+    c = proxysql.connect()
+    with pytest.raises(pymysql.err.OperationalError):
+        with c.cursor() as cur:
+            cur.execute(";")
+    proxysql.proc.wait(10)
+    assert proxysql.proc.returncode == -11            # SIGSEGV
+
+
+def test_restart_keeps_port_and_reloads_disk(proxysql):
+    port = proxysql.admin_port
+    proxysql.query("INSERT INTO mysql_servers (hostgroup_id,hostname) VALUES (1,'saved')")
+    proxysql.query("SAVE MYSQL SERVERS TO DISK")
+    proxysql.query("INSERT INTO mysql_servers (hostgroup_id,hostname) VALUES (2,'lost')")
+    proxysql.restart()
+    assert proxysql.admin_port == port
+    assert proxysql.query("SELECT hostname FROM mysql_servers") == [("saved",)]
+    assert proxysql.query("SELECT hostname FROM runtime_mysql_servers") == [("saved",)]
+    proxysql.kill()
+    proxysql.start()                                  # after a crash too (not --initial)
+    assert proxysql.query("SELECT hostname FROM disk.mysql_servers") == [("saved",)]
+    proxysql.restart(initial=True)
+    assert proxysql.query("SELECT COUNT(*) FROM disk.mysql_servers") == [("0",)]
