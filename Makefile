@@ -16,7 +16,7 @@ PKG_CONFIG ?= pkg-config
 PYTHON ?= /usr/bin/python3
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.1.0)
 
-PKGS := libmariadb libconfig libmicrohttpd
+PKGS := libmariadb libconfig libmicrohttpd libcurl libcjson
 WERROR ?= -Werror
 WARNINGS := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 -Wvla $(WERROR)
 CFLAGS ?= -O2 -g
@@ -29,17 +29,17 @@ PKG_LIBS = $(shell $(PKG_CONFIG) --libs $(PKGS))
 CPPFLAGS += -Ilib -Ichecks -Isync $(PKG_CFLAGS)
 LDLIBS += $(PKG_LIBS) -lpthread
 
-LIB_SRC := lib/deadline.c lib/util.c lib/log.c lib/opt.c lib/secret.c lib/statusmap.c lib/db.c lib/http.c \
+LIB_SRC := lib/deadline.c lib/util.c lib/log.c lib/opt.c lib/secret.c lib/statusmap.c lib/db.c lib/http.c lib/consul.c \
 	checks/galera.c checks/replica.c checks/probe.c
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIBSK := $(BUILD)/libsidekick.a
 
-SYNC_SRC := sync/model.c sync/layout.c sync/plan.c sync/config.c
+SYNC_SRC := sync/model.c sync/layout.c sync/plan.c sync/config.c sync/proxysql.c sync/agent.c
 SYNC_OBJ := $(SYNC_SRC:%.c=$(BUILD)/%.o)
 LIBSYNC := $(BUILD)/libsync.a
 
 PROBES := liveness-check readiness-check clustercheck haproxy-check proxysql-check
-PROGRAMS := $(PROBES:%=$(BIN)/%)
+PROGRAMS := $(PROBES:%=$(BIN)/%) $(BIN)/proxysql-sync
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
@@ -68,11 +68,11 @@ $(BIN)/readiness-check: $(BUILD)/checks/readiness_check.o $(LIBSK)
 $(BIN)/clustercheck: $(BUILD)/checks/clustercheck.o $(LIBSK)
 $(BIN)/haproxy-check: $(BUILD)/checks/haproxy_check.o $(LIBSK)
 $(BIN)/proxysql-check: $(BUILD)/checks/proxysql_check.o $(LIBSK)
-$(BIN)/proxysql-check: LDLIBS += $(shell $(PKG_CONFIG) --libs libcurl)
+$(BIN)/proxysql-sync: $(BUILD)/sync/main.o $(LIBSYNC) $(LIBSK)
 $(PROGRAMS):
 	@mkdir -p $(BIN)
 	@echo "  LINK    $@"
-	@$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBSK) $(LDLIBS)
+	@$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $(filter %.o,$^) $(filter-out $(LIBSK),$(filter %.a,$^)) $(LIBSK) $(LDLIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIBSK)
 	@mkdir -p $(dir $@)
@@ -81,7 +81,6 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIBSK)
 
 # The sync unit tests link the agent's pure core too.
 $(BUILD)/tests/test_sync: $(LIBSYNC)
-$(BUILD)/tests/test_sync: LDLIBS += $(shell $(PKG_CONFIG) --libs libcjson)
 
 unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; SIDEKICK_TEST_DATA=tests/data $$t; done

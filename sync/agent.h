@@ -1,0 +1,113 @@
+/* agent.h: proxysql-sync's moving parts: Consul watchers, the coordinator, one loop per target. */
+#ifndef SK_AGENT_H
+#define SK_AGENT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "consul.h"
+#include "layout.h"
+#include "proxysql.h"
+
+#define AGENT_MAX_WATCHES 4
+#define AGENT_HIST_BUCKETS 10
+
+struct agent;
+
+/* One watched prefix: a blocking-query loop and the last snapshot that passed the guards. */
+struct watch {
+	struct agent *ag;
+	char *prefix;
+	pthread_t tid;
+	struct consul *c;
+	uint64_t index;
+	struct consul_kv_list kv; /* the accepted snapshot (under ag->mu) */
+	bool have; /* a good read has been accepted */
+	bool ok; /* the last request succeeded */
+	int confirming; /* consecutive reads confirming a shrink */
+	uint64_t metric_index;
+	char error[300];
+};
+
+struct drain_rec {
+	long hostgroup;
+	char *host;
+	long port;
+	int64_t since_us;
+};
+
+/* One ProxySQL admin interface and what the agent knows about it. */
+struct target {
+	struct agent *ag;
+	const struct sync_target *cfg;
+	struct pxadmin_target pt;
+	pthread_t tid;
+	struct pxadmin px;
+	bool reachable, synced_once, in_sync;
+	unsigned long applied_gen;
+	int64_t last_check_us;
+	double last_sync_unix;
+	struct drain_rec *drains;
+	size_t ndrains;
+	/* metrics */
+	unsigned long applies, errors_read, errors_apply, errors_verify, errors_connect, writer_guard;
+	unsigned long hist[AGENT_HIST_BUCKETS + 1];
+	double hist_sum;
+	unsigned long hist_count;
+};
+
+struct agent {
+	struct sync_config *cfg;
+	enum consul_consistency mode;
+	struct consul_config ccfg;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int cancel_fd; /* an eventfd: readable once the agent stops */
+	volatile bool stop; /* under mu */
+	struct watch watches[AGENT_MAX_WATCHES];
+	size_t nwatches;
+	unsigned long snap_gen;
+	int64_t last_change_us, first_change_us;
+	/* The desired state the coordinator published (under mu). */
+	struct px_servers want_servers;
+	struct px_users want_users;
+	unsigned long desired_gen;
+	bool have_desired;
+	struct target *targets;
+	size_t ntargets;
+	pthread_t coordinator;
+	long owned[256];
+	size_t nowned;
+	/* metrics (under mu) */
+	unsigned long rejected_total, guard_blocks, unsettled_holds, consul_errors;
+	size_t rejected_now;
+	char **logged_rejects; /* "key: reason" already logged, to log each problem once */
+	size_t nlogged;
+};
+
+/* Start every thread. Returns 0, or -1 with err set (Consul client or eventfd could not start). */
+int agent_start(struct agent *ag, struct sync_config *cfg, char *err, size_t errlen) SK_MUST_CHECK;
+
+/* Stop within about a second: cancel Consul requests, let targets finish or abandon the
+ * statement in progress (never after a partial stage: a LOAD only follows a complete one). */
+void agent_stop(struct agent *ag);
+
+/* --once and --dry-run: read every prefix once, build the desired state, and for each target
+ * apply it (or print the plan when dry_run). Returns 0 when every target is in the desired state
+ * (or, dry run, was read), 1 otherwise. */
+int agent_once(struct sync_config *cfg, bool dry_run);
+
+/* Reconcile one target with `want` (one read, plan, apply, verify). Used by the target loop and
+ * agent_once. Returns 0 when the target is now in the desired state (pending drains allowed),
+ * 1 when drains are still pending, -1 on errors. With `print`, prints the plan and applies
+ * nothing. */
+int agent_reconcile(struct agent *ag, struct target *t, const struct px_servers *want_servers,
+		    const struct px_users *want_users, bool print);
+
+/* Render /metrics (Prometheus text) and the /readyz verdict. */
+void agent_metrics(struct agent *ag, sk_buf *out);
+bool agent_ready(struct agent *ag, char *why, size_t len);
+
+#endif

@@ -1,0 +1,192 @@
+/* main.c: proxysql-sync: load the configuration, pick the mode, run until a signal says stop. */
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "config.h"
+#include "db.h"
+#include "http.h"
+#include "log.h"
+
+/* The running agent, swapped on reload; the health handler reads it under `mu`. */
+static struct {
+	pthread_mutex_t mu;
+	struct agent *ag;
+} live = { PTHREAD_MUTEX_INITIALIZER, NULL };
+
+static void on_health(void *ctx, const char *method, const char *path, struct http_reply *r)
+{
+	(void)ctx;
+	(void)method;
+	r->content_type = "text/plain; charset=utf-8";
+	pthread_mutex_lock(&live.mu);
+	if (strcmp(path, "/healthz") == 0) {
+		r->status = 200;
+		r->len = (size_t)snprintf(r->body, sizeof(r->body), "ok\n");
+	} else if (strcmp(path, "/readyz") == 0) {
+		char why[300] = "starting";
+		bool ok = live.ag && agent_ready(live.ag, why, sizeof(why));
+
+		r->status = ok ? 200 : 503;
+		r->len = (size_t)snprintf(r->body, sizeof(r->body), "%s\n", why);
+	} else if (strcmp(path, "/metrics") == 0 && live.ag) {
+		sk_buf b;
+
+		sk_buf_init(&b, sizeof(r->body) - 1);
+		agent_metrics(live.ag, &b);
+		r->status = 200;
+		r->content_type = "text/plain; version=0.0.4";
+		r->len = b.len;
+		if (b.len)
+			memcpy(r->body, b.data, b.len);
+		sk_buf_free(&b);
+	} else {
+		r->status = 404;
+		r->len = (size_t)snprintf(r->body, sizeof(r->body), "not found: try /healthz, /readyz, /metrics\n");
+	}
+	pthread_mutex_unlock(&live.mu);
+	log_redact(r->body);
+}
+
+static void setup_logging(const struct sync_config *c, const char *argv0)
+{
+	enum log_format f = LOG_TEXT;
+	enum log_level l = LOG_INFO;
+
+	if (!log_format_parse(opt_str(&c->o, "log-format"), &f) || !log_level_parse(opt_str(&c->o, "log-level"), &l))
+		f = LOG_TEXT;
+	log_setup(argv0, f, l, stdout);
+}
+
+/* --once takes a lock so that overlapping cron runs cannot collide. */
+static int take_lock(const char *path)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+
+	if (fd < 0) {
+		log_error("lock file %s: %s (--lock-file)", path, strerror(errno));
+		return -1;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		log_error("another proxysql-sync --once holds %s; not running twice", path);
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int run(struct sync_config *cfg, int argc, char **argv)
+{
+	static struct agent ag;
+	struct http_server *health = NULL;
+	sigset_t set;
+	char err[512];
+	int sig;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+
+	if (*opt_str(&cfg->o, "health-listen")) {
+		health = http_start(opt_str(&cfg->o, "health-listen"), on_health, NULL, 10, 64, err, sizeof(err));
+		if (!health) {
+			log_error("%s (health-listen)", err);
+			return 2;
+		}
+		log_info("health on %s: /healthz /readyz /metrics", opt_str(&cfg->o, "health-listen"));
+	}
+	if (agent_start(&ag, cfg, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		http_stop(health);
+		return 2;
+	}
+	pthread_mutex_lock(&live.mu);
+	live.ag = &ag;
+	pthread_mutex_unlock(&live.mu);
+
+	for (;;) {
+		struct sync_config next;
+
+		if (sigwait(&set, &sig) != 0)
+			continue;
+		if (sig != SIGHUP) {
+			log_info("stopping on signal %d", sig);
+			break;
+		}
+		if (sync_config_load(&next, argc, argv, err, sizeof(err)) != OPTS_OK) {
+			log_error("reload failed, keeping the running configuration: %s", err);
+			continue;
+		}
+		log_info("reloading the configuration");
+		pthread_mutex_lock(&live.mu);
+		agent_stop(&ag);
+		sync_config_free(cfg);
+		*cfg = next;
+		/* The agent points into the configuration: restart it on the new one. */
+		setup_logging(cfg, argv[0]);
+		if (agent_start(&ag, cfg, err, sizeof(err)) < 0) {
+			live.ag = NULL;
+			pthread_mutex_unlock(&live.mu);
+			log_error("%s", err);
+			http_stop(health);
+			return 2;
+		}
+		pthread_mutex_unlock(&live.mu);
+	}
+	pthread_mutex_lock(&live.mu);
+	live.ag = NULL;
+	pthread_mutex_unlock(&live.mu);
+	agent_stop(&ag);
+	http_stop(health);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct sync_config cfg;
+	char err[512];
+	int rc, lock = -1;
+
+	log_setup(argv[0], LOG_TEXT, LOG_INFO, stdout);
+	switch (sync_config_load(&cfg, argc, argv, err, sizeof(err))) {
+	case OPTS_EXIT: sync_config_free(&cfg); return 0;
+	case OPTS_ERROR:
+		fprintf(stderr, "proxysql-sync: %s\n", err);
+		sync_config_free(&cfg);
+		return 2;
+	case OPTS_OK: break;
+	}
+	setup_logging(&cfg, argv[0]);
+	if (opt_flag(&cfg.o, "check-config")) {
+		printf("proxysql-sync: configuration ok: %zu target(s), %zu cluster(s)\n", cfg.ntargets,
+		       cfg.layout.nclusters);
+		sync_config_free(&cfg);
+		return 0;
+	}
+	db_library_init();
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	srandom((unsigned)getpid() ^ (unsigned)deadline_now_us());
+	if (opt_flag(&cfg.o, "dry-run")) {
+		rc = agent_once(&cfg, true);
+	} else if (opt_flag(&cfg.o, "once")) {
+		lock = take_lock(opt_str(&cfg.o, "lock-file"));
+		rc = lock < 0 ? 1 : agent_once(&cfg, false);
+		if (lock >= 0)
+			close(lock);
+	} else {
+		rc = run(&cfg, argc, argv);
+	}
+	sync_config_free(&cfg);
+	curl_global_cleanup();
+	return rc;
+}
