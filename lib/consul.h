@@ -1,0 +1,169 @@
+/* consul.h: a Consul HTTP API client (KV, sessions, status) on libcurl and cJSON, with the
+ * standard CONSUL_* environment, blocking queries, one deadline per call and a response cap. */
+#ifndef SK_CONSUL_H
+#define SK_CONSUL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "deadline.h"
+#include "util.h"
+
+#define CONSUL_DEFAULT_ADDR "127.0.0.1:8500"
+#define CONSUL_MAX_RESPONSE_DEFAULT ((size_t)16 * 1024 * 1024) /* bytes of one answer, decompressed */
+#define CONSUL_KV_MAX_ITEMS 100000 /* entries in one KV listing */
+#define CONSUL_SESSION_ID_MAX 64 /* room for a session ID (a 36-character UUID) and its NUL */
+
+/* How the client reaches Consul and proves who it is. Every string is heap-owned by the
+ * config (NULL when unset); set fields with consul_config_set, release with consul_config_free. */
+struct consul_config {
+	char *addr; /* host:port, http://host:port[/prefix], https://..., or unix:///path */
+	char *token; /* ACL token: a secret, sent only as the X-Consul-Token header */
+	char *token_file; /* a file holding the token; wins over `token` when set */
+	char *http_auth; /* "user[:password]" for HTTP basic auth (a secret), or NULL */
+	char *cacert, *capath; /* CA bundle file / directory for verifying the server */
+	char *client_cert, *client_key; /* both or neither */
+	char *tls_server_name; /* name sent in SNI and checked against the certificate */
+	bool ssl; /* https even when addr carries no scheme */
+	bool ssl_verify; /* verify the server certificate (default true) */
+	char *datacenter; /* ?dc= on every request, or NULL for the agent's own */
+	size_t max_response; /* a larger answer is an error, never an allocation */
+};
+
+/* Fill `c` with the defaults and the environment, as Consul's own tools read it: CONSUL_HTTP_ADDR,
+ * CONSUL_HTTP_TOKEN, CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_AUTH, CONSUL_HTTP_SSL, CONSUL_HTTP_SSL_VERIFY,
+ * CONSUL_CACERT, CONSUL_CAPATH, CONSUL_CLIENT_CERT, CONSUL_CLIENT_KEY, CONSUL_TLS_SERVER_NAME.
+ * Secrets from the environment are registered with the log redactor. The token file is only
+ * named here and read by consul_new, so a caller may still replace it. Returns 0, or -1 with err
+ * naming the variable (a boolean that is not one, a client certificate without its key);
+ * `c` is then still safe to free. */
+int consul_config_from_env(struct consul_config *c, char *err, size_t errlen) SK_MUST_CHECK;
+
+/* Replace one string field of a config (for flags and config files that override the
+ * environment): the old value is wiped and freed; NULL or "" unsets the field. */
+void consul_config_set(char **field, const char *value);
+
+/* Wipe the secrets and free every field; the struct may be reused after consul_config_from_env. */
+void consul_config_free(struct consul_config *c);
+
+/* The client: one reusable connection (keep-alive). Not thread-safe: one thread at a time. */
+struct consul;
+
+/* Check the config and build a client; no network traffic happens here. Reads the token file
+ * (secret_read_file) when one is set. Returns NULL with err set (bad address, unreadable token
+ * file, client cert without key, libcurl failure). The config may be freed afterwards. */
+struct consul *consul_new(const struct consul_config *cfg, char *err, size_t errlen);
+
+/* Close the connection and free the client (NULL is fine). */
+void consul_free(struct consul *c);
+
+/* The base URL requests go to, e.g. "http://127.0.0.1:8500" (never contains a secret). */
+const char *consul_url(const struct consul *c);
+
+/* While the file descriptor `fd` is readable (a signalfd or a self-pipe), every request in
+ * progress or started stops within milliseconds and fails with "cancelled". The client never
+ * reads the descriptor. -1 (the default) turns cancellation off. */
+void consul_set_cancel_fd(struct consul *c, int fd);
+
+/* What the last answer's headers said. */
+struct consul_meta {
+	uint64_t index; /* X-Consul-Index; 0 when absent */
+	bool known_leader; /* X-Consul-KnownLeader: true */
+	long last_contact_ms; /* X-Consul-LastContact */
+	bool filtered_by_acls; /* X-Consul-Results-Filtered-By-ACLs: true: the answer may be partial */
+	long http_status; /* 0 when no HTTP answer arrived (connection failed, timeout, cancelled) */
+};
+
+/* The meta of the most recent request (any function), owned by the client. */
+const struct consul_meta *consul_last_meta(const struct consul *c);
+
+enum consul_consistency { CONSUL_DEFAULT, CONSUL_STALE, CONSUL_CONSISTENT };
+
+const char *consul_consistency_str(enum consul_consistency mode);
+bool consul_consistency_parse(const char *s, enum consul_consistency *out) SK_MUST_CHECK;
+
+/* One KV entry. `value` holds `len` decoded bytes and one extra NUL (it may contain NULs);
+ * `session` is NULL when the key is not locked. */
+struct consul_kv {
+	char *key;
+	char *value;
+	size_t len;
+	uint64_t modify_index, create_index, flags;
+	char *session;
+};
+
+struct consul_kv_list {
+	size_t n;
+	struct consul_kv *items;
+};
+
+/* Free every entry; the list is left empty ({0, NULL}). */
+void consul_kv_list_free(struct consul_kv_list *l);
+
+/* Read every key under `prefix` (GET /v1/kv/<prefix>?recurse). With index > 0 it is a blocking
+ * query: Consul answers when something under the prefix changes or after wait_ms (plus up to
+ * wait_ms/16 of jitter), so the caller gives a deadline of at least consul_wait_budget_ms(wait_ms).
+ * A prefix with no keys (404) is an empty list, not an error. On success *out holds the entries
+ * (free with consul_kv_list_free) and *meta the headers; the index is always present (an answer
+ * without X-Consul-Index is an error). On failure returns -1, *out is empty, *meta says what
+ * arrived (http_status 0: no answer) and err says the status and the first line of the body. */
+int consul_kv_list(struct consul *c, const char *prefix, uint64_t index, long wait_ms, enum consul_consistency mode,
+		   const deadline_t *dl, struct consul_kv_list *out, struct consul_meta *meta, char *err,
+		   size_t errlen) SK_MUST_CHECK;
+
+/* The deadline a blocking query with `wait_ms` needs: the wait, Consul's jitter (wait/16) and
+ * a margin for the network. */
+long consul_wait_budget_ms(long wait_ms);
+
+/* Parse a KV listing (the JSON array of GET /v1/kv/?recurse) into *out. Pure: no I/O, no
+ * globals. Rejects, with err naming the item and field: anything that is not an array of
+ * objects, a missing or non-string Key, a Value that is neither null nor canonical base64,
+ * a Session that is not a string, an index or Flags that is not a whole number in uint64,
+ * duplicate fields, NUL characters in strings, nesting deeper than 8, more than
+ * CONSUL_KV_MAX_ITEMS entries, trailing garbage. Unknown fields are ignored. Returns 0 or -1
+ * (then *out is empty). */
+int consul_parse_kv_json(const char *body, size_t len, struct consul_kv_list *out, char *err,
+			 size_t errlen) SK_MUST_CHECK;
+
+/* The index for the next blocking query, from the previous one and the X-Consul-Index just
+ * received (Consul's blocking-query rules): when the index went backwards (got < prev: a
+ * snapshot restore, the newest key deleted, a different server) the answer is 0, meaning
+ * "restart": the next read is a plain, non-blocking one that re-reads everything. Otherwise
+ * the new index, but never 0: an index of 0 would make every query return at once (a busy
+ * loop), so 0 becomes 1, which is always safe. Pure. */
+uint64_t consul_next_index(uint64_t prev, uint64_t got);
+
+/* Write `len` bytes as the value of `key` (PUT /v1/kv/<key>, body raw). With `acquire_session`
+ * the write also takes the key's lock for that session (?acquire=), and *done is false when
+ * another session holds it or a lock delay is in force; a plain write sets *done true.
+ * Returns 0, or -1 with err set (a non-200 answer, the network). */
+int consul_kv_put(struct consul *c, const char *key, const void *value, size_t len, const char *acquire_session,
+		  const deadline_t *dl, bool *done, char *err, size_t errlen) SK_MUST_CHECK;
+
+/* Delete `key`, or every key under it with `recurse`. Deleting a missing key succeeds. */
+int consul_kv_delete(struct consul *c, const char *key, bool recurse, const deadline_t *dl, char *err,
+		     size_t errlen) SK_MUST_CHECK;
+
+/* Create a session (PUT /v1/session/create) named `name` with a TTL of ttl_s seconds (0: none),
+ * `behavior` "delete" or "release" (what happens to its keys when it ends) and `lock_delay`
+ * (a Go duration such as "0s" or "15s"). Writes its ID into id[idlen]. Returns 0 or -1. */
+int consul_session_create(struct consul *c, const char *name, long ttl_s, const char *behavior, const char *lock_delay,
+			  const deadline_t *dl, char *id, size_t idlen, char *err, size_t errlen) SK_MUST_CHECK;
+
+/* Renew a TTL session. When Consul no longer knows it (404: expired or destroyed) returns 0
+ * with *gone true; the caller creates a new one. Returns -1 on any other failure. */
+int consul_session_renew(struct consul *c, const char *id, const deadline_t *dl, bool *gone, char *err,
+			 size_t errlen) SK_MUST_CHECK;
+
+/* Destroy a session; its keys are released or deleted as its behaviour says. Destroying an
+ * unknown session succeeds. */
+int consul_session_destroy(struct consul *c, const char *id, const deadline_t *dl, char *err,
+			   size_t errlen) SK_MUST_CHECK;
+
+/* The Raft leader's address (GET /v1/status/leader) into out[len]; "" when there is none.
+ * A cheap liveness probe: no ACL, no blocking. Returns 0 or -1. */
+int consul_leader(struct consul *c, const deadline_t *dl, char *out, size_t len, char *err,
+		  size_t errlen) SK_MUST_CHECK;
+
+#endif

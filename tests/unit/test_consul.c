@@ -1,0 +1,712 @@
+/* test_consul.c: unit tests of lib/consul: the KV listing parser and the index rules from data
+ * files, the CONSUL_* environment, addresses, and requests against a canned local HTTP server. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "consul.h"
+#include "log.h"
+#include "testdata.h"
+
+/* -- the parser, from tests/data/consul/<case>.json + <case>.expect ------------------------------ */
+
+static void put_escaped(sk_buf *b, const char *s, size_t n)
+{
+	assert_true(sk_buf_add(b, "\"", 1));
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+
+		if (ch < 0x20 || ch >= 0x7f || ch == '"' || ch == '\\')
+			assert_true(sk_buf_addf(b, "\\x%02x", ch));
+		else
+			assert_true(sk_buf_add(b, &s[i], 1));
+	}
+	assert_true(sk_buf_add(b, "\"", 1));
+}
+
+/* The listing as the .expect files spell it. */
+static void render(const struct consul_kv_list *l, sk_buf *b)
+{
+	assert_true(sk_buf_addf(b, "ok %zu\n", l->n));
+	for (size_t i = 0; i < l->n; i++) {
+		const struct consul_kv *kv = &l->items[i];
+
+		assert_true(sk_buf_add(b, "key=", 4));
+		put_escaped(b, kv->key, strlen(kv->key));
+		assert_true(sk_buf_addf(b, " create=%" PRIu64 " modify=%" PRIu64 " flags=%" PRIu64 " session=",
+					kv->create_index, kv->modify_index, kv->flags));
+		if (kv->session)
+			put_escaped(b, kv->session, strlen(kv->session));
+		else
+			assert_true(sk_buf_add(b, "-", 1));
+		assert_true(sk_buf_add(b, " value=", 7));
+		assert_int_equal(kv->value[kv->len], '\0');
+		put_escaped(b, kv->value, kv->len);
+		assert_true(sk_buf_add(b, "\n", 1));
+	}
+}
+
+static void test_parse_cases(void **state)
+{
+	char **files;
+	size_t n = testdata_list("consul", ".json", &files);
+	int failed = 0;
+
+	(void)state;
+	assert_true(n >= 40);
+	for (size_t i = 0; i < n; i++) {
+		char expect_path[2100], err[256], *body = NULL, *expect;
+		struct consul_kv_list l = { 7, (struct consul_kv *)&l }; /* garbage: the parser must reset it */
+		size_t len = 0;
+		int rc;
+
+		assert_int_equal(sk_read_file(files[i], 1 << 20, &body, &len, err, sizeof(err)), 0);
+		snprintf(expect_path, sizeof(expect_path), "%.*s.expect", (int)(strlen(files[i]) - 5), files[i]);
+		expect = testdata_read(expect_path);
+		err[0] = '\0';
+		rc = consul_parse_kv_json(body, len, &l, err, sizeof(err));
+		if (strncmp(expect, "error ", 6) == 0) {
+			char *want = expect + 6;
+
+			want[strcspn(want, "\n")] = '\0';
+			if (rc != -1 || l.n != 0 || l.items != NULL || !strstr(err, want)) {
+				fprintf(stderr, "%s: want error containing '%s', got rc=%d n=%zu err='%s'\n", files[i],
+					want, rc, l.n, err);
+				failed++;
+			}
+		} else {
+			sk_buf got;
+
+			sk_buf_init(&got, 1 << 20);
+			if (rc != 0) {
+				fprintf(stderr, "%s: want success, got error '%s'\n", files[i], err);
+				failed++;
+			} else {
+				render(&l, &got);
+				if (strcmp(got.data, expect) != 0) {
+					fprintf(stderr, "%s:\n--- want\n%s--- got\n%s", files[i], expect, got.data);
+					failed++;
+				}
+			}
+			sk_buf_free(&got);
+			consul_kv_list_free(&l);
+		}
+		free(body);
+		free(expect);
+		free(files[i]);
+	}
+	free(files);
+	assert_int_equal(failed, 0);
+}
+
+static void test_parse_item_cap(void **state)
+{
+	static const char item[] = "{\"Key\":\"k\",\"CreateIndex\":1,\"ModifyIndex\":1},";
+	struct consul_kv_list l;
+	char err[256];
+	sk_buf b;
+
+	(void)state;
+	sk_buf_init(&b, 64u << 20);
+	assert_true(sk_buf_add(&b, "[", 1));
+	for (int i = 0; i < CONSUL_KV_MAX_ITEMS; i++)
+		assert_true(sk_buf_add(&b, item, sizeof(item) - 1));
+	b.data[b.len - 1] = ']';
+	assert_int_equal(consul_parse_kv_json(b.data, b.len, &l, err, sizeof(err)), 0);
+	assert_int_equal(l.n, CONSUL_KV_MAX_ITEMS);
+	consul_kv_list_free(&l);
+
+	b.data[b.len - 1] = ',';
+	assert_true(sk_buf_add(&b, item, sizeof(item) - 1));
+	b.data[b.len - 1] = ']';
+	assert_int_equal(consul_parse_kv_json(b.data, b.len, &l, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "more than 100000 entries"));
+	assert_null(l.items);
+	sk_buf_free(&b);
+}
+
+/* -- the index rules, from tests/data/consul/next-index.table ------------------------------------- */
+
+static void test_next_index_table(void **state)
+{
+	char path[1024], *text, *line, *save = NULL;
+	int rows = 0;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/consul/next-index.table", testdata_dir());
+	text = testdata_read(path);
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		unsigned long long prev, got, want;
+
+		if (line[0] == '#' || !line[strspn(line, " \t")])
+			continue;
+		assert_int_equal(sscanf(line, "%llu %llu %llu", &prev, &got, &want), 3);
+		if (consul_next_index(prev, got) != want)
+			fail_msg("%s: got %" PRIu64, line, consul_next_index(prev, got));
+		rows++;
+	}
+	assert_true(rows >= 8);
+	free(text);
+}
+
+/* -- configuration ---------------------------------------------------------------------------------- */
+
+static const char *const env_names[] = { "CONSUL_HTTP_ADDR",  "CONSUL_HTTP_TOKEN",     "CONSUL_HTTP_TOKEN_FILE",
+					 "CONSUL_HTTP_AUTH",  "CONSUL_HTTP_SSL",       "CONSUL_HTTP_SSL_VERIFY",
+					 "CONSUL_CACERT",     "CONSUL_CAPATH",         "CONSUL_CLIENT_CERT",
+					 "CONSUL_CLIENT_KEY", "CONSUL_TLS_SERVER_NAME" };
+
+static void clear_env(void)
+{
+	for (size_t i = 0; i < SK_ARRAY_LEN(env_names); i++)
+		unsetenv(env_names[i]);
+}
+
+static void test_config_defaults(void **state)
+{
+	struct consul_config c;
+	char err[256];
+
+	(void)state;
+	clear_env();
+	assert_int_equal(consul_config_from_env(&c, err, sizeof(err)), 0);
+	assert_string_equal(c.addr, "127.0.0.1:8500");
+	assert_null(c.token);
+	assert_null(c.token_file);
+	assert_false(c.ssl);
+	assert_true(c.ssl_verify);
+	assert_int_equal(c.max_response, CONSUL_MAX_RESPONSE_DEFAULT);
+	consul_config_free(&c);
+	assert_null(c.addr);
+}
+
+static void test_config_env(void **state)
+{
+	struct consul_config c;
+	char err[256], line[128];
+
+	(void)state;
+	clear_env();
+	setenv("CONSUL_HTTP_ADDR", "https://consul.example:8501", 1);
+	setenv("CONSUL_HTTP_TOKEN", "tok-1234-secret", 1);
+	setenv("CONSUL_HTTP_TOKEN_FILE", "/run/secrets/consul-token", 1);
+	setenv("CONSUL_HTTP_SSL", "true", 1);
+	setenv("CONSUL_HTTP_SSL_VERIFY", "0", 1);
+	setenv("CONSUL_CACERT", "/ca.pem", 1);
+	setenv("CONSUL_CAPATH", "/ca.d", 1);
+	setenv("CONSUL_CLIENT_CERT", "/c.pem", 1);
+	setenv("CONSUL_CLIENT_KEY", "/k.pem", 1);
+	setenv("CONSUL_TLS_SERVER_NAME", "server.dc1.consul", 1);
+	assert_int_equal(consul_config_from_env(&c, err, sizeof(err)), 0);
+	assert_string_equal(c.addr, "https://consul.example:8501");
+	assert_string_equal(c.token, "tok-1234-secret");
+	assert_string_equal(c.token_file, "/run/secrets/consul-token");
+	assert_true(c.ssl);
+	assert_false(c.ssl_verify);
+	assert_string_equal(c.cacert, "/ca.pem");
+	assert_string_equal(c.capath, "/ca.d");
+	assert_string_equal(c.client_cert, "/c.pem");
+	assert_string_equal(c.client_key, "/k.pem");
+	assert_string_equal(c.tls_server_name, "server.dc1.consul");
+	/* The token from the environment is never printed. */
+	snprintf(line, sizeof(line), "token=tok-1234-secret");
+	log_redact(line);
+	assert_string_equal(line, "token=***");
+	consul_config_set(&c.addr, "10.0.0.9:8500");
+	assert_string_equal(c.addr, "10.0.0.9:8500");
+	consul_config_set(&c.token, NULL);
+	assert_null(c.token);
+	consul_config_free(&c);
+	clear_env();
+}
+
+static void test_config_env_errors(void **state)
+{
+	struct consul_config c;
+	char err[256];
+
+	(void)state;
+	clear_env();
+	setenv("CONSUL_HTTP_SSL", "maybe", 1);
+	assert_int_equal(consul_config_from_env(&c, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "CONSUL_HTTP_SSL: not a boolean"));
+	consul_config_free(&c);
+	clear_env();
+
+	setenv("CONSUL_HTTP_SSL_VERIFY", "F", 1);
+	assert_int_equal(consul_config_from_env(&c, err, sizeof(err)), 0);
+	assert_false(c.ssl_verify);
+	consul_config_free(&c);
+	clear_env();
+
+	setenv("CONSUL_CLIENT_CERT", "/c.pem", 1);
+	assert_int_equal(consul_config_from_env(&c, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "CONSUL_CLIENT_CERT is set without CONSUL_CLIENT_KEY"));
+	consul_config_free(&c);
+	clear_env();
+
+	setenv("CONSUL_CLIENT_KEY", "/k.pem", 1);
+	assert_int_equal(consul_config_from_env(&c, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "CONSUL_CLIENT_KEY is set without CONSUL_CLIENT_CERT"));
+	consul_config_free(&c);
+	clear_env();
+}
+
+static void test_addresses(void **state)
+{
+	static const struct {
+		const char *addr;
+		bool ssl;
+		const char *server_name;
+		const char *url; /* NULL: an error containing `error` */
+		const char *error;
+	} cases[] = {
+		{ NULL, false, NULL, "http://127.0.0.1:8500", NULL },
+		{ "127.0.0.1:8500", false, NULL, "http://127.0.0.1:8500", NULL },
+		{ "consul.service:8500", true, NULL, "https://consul.service:8500", NULL },
+		{ "http://10.1.2.3:8500", false, NULL, "http://10.1.2.3:8500", NULL },
+		{ "http://10.1.2.3:8500", true, NULL, "https://10.1.2.3:8500", NULL },
+		{ "https://10.1.2.3:8501", false, NULL, "https://10.1.2.3:8501", NULL },
+		{ "https://proxy.example/consul/", false, NULL, "https://proxy.example/consul", NULL },
+		{ "[::1]:8500", false, NULL, "http://[::1]:8500", NULL },
+		{ "unix:///run/consul/http.sock", false, NULL, "http://localhost", NULL },
+		{ "https://10.1.2.3:8501", false, "server.dc1.consul", "https://server.dc1.consul:8501", NULL },
+		{ "10.1.2.3:8500", false, "server.dc1.consul", "http://10.1.2.3:8500", NULL },
+		{ "ftp://10.1.2.3", false, NULL, NULL, "unknown scheme" },
+		{ "unix://relative.sock", false, NULL, NULL, "absolute path" },
+		{ "10.1.2.3:0", false, NULL, NULL, "bad port" },
+		{ "10.1.2.3:http", false, NULL, NULL, "bad port" },
+		{ "user:pw@10.1.2.3:8500", false, NULL, NULL, "unexpected character" },
+		{ "10.1.2.3:8500?x=1", false, NULL, NULL, "unexpected character" },
+		{ "http://", false, NULL, NULL, "no host" },
+		{ "[::1:8500", false, NULL, NULL, "bad IPv6" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < SK_ARRAY_LEN(cases); i++) {
+		struct consul_config cfg = { 0 };
+		struct consul *c;
+		char err[256] = "";
+
+		cfg.ssl = cases[i].ssl;
+		cfg.ssl_verify = true;
+		consul_config_set(&cfg.addr, cases[i].addr);
+		consul_config_set(&cfg.tls_server_name, cases[i].server_name);
+		c = consul_new(&cfg, err, sizeof(err));
+		if (cases[i].url) {
+			if (!c)
+				fail_msg("%s: %s", cases[i].addr, err);
+			assert_string_equal(consul_url(c), cases[i].url);
+		} else {
+			if (c || !strstr(err, cases[i].error))
+				fail_msg("%s: want error '%s', got '%s'", cases[i].addr, cases[i].error, err);
+		}
+		consul_free(c);
+		consul_config_free(&cfg);
+	}
+}
+
+static void test_new_token_file(void **state)
+{
+	struct consul_config cfg = { 0 };
+	char err[256];
+
+	(void)state;
+	consul_config_set(&cfg.token_file, "/nonexistent/consul-token");
+	assert_null(consul_new(&cfg, err, sizeof(err)));
+	assert_non_null(strstr(err, "consul token file /nonexistent/consul-token"));
+	consul_config_free(&cfg);
+
+	consul_config_set(&cfg.client_key, "/k.pem");
+	assert_null(consul_new(&cfg, err, sizeof(err)));
+	assert_non_null(strstr(err, "client certificate"));
+	consul_config_free(&cfg);
+}
+
+static void test_consistency_names(void **state)
+{
+	enum consul_consistency m;
+
+	(void)state;
+	assert_true(consul_consistency_parse("stale", &m));
+	assert_int_equal(m, CONSUL_STALE);
+	assert_true(consul_consistency_parse("consistent", &m));
+	assert_int_equal(m, CONSUL_CONSISTENT);
+	assert_true(consul_consistency_parse("default", &m));
+	assert_int_equal(m, CONSUL_DEFAULT);
+	assert_false(consul_consistency_parse("leader", &m));
+	assert_int_equal(consul_wait_budget_ms(16000), 16000 + 1000 + 3000);
+}
+
+/* -- requests against a canned HTTP server ----------------------------------------------------------- */
+
+struct canned {
+	int lfd;
+	unsigned port;
+	pthread_t thread;
+	const char *response; /* written after the request; NULL: never answer, wait for the client to go */
+	char request[16384];
+	size_t reqlen;
+};
+
+static void *serve_one(void *arg)
+{
+	struct canned *s = arg;
+	int fd = accept(s->lfd, NULL, NULL);
+	long want = -1;
+
+	s->reqlen = 0;
+	if (fd < 0)
+		return NULL;
+	for (;;) {
+		ssize_t r = read(fd, s->request + s->reqlen, sizeof(s->request) - 1 - s->reqlen);
+		char *end;
+
+		if (r <= 0)
+			break;
+		s->reqlen += (size_t)r;
+		s->request[s->reqlen] = '\0';
+		end = strstr(s->request, "\r\n\r\n");
+		if (end && want < 0) {
+			char *cl = strcasestr(s->request, "\r\nContent-Length:");
+
+			want = (long)(end + 4 - s->request) + (cl && cl < end ? strtol(cl + 17, NULL, 10) : 0);
+		}
+		if (want >= 0 && (long)s->reqlen >= want)
+			break;
+	}
+	if (s->response) {
+		size_t n = strlen(s->response);
+
+		if (write(fd, s->response, n) != (ssize_t)n)
+			fprintf(stderr, "canned server: short write\n");
+	} else {
+		char sink[256];
+
+		while (read(fd, sink, sizeof(sink)) > 0)
+			;
+	}
+	close(fd);
+	return NULL;
+}
+
+static void canned_start(struct canned *s)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(a);
+
+	memset(s, 0, sizeof(*s));
+	s->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(s->lfd >= 0);
+	assert_int_equal(bind(s->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	assert_int_equal(listen(s->lfd, 8), 0);
+	assert_int_equal(getsockname(s->lfd, (struct sockaddr *)&a, &len), 0);
+	s->port = ntohs(a.sin_port);
+}
+
+static void canned_expect(struct canned *s, const char *response)
+{
+	s->response = response;
+	assert_int_equal(pthread_create(&s->thread, NULL, serve_one, s), 0);
+}
+
+static void canned_wait(struct canned *s)
+{
+	pthread_join(s->thread, NULL);
+}
+
+static struct consul *client_for(const struct canned *s, const char *token, const char *dc, size_t max_response)
+{
+	struct consul_config cfg = { 0 };
+	struct consul *c;
+	char addr[64], err[256];
+
+	snprintf(addr, sizeof(addr), "127.0.0.1:%u", s->port);
+	consul_config_set(&cfg.addr, addr);
+	consul_config_set(&cfg.token, token);
+	consul_config_set(&cfg.datacenter, dc);
+	cfg.max_response = max_response;
+	c = consul_new(&cfg, err, sizeof(err));
+	if (!c)
+		fail_msg("consul_new: %s", err);
+	consul_config_free(&cfg);
+	return c;
+}
+
+static const char kv_answer[] =
+	"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Consul-Index: 7\r\nX-Consul-Knownleader: true\r\n"
+	"X-Consul-Lastcontact: 12\r\nX-Consul-Results-Filtered-By-Acls: true\r\nContent-Length: 76\r\n"
+	"Connection: close\r\n\r\n"
+	"[{\"Key\":\"a b/c:1\",\"Value\":\"dg==\",\"CreateIndex\":3,\"ModifyIndex\":7,\"Flags\":0}]";
+
+static void test_kv_list_request(void **state)
+{
+	struct canned s;
+	struct consul *c;
+	struct consul_kv_list l;
+	struct consul_meta m;
+	deadline_t dl = deadline_in_ms(5000);
+	char err[256];
+
+	(void)state;
+	canned_start(&s);
+	c = client_for(&s, "the-acl-token", "dc 2", 0);
+	canned_expect(&s, kv_answer);
+	assert_int_equal(consul_kv_list(c, "a b/", 5, 1000, CONSUL_STALE, &dl, &l, &m, err, sizeof(err)), 0);
+	canned_wait(&s);
+	assert_non_null(
+		strstr(s.request, "GET /v1/kv/a%20b/?recurse&index=5&wait=1000ms&stale&dc=dc%202 HTTP/1.1\r\n"));
+	assert_non_null(strstr(s.request, "\r\nX-Consul-Token: the-acl-token\r\n"));
+	assert_null(strstr(s.request, "token="));
+	assert_int_equal(l.n, 1);
+	assert_string_equal(l.items[0].key, "a b/c:1");
+	assert_string_equal(l.items[0].value, "v");
+	assert_int_equal(m.index, 7);
+	assert_true(m.known_leader);
+	assert_int_equal(m.last_contact_ms, 12);
+	assert_true(m.filtered_by_acls);
+	assert_int_equal(m.http_status, 200);
+	consul_kv_list_free(&l);
+
+	/* No index: a plain read, no wait; consistent mode. */
+	canned_expect(&s, kv_answer);
+	assert_int_equal(consul_kv_list(c, "x", 0, 1000, CONSUL_CONSISTENT, &dl, &l, &m, err, sizeof(err)), 0);
+	canned_wait(&s);
+	assert_non_null(strstr(s.request, "GET /v1/kv/x?recurse&consistent&dc=dc%202 HTTP/1.1\r\n"));
+	consul_kv_list_free(&l);
+	consul_free(c);
+	close(s.lfd);
+}
+
+static void test_kv_list_answers(void **state)
+{
+	struct canned s;
+	struct consul *c;
+	struct consul_kv_list l;
+	struct consul_meta m;
+	deadline_t dl = deadline_in_ms(5000);
+	char err[256];
+
+	(void)state;
+	canned_start(&s);
+	c = client_for(&s, NULL, NULL, 300);
+
+	/* 404: an empty prefix, with its index. */
+	canned_expect(&s,
+		      "HTTP/1.1 404 Not Found\r\nX-Consul-Index: 9\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+	assert_int_equal(consul_kv_list(c, "none/", 0, 0, CONSUL_DEFAULT, &dl, &l, &m, err, sizeof(err)), 0);
+	canned_wait(&s);
+	assert_null(strstr(s.request, "X-Consul-Token"));
+	assert_int_equal(l.n, 0);
+	assert_int_equal(m.index, 9);
+	assert_int_equal(m.http_status, 404);
+	assert_false(m.known_leader);
+
+	/* 500: the status and the first line of the body. */
+	canned_expect(&s, "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 24\r\nConnection: close\r\n\r\n"
+			  "No cluster leader\nsecond");
+	assert_int_equal(consul_kv_list(c, "p/", 0, 0, CONSUL_DEFAULT, &dl, &l, &m, err, sizeof(err)), -1);
+	canned_wait(&s);
+	assert_string_equal(err, "GET /v1/kv/p/?recurse: HTTP 500: No cluster leader");
+	assert_int_equal(m.http_status, 500);
+	assert_int_equal(l.n, 0);
+
+	/* 200 without X-Consul-Index. */
+	canned_expect(&s, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n[]");
+	assert_int_equal(consul_kv_list(c, "p/", 0, 0, CONSUL_DEFAULT, &dl, &l, &m, err, sizeof(err)), -1);
+	canned_wait(&s);
+	assert_non_null(strstr(err, "X-Consul-Index"));
+
+	/* A malformed body. */
+	canned_expect(&s, "HTTP/1.1 200 OK\r\nX-Consul-Index: 3\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}");
+	assert_int_equal(consul_kv_list(c, "p/", 0, 0, CONSUL_DEFAULT, &dl, &l, &m, err, sizeof(err)), -1);
+	canned_wait(&s);
+	assert_non_null(strstr(err, "bad answer: not a JSON array"));
+
+	/* Bigger than the cap (300 bytes here): an error, not an allocation. */
+	{
+		static char big[2048];
+		int n = snprintf(
+			big, sizeof(big),
+			"HTTP/1.1 200 OK\r\nX-Consul-Index: 3\r\nContent-Length: 1000\r\nConnection: close\r\n\r\n");
+
+		memset(big + n, ' ', 1000);
+		big[n + 1000] = '\0';
+		canned_expect(&s, big);
+		assert_int_equal(consul_kv_list(c, "p/", 0, 0, CONSUL_DEFAULT, &dl, &l, &m, err, sizeof(err)), -1);
+		canned_wait(&s);
+		assert_non_null(strstr(err, "answer larger than 300 bytes"));
+	}
+
+	/* Keys that URL normalisation would turn into other keys never leave the process. */
+	assert_int_equal(consul_kv_list(c, "a/../b", 0, 0, CONSUL_DEFAULT, &dl, &l, &m, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "'..' segment"));
+	assert_int_equal(consul_kv_list(c, "/abs", 0, 0, CONSUL_DEFAULT, &dl, &l, &m, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "starts with '/'"));
+	consul_free(c);
+	close(s.lfd);
+}
+
+static void test_deadline_and_cancel(void **state)
+{
+	struct canned s;
+	struct consul *c;
+	struct consul_kv_list l;
+	struct consul_meta m;
+	deadline_t dl = deadline_in_ms(200);
+	int64_t t0 = deadline_now_us();
+	char err[256];
+	int p[2];
+
+	(void)state;
+	canned_start(&s);
+	c = client_for(&s, NULL, NULL, 0);
+
+	/* A server that never answers: the deadline ends it. */
+	canned_expect(&s, NULL);
+	assert_int_equal(consul_kv_list(c, "p/", 1, 60000, CONSUL_DEFAULT, &dl, &l, &m, err, sizeof(err)), -1);
+	assert_true(deadline_now_us() - t0 < 450 * 1000);
+	canned_wait(&s);
+	assert_non_null(strstr(err, "timeout after"));
+	assert_int_equal(m.http_status, 0);
+
+	/* An expired deadline: no request at all. */
+	assert_int_equal(consul_kv_list(c, "p/", 1, 60000, CONSUL_DEFAULT, &dl, &l, &m, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "no time left"));
+
+	/* A readable cancel descriptor stops a request at once. */
+	assert_int_equal(pipe(p), 0);
+	assert_int_equal(write(p[1], "x", 1), 1);
+	consul_set_cancel_fd(c, p[0]);
+	dl = deadline_in_ms(5000);
+	t0 = deadline_now_us();
+	canned_expect(&s, NULL);
+	assert_int_equal(consul_kv_list(c, "p/", 1, 60000, CONSUL_DEFAULT, &dl, &l, &m, err, sizeof(err)), -1);
+	assert_true(deadline_now_us() - t0 < 300 * 1000);
+	assert_non_null(strstr(err, "cancelled"));
+	consul_free(c); /* closes the connection: the server thread ends */
+	canned_wait(&s);
+	close(p[0]);
+	close(p[1]);
+	close(s.lfd);
+}
+
+static void test_writes_and_sessions(void **state)
+{
+	static const char sid[] = "adf4238a-882b-9ddc-4a9d-5b6758e4159e";
+	struct canned s;
+	struct consul *c;
+	deadline_t dl = deadline_in_ms(5000);
+	char err[256], id[CONSUL_SESSION_ID_MAX], leader[64];
+	bool done, gone;
+
+	(void)state;
+	canned_start(&s);
+	c = client_for(&s, "tok-abcdef", NULL, 0);
+
+	canned_expect(&s, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nConnection: close\r\n\r\ntrue");
+	assert_int_equal(consul_kv_put(c, "svc/h:3306", "h:3306", 6, sid, &dl, &done, err, sizeof(err)), 0);
+	canned_wait(&s);
+	assert_true(done);
+	assert_non_null(strstr(s.request, "PUT /v1/kv/svc/h%3A3306?acquire=adf4238a-882b-9ddc-4a9d-5b6758e4159e HTTP"));
+	assert_non_null(strstr(s.request, "\r\n\r\nh:3306"));
+	assert_non_null(strstr(s.request, "X-Consul-Token: tok-abcdef\r\n"));
+
+	canned_expect(&s, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nfalse");
+	assert_int_equal(consul_kv_put(c, "svc/h:3306", "h:3306", 6, sid, &dl, &done, err, sizeof(err)), 0);
+	canned_wait(&s);
+	assert_false(done);
+
+	canned_expect(&s, "HTTP/1.1 403 Forbidden\r\nContent-Length: 17\r\nConnection: close\r\n\r\nPermission denied");
+	assert_int_equal(consul_kv_put(c, "svc/x", "v", 1, NULL, &dl, &done, err, sizeof(err)), -1);
+	canned_wait(&s);
+	assert_string_equal(err, "PUT /v1/kv/svc/x: HTTP 403: Permission denied");
+	assert_non_null(strstr(s.request, "PUT /v1/kv/svc/x HTTP/1.1\r\n"));
+
+	canned_expect(&s, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nConnection: close\r\n\r\ntrue");
+	assert_int_equal(consul_kv_delete(c, "svc/", true, &dl, err, sizeof(err)), 0);
+	canned_wait(&s);
+	assert_non_null(strstr(s.request, "DELETE /v1/kv/svc/?recurse HTTP/1.1\r\n"));
+	assert_int_equal(consul_kv_delete(c, "", true, &dl, err, sizeof(err)), -1);
+
+	canned_expect(&s, "HTTP/1.1 200 OK\r\nContent-Length: 47\r\nConnection: close\r\n\r\n"
+			  "{\"ID\":\"adf4238a-882b-9ddc-4a9d-5b6758e4159e\"}\n  ");
+	assert_int_equal(consul_session_create(c, "clustercheck \"h\"", 15, "delete", "0s", &dl, id, sizeof(id), err,
+					       sizeof(err)),
+			 0);
+	canned_wait(&s);
+	assert_string_equal(id, sid);
+	assert_non_null(strstr(s.request, "PUT /v1/session/create HTTP/1.1\r\n"));
+	assert_non_null(strstr(s.request, "\r\n\r\n{\"Name\":\"clustercheck "
+					  "\\\"h\\\"\",\"TTL\":\"15s\",\"Behavior\":\"delete\",\"LockDelay\":\"0s\"}"));
+	assert_int_equal(consul_session_create(c, "n", 15, "explode", "0s", &dl, id, sizeof(id), err, sizeof(err)), -1);
+
+	canned_expect(&s, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n[]");
+	assert_int_equal(consul_session_renew(c, sid, &dl, &gone, err, sizeof(err)), 0);
+	canned_wait(&s);
+	assert_false(gone);
+	assert_non_null(strstr(s.request, "PUT /v1/session/renew/adf4238a-882b-9ddc-4a9d-5b6758e4159e HTTP/1.1\r\n"));
+
+	canned_expect(&s, "HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\nConnection: close\r\n\r\nnot found");
+	assert_int_equal(consul_session_renew(c, sid, &dl, &gone, err, sizeof(err)), 0);
+	canned_wait(&s);
+	assert_true(gone);
+	assert_int_equal(consul_session_renew(c, "../../kv/x", &dl, &gone, err, sizeof(err)), -1);
+
+	canned_expect(&s, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nConnection: close\r\n\r\ntrue");
+	assert_int_equal(consul_session_destroy(c, sid, &dl, err, sizeof(err)), 0);
+	canned_wait(&s);
+	assert_non_null(strstr(s.request, "PUT /v1/session/destroy/adf4238a-882b-9ddc-4a9d-5b6758e4159e HTTP/1.1\r\n"));
+
+	canned_expect(&s, "HTTP/1.1 200 OK\r\nContent-Length: 17\r\nConnection: close\r\n\r\n\"10.1.10.12:8300\"");
+	assert_int_equal(consul_leader(c, &dl, leader, sizeof(leader), err, sizeof(err)), 0);
+	canned_wait(&s);
+	assert_string_equal(leader, "10.1.10.12:8300");
+	assert_int_equal(consul_last_meta(c)->http_status, 200);
+	consul_free(c);
+	close(s.lfd);
+}
+
+static void test_connection_refused(void **state)
+{
+	struct canned s;
+	struct consul *c;
+	deadline_t dl = deadline_in_ms(3000);
+	char err[256], leader[64];
+
+	(void)state;
+	canned_start(&s);
+	c = client_for(&s, NULL, NULL, 0);
+	close(s.lfd); /* nobody listens any more */
+	assert_int_equal(consul_leader(c, &dl, leader, sizeof(leader), err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "GET /v1/status/leader: "));
+	assert_int_equal(consul_last_meta(c)->http_status, 0);
+	consul_free(c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_parse_cases),         cmocka_unit_test(test_parse_item_cap),
+		cmocka_unit_test(test_next_index_table),    cmocka_unit_test(test_config_defaults),
+		cmocka_unit_test(test_config_env),          cmocka_unit_test(test_config_env_errors),
+		cmocka_unit_test(test_addresses),           cmocka_unit_test(test_new_token_file),
+		cmocka_unit_test(test_consistency_names),   cmocka_unit_test(test_kv_list_request),
+		cmocka_unit_test(test_kv_list_answers),     cmocka_unit_test(test_deadline_and_cancel),
+		cmocka_unit_test(test_writes_and_sessions), cmocka_unit_test(test_connection_refused),
+	};
+
+	log_setup("test_consul", LOG_TEXT, LOG_OFF, stderr);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
