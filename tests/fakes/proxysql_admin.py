@@ -28,6 +28,7 @@ Sections:
 """
 
 import argparse
+import contextlib
 import ctypes
 import ctypes.util
 import hashlib
@@ -351,6 +352,7 @@ for _name, _res, _args in (
         ("sqlite3_column_bytes", _int, [_vp, _int]),
         ("sqlite3_errmsg", _cp, [_vp]),
         ("sqlite3_changes", _int, [_vp]),
+        ("sqlite3_get_autocommit", _int, [_vp]),
         ("sqlite3_busy_timeout", _int, [_vp, _int])):
     _fn = getattr(_sq, _name)
     _fn.restype, _fn.argtypes = _res, _args
@@ -422,6 +424,20 @@ class SQLiteDB:
 
     def rows(self, sql):
         return self.exec(sql).rows
+
+    @contextlib.contextmanager
+    def transaction(self):
+        """Group internal writes (a kill cannot leave the disk database half written)."""
+        if not _sq.sqlite3_get_autocommit(self.db):      # already inside one (e.g. a SAVEPOINT)
+            yield
+            return
+        self.exec("BEGIN")
+        try:
+            yield
+        except BaseException:
+            self.run("ROLLBACK")
+            raise
+        self.exec("COMMIT")
 
     def close(self):
         _sq.sqlite3_close_v2(self.db)
@@ -1073,12 +1089,13 @@ class Admin:
         fresh = not db.rows("SELECT name FROM disk.sqlite_master WHERE type='table' AND name='mysql_servers'")
         if fresh:
             # first start (or --initial): build the disk database from memory + config
-            for _, ddl in DISK_TABLES:
-                db.exec(ddl.replace("CREATE TABLE ", "CREATE TABLE disk.", 1))
             self._read_config_admin_variables()
-            for name, _ in DISK_TABLES:
-                if name != "global_settings":
-                    db.exec("INSERT INTO disk.%s SELECT * FROM main.%s" % (name, name))
+            with db.transaction():
+                for name, ddl in DISK_TABLES:
+                    db.exec("DROP TABLE IF EXISTS disk.%s" % name)
+                    db.exec(ddl.replace("CREATE TABLE ", "CREATE TABLE disk.", 1))
+                    if name != "global_settings":
+                        db.exec("INSERT INTO disk.%s SELECT * FROM main.%s" % (name, name))
         else:
             # restart: memory comes from disk (the config file is not read again)
             for name, _ in DISK_TABLES:
@@ -1249,14 +1266,15 @@ class Admin:
 
     def memory_to_disk(self, module):
         db = self.admindb
-        if module in ("ADMIN VARIABLES", "MYSQL VARIABLES"):
-            prefix = "admin-%" if module == "ADMIN VARIABLES" else "mysql-%"
-            db.exec("INSERT OR REPLACE INTO disk.global_variables SELECT * FROM main.global_variables "
-                    "WHERE variable_name LIKE '%s'" % prefix)
-            return
-        for table in self._module_tables(module):
-            db.exec("DELETE FROM disk.%s" % table)
-            db.exec("INSERT INTO disk.%s SELECT * FROM main.%s" % (table, table))
+        with db.transaction():
+            if module in ("ADMIN VARIABLES", "MYSQL VARIABLES"):
+                prefix = "admin-%" if module == "ADMIN VARIABLES" else "mysql-%"
+                db.exec("INSERT OR REPLACE INTO disk.global_variables SELECT * FROM main.global_variables "
+                        "WHERE variable_name LIKE '%s'" % prefix)
+                return
+            for table in self._module_tables(module):
+                db.exec("DELETE FROM disk.%s" % table)
+                db.exec("INSERT INTO disk.%s SELECT * FROM main.%s" % (table, table))
 
     def to_runtime(self, module):
         if module == "MYSQL SERVERS":
@@ -2151,8 +2169,7 @@ class ProxySQLDouble:
         if self.monitor:
             self.monitor.stop.set()
         if self.httpd:
-            self.httpd.shutdown()
-            self.httpd.server_close()
+            self.httpd.server_close()    # no shutdown(): it waits for serve_forever's 0.5 s poll
 
 
 def main(argv=None):
