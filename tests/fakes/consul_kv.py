@@ -238,6 +238,10 @@ class OpError(Exception):
     """A state-store error inside a KV or txn operation."""
 
 
+class Stopping(Exception):
+    """The server is shutting down: drop the connection without an answer."""
+
+
 def no_leader():
     return ApiError(500, "No cluster leader")          # structs.ErrNoLeader
 
@@ -541,7 +545,9 @@ class Store:
                         self.changed.wait(remaining)
                 finally:
                     self.watches.discard(w)
-                if self.epoch != epoch or self.stopping:
+                if self.stopping:
+                    raise Stopping()
+                if self.epoch != epoch:
                     return res
 
     # -- index helpers (agent/consul/state/kvs.go) ----------------------------
@@ -719,9 +725,9 @@ class Store:
         """Secret -> Authorizer. Unknown secret -> 403 "ACL not found"."""
         if self.acl_master is None:
             return Authorizer("", token, enabled=False)
-        if token == "":
+        if token in ("", "anonymous"):       # "anonymous" is that token's SecretID
             t = self.acl_tokens.get("anonymous", {})
-            return Authorizer(ANONYMOUS_ACCESSOR, "", t.get("rules"))
+            return Authorizer(ANONYMOUS_ACCESSOR, token, t.get("rules"))
         if token == self.acl_master:
             return Authorizer(str(uuid.uuid5(uuid.NAMESPACE_URL, "master:" + token)), token,
                               management=True)
@@ -1809,6 +1815,9 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 try:
                     resp = self.api.serve(req)
+                except Stopping:
+                    self.close_connection = True
+                    return
                 except Exception as e:              # a bug in the double: say so, loudly
                     traceback.print_exc()
                     resp = Response(500, ("consul double internal error: %r" % e).encode())
