@@ -92,8 +92,15 @@ class Consul:
     """One Consul HTTP endpoint on 127.0.0.1: the double or the real thing."""
 
     def __init__(self, *, dc="dc1", node="consul-test", acl_master_token=None,
-                 session_ttl_min=None, binary=None, workdir=None, extra_args=()):
-        self.binary = binary if binary is not None else os.environ.get("CONSUL_BIN") or None
+                 session_ttl_min=None, binary=None, use_double=False, workdir=None,
+                 extra_args=()):
+        """binary: the consul executable (default $CONSUL_BIN; unset = the
+        double). use_double=True always runs the double, e.g. to test it."""
+        if use_double:
+            binary = None
+        elif binary is None:
+            binary = os.environ.get("CONSUL_BIN") or None
+        self.binary = binary
         self.dc, self.node = dc, node
         self.acl_master_token = acl_master_token
         self.session_ttl_min = session_ttl_min
