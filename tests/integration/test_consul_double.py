@@ -11,6 +11,7 @@ Run: /usr/bin/python3 -m pytest -q tests/integration/test_consul_double.py
 
 import base64
 import concurrent.futures
+import http.client
 import json
 import os
 import re
@@ -18,7 +19,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
 import uuid
 
 import pytest
@@ -535,15 +535,15 @@ def test_ttl_expiry_releases_or_deletes_held_keys(fast, ns):
     the TTL expires" and "may not be reaped for up to double this TTL"
     (Consul's timer is 2 x TTL); Behavior release releases the locks, delete
     deletes the keys."""
-    rel = fast.session_create(TTL="1s", LockDelay="0s")
-    dele = fast.session_create(TTL="1s", LockDelay="0s", Behavior="delete")
+    rel = fast.session_create(TTL="2s", LockDelay="0s")
+    dele = fast.session_create(TTL="2s", LockDelay="0s", Behavior="delete")
     t0 = time.monotonic()
     assert fast.put(ns + "released", b"r", acquire=rel).json() is True
     assert fast.put(ns + "deleted", b"d", acquire=dele).json() is True
-    time.sleep(1.2)                       # past the TTL, before 2 x TTL
+    time.sleep(2.3)                       # past the TTL, before 2 x TTL
     assert fast.request("GET", "/v1/session/info/" + rel).json() != []
-    assert wait_gone(fast, rel, 6) and wait_gone(fast, dele, 2)
-    assert time.monotonic() - t0 >= 1.9
+    assert wait_gone(fast, rel, 8) and wait_gone(fast, dele, 3)
+    assert time.monotonic() - t0 >= 3.8
     e = entry(fast, ns + "released")
     assert "Session" not in e and base64.b64decode(e["Value"]) == b"r"
     assert fast.get(ns + "deleted").status == 404
@@ -565,16 +565,16 @@ def test_lock_delay_blocks_reacquire(consul, ns):
     a lock is invalidated, the key cannot be acquired until the lock delay has
     passed; a LockDelay of 0s allows immediate re-acquire."""
     k = ns + "delayed"
-    s1 = consul.session_create(LockDelay="1s")
+    s1 = consul.session_create(LockDelay="2s")
     s2 = consul.session_create(LockDelay="0s")
     assert consul.put(k, b"v", acquire=s1).json() is True
     consul.request("PUT", "/v1/session/destroy/" + s1)
     t0 = time.monotonic()
     assert consul.put(k, b"v", acquire=s2).json() is False
     while consul.put(k, b"v", acquire=s2).json() is not True:
-        assert time.monotonic() - t0 < 5
+        assert time.monotonic() - t0 < 8
         time.sleep(0.05)
-    assert time.monotonic() - t0 >= 0.8
+    assert time.monotonic() - t0 >= 1.8
     consul.request("PUT", "/v1/session/destroy/" + s2)
     s3 = consul.session_create(LockDelay="0s")
     assert consul.put(k, b"v", acquire=s3).json() is True
@@ -605,7 +605,7 @@ def test_blocking_query_times_out_after_wait_plus_jitter(consul, ns):
     consul.put(ns + "k", b"1")
     idx = consul.get(ns + "k").index
     elapsed, r = in_background(consul.get, ns + "k", index=idx, wait="1s").result(timeout=10)
-    assert 1.0 <= elapsed < 1.0 + 1 / 16 + 0.5
+    assert 1.0 <= elapsed < 1.0 + 1 / 16 + 1.5      # generous: the machine may be busy
     assert r.status == 200 and r.index == idx
 
 
@@ -615,7 +615,7 @@ def test_blocking_wait_units(consul, ns):
     consul.put(ns + "k", b"1")
     idx = consul.get(ns + "k").index
     elapsed, r = in_background(consul.get, ns + "k", index=idx, wait="200ms").result(timeout=10)
-    assert 0.2 <= elapsed < 0.9
+    assert 0.2 <= elapsed < 2.0
 
 
 def test_blocking_bad_wait_or_index_is_400(consul, ns):
@@ -875,10 +875,10 @@ def test_cli_port_file_stdout_and_fast_start(tmp_path):
                          stdout=subprocess.PIPE, text=True)
     try:
         line = p.stdout.readline().strip()
-        assert time.monotonic() - t0 < 1.0
+        assert time.monotonic() - t0 < 1.5      # about 0.2 s when the machine is idle
         assert re.fullmatch(r"http=127\.0\.0\.1:\d+", line)
         assert pf.read_text().strip() == line
-        c = Consul(binary=None)
+        c = Consul(use_double=True, workdir=str(tmp_path))
         c.port = int(line.rsplit(":", 1)[1])
         assert c.request("GET", "/v1/status/leader").status == 200
     finally:
@@ -896,7 +896,7 @@ def test_cli_refuses_non_loopback():
 
 def test_cli_sigterm_stops_promptly_with_blocked_clients(tmp_path):
     """SIGTERM stops the double at once, even with blocking queries open."""
-    c = Consul(binary=None, workdir=str(tmp_path))
+    c = Consul(use_double=True, workdir=str(tmp_path))
     c.start()
     try:
         c.put("k", b"v")
@@ -906,12 +906,12 @@ def test_cli_sigterm_stops_promptly_with_blocked_clients(tmp_path):
         t0 = time.monotonic()
         c.proc.send_signal(signal.SIGTERM)
         assert c.proc.wait(5) == 0
-        assert time.monotonic() - t0 < 1.5
+        assert time.monotonic() - t0 < 3
         for f in futs:
             try:
                 f.result(timeout=5)
-            except (OSError, urllib.error.URLError):
-                pass
+            except (OSError, http.client.HTTPException):
+                pass                      # dropped by the stopping server
     finally:
         c.stop()
 
@@ -958,14 +958,14 @@ def test_fault_hang_for_seconds_and_close(fresh, ns):
 
 def test_fault_slow(fresh, ns):
     """/_fake/slow?ms=N delays every answer; ms=0 resets."""
-    fresh.fault("slow", ms=300)
+    fresh.fault("slow", ms=1500)
     t0 = time.monotonic()
     fresh.get(ns + "k")
-    assert time.monotonic() - t0 >= 0.3
+    assert time.monotonic() - t0 >= 1.5
     fresh.fault("slow", ms=0)
     t0 = time.monotonic()
     fresh.get(ns + "k")
-    assert time.monotonic() - t0 < 0.3
+    assert time.monotonic() - t0 < 1.5
 
 
 def test_fault_index_backwards(fresh, ns):
@@ -1035,12 +1035,12 @@ def test_fault_requests_log_never_holds_tokens(fresh, ns):
 def test_fault_reset(fresh, ns):
     """/_fake/reset clears every pending fault."""
     fresh.fault("fail", count=5, code=500)
-    fresh.fault("slow", ms=500)
+    fresh.fault("slow", ms=3000)
     fresh.fault("leader", known=0)
     fresh.fault("reset")
     t0 = time.monotonic()
     assert fresh.get(ns + "k").status == 404
-    assert time.monotonic() - t0 < 0.4
+    assert time.monotonic() - t0 < 3
 
 
 def test_fault_expire_sessions(fresh, ns):
