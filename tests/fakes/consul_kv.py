@@ -1776,7 +1776,19 @@ class Handler(BaseHTTPRequestHandler):
         if self.verbose:
             sys.stderr.write("consul_kv: %s %s\n" % (self.address_string(), fmt % args))
 
+    continue_pending = False
+
+    def handle_expect_100(self):
+        # Like Go's server, answer "100 Continue" only once the handler starts
+        # reading the body: a request refused early (413) is never uploaded.
+        self.continue_pending = True
+        return True
+
     def read_body(self):
+        if self.continue_pending:
+            self.continue_pending = False
+            self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            self.wfile.flush()
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             chunks = []
             while True:
@@ -1822,13 +1834,20 @@ class Handler(BaseHTTPRequestHandler):
                     traceback.print_exc()
                     resp = Response(500, ("consul double internal error: %r" % e).encode())
         if req._body is None:
-            # Drain what the handler did not read, so the client is not reset
-            # while still sending; after a 413 the connection is closed.
-            if req.content_length() <= 64 * 1024 * 1024:
-                req.body()
-            if resp.status == 413:
+            if self.continue_pending:
+                # The client waits for "100 Continue" that never came: it
+                # never sends the body, so the connection cannot be reused.
+                self.continue_pending = False
                 resp.headers["Connection"] = "close"
                 self.close_connection = True
+            else:
+                # Drain what the handler did not read, so that a client still
+                # sending is not reset; after a 413 the connection is closed.
+                if req.content_length() <= 64 * 1024 * 1024:
+                    req.body()
+                if resp.status == 413:
+                    resp.headers["Connection"] = "close"
+                    self.close_connection = True
         if faults.slow_ms and not req.path.startswith("/_fake/"):
             time.sleep(faults.slow_ms / 1000.0)
         self.send(req, resp)
