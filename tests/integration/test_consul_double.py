@@ -16,6 +16,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -284,11 +285,32 @@ def test_put_conflicting_flags_is_400(consul, ns):
 
 def test_put_larger_than_512k_is_413(consul, ns):
     """kv.mdx: "Values in the KV store cannot be larger than 512kb";
-    kvs_endpoint.go answers 413 on the Content-Length."""
+    kvs_endpoint.go answers 413 on the Content-Length, before reading the
+    body, so a client sending "Expect: 100-continue" gets the 413 instead of
+    "100 Continue" and never uploads."""
     assert consul.put(ns + "max", b"m" * (512 * 1024)).json() is True
-    r = consul.put(ns + "big", b"b" * (512 * 1024 + 1))
-    assert r.status == 413
+    with socket.create_connection(("127.0.0.1", consul.port), timeout=10) as sock:
+        sock.sendall(("PUT /v1/kv/%sbig HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n"
+                      "Expect: 100-continue\r\n\r\n" % (ns, consul.addr, 512 * 1024 + 1)).encode())
+        status = sock.makefile("rb").readline()
+    assert status.split()[1] == b"413", status
     assert consul.get(ns + "big").status == 404
+
+
+def test_expect_100_continue_upload(consul, ns):
+    """An accepted upload with "Expect: 100-continue" gets "100 Continue",
+    then the final answer."""
+    body = b"v" * 2000
+    with socket.create_connection(("127.0.0.1", consul.port), timeout=10) as sock:
+        sock.sendall(("PUT /v1/kv/%sk HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n"
+                      "Expect: 100-continue\r\n\r\n" % (ns, consul.addr, len(body))).encode())
+        f = sock.makefile("rb")
+        assert f.readline().split()[1] == b"100"
+        while f.readline().strip():
+            pass
+        sock.sendall(body)
+        assert f.readline().split()[1] == b"200"
+    assert consul.value(ns + "k") == body
 
 
 def test_put_and_delete_need_a_key(consul):
