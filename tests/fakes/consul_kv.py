@@ -856,7 +856,6 @@ class Response:
         self.headers = dict(headers or {})
         if content_type:
             self.headers["Content-Type"] = content_type
-        self.close = False
 
 
 def json_response(obj, req, status=200, headers=None):
