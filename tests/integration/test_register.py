@@ -1,0 +1,356 @@
+"""clustercheck --register against a real Galera node and Consul (the double, or the real
+binary with CONSUL_BIN): the key exists exactly while the node is healthy, is bound to a
+session that dies with the process, and secrets stay out of argv and logs.
+
+Run: make all && /usr/bin/python3 -m pytest -q tests/integration/test_register.py
+"""
+
+import base64
+import os
+import signal
+import stat
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from fakes.consul import Consul, free_port
+
+BIN = os.environ.get("SIDEKICK_BIN", os.path.join(os.path.dirname(__file__), "..", "..", "bin"))
+CLUSTERCHECK = os.path.join(BIN, "clustercheck")
+TTL = 10            # the smallest TTL Consul accepts
+INTERVAL = "0.5"
+
+
+def wait_for(what, predicate, timeout=15.0, interval=0.1):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = predicate()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out after %.0fs waiting for %s" % (timeout, what))
+        time.sleep(interval)
+
+
+class Registrar:
+    """One clustercheck --register process with its output in a file."""
+
+    def __init__(self, tmp_path, node, creds, consul_addr, prefix, *extra, env=None):
+        self.log_path = tmp_path / ("clustercheck-%s.log" % uuid.uuid4().hex[:6])
+        self.node = node
+        self.prefix = prefix
+        self.key = "%s/%s:%d" % (prefix, node.ip, node.port)
+        self.cmd = [CLUSTERCHECK, "--register", "--host", node.ip, "--port", str(node.port),
+                    "--user", creds.user, "--password-file", creds.password_file,
+                    "--defaults-extra-file", "", "--consul-addr", consul_addr,
+                    "--consul-prefix", prefix, "--interval", INTERVAL, "--session-ttl", str(TTL),
+                    "--timeout", "2", *extra]
+        self.env = dict(os.environ, **(env or {}))
+        for k in [k for k in self.env if k.startswith("CONSUL_") and k not in (env or {})]:
+            del self.env[k]
+        self.proc = None
+
+    def start(self):
+        self._out = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(self.cmd, stdout=self._out, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, env=self.env)
+        return self
+
+    def run_once(self, *extra, timeout=30):
+        with open(self.log_path, "ab") as out:
+            return subprocess.run(self.cmd + ["--once", *extra], stdout=out, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL, env=self.env, timeout=timeout).returncode
+
+    @property
+    def output(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def lines(self, needle):
+        return [line for line in self.output.splitlines() if needle in line]
+
+    def terminate(self, sig=signal.SIGTERM):
+        """Send sig; return (exit code, seconds it took)."""
+        t = time.monotonic()
+        self.proc.send_signal(sig)
+        rc = self.proc.wait(10)
+        return rc, time.monotonic() - t
+
+    def close(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        if self.proc is not None:
+            self._out.close()
+
+
+@pytest.fixture
+def consul():
+    with Consul() as c:
+        yield c
+
+
+@pytest.fixture
+def prefix():
+    return "mysql/replica/c%s/eu-west" % uuid.uuid4().hex[:8]
+
+
+@pytest.fixture
+def registrars():
+    """Make Registrars; kill leftovers and print their output (pytest shows it on failure)."""
+    made = []
+
+    def make(*args, **kwargs):
+        r = Registrar(*args, **kwargs)
+        made.append(r)
+        return r
+    yield make
+    for r in made:
+        r.close()
+        if os.path.exists(r.log_path):
+            print("---- %s\n%s" % (" ".join(r.cmd), r.output))
+
+
+def kv_entry(consul, key, token=None):
+    """The KV entry (dict with Value decoded) or None."""
+    r = consul.get(key, token=token)
+    if r.status == 404:
+        return None
+    assert r.status == 200, r
+    e = r.json()[0]
+    e["Value"] = base64.b64decode(e["Value"] or "")
+    return e
+
+
+def sessions(consul, token=None):
+    r = consul.request("GET", "/v1/session/list", token=token)
+    assert r.status == 200, r
+    return r.json()
+
+
+def expire_sessions(consul):
+    """End every session now (the double's hook), or wait the up to 2 x TTL real Consul takes."""
+    if consul.is_fake:
+        consul.fault("expire_sessions")
+        return 5.0
+    return 2 * TTL + 10.0
+
+
+# ---------------------------------------------------------------------------
+# Configuration errors (no servers needed)
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args,env,message", [
+    (["--once"], {}, "--once goes with --register"),
+    (["--register"], {}, "--register needs --consul-prefix"),
+    (["--register", "--consul-prefix", "a//b"], {}, "consul-prefix 'a//b'"),
+    (["--register", "--consul-prefix", "a/../b"], {}, "consul-prefix 'a/../b'"),
+    (["--register", "--consul-prefix", "p", "--advertise", "host"], {}, "expected HOST:PORT"),
+    (["--register", "--consul-prefix", "p", "--advertise", "a/b:3306"], {}, "expected HOST:PORT"),
+    (["--register", "--consul-prefix", "p", "--advertise", "h:99999"], {}, "expected HOST:PORT"),
+    (["--register", "--consul-prefix", "p", "--interval", "8"], {}, "more than half of --session-ttl"),
+    (["--register", "--consul-prefix", "p", "--listen", "0"], {}, "separate modes"),
+    (["--register", "--consul-prefix", "p"], {"CONSUL_HTTP_SSL": "maybe"}, "CONSUL_HTTP_SSL: not a boolean"),
+    (["--register", "--consul-prefix", "p"], {"CONSUL_CLIENT_CERT": "/c.pem"}, "CONSUL_CLIENT_KEY"),
+    (["--register", "--consul-prefix", "p", "--consul-addr", "ftp://x"], {}, "unknown scheme"),
+    (["--register", "--consul-prefix", "p", "--consul-token-file", "/nonexistent/t"], {},
+     "consul token file /nonexistent/t"),
+])
+def test_configuration_errors_exit_2(args, env, message):
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("CONSUL_")}
+    full_env.update(env)
+    p = subprocess.run([CLUSTERCHECK, "--host", "127.0.0.1", "--port", "1", *args], capture_output=True,
+                       text=True, env=full_env, timeout=10)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert message in p.stderr, p.stderr
+
+
+def test_once_consul_down_exits_1(tmp_path, prefix):
+    port = free_port()
+    p = subprocess.run([CLUSTERCHECK, "--register", "--once", "--host", "127.0.0.1", "--port", "1",
+                        "--consul-addr", "127.0.0.1:%d" % port, "--consul-prefix", prefix,
+                        "--state-file", str(tmp_path / "state"), "--timeout", "1"],
+                       capture_output=True, text=True, timeout=10)
+    # The node is down too: the round must still reach Consul (to delete any leftover key).
+    assert p.returncode == 1, p.stderr
+    assert "consul http://127.0.0.1:%d" % port in p.stderr
+
+
+# ---------------------------------------------------------------------------
+# The loop against a real Galera node
+# ---------------------------------------------------------------------------
+
+def test_registers_while_healthy_and_sigterm_cleans_up(healthy_galera, clustercheck_creds, consul, prefix,
+                                                      registrars, tmp_path):
+    node = healthy_galera[1]
+    r = registrars(tmp_path, node, clustercheck_creds, consul.addr, prefix).start()
+    e = wait_for("the key", lambda: kv_entry(consul, r.key))
+    assert e["Value"] == ("%s:%d" % (node.ip, node.port)).encode()
+    assert e["Session"], e
+    (s,) = sessions(consul)
+    assert s["ID"] == e["Session"]
+    assert s["Behavior"] == "delete" and s["TTL"] == "%ds" % TTL and s["LockDelay"] == 0, s
+
+    # Steady state: quiet logs, and no rewrite of the key (its ModifyIndex stays).
+    time.sleep(2)
+    assert kv_entry(consul, r.key)["ModifyIndex"] == e["ModifyIndex"]
+    assert len(r.lines(": registered ")) == 1, r.output
+    assert len(r.lines("node synced")) == 1, r.output
+
+    rc, took = r.terminate(signal.SIGTERM)
+    assert rc == 0, r.output
+    assert took < 1.0, took
+    assert kv_entry(consul, r.key) is None
+    assert sessions(consul) == []
+    assert "deregistered %s (stopping)" % r.key in r.output
+
+
+def test_sigint_while_mysqld_hangs_exits_within_a_second(healthy_galera, clustercheck_creds, consul, prefix,
+                                                        registrars, tmp_path):
+    node = healthy_galera[1]
+    r = registrars(tmp_path, node, clustercheck_creds, consul.addr, prefix).start()
+    wait_for("the key", lambda: kv_entry(consul, r.key))
+    node.sigstop()
+    try:
+        time.sleep(1.0)   # a check is now stuck on the stopped mysqld
+        rc, took = r.terminate(signal.SIGINT)
+    finally:
+        node.sigcont(wait=True)
+    assert rc == 0, r.output
+    assert took < 1.0, took
+    assert kv_entry(consul, r.key) is None
+
+
+@pytest.mark.parametrize("state", ["desync", "read_only"])
+def test_unhealthy_node_is_deregistered_and_comes_back(healthy_galera, clustercheck_creds, consul, prefix,
+                                                       registrars, tmp_path, state):
+    node = healthy_galera[1]
+    r = registrars(tmp_path, node, clustercheck_creds, consul.addr, prefix, "--available-when-donor=0",
+                   env={"AVAILABLE_WHEN_READONLY": "0"}).start()
+    first = wait_for("the key", lambda: kv_entry(consul, r.key))
+    try:
+        if state == "desync":
+            node.desync(True)
+        else:
+            node.set_read_only(True)
+        wait_for("the key to go", lambda: kv_entry(consul, r.key) is None)
+        time.sleep(1.5)   # several rounds while unhealthy: one log line, not one per poll
+        assert r.proc.poll() is None
+        assert len(r.lines("deregistered %s" % r.key)) == 1, r.output
+        assert len(r.lines("node synced -> ")) == 1, r.output
+        assert sessions(consul), "the session is not destroyed on the way down"
+    finally:
+        if state == "desync":
+            node.desync(False)
+        else:
+            node.set_read_only(False)
+    back = wait_for("the key to come back", lambda: kv_entry(consul, r.key))
+    assert back["Session"] == first["Session"], "the same session is reused"
+    wait_for("the second 'registered' line", lambda: len(r.lines(": registered %s" % r.key)) == 2, timeout=5)
+    rc, _ = r.terminate()
+    assert rc == 0
+
+
+def test_sigkill_key_goes_with_the_session(healthy_galera, clustercheck_creds, consul, prefix, registrars,
+                                           tmp_path):
+    node = healthy_galera[1]
+    r = registrars(tmp_path, node, clustercheck_creds, consul.addr, prefix).start()
+    wait_for("the key", lambda: kv_entry(consul, r.key))
+    rc, _ = r.terminate(signal.SIGKILL)
+    assert rc == -signal.SIGKILL
+    assert kv_entry(consul, r.key) is not None, "the session outlives the process for up to 2 x TTL"
+    wait_for("the key to expire with the session", lambda: kv_entry(consul, r.key) is None,
+             timeout=expire_sessions(consul))
+
+
+def test_consul_down_at_start_and_wiped_later(healthy_galera, clustercheck_creds, prefix, registrars, tmp_path):
+    node = healthy_galera[1]
+    c = Consul()
+    c.port = free_port()        # the address is known before anything listens there
+    try:
+        r = registrars(tmp_path, node, clustercheck_creds, c.addr, prefix).start()
+        time.sleep(3)
+        assert r.proc.poll() is None, r.output
+        assert len(r.lines("warn clustercheck: consul http://%s" % c.addr)) == 1, r.output  # not one per retry
+        c.start()
+        e = wait_for("the key once Consul is up", lambda: kv_entry(c, r.key), timeout=20)
+        wait_for("one 'working again' line", lambda: len(r.lines("working again")) == 1, timeout=5)
+
+        # Consul loses everything (a wiped server): a new session, the key again.
+        c.restart(keep_data=False)
+        e2 = wait_for("the key after a wipe", lambda: kv_entry(c, r.key), timeout=20)
+        assert e2["Session"] != e["Session"]
+        assert r.proc.poll() is None
+        rc, took = r.terminate()
+        assert rc == 0 and took < 1.0
+        assert kv_entry(c, r.key) is None
+    finally:
+        c.close()
+
+
+def test_once_reuses_its_session(healthy_galera, clustercheck_creds, consul, prefix, registrars, tmp_path):
+    node = healthy_galera[1]
+    state = tmp_path / "clustercheck.session"
+    r = registrars(tmp_path, node, clustercheck_creds, consul.addr, prefix, "--state-file", str(state))
+    assert r.run_once() == 0, r.output
+    e = kv_entry(consul, r.key)
+    assert e is not None
+    assert state.read_text() == e["Session"] + "\n"
+    assert stat.S_IMODE(state.stat().st_mode) == 0o600
+    assert r.run_once() == 0, r.output
+    assert r.run_once() == 0, r.output
+    assert [s["ID"] for s in sessions(consul)] == [e["Session"]], "one session, renewed, not three"
+    assert kv_entry(consul, r.key)["Session"] == e["Session"]
+
+    # Unhealthy: the round removes the key and still succeeds.
+    node.desync(True)
+    try:
+        assert r.run_once("--available-when-donor=0") == 0, r.output
+        assert kv_entry(consul, r.key) is None
+        assert r.run_once("--available-when-donor=0") == 0, r.output
+    finally:
+        node.desync(False)
+    assert r.run_once() == 0, r.output
+    assert kv_entry(consul, r.key)["Session"] == e["Session"]
+
+    # The session expired between two cron runs: a new one, and the file follows.
+    wait_for("the key to go", lambda: kv_entry(consul, r.key) is None, timeout=expire_sessions(consul))
+    assert r.run_once() == 0, r.output
+    e2 = kv_entry(consul, r.key)
+    assert e2["Session"] != e["Session"]
+    assert state.read_text() == e2["Session"] + "\n"
+    assert len(sessions(consul)) == 1
+
+
+def test_secrets_stay_out_of_argv_and_logs(healthy_galera, clustercheck_creds, prefix, registrars, tmp_path):
+    node = healthy_galera[1]
+    master = "root-" + uuid.uuid4().hex
+    with Consul(acl_master_token=master) as c:
+        token = c.create_token([("key", prefix, "write"), ("session", "", "write")])
+        token_file = tmp_path / "consul-token"
+        token_file.write_text(token + "\n")
+        token_file.chmod(0o600)
+        r = registrars(tmp_path, node, clustercheck_creds, c.addr, prefix, "--consul-token-file", str(token_file),
+                       "--log-level", "debug").start()
+        wait_for("the key", lambda: kv_entry(c, r.key, token=master))
+        with open("/proc/%d/cmdline" % r.proc.pid, "rb") as f:
+            argv = f.read().decode("utf-8", "replace")
+        with open("/proc/%d/environ" % r.proc.pid, "rb") as f:
+            environ = f.read().decode("utf-8", "replace")
+        assert token not in argv and clustercheck_creds.password not in argv, argv
+        assert token not in environ
+
+        # A token without rights on another prefix: errors are logged, the token is not.
+        other = Registrar(tmp_path, node, clustercheck_creds, c.addr, "forbidden/prefix",
+                          "--log-level", "debug", env={"CONSUL_HTTP_TOKEN": token})
+        assert other.run_once("--state-file", str(tmp_path / "state2")) == 1, other.output
+        assert "403" in other.output or "Permission denied" in other.output, other.output
+
+        rc, _ = r.terminate()
+        assert rc == 0
+        assert kv_entry(c, r.key, token=master) is None
+        for text in (r.output, other.output):
+            assert token not in text
+            assert clustercheck_creds.password not in text
