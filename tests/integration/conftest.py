@@ -119,7 +119,10 @@ class Lab:
 
     def _start(self, name, ports, make):
         def job():
+            t = time.monotonic()
             self._claim_ports(ports)
+            if time.monotonic() - t > 1:
+                self.started[name + " waited for the port lock"] = time.monotonic() - t
             t = time.monotonic()
             obj = make(self.workspace())
             self.started[name] = time.monotonic() - t
@@ -263,6 +266,13 @@ def _key(server):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
+    item.stash[_LOG_OFFSETS] = {_key(s): s.log_size() for s in servers.all_servers()}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item):
+    # Servers may have started during setup: a failure in the test body shows
+    # only what the servers logged while the body ran.
     item.stash[_LOG_OFFSETS] = {_key(s): s.log_size() for s in servers.all_servers()}
 
 

@@ -958,8 +958,10 @@ class GaleraCluster:
         held = self.hold_sst(joiner, timeout)
         try:
             yield held
-        finally:
-            self.release_sst(wait=True)
+        except BaseException:
+            self.release_sst(wait=False)     # the next heal() waits for it
+            raise
+        self.release_sst(wait=True, timeout=timeout)
 
     # -- shutdown --------------------------------------------------------------
     def stop(self, timeout=60.0):
