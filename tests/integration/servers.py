@@ -914,7 +914,7 @@ class GaleraCluster:
 
         The joiner is stopped if running, its datadir emptied (so it needs a full
         SST) and it is started with ``--wsrep_sst_method=skhold``. The donor side
-        of that method waits while ``BASE/sst-hold`` exists. Returns once a donor
+        of that method waits while ``BASE/sst/hold`` exists. Returns once a donor
         reports ``Donor/Desynced`` and is waiting: the joiner's SQL port refuses
         connections, the donor is state 2 and still Primary. Call
         :meth:`release_sst` (or use :meth:`held_sst` as a context manager).
@@ -1059,7 +1059,7 @@ class AsyncPair:
                                  "(IO/SQL Yes, Seconds_Behind_Master 0)",
                                  caught_up, timeout, interval=0.2)
 
-    def write(self, note="x"):
+    def write(self):
         """One replicated write on the primary."""
         self.primary.sql(f"UPDATE {HARNESS_DB}.lag SET v=v+1 WHERE id=1")
 

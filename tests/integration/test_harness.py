@@ -10,7 +10,6 @@ cleanup that leaves no mariadbd behind.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import socket
 import stat
