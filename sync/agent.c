@@ -95,6 +95,9 @@ static void *watch_main(void *arg)
 				log_warn("consul: %s: %s (keeping the last good state, retrying)", w->prefix, err);
 			w->ok = false;
 			sk_strlcpy(w->error, err, sizeof(w->error));
+			/* After an outage read afresh: a restarted Consul may have a lower index, and a
+			 * blocking query on the old one would sit out the whole wait. */
+			w->index = 0;
 			pthread_mutex_unlock(&ag->mu);
 			if (nap(ag, backoff_ms(attempt++)))
 				break;
@@ -439,9 +442,14 @@ int agent_reconcile(struct agent *ag, struct target *t, const struct px_servers 
 		rc = plan.draining ? 1 : 0;
 		goto out;
 	}
-	if (pxadmin_apply(&t->px, &plan, &dl, &done, &e) < 0) {
-		log_error("target %s: statement %zu of %zu failed: %s: %s", t->pt.name, done + 1, plan.n, e.msg,
-			  plan.steps[done].shown);
+	if (pxadmin_apply(&t->px, &plan, &dl, &ag->stop, &done, &e) < 0) {
+		if (ag->stop)
+			log_warn("target %s: stopping: abandoned the apply after %zu of %zu statement(s), before its "
+				 "LOAD",
+				 t->pt.name, done, plan.n);
+		else
+			log_error("target %s: statement %zu of %zu failed: %s: %s", t->pt.name, done + 1, plan.n, e.msg,
+				  plan.steps[done].shown);
 		t->errors_apply++;
 		t->in_sync = false;
 		pxadmin_close(&t->px);

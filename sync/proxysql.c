@@ -123,10 +123,17 @@ int pxadmin_conn_used(struct pxadmin *a, const deadline_t *dl, const struct px_s
 	return 0;
 }
 
-int pxadmin_apply(struct pxadmin *a, const struct plan *p, const deadline_t *dl, size_t *done, struct db_err *e)
+int pxadmin_apply(struct pxadmin *a, const struct plan *p, const deadline_t *dl, const volatile bool *stop,
+		  size_t *done, struct db_err *e)
 {
 	*done = 0;
 	for (size_t i = 0; i < p->n; i++) {
+		if (stop && *stop) {
+			memset(e, 0, sizeof(*e));
+			e->reason = DB_CLIENT_ERROR;
+			sk_fmt(e->msg, sizeof(e->msg), "stopping");
+			return -1;
+		}
 		if (db_exec(&a->db, p->steps[i].sql, dl, e) < 0)
 			return -1;
 		(*done)++;

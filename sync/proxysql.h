@@ -37,9 +37,10 @@ int pxadmin_conn_used(struct pxadmin *a, const deadline_t *dl, const struct px_s
 
 /* Send the plan's statements, one per query, in order. On failure *done tells how many went
  * through; a LOAD is only ever reached after every statement before it succeeded, so a failed
- * apply leaves the runtime as it was. */
-int pxadmin_apply(struct pxadmin *a, const struct plan *p, const deadline_t *dl, size_t *done,
-		  struct db_err *e) SK_MUST_CHECK;
+ * apply leaves the runtime as it was. Once *stop is set no further statement is sent (the
+ * apply is abandoned, -1 with "stopping"). */
+int pxadmin_apply(struct pxadmin *a, const struct plan *p, const deadline_t *dl, const volatile bool *stop,
+		  size_t *done, struct db_err *e) SK_MUST_CHECK;
 
 /* A cheap question that tells whether the connection and the admin still answer. */
 int pxadmin_ping(struct pxadmin *a, const deadline_t *dl, struct db_err *e) SK_MUST_CHECK;

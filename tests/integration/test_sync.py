@@ -1,0 +1,525 @@
+"""proxysql-sync end to end: Consul (double, or real with CONSUL_BIN) -> the agent -> ProxySQL's
+admin interface (double, or real with PROXYSQL_BIN).
+
+Every test starts its own Consul, ProxySQL and agent on loopback with free ports. Tests that
+need a fault hook only the doubles have are skipped against real servers, with the reason.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from fakes.consul import Consul
+from fakes.proxysql import ProxySQL
+
+BIN = os.environ.get("SIDEKICK_BIN", os.path.join(os.path.dirname(__file__), "..", "..", "bin"))
+SYNC = os.path.join(BIN, "proxysql-sync")
+
+ADMIN_PASSWORD = "adm-" + os.urandom(6).hex()
+USER_PASSWORD = "usr-" + os.urandom(6).hex()
+NATIVE_HASH = "*" + os.urandom(20).hex().upper()
+
+WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE", "LOAD", "SAVE")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_until(what, predicate, timeout=10.0, interval=0.05):
+    """Poll `predicate` until it returns something true; fail naming `what` after `timeout`."""
+    end = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < end:
+        try:
+            last = predicate()
+            if last:
+                return last
+        except Exception as e:  # a server that is restarting
+            last = e
+        time.sleep(interval)
+    pytest.fail("timed out after %.1fs waiting for %s (last: %r)" % (timeout, what, last))
+
+
+def runtime_servers(px):
+    return sorted(tuple(r) for r in px.query(
+        "SELECT hostgroup_id, hostname, port, status FROM runtime_mysql_servers"))
+
+
+def memory_servers(px):
+    return sorted(tuple(r) for r in px.query(
+        "SELECT hostgroup_id, hostname, port, status FROM main.mysql_servers"))
+
+
+def runtime_users(px):
+    return sorted(tuple(r) for r in px.query(
+        "SELECT username, frontend, backend, default_hostgroup FROM runtime_mysql_users"))
+
+
+def writes(px):
+    return [s["sql"] for s in px.statements() if s["sql"].lstrip().upper().startswith(WRITES)]
+
+
+class Agent:
+    """One proxysql-sync process with a generated config; logs captured to a file."""
+
+    def __init__(self, consul, targets, workdir, extra="", args=()):
+        self.workdir = workdir
+        self.health_port = free_port()
+        self.cfg = os.path.join(workdir, "sync.cfg")
+        self.log = os.path.join(workdir, "agent.log")
+        self.args = list(args)
+        self.proc = None
+        lines = []
+        for i, px in enumerate(targets):
+            pwfile = os.path.join(workdir, "admin-pw-%d" % i)
+            with open(pwfile, "w") as f:
+                f.write(px.admin_password)
+            os.chmod(pwfile, 0o600)
+            lines.append('{ name = "px%d"; address = "%s"; user = "%s"; password_file = "%s"; }'
+                         % (i + 1, px.admin_addr, px.admin_user, pwfile))
+        self.text = """
+consul-addr = "%s"
+region = "eu"
+users-prefix = "proxysql/users"
+health-listen = "127.0.0.1:%d"
+quiescence-min = 0.05
+quiescence-max = 1.0
+drain-timeout = 30.0
+confirmations = 3
+lock-file = "%s/sync.lock"
+clusters = ( { alias = "shop"; writer_hostgroup = 10; reader_hostgroup = 11; } );
+targets = ( %s );
+%s
+""" % (consul.addr, self.health_port, workdir, ", ".join(lines), extra)
+        self.write_config()
+
+    def write_config(self, extra=None):
+        text = self.text if extra is None else self.text + extra
+        with open(self.cfg, "w") as f:
+            f.write(text)
+
+    def start(self):
+        out = open(self.log, "ab")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CONSUL_")}
+        self.proc = subprocess.Popen([SYNC, "-c", self.cfg] + self.args, stdout=out, stderr=subprocess.STDOUT,
+                                     env=env)
+        out.close()
+        return self
+
+    def run(self, *args, timeout=30):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CONSUL_")}
+        return subprocess.run([SYNC, "-c", self.cfg] + list(args), capture_output=True, text=True,
+                              timeout=timeout, env=env)
+
+    def http(self, path):
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d%s" % (self.health_port, path), timeout=5) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+        except OSError as e:
+            return 0, str(e)
+
+    def ready(self):
+        return self.http("/readyz")[0] == 200
+
+    def logs(self):
+        if not os.path.exists(self.log):
+            return ""
+        with open(self.log, errors="replace") as f:
+            return f.read()
+
+    def stop(self, sig=signal.SIGTERM, timeout=5.0):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        return self.proc.returncode if self.proc else None
+
+
+@pytest.fixture
+def workdir():
+    d = tempfile.mkdtemp(prefix="sync-test-")
+    yield d
+    subprocess.run(["rm", "-rf", d])
+
+
+@pytest.fixture
+def consul():
+    c = Consul()
+    c.start()
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def px():
+    p = ProxySQL(admin_password=ADMIN_PASSWORD)
+    p.start()
+    yield p
+    p.close()
+
+
+@pytest.fixture
+def agent(consul, px, workdir):
+    a = Agent(consul, [px], workdir)
+    yield a
+    rc = a.stop()
+    logs = a.logs()
+    print(logs)                             # shown by pytest when the test fails
+    # No secret ever reaches the logs, whatever the test did.
+    assert ADMIN_PASSWORD not in logs and USER_PASSWORD not in logs, "a password reached the agent's log"
+    assert rc in (0, None), "agent exit code %r" % rc
+
+
+def put_topology(consul, master="db1", replicas=("db2", "db3"), users=True):
+    consul.put("mysql/master/shop", ("%s:3306" % master).encode())
+    consul.put("mysql/master/shop/hostname", master.encode())
+    consul.put("mysql/master/shop/port", b"3306")
+    for r in replicas:
+        consul.put("mysql/replica/shop/eu/%s:3306" % r, ("%s:3306" % r).encode())
+    if users:
+        consul.put("proxysql/users/app", json.dumps(
+            {"password": USER_PASSWORD, "default_hostgroup": 10}).encode())
+        consul.put("proxysql/users/report", json.dumps(
+            {"password": NATIVE_HASH, "default_hostgroup": 11, "max_connections": 50}).encode())
+
+
+TOPOLOGY = [("10", "db1", "3306", "ONLINE"), ("11", "db2", "3306", "ONLINE"), ("11", "db3", "3306", "ONLINE")]
+
+
+def synced(px, want=TOPOLOGY):
+    return runtime_servers(px) == sorted(want)
+
+
+# ---- first sync, no-op wake-ups, failover ------------------------------------------------
+
+def test_first_sync_servers_and_users(consul, px, agent):
+    put_topology(consul)
+    agent.start()
+    wait_until("the first sync", lambda: synced(px))
+    assert runtime_users(px) == [("app", "0", "1", "10"), ("app", "1", "0", "10"),
+                                 ("report", "0", "1", "11"), ("report", "1", "0", "11")]
+    wait_until("/readyz", agent.ready)
+    status, body = agent.http("/metrics")
+    assert status == 200
+    assert 'proxysql_sync_desired_servers{hostgroup="11"} 2' in body
+    assert "proxysql_sync_desired_users 2" in body
+    assert USER_PASSWORD not in body and ADMIN_PASSWORD not in body
+    # memory was saved to disk
+    assert sorted(tuple(r) for r in px.query(
+        "SELECT hostgroup_id, hostname FROM disk.mysql_servers")) == [("10", "db1"), ("11", "db2"), ("11", "db3")]
+
+
+def test_wakeup_without_change_writes_nothing(consul, px, agent):
+    put_topology(consul)
+    agent.start()
+    wait_until("the first sync", lambda: synced(px))
+    time.sleep(0.5)
+    px.clear_statements()
+    for _ in range(5):                      # the index moves, the content does not
+        consul.put("mysql/replica/shop/eu/db2:3306", b"db2:3306")
+        consul.put("mysql/master/shop/port", b"3306")
+    time.sleep(1.5)
+    assert writes(px) == []
+
+
+def test_failover_waits_for_orchestrator_to_finish_writing(consul, px, agent):
+    put_topology(consul, users=False)
+    agent.start()
+    wait_until("the first sync", lambda: synced(px))
+    px.clear_statements()
+    # orchestrator writes the main key first, then the children, one by one
+    consul.put("mysql/master/shop", b"db2:3306")
+    time.sleep(1.2)                         # longer than quiescence-max
+    assert writes(px) == [], "a half-written failover was applied"
+    assert ("10", "db1", "3306", "ONLINE") in runtime_servers(px)
+    consul.put("mysql/master/shop/hostname", b"db2")
+    want = [("10", "db2", "3306", "ONLINE"), ("11", "db2", "3306", "ONLINE"), ("11", "db3", "3306", "ONLINE")]
+    # the old writer drains (OFFLINE_SOFT) and is deleted once unused: never an empty writer hostgroup
+    seen = []
+
+    def converged():
+        rows = runtime_servers(px)
+        seen.append(rows)
+        return rows == sorted(want)
+    wait_until("the new writer and the old one gone", converged)
+    assert all(any(r[0] == "10" and r[3] == "ONLINE" for r in rows) for rows in seen), seen
+
+
+# ---- drain, users, guards ------------------------------------------------------------------
+
+def test_removed_replica_drains_until_unused(consul, px, agent):
+    put_topology(consul, users=False)
+    agent.start()
+    wait_until("the first sync", lambda: synced(px))
+    px.control("pool", hostgroup=11, host="db3", port=3306, used=2)
+    consul.delete("mysql/replica/shop/eu/db3:3306")
+    wait_until("db3 draining", lambda: ("11", "db3", "3306", "OFFLINE_SOFT") in runtime_servers(px))
+    time.sleep(1.5)
+    assert ("11", "db3", "3306", "OFFLINE_SOFT") in runtime_servers(px), "deleted while connections were used"
+    px.control("pool", hostgroup=11, host="db3", port=3306, used=0)
+    wait_until("db3 deleted", lambda: not any(r[1] == "db3" for r in memory_servers(px)))
+
+
+def test_users_add_change_remove_and_foreign_users_untouched(consul, px, agent):
+    put_topology(consul)
+    px.query("INSERT INTO mysql_users (username, password, default_hostgroup, comment) "
+             "VALUES ('human', 'x', 0, 'added by hand')")
+    agent.start()
+    # the agent's LOAD also loads the hand-made row: it is left in place, not removed
+    wait_until("users", lambda: {r[0] for r in runtime_users(px)} == {"app", "report", "human"})
+    consul.put("proxysql/users/report", json.dumps({"password": NATIVE_HASH, "default_hostgroup": 10}).encode())
+    wait_until("report moved to hostgroup 10",
+               lambda: ("report", "1", "0", "10") in runtime_users(px))
+    consul.delete("proxysql/users/app")
+    wait_until("app removed", lambda: not any(r[0] == "app" for r in px.query(
+        "SELECT username FROM main.mysql_users")))
+    assert ("human",) in [tuple(r) for r in px.query("SELECT username FROM main.mysql_users")]
+
+
+def test_empty_answer_is_confirmed_before_it_empties_readers(consul, px, agent):
+    put_topology(consul, users=False)
+    agent.start()
+    wait_until("the first sync", lambda: synced(px))
+    px.clear_statements()
+    consul.fault("stale_empty", count=1)    # one stale follower answer: 200, [] and index 1
+    # the blocking queries in flight return on a change; the next one gets the stale answer
+    # (an identical rewrite does not move the index, so the values alternate)
+    consul.put("mysql/replica/shop/eu/db2:3306", b"")
+    time.sleep(0.3)
+    consul.put("mysql/replica/shop/eu/db2:3306", b"db2:3306")
+    time.sleep(1.5)
+    assert synced(px), runtime_servers(px)
+    assert writes(px) == []
+    assert "confirming" in agent.logs() or "no known leader" in agent.logs()
+    # a real removal of every replica is believed after the confirmations
+    consul.delete("mysql/replica/shop/", recurse="")
+    wait_until("readers gone", lambda: runtime_servers(px) == [("10", "db1", "3306", "ONLINE")])
+
+
+def test_writer_hostgroup_is_never_emptied(consul, px, agent):
+    put_topology(consul, users=False)
+    agent.start()
+    wait_until("the first sync", lambda: synced(px))
+    for k in ("mysql/master/shop", "mysql/master/shop/hostname", "mysql/master/shop/port"):
+        consul.delete(k)
+    time.sleep(2.5)                          # confirmations, quiescence, a few target rounds
+    assert ("10", "db1", "3306", "ONLINE") in runtime_servers(px)
+    assert "writer hostgroup(s) would be empty" in agent.logs()
+
+
+def test_hostile_values_are_rejected_alone(consul, px, agent):
+    put_topology(consul, users=False)
+    consul.put("mysql/replica/shop/eu/db9'; DELETE FROM mysql_servers; --", b"")
+    consul.put("mysql/replica/shop/eu/db8", json.dumps({"comment": "o'brien; DROP TABLE x", "weight": 5}).encode())
+    consul.put("mysql/replica/shop/eu/db7", b"x" * 200000)
+    consul.put("proxysql/users/evil", b'{"password": "a\'b", "default_hostgroup": "10; DROP"}')
+    consul.put("proxysql/users/ok", json.dumps({"password": "p'w\"\\x", "default_hostgroup": 10}).encode())
+    agent.start()
+    wait_until("the good entries", lambda: ("11", "db8", "3306", "ONLINE") in runtime_servers(px))
+    assert [tuple(r) for r in px.query("SELECT comment FROM main.mysql_servers WHERE hostname='db8'")] == \
+        [("o'brien; DROP TABLE x",)]
+    assert [tuple(r) for r in px.query("SELECT password FROM main.mysql_users WHERE username='ok'")] == \
+        [("p'w\"\\x",)]
+    assert len(runtime_servers(px)) == 4
+    logs = agent.logs()
+    assert "rejected mysql/replica/shop/eu/db9'; DELETE FROM mysql_servers; --: address has characters" in logs
+    assert "rejected proxysql/users/evil: default_hostgroup is not a number" in logs
+    assert "value larger than 64 KiB" in logs
+    status, metrics = agent.http("/metrics")
+    assert "proxysql_sync_rejected_entries 3" in metrics
+
+
+# ---- Consul trouble --------------------------------------------------------------------------
+
+def test_consul_down_keeps_the_last_good_state_and_recovers(consul, px, agent):
+    put_topology(consul, users=False)
+    agent.start()
+    wait_until("the first sync", lambda: synced(px))
+    wait_until("/readyz", agent.ready)
+    consul.stop()
+    wait_until("/readyz turning 503", lambda: not agent.ready(), timeout=70)
+    time.sleep(1)
+    assert synced(px)
+    assert agent.proc.poll() is None, "the agent exited while Consul was down"
+    consul.start()                          # same data dir for the double: keys kept
+    put_topology(consul, replicas=("db2", "db3", "db4"), users=False)
+    wait_until("the change after Consul came back",
+               lambda: ("11", "db4", "3306", "ONLINE") in runtime_servers(px), timeout=40)
+    wait_until("/readyz again", agent.ready, timeout=40)
+
+
+def test_consul_errors_and_odd_answers(consul, px, workdir):
+    put_topology(consul, users=False)
+    agent = Agent(consul, [px], workdir, extra="wait = 1.0\n").start()   # short blocking waits
+    try:
+        wait_until("the first sync", lambda: synced(px))
+        px.clear_statements()
+        if not consul.is_fake:
+            pytest.skip("needs the Consul double's fault hooks (CONSUL_BIN is set)")
+        # the agent's reads fail, not our writes ("method" is also the fixture's own argument)
+        r = consul.request("POST", "/_fake/fail", params={"count": 5, "code": 500, "method": "GET"})
+        assert r.status == 200, r
+        consul.put("mysql/replica/shop/eu/db5:3306", b"")
+        wait_until("db5 after a burst of 500s", lambda: ("11", "db5", "3306", "ONLINE") in runtime_servers(px),
+                   timeout=40)
+        # no known leader: reads still answer, with X-Consul-KnownLeader: false; they are ignored
+        consul.fault("leader", known=0, reads="ok")
+        wait_until("answers without a known leader", lambda: "no known leader" in agent.logs(), timeout=20)
+        assert synced(px, TOPOLOGY + [("11", "db5", "3306", "ONLINE")])
+        consul.fault("leader", known=1)
+        consul.fault("index_backwards")
+        consul.put("mysql/replica/shop/eu/db6:3306", b"")
+        wait_until("db6 after the index went backwards",
+                   lambda: ("11", "db6", "3306", "ONLINE") in runtime_servers(px), timeout=40)
+        assert agent.proc.poll() is None
+        assert "consul: mysql/" in agent.logs()     # the 500s were logged
+    finally:
+        rc = agent.stop()
+        print(agent.logs())
+        assert rc == 0
+
+
+# ---- ProxySQL trouble ------------------------------------------------------------------------
+
+def test_proxysql_restarted_with_empty_config_is_reapplied(consul, px, agent):
+    put_topology(consul)
+    agent.start()
+    wait_until("the first sync", lambda: synced(px))
+    px.restart(initial=True)                # config lost
+    t0 = time.monotonic()
+    wait_until("re-applied after the restart", lambda: synced(px) and len(runtime_users(px)) == 4)
+    assert time.monotonic() - t0 < 5
+
+
+def test_proxysql_hanging_query_then_recovery(consul, px, agent):
+    put_topology(consul, users=False)
+    agent.start()
+    wait_until("the first sync", lambda: synced(px))
+    px.control("hang", count=100000, seconds=0)   # every query hangs until released
+    consul.put("mysql/replica/shop/eu/db4:3306", b"")
+    time.sleep(7)                           # longer than admin-timeout (5 s)
+    assert agent.proc.poll() is None
+    # our own queries would hang too: ask the agent instead
+    status, why = agent.http("/readyz")
+    assert status == 503 and "px1" in why, (status, why)
+    px.control("reset")                     # wakes the hung queries, no more hangs
+    wait_until("db4 after the hang", lambda: ("11", "db4", "3306", "ONLINE") in runtime_servers(px),
+               timeout=30)
+    wait_until("/readyz after the hang", agent.ready, timeout=30)
+
+
+def test_two_targets_one_down(consul, workdir):
+    put_topology(consul, users=False)
+    with ProxySQL(admin_password=ADMIN_PASSWORD) as up, ProxySQL(admin_password=ADMIN_PASSWORD) as down:
+        down.stop()
+        a = Agent(consul, [up, down], workdir).start()
+        try:
+            wait_until("the live target synced", lambda: synced(up))
+            assert not a.ready()
+            down.start()
+            wait_until("the second target synced", lambda: synced(down), timeout=40)
+            wait_until("/readyz", a.ready, timeout=20)
+        finally:
+            assert a.stop() == 0
+
+
+# ---- process behaviour -----------------------------------------------------------------------
+
+def test_sigterm_during_an_apply_stops_fast_and_leaves_runtime_whole(consul, px, agent):
+    put_topology(consul, users=False)
+    agent.start()
+    wait_until("the first sync", lambda: synced(px))
+    before = runtime_servers(px)
+    after = sorted([("10", "db4", "3306", "ONLINE"), ("10", "db1", "3306", "OFFLINE_SOFT")] + before[1:])
+    px.control("latency", ms=300)           # every statement takes 0.3 s: the apply takes seconds
+    consul.put("mysql/master/shop", b"db4:3306")
+    consul.put("mysql/master/shop/hostname", b"db4")
+    wait_until("the apply to start", lambda: any("db4" in x for x in writes(px)), timeout=10)
+    t0 = time.monotonic()
+    agent.proc.send_signal(signal.SIGTERM)
+    agent.proc.wait(5)
+    assert time.monotonic() - t0 < 1.5
+    assert agent.proc.returncode == 0
+    px.control("latency", ms=0)
+    assert runtime_servers(px) in (before, after), "runtime half applied"
+
+
+def test_sigterm_while_the_admin_hangs(consul, px, agent):
+    put_topology(consul, users=False)
+    agent.start()
+    wait_until("the first sync", lambda: synced(px))
+    px.control("hang", count=100000, seconds=0)
+    time.sleep(1.2)                         # the agent's pings are stuck now
+    t0 = time.monotonic()
+    agent.proc.send_signal(signal.SIGTERM)
+    agent.proc.wait(5)
+    assert time.monotonic() - t0 < 1.5
+    px.control("release")
+
+
+def test_sighup_reloads_and_bad_config_keeps_running(consul, px, agent):
+    put_topology(consul, users=False)
+    consul.put("generic/30/db30:3306", json.dumps({"weight": 3}).encode())
+    agent.start()
+    wait_until("the first sync", lambda: synced(px))
+    agent.write_config('servers-prefix = "generic"\nmanaged-hostgroups = "30"\n')
+    agent.proc.send_signal(signal.SIGHUP)
+    wait_until("the generic server after reload", lambda: ("30", "db30", "3306", "ONLINE") in runtime_servers(px))
+    agent.write_config("this is not a config\n")
+    agent.proc.send_signal(signal.SIGHUP)
+    time.sleep(0.5)
+    assert agent.proc.poll() is None
+    assert "reload failed, keeping the running configuration" in agent.logs()
+
+
+def test_once_dry_run_and_lock(consul, px, agent):
+    put_topology(consul)
+    r = agent.run("--dry-run")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "INSERT INTO mysql_users" in r.stdout and "'***'" in r.stdout
+    assert USER_PASSWORD not in r.stdout + r.stderr
+    assert writes(px) == [], "--dry-run wrote to ProxySQL"
+    r = agent.run("--once")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert synced(px) and len(runtime_users(px)) == 4
+    with open(os.path.join(agent.workdir, "sync.lock"), "w") as held:
+        import fcntl
+        fcntl.flock(held, fcntl.LOCK_EX)
+        r = agent.run("--once")
+        assert r.returncode == 1
+        assert "another proxysql-sync --once holds" in r.stdout + r.stderr
+
+
+def test_bad_configuration_exits_2_with_one_line(workdir):
+    cfg = os.path.join(workdir, "bad.cfg")
+    cases = {
+        'clusters = ( { alias = "a"; writer_hostgroup = 1; reader_hostgroup = 1; } );\n'
+        'admin-addr = "127.0.0.1:6032"\n': "reader_hostgroup equals writer_hostgroup",
+        'admin-addr = "127.0.0.1:6032"\nwait = 9999\n': "wait",
+        'bogus = 1\n': "unknown setting",
+        'clusters = ( { alias = "a"; writer_hostgroup = 1; } );\n': "no ProxySQL target",
+    }
+    for text, want in cases.items():
+        with open(cfg, "w") as f:
+            f.write(text)
+        r = subprocess.run([SYNC, "-c", cfg, "--check-config"], capture_output=True, text=True, timeout=10)
+        assert r.returncode == 2, (text, r.stdout, r.stderr)
+        assert want in r.stderr and len(r.stderr.strip().splitlines()) == 1, (text, r.stderr)
