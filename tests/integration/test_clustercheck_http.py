@@ -1,0 +1,366 @@
+"""clustercheck --listen against a real Galera node: the classic bytes over HTTP, many clients at
+once, clients that never send a request, a SIGSTOPped mysqld, and --cache-ms.
+
+The status line and body must equal tests/data/http/clustercheck-*.bytes; the header *set*
+must equal theirs (libmicrohttpd writes Connection before Content-Type, see docs/probes.md).
+
+Run: make all && /usr/bin/python3 -m pytest -q tests/integration/test_clustercheck_http.py
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+import probes_cases as pc
+
+TIMEOUT = 1.0          # --timeout of the listeners below
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _secrets(mysql_creds, clustercheck_creds):
+    pc.register_secret(mysql_creds.password)
+    pc.register_secret(clustercheck_creds.password)
+
+
+class Listener:
+    """One `clustercheck --listen 127.0.0.1:0` process; its log in a file."""
+
+    def __init__(self, node, creds, tmp_path, *extra, env=None):
+        self.tmp = tmp_path
+        self.disabled = tmp_path / "clustercheck.disabled"
+        self.log_path = tmp_path / f"listen-{os.getpid()}-{time.monotonic_ns()}.log"
+        self.argv = [os.path.join(pc.BIN, "clustercheck"), "--listen", "127.0.0.1:0",
+                     "--host", node.ip, "--port", str(node.port), "--user", creds.user,
+                     "--password-file", creds.password_file, "--defaults-extra-file", "",
+                     "--disabled-file", str(self.disabled), "--timeout", str(TIMEOUT), *extra]
+        for a in self.argv:
+            pc.assert_no_secret(a, "clustercheck --listen argv")
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(self.argv, stdout=self._log, stderr=self._log,
+                                     stdin=subprocess.DEVNULL, env=pc.clean_env(env))
+        deadline = time.monotonic() + 10
+        while True:
+            m = re.search(r"listening on \S+ \(port (\d+)\)", self.log)
+            if m:
+                self.port = int(m.group(1))
+                break
+            assert self.proc.poll() is None, f"clustercheck --listen exited:\n{self.log}"
+            assert time.monotonic() < deadline, f"clustercheck --listen did not start:\n{self.log}"
+            time.sleep(0.02)
+
+    @property
+    def log(self):
+        return self.log_path.read_bytes().decode("utf-8", "replace")
+
+    def request(self, raw=b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", timeout=10.0):
+        """Send one request on a new connection; return (response bytes, seconds until EOF)."""
+        t0 = time.monotonic()
+        with socket.create_connection(("127.0.0.1", self.port), timeout=timeout) as s:
+            s.sendall(raw)
+            data = b""
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    return data, time.monotonic() - t0
+                data += chunk
+
+    def stop(self):
+        """SIGTERM; it must exit 0 within 2 s."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                rc = self.proc.wait(2)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+                raise AssertionError(f"clustercheck --listen ignored SIGTERM for 2s:\n{self.log}")
+            assert rc == 0, f"clustercheck --listen exited {rc}:\n{self.log}"
+        self._log.close()
+        pc.OUTPUTS.append((self.argv, self.log_path.read_bytes(), b""))
+
+
+@pytest.fixture
+def listeners(clustercheck_creds, tmp_path):
+    made = []
+
+    def make(node, *extra, env=None):
+        ln = Listener(node, clustercheck_creds, tmp_path, *extra, env=env)
+        made.append(ln)
+        return ln
+    yield make
+    for ln in made:
+        if ln.proc.poll() is None:
+            ln.proc.kill()
+            ln.proc.wait(5)
+        print(f"---- {' '.join(ln.argv)}\n{ln.log}")
+
+
+def parse(raw):
+    """(status line, sorted header lines, body) of an HTTP/1.1 response."""
+    head, sep, body = raw.partition(b"\r\n\r\n")
+    assert sep, f"no end of headers in {raw!r}"
+    lines = head.split(b"\r\n")
+    return lines[0], sorted(lines[1:]), body
+
+
+def expected(name):
+    return parse(pc.http_expected(name))
+
+
+def assert_answer(raw, name):
+    status, headers, body = parse(raw)
+    want_status, want_headers, want_body = expected(name)
+    assert status == want_status, raw
+    assert body == want_body, raw
+    assert headers == want_headers, f"header set {headers} != {want_headers} (clustercheck-{name}.bytes)"
+
+
+# -- exact answers ---------------------------------------------------------------------------
+def test_listen_answers_match_the_data_files(healthy_galera, listeners):
+    node = healthy_galera[2]
+    ln = listeners(node, env={"AVAILABLE_WHEN_READONLY": "0"})
+    raw, _ = ln.request()
+    assert_answer(raw, "synced")
+    # libmicrohttpd's order; the one-shot mode keeps the classic order.
+    assert raw.split(b"\r\n")[1:4] == [b"Connection: close", b"Content-Type: text/plain",
+                                       b"Content-Length: 40"], raw
+    for req in (b"GET /anything?x=1 HTTP/1.1\r\nHost: a\r\n\r\n", b"GET / HTTP/1.0\r\n\r\n",
+                b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n"):
+        raw, _ = ln.request(req)
+        assert_answer(raw, "synced")
+
+    ln.disabled.write_text("")
+    assert_answer(ln.request()[0], "disabled")
+    ln.disabled.unlink()
+    assert_answer(ln.request()[0], "synced")
+
+    node.desync()
+    try:
+        assert_answer(ln.request()[0], "not-synced")
+    finally:
+        node.desync(False)
+    assert_answer(ln.request()[0], "synced")
+
+    node.set_read_only(True)
+    try:
+        assert_answer(ln.request()[0], "read-only")
+    finally:
+        node.set_read_only(False)
+    assert_answer(ln.request()[0], "synced")
+    ln.stop()
+    assert "node synced -> not synced" in ln.log
+    assert "node synced -> read-only" in ln.log
+
+
+# -- many clients ----------------------------------------------------------------------------
+def _hammer(ln, threads, per_thread):
+    """threads x per_thread requests at once; returns {response or error: count}."""
+    counts: dict = {}
+    lock = threading.Lock()
+
+    def worker():
+        for _ in range(per_thread):
+            try:
+                raw, _ = ln.request(timeout=10)
+                key = raw
+            except OSError as exc:
+                key = f"error: {exc}"
+            with lock:
+                counts[key] = counts.get(key, 0) + 1
+    with concurrent.futures.ThreadPoolExecutor(threads) as ex:
+        for f in [ex.submit(worker) for _ in range(threads)]:
+            f.result()
+    return counts
+
+
+def _assert_all_synced(counts, total):
+    good = sum(n for k, n in counts.items() if isinstance(k, bytes) and parse(k) == expected("synced"))
+    assert good == total, f"{good}/{total} correct; answers: " + "; ".join(
+        f"{n} x {k[:200]!r}" for k, n in counts.items())
+
+
+# Probe defect (clustercheck --listen, checks/clustercheck.c shared_check): a request that
+# arrives while another request's check is in flight waits with pthread_cond_timedwait() on a
+# condition variable that uses CLOCK_REALTIME (PTHREAD_COND_INITIALIZER), given an absolute time
+# taken from the CLOCK_MONOTONIC deadline; that time lies in 1970, so the wait times out at once
+# and the request is answered "503 not synced" although the node is Synced.
+CONCURRENCY_DEFECT = ("clustercheck --listen answers 503 to requests that arrive while a check is "
+                      "in flight: pthread_cond_timedwait on a CLOCK_REALTIME condvar with a "
+                      "CLOCK_MONOTONIC deadline returns ETIMEDOUT at once (checks/clustercheck.c "
+                      "shared_check)")
+
+
+@pytest.mark.xfail(strict=True, reason=CONCURRENCY_DEFECT)
+def test_listen_concurrent_clients_all_correct(healthy_galera, listeners):
+    ln = listeners(healthy_galera[2])
+    _assert_all_synced(_hammer(ln, 50, 20), 1000)
+    ln.stop()
+
+
+@pytest.mark.xfail(strict=True, reason=CONCURRENCY_DEFECT)
+def test_listen_concurrent_clients_with_cache(healthy_galera, listeners):
+    ln = listeners(healthy_galera[2], "--cache-ms", "50")
+    _assert_all_synced(_hammer(ln, 50, 20), 1000)
+    ln.stop()
+
+
+def test_listen_idle_clients_do_not_block_others(healthy_galera, listeners):
+    ln = listeners(healthy_galera[1], "--idle-timeout", "2")
+    idle = []
+    try:
+        for i in range(25):
+            s = socket.create_connection(("127.0.0.1", ln.port), timeout=10)
+            if i >= 20:
+                s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")          # a request that never ends
+            idle.append(s)
+        time.sleep(0.2)
+        for _ in range(3):
+            raw, secs = ln.request()
+            assert_answer(raw, "synced")
+            assert secs <= TIMEOUT + pc.SLACK, f"a request took {secs:.3f}s behind 25 idle clients"
+        # The idle ones are closed after --idle-timeout, without an answer.
+        t0 = time.monotonic()
+        for s in idle:
+            s.settimeout(max(0.1, 2 + 3 - (time.monotonic() - t0)))
+            try:
+                data = s.recv(65536)
+            except socket.timeout:
+                raise AssertionError("an idle client was not disconnected within --idle-timeout + 3s")
+            except ConnectionResetError:
+                data = b""
+            assert data == b"" or data.startswith(b"HTTP/1.1 "), data
+    finally:
+        for s in idle:
+            s.close()
+    raw, _ = ln.request()
+    assert_answer(raw, "synced")
+    ln.stop()
+
+
+# -- a hung mysqld ---------------------------------------------------------------------------
+def test_listen_sigstopped_mysqld_answers_503_in_time_and_recovers(healthy_galera, listeners):
+    node = healthy_galera[3]
+    ln = listeners(node)
+    assert_answer(ln.request()[0], "synced")          # the persistent connection is up
+    node.sigstop()
+    try:
+        for _ in range(3):
+            raw, secs = ln.request()
+            assert_answer(raw, "not-synced")
+            assert secs <= TIMEOUT + pc.SLACK, f"answered after {secs:.3f}s (--timeout {TIMEOUT})"
+        # Requests arriving while a check hangs: each within its own deadline.
+        results = []
+
+        def one(delay):
+            time.sleep(delay)
+            results.append(ln.request())
+        threads = [threading.Thread(target=one, args=(i * 0.1,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert len(results) == 8
+        for raw, secs in results:
+            assert_answer(raw, "not-synced")
+            assert secs <= TIMEOUT + pc.SLACK, f"a concurrent request took {secs:.3f}s"
+        # SIGTERM while a check hangs: still a prompt, clean exit is not required here; the
+        # listener keeps serving below.
+    finally:
+        node.sigcont()
+    node.wait_synced(60)
+    deadline = time.monotonic() + 15
+    while True:
+        raw, _ = ln.request()
+        if parse(raw)[0] == b"HTTP/1.1 200 OK":
+            break
+        assert time.monotonic() < deadline, f"no 200 within 15s after the node was Synced again: {raw!r}"
+        time.sleep(0.2)
+    assert_answer(raw, "synced")
+    ln.stop()
+    assert "timeout after 1.0s" in ln.log
+
+
+def test_listen_stops_promptly_while_a_check_hangs(healthy_galera, listeners):
+    node = healthy_galera[3]
+    ln = listeners(node, "--timeout", "5")
+    assert_answer(ln.request()[0], "synced")
+    node.sigstop()
+    try:
+        t = threading.Thread(target=lambda: ln.request(timeout=10), daemon=True)
+        t.start()
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        ln.proc.send_signal(signal.SIGTERM)
+        rc = ln.proc.wait(10)
+        elapsed = time.monotonic() - t0
+    finally:
+        node.sigcont()
+    assert rc == 0, ln.log
+    # libmicrohttpd joins the connection threads, so the hung check runs out its deadline.
+    print(f"SIGTERM with a hung check: exit after {elapsed:.3f}s")
+    assert elapsed <= 5 + 0.5, f"SIGTERM took {elapsed:.2f}s with a hung check (--timeout 5)"
+
+
+# -- --cache-ms ------------------------------------------------------------------------------
+def _counters(node):
+    """(Com_show_status, Connections) in one root connection that runs no SHOW STATUS itself."""
+    rows = dict(node.sql("SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS "
+                         "WHERE VARIABLE_NAME IN ('COM_SHOW_STATUS', 'CONNECTIONS')"))
+    return int(rows["COM_SHOW_STATUS"]), int(rows["CONNECTIONS"])
+
+
+def test_listen_without_cache_checks_every_request_on_one_connection(healthy_galera, listeners):
+    node = healthy_galera[1]
+    ln = listeners(node)
+    assert_answer(ln.request()[0], "synced")           # connected
+    q0, c0 = _counters(node)
+    for _ in range(20):
+        assert_answer(ln.request()[0], "synced")
+    q1, c1 = _counters(node)
+    assert q1 - q0 == 20, f"{q1 - q0} status queries for 20 requests without --cache-ms"
+    # c1 counts the connection that read it.
+    assert c1 - c0 - 1 == 0, f"{c1 - c0 - 1} new mysqld connections for 20 requests (expected 0)"
+    ln.stop()
+
+
+def test_listen_cache_ms_reuses_results(healthy_galera, listeners):
+    node = healthy_galera[1]
+    cache_ms = 2000
+    ln = listeners(node, "--cache-ms", str(cache_ms))
+    assert_answer(ln.request()[0], "synced")
+    q0 = _counters(node)[0]
+    t0 = time.monotonic()
+    for _ in range(40):
+        assert_answer(ln.request()[0], "synced")
+    elapsed = time.monotonic() - t0
+    q1 = _counters(node)[0]
+    allowed = int(elapsed * 1000 // cache_ms) + 1
+    assert q1 - q0 <= allowed, (f"{q1 - q0} status queries for 40 requests in {elapsed:.2f}s with "
+                                f"--cache-ms {cache_ms} (at most {allowed})")
+    # A change shows within the cache period (plus a check).
+    node.desync()
+    try:
+        t0 = time.monotonic()
+        while parse(ln.request()[0])[0] == b"HTTP/1.1 200 OK":
+            assert time.monotonic() - t0 <= cache_ms / 1000 + TIMEOUT + 0.5, \
+                "still 200 after the cache period"
+            time.sleep(0.05)
+        assert_answer(ln.request()[0], "not-synced")
+    finally:
+        node.desync(False)
+    ln.stop()
+
+
+def test_no_password_in_listener_logs():
+    for argv, out, err in pc.OUTPUTS:
+        pc.assert_no_secret(out, f"output of {argv}")
+        pc.assert_no_secret(err, f"stderr of {argv}")
