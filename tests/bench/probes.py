@@ -1,0 +1,252 @@
+#!/usr/bin/python3
+"""Probe benchmark: prints tables, asserts nothing (not a timed test).
+
+    make all && /usr/bin/python3 tests/bench/probes.py [--runs 200] [--requests 20000]
+
+1. readiness-check against an equivalent bash + mariadb-client probe
+   (tests/bench/readiness-check-baseline.sh, the PXC operator script's structure): N runs of
+   each, interleaved, on loopback: median/p90/p99 wall time, peak RSS (GNU time %M: the
+   largest process of the run), programs executed and processes created (strace -f), ratios.
+   liveness-check, haproxy-check and clustercheck one-shot are measured the same way.
+2. clustercheck --listen: a bounded number of requests from tests/bench/httpload.c (a new TCP
+   connection per request, as HAProxy's httpchk), with and without --cache-ms, at 1 and 4
+   concurrent clients: checks/s, p50/p99 latency, and the status queries mysqld ran.
+
+The target is a 1-node MariaDB Galera (bootstrap) started here on free loopback ports with
+tests/integration/servers.py, and stopped at the end. Needs: gcc, strace, GNU time
+(/usr/bin/time), mariadb-client, and the servers' packages (see tests/deps.sh).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+import servers  # noqa: E402
+
+BIN = os.environ.get("SIDEKICK_BIN", os.path.join(ROOT, "bin"))
+BASELINE = os.path.join(HERE, "readiness-check-baseline.sh")
+ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C"}
+
+
+def free_ports(n, ip="127.0.0.1"):
+    """n distinct free ports (each followed by a free port too: gcomm + IST)."""
+    socks, ports = [], []
+    while len(ports) < n:
+        s = socket.socket()
+        s.bind((ip, 0))
+        p = s.getsockname()[1]
+        t = socket.socket()
+        try:
+            t.bind((ip, p + 1))
+        except OSError:
+            s.close()
+            t.close()
+            continue
+        socks += [s, t]
+        ports.append(p)
+    for s in socks:
+        s.close()
+    return ports
+
+
+def start_galera_node(ws):
+    """A 1-node Galera cluster (bootstrap) on free loopback ports, Synced."""
+    sql, gcomm, sst = free_ports(3)
+    ip = "127.0.0.1"
+    provider = ";".join([f"base_host={ip}", f"base_port={gcomm}",
+                         f"gmcast.listen_addr=tcp://{ip}:{gcomm}", f"ist.recv_addr={ip}:{gcomm + 1}",
+                         "gcache.size=32M"])
+    opts = ["binlog_format=ROW", "innodb_autoinc_lock_mode=2", "wsrep_on=ON",
+            f"wsrep_provider={servers.GALERA_PROVIDER}", "wsrep_cluster_name=sidekick_bench",
+            f"wsrep_cluster_address=gcomm://{ip}:{gcomm}", f"wsrep_node_address={ip}:{gcomm}",
+            f'wsrep_provider_options="{provider}"', "wsrep_sst_method=rsync",
+            f"wsrep_sst_receive_address={ip}:{sst}"]
+    node = servers.MariaDB(ws, "bench", ip, sql, opts, server_id=1)
+    node.init_from_template()
+    node.start("--wsrep-new-cluster", timeout=90)
+    node.create_users([ws.creds["monitor"], ws.creds["clustercheckuser"]])
+    servers.wait_for("the bench node to be Synced", lambda: dict(
+        node.sql("SHOW GLOBAL STATUS LIKE 'wsrep_local_state'")).get("wsrep_local_state") == "4", 60)
+    return node
+
+
+def pctl(values, p):
+    v = sorted(values)
+    return v[min(len(v) - 1, int(round(p * (len(v) - 1))))]
+
+
+def wall_once(argv, env):
+    t0 = time.monotonic()
+    rc = subprocess.call(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    return time.monotonic() - t0, rc
+
+
+def peak_rss_kb(argv, env, tmp):
+    out = os.path.join(tmp, "time.out")
+    subprocess.call(["/usr/bin/time", "-f", "%M", "-o", out, *argv], env=env, stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(out) as f:
+        return int(f.read().split()[-1])
+
+
+def process_counts(argv, env, tmp):
+    """(programs executed, processes created including the first) under strace -f."""
+    out = os.path.join(tmp, "strace.out")
+    subprocess.call(["strace", "-f", "-qq", "-o", out, "-e", "trace=execve,fork,vfork,clone,clone3", *argv],
+                    env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(out) as f:
+        lines = f.read().splitlines()
+    # With -f a call may be split: "execve(... <unfinished ...>" then "<... execve resumed>) = 0".
+    execs = sum(1 for ln in lines if re.search(r"(execve\(|<\.\.\. execve resumed>).*= 0$", ln.rstrip()))
+    forks = sum(1 for ln in lines if re.search(r" (fork|vfork)\(", ln)
+                or (re.search(r" clone3?\(", ln) and "CLONE_THREAD" not in ln))
+    return execs, forks + 1
+
+
+def bench_probes(node, ws, runs, tmp):
+    mon, cc = ws.creds["monitor"], ws.creds["clustercheckuser"]
+    conn = ["--host", node.ip, "--port", str(node.port), "--defaults-extra-file", ""]
+    subjects = [
+        ("readiness-check", [os.path.join(BIN, "readiness-check"), *conn, "--password-file",
+                             mon.password_file], ENV),
+        ("readiness-check-baseline.sh (bash + mariadb)", ["/bin/bash", BASELINE],
+         dict(ENV, BENCH_HOST=node.ip, BENCH_PORT=str(node.port), BENCH_SECRET=mon.password_file,
+              DEFAULTS_EXTRA_FILE="/nonexistent")),
+        ("liveness-check", [os.path.join(BIN, "liveness-check"), *conn, "--password-file",
+                            mon.password_file], ENV),
+        ("haproxy-check", [os.path.join(BIN, "haproxy-check"), *conn, "--password-file", mon.password_file,
+                           "--env-secret-dir", tmp, "--available-nodes-file", "/nonexistent",
+                           "127.0.0.1", "3306", node.ip, "3306"], ENV),
+        ("clustercheck (one-shot)", [os.path.join(BIN, "clustercheck"), *conn, "--password-file",
+                                     cc.password_file, "--disabled-file", "/nonexistent"], ENV),
+    ]
+    for name, argv, env in subjects:
+        _, rc = wall_once(argv, env)
+        if rc != 0:
+            sys.exit(f"bench: {name} says the node is not healthy (exit {rc}): {argv}")
+    walls = {name: [] for name, _, _ in subjects}
+    for _ in range(3):                              # warm-up: page cache, server
+        for name, argv, env in subjects:
+            wall_once(argv, env)
+    for _ in range(runs):                           # interleaved, so load hits all alike
+        for name, argv, env in subjects:
+            walls[name].append(wall_once(argv, env)[0] * 1000)
+    rss_runs = max(5, runs // 10)
+    rows = []
+    for name, argv, env in subjects:
+        rss = statistics.median(peak_rss_kb(argv, env, tmp) for _ in range(rss_runs)) / 1024
+        execs, procs = process_counts(argv, env, tmp)
+        w = walls[name]
+        rows.append((name, statistics.median(w), pctl(w, 0.90), pctl(w, 0.99), rss, execs, procs))
+    return rows
+
+
+def start_listener(node, ws, tmp, *extra):
+    cc = ws.creds["clustercheckuser"]
+    log = open(os.path.join(tmp, "listen.log"), "wb")
+    p = subprocess.Popen([os.path.join(BIN, "clustercheck"), "--listen", "127.0.0.1:0", "--host", node.ip,
+                          "--port", str(node.port), "--user", cc.user, "--password-file", cc.password_file,
+                          "--defaults-extra-file", "", "--disabled-file", "/nonexistent", "--timeout", "2",
+                          "--max-connections", "1000", *extra],
+                         stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=ENV)
+    deadline = time.monotonic() + 10
+    while True:
+        with open(log.name, "rb") as f:
+            m = re.search(rb"\(port (\d+)\)", f.read())
+        if m:
+            return p, int(m.group(1)), log
+        if p.poll() is not None or time.monotonic() > deadline:
+            sys.exit("bench: clustercheck --listen did not start")
+        time.sleep(0.02)
+
+
+def status_queries(node):
+    return int(node.value("SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS "
+                          "WHERE VARIABLE_NAME='COM_SHOW_STATUS'"))
+
+
+def bench_listen(node, ws, requests, tmp, load):
+    rows = []
+    for cache in (0, 1000):
+        for conc in (1, 4):
+            extra = ("--cache-ms", str(cache)) if cache else ()
+            p, port, log = start_listener(node, ws, tmp, *extra)
+            try:
+                subprocess.run([load, "127.0.0.1", str(port), "200", "1"], capture_output=True, check=True)
+                q0 = status_queries(node)
+                out = subprocess.run([load, "127.0.0.1", str(port), str(requests), str(conc), "120"],
+                                     capture_output=True, text=True, check=True).stdout
+                q1 = status_queries(node)
+            finally:
+                p.terminate()
+                p.wait(10)
+                log.close()
+            r = dict(kv.split("=") for kv in out.split())
+            rows.append((cache, conc, int(r["requests"]), int(r["ok"]), int(r["non200"]), int(r["errors"]),
+                         float(r["rps"]), float(r["p50"]), float(r["p99"]), float(r["max"]), q1 - q0))
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=200, help="runs per probe (default 200)")
+    ap.add_argument("--requests", type=int, default=20000, help="HTTP requests per load run (default 20000)")
+    args = ap.parse_args()
+    for tool in ("gcc", "strace", "/usr/bin/time", "mariadb"):
+        if not shutil.which(tool):
+            sys.exit(f"bench: {tool} is missing (tests/deps.sh)")
+    tmp = tempfile.mkdtemp(prefix="sk-bench-")
+    load = os.path.join(tmp, "httpload")
+    subprocess.run(["gcc", "-O2", "-pthread", "-o", load, os.path.join(HERE, "httpload.c")], check=True)
+    ws = servers.Workspace()
+    try:
+        t0 = time.monotonic()
+        node = start_galera_node(ws)
+        version = node.value("SELECT VERSION()")
+        print(f"target: 1-node MariaDB Galera {version} on {node.ip}:{node.port} "
+              f"(started in {time.monotonic() - t0:.1f}s); {os.cpu_count()} CPUs, "
+              f"load average {os.getloadavg()[0]:.2f}\n")
+
+        rows = bench_probes(node, ws, args.runs, tmp)
+        print(f"## one check per process ({args.runs} runs each, interleaved; wall = spawn to exit)\n")
+        print("| probe | median ms | p90 ms | p99 ms | peak RSS MB | programs run | processes |")
+        print("|---|---|---|---|---|---|---|")
+        for name, med, p90, p99, rss, execs, procs in rows:
+            print(f"| {name} | {med:.2f} | {p90:.2f} | {p99:.2f} | {rss:.1f} | {execs} | {procs} |")
+        c, b = rows[0], rows[1]
+        print(f"| **ratio baseline / readiness-check** | **{b[1] / c[1]:.1f}x** | {b[2] / c[2]:.1f}x | "
+              f"{b[3] / c[3]:.1f}x | **{b[4] / c[4]:.1f}x** | {b[5]} vs {c[5]} | {b[6]} vs {c[6]} |")
+        print("\npeak RSS: GNU time %M, the largest single process of the run (median of "
+              f"{max(5, args.runs // 10)} runs); programs run: successful execve; processes: "
+              "the first plus every fork/vfork/non-thread clone (strace -f).\n")
+
+        lrows = bench_listen(node, ws, args.requests, tmp, load)
+        print(f"## clustercheck --listen ({args.requests} requests per row, a new TCP connection each, "
+              "--timeout 2)\n")
+        print("| --cache-ms | clients | requests | 200 | non-200 | errors | checks/s | p50 ms | p99 ms | "
+              "max ms | status queries |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        for cache, conc, n, ok, non200, err, rps, p50, p99, mx, q in lrows:
+            print(f"| {cache} | {conc} | {n} | {ok} | {non200} | {err} | {rps:.0f} | {p50:.2f} | {p99:.2f} | "
+                  f"{mx:.2f} | {q} |")
+        print("\nstatus queries: SHOW STATUS statements mysqld ran during the row (Com_show_status).")
+    finally:
+        ws.destroy()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
