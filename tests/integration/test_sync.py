@@ -523,3 +523,19 @@ def test_bad_configuration_exits_2_with_one_line(workdir):
         r = subprocess.run([SYNC, "-c", cfg, "--check-config"], capture_output=True, text=True, timeout=10)
         assert r.returncode == 2, (text, r.stdout, r.stderr)
         assert want in r.stderr and len(r.stderr.strip().splitlines()) == 1, (text, r.stderr)
+
+
+def test_example_config_is_valid(workdir):
+    """The shipped, commented example passes --check-config (with its secret paths made real)."""
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "sync", "proxysql-sync.example.cfg")
+    pw = os.path.join(workdir, "admin-pw")
+    with open(pw, "w") as f:
+        f.write("x")
+    with open(example) as f:
+        text = f.read().replace("/run/secrets/proxysql-admin", pw)
+    cfg = os.path.join(workdir, "example.cfg")
+    with open(cfg, "w") as f:
+        f.write(text)
+    r = subprocess.run([SYNC, "-c", cfg, "--check-config"], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 0, r.stderr
+    assert "configuration ok: 1 target(s), 1 cluster(s)" in r.stdout
