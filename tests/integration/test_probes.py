@@ -269,7 +269,7 @@ def test_readiness_exclusive_requirements_and_proxysql_modes():
 
 # -- deadlines when the network misbehaves ---------------------------------------------------
 def test_deadline_when_the_listen_queue_is_full(mysql_creds):
-    """A server that never accepts: its backlog is full, so new SYNs are dropped."""
+    """A server that never accepts: its listen queue is full, the connection never completes."""
     ls = socket.socket()
     ls.bind(("127.0.0.1", 0))
     ls.listen(0)
