@@ -3,6 +3,9 @@
 #include "agent.h"
 
 #include <errno.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +70,7 @@ static void *watch_main(void *arg)
 	int attempt = 0;
 	int64_t tokens_at = deadline_now_us(); /* token bucket: burst 2, one token per 100 ms */
 	double tokens = 2;
+	bool idle_answer = false;
 
 	while (!ag->stop) {
 		struct consul_kv_list list = { 0 };
@@ -77,13 +81,19 @@ static void *watch_main(void *arg)
 		size_t before;
 		bool shrunk;
 
+		/* Rate limit (Consul's advice: a token bucket, burst 2): only reads that followed an
+		 * answer without a change cost a token, so a busy loop (an index that keeps moving,
+		 * an answer that returns at once) slows to 10 a second while real changes flow. */
 		tokens += (double)(now - tokens_at) / 100000.0;
 		tokens_at = now;
 		if (tokens > 2)
 			tokens = 2;
-		if (tokens < 1 && nap(ag, (long)((1 - tokens) * 100)))
-			break;
-		tokens = tokens < 1 ? 0 : tokens - 1;
+		if (idle_answer) {
+			if (tokens < 1 && nap(ag, (long)((1 - tokens) * 100)))
+				break;
+			tokens = tokens < 1 ? 0 : tokens - 1;
+		}
+		idle_answer = true;
 
 		if (consul_kv_list(w->c, w->prefix, w->index, wait_ms, ag->mode, &dl, &list, &meta, err, sizeof(err)) <
 		    0) {
@@ -157,6 +167,7 @@ static void *watch_main(void *arg)
 			log_warn("guard: %s shrink from %zu to %zu keys confirmed by %ld reads", w->prefix, before,
 				 list.n, confirmations);
 		w->confirming = 0;
+		idle_answer = false;
 		consul_kv_list_free(&w->kv);
 		w->kv = list;
 		w->have = true;
@@ -577,6 +588,9 @@ static void *target_main(void *arg)
 		t->last_check_us = deadline_now_us();
 		px_servers_free(&ws);
 		px_users_free(&wu);
+#ifdef __GLIBC__
+		malloc_trim(0); /* give the pages of a big plan back: RSS stays flat while idle */
+#endif
 		if (r >= 0) {
 			t->applied_gen = gen;
 			pending = r == 1;

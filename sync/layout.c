@@ -190,6 +190,7 @@ static void masters(const struct layout_config *cfg, const struct kv_pair *kv, s
 		const struct kv_pair *main_kv, *hn, *pt;
 		const char *bad = NULL;
 		long port = 3306;
+		bool ok;
 		struct px_server s = cfg->server_defaults;
 		size_t n = strlen(cfg->master_prefix);
 
@@ -203,7 +204,12 @@ static void masters(const struct layout_config *cfg, const struct kv_pair *kv, s
 		pt = find_key(kv, nkv, key);
 		if (!main_kv && !hn)
 			continue;
-		if (main_kv && !value_ok(r, main_kv))
+		/* Any of the three with a NUL byte or an oversized value leaves the cluster out (each
+		 * such key gets its own reject line). */
+		ok = !main_kv || value_ok(r, main_kv);
+		ok = (!hn || value_ok(r, hn)) && ok;
+		ok = (!pt || value_ok(r, pt)) && ok;
+		if (!ok)
 			continue;
 		if (main_kv) {
 			if ((bad = model_split_address(main_kv->value, 3306, host, sizeof(host), &port)) != NULL) {
@@ -211,7 +217,10 @@ static void masters(const struct layout_config *cfg, const struct kv_pair *kv, s
 				continue;
 			}
 		} else {
-			sk_strlcpy(host, hn->value, sizeof(host));
+			if (!sk_strlcpy(host, hn->value, sizeof(host))) {
+				reject(r, hn->key, "address is longer than 255 bytes");
+				continue;
+			}
 			if (pt && !sk_parse_long(pt->value, 1, 65535, &port)) {
 				reject(r, pt->key, "port is not a number from 1 to 65535");
 				continue;

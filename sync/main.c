@@ -2,6 +2,9 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -157,6 +160,10 @@ int main(int argc, char **argv)
 	char err[512];
 	int rc, lock = -1;
 
+#ifdef __GLIBC__
+	/* One malloc arena per thread would keep each thread's high-water mark resident. */
+	mallopt(M_ARENA_MAX, 2);
+#endif
 	log_setup(argv[0], LOG_TEXT, LOG_INFO, stdout);
 	switch (sync_config_load(&cfg, argc, argv, err, sizeof(err))) {
 	case OPTS_EXIT: sync_config_free(&cfg); return 0;

@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SQL_MAX (64 * 1024)
+#define SQL_MAX (1024 * 1024)
+#define PLAN_BATCH 100 /* rows per INSERT */
 /* Append a string literal (its length known at compile time). */
 #define ADD_LIT(b, lit) sk_buf_add((b), (lit), sizeof(lit) - 1)
 
@@ -55,23 +56,35 @@ static bool where_server(sk_buf *b, const struct px_server *s)
 	       sk_buf_addf(b, " AND port=%ld", s->port);
 }
 
-static void server_insert(struct plan *p, const struct px_server *s)
+/* INSERT the rows in batches of PLAN_BATCH: one statement per query still, far fewer round trips
+ * (an initial sync of thousands of rows). */
+static void server_inserts(struct plan *p, const struct px_server *const *rows, size_t n)
 {
-	sk_buf b;
+	for (size_t at = 0; at < n; at += PLAN_BATCH) {
+		size_t end = at + PLAN_BATCH < n ? at + PLAN_BATCH : n;
+		bool ok;
+		sk_buf b;
 
-	sk_buf_init(&b, SQL_MAX);
-	if (sk_buf_addf(&b,
-			"INSERT INTO mysql_servers (hostgroup_id, hostname, port, status, weight, compression, "
-			"max_connections, max_replication_lag, use_ssl, max_latency_ms, comment) VALUES (%ld, ",
-			s->hostgroup) &&
-	    model_sql_quote(&b, s->host) && sk_buf_addf(&b, ", %ld, ", s->port) && model_sql_quote(&b, s->status) &&
-	    sk_buf_addf(&b, ", %ld, %ld, %ld, %ld, %ld, %ld, ", s->weight, s->compression, s->max_connections,
-			s->max_replication_lag, s->use_ssl, s->max_latency_ms) &&
-	    model_sql_quote(&b, s->comment) && ADD_LIT(&b, ")"))
-		add_step(p, &b, NULL);
-	else
-		sk_buf_free(&b);
-	p->server_inserts++;
+		sk_buf_init(&b, SQL_MAX);
+		ok = ADD_LIT(&b,
+			     "INSERT INTO mysql_servers (hostgroup_id, hostname, port, status, weight, compression, "
+			     "max_connections, max_replication_lag, use_ssl, max_latency_ms, comment) VALUES ");
+		for (size_t i = at; i < end && ok; i++) {
+			const struct px_server *s = rows[i];
+
+			ok = sk_buf_addf(&b, "%s(%ld, ", i > at ? ", " : "", s->hostgroup) &&
+			     model_sql_quote(&b, s->host) && sk_buf_addf(&b, ", %ld, ", s->port) &&
+			     model_sql_quote(&b, s->status) &&
+			     sk_buf_addf(&b, ", %ld, %ld, %ld, %ld, %ld, %ld, ", s->weight, s->compression,
+					 s->max_connections, s->max_replication_lag, s->use_ssl, s->max_latency_ms) &&
+			     model_sql_quote(&b, s->comment) && ADD_LIT(&b, ")");
+		}
+		if (ok)
+			add_step(p, &b, NULL);
+		else
+			sk_buf_free(&b);
+		p->server_inserts += end - at;
+	}
 }
 
 static void server_update(struct plan *p, const struct px_server *s)
@@ -156,32 +169,42 @@ static void user_delete(struct plan *p, const char *username)
 		sk_buf_free(&b);
 }
 
-static void user_insert(struct plan *p, const struct px_user *u)
+static bool user_values(sk_buf *t, const struct px_user *u, bool redact)
 {
-	sk_buf b, shown;
-	bool ok = true;
+	return ADD_LIT(t, "(") && model_sql_quote(t, u->username) && ADD_LIT(t, ", ") &&
+	       (redact ? ADD_LIT(t, "'***'") : model_sql_quote(t, u->password)) &&
+	       sk_buf_addf(t, ", %ld, %ld, %ld, ", u->active, u->use_ssl, u->default_hostgroup) &&
+	       (u->default_schema ? model_sql_quote(t, u->default_schema) : ADD_LIT(t, "NULL")) &&
+	       sk_buf_addf(t, ", %ld, %ld, %ld, %ld, %ld, %ld, ", u->schema_locked, u->transaction_persistent,
+			   u->fast_forward, u->backend, u->frontend, u->max_connections) &&
+	       model_sql_quote(t, u->comment) && ADD_LIT(t, ")");
+}
 
-	sk_buf_init(&b, SQL_MAX);
-	sk_buf_init(&shown, SQL_MAX);
-	for (int pass = 0; pass < 2 && ok; pass++) {
-		sk_buf *t = pass ? &shown : &b;
+static void user_inserts(struct plan *p, const struct px_user *const *rows, size_t n)
+{
+	for (size_t at = 0; at < n; at += PLAN_BATCH) {
+		size_t end = at + PLAN_BATCH < n ? at + PLAN_BATCH : n;
+		sk_buf b, shown;
+		bool ok = true;
 
-		ok = ADD_LIT(t, "INSERT INTO mysql_users (username, password, active, use_ssl, default_hostgroup, "
-				"default_schema, schema_locked, transaction_persistent, fast_forward, backend, "
-				"frontend, max_connections, comment) VALUES (") &&
-		     model_sql_quote(t, u->username) && ADD_LIT(t, ", ") &&
-		     (pass ? ADD_LIT(t, "'***'") : model_sql_quote(t, u->password)) &&
-		     sk_buf_addf(t, ", %ld, %ld, %ld, ", u->active, u->use_ssl, u->default_hostgroup) &&
-		     (u->default_schema ? model_sql_quote(t, u->default_schema) : ADD_LIT(t, "NULL")) &&
-		     sk_buf_addf(t, ", %ld, %ld, %ld, %ld, %ld, %ld, ", u->schema_locked, u->transaction_persistent,
-				 u->fast_forward, u->backend, u->frontend, u->max_connections) &&
-		     model_sql_quote(t, u->comment) && ADD_LIT(t, ")");
-	}
-	if (ok) {
-		add_step(p, &b, &shown);
-	} else {
-		sk_buf_free(&b);
-		sk_buf_free(&shown);
+		sk_buf_init(&b, SQL_MAX);
+		sk_buf_init(&shown, SQL_MAX);
+		for (int pass = 0; pass < 2 && ok; pass++) {
+			sk_buf *t = pass ? &shown : &b;
+
+			ok = ADD_LIT(t,
+				     "INSERT INTO mysql_users (username, password, active, use_ssl, default_hostgroup, "
+				     "default_schema, schema_locked, transaction_persistent, fast_forward, backend, "
+				     "frontend, max_connections, comment) VALUES ");
+			for (size_t i = at; i < end && ok; i++)
+				ok = (i == at || ADD_LIT(t, ", ")) && user_values(t, rows[i], pass == 1);
+		}
+		if (ok) {
+			add_step(p, &b, &shown);
+		} else {
+			sk_buf_free(&b);
+			sk_buf_free(&shown);
+		}
 	}
 }
 
@@ -200,7 +223,8 @@ static int server_key_cmp(const struct px_server *a, const struct px_server *b)
 static void plan_servers(const struct px_servers *want, const struct px_servers *have, const struct plan_drain *d,
 			 size_t nd, const struct plan_options *o, struct plan *p)
 {
-	size_t i = 0, j = 0, before = p->n;
+	size_t i = 0, j = 0, before = p->n, nins = 0;
+	const struct px_server **ins = xcalloc(want->n ? want->n : 1, sizeof(*ins));
 
 	/* Merge the two sorted lists; rows outside owned hostgroups are someone else's. */
 	while (i < want->n || j < have->n) {
@@ -214,7 +238,7 @@ static void plan_servers(const struct px_servers *want, const struct px_servers 
 		}
 		c = !w ? 1 : !h ? -1 : server_key_cmp(w, h);
 		if (c < 0) {
-			server_insert(p, w);
+			ins[nins++] = w;
 			i++;
 		} else if (c > 0) {
 			server_gone(p, h, d, nd, o);
@@ -226,6 +250,8 @@ static void plan_servers(const struct px_servers *want, const struct px_servers 
 			j++;
 		}
 	}
+	server_inserts(p, ins, nins);
+	free(ins);
 	if (p->n > before) {
 		p->servers_changed = true;
 		add_literal(p, "LOAD MYSQL SERVERS TO RUNTIME");
@@ -244,7 +270,8 @@ static bool tagged(const struct px_user *u, const char *tag)
 static void plan_users(const struct px_users *want, const struct px_users *have, const struct plan_options *o,
 		       struct plan *p)
 {
-	size_t i = 0, j = 0, before = p->n;
+	size_t i = 0, j = 0, before = p->n, nins = 0;
+	const struct px_user **ins = xcalloc(want->n ? want->n : 1, sizeof(*ins));
 
 	/* `have` may hold two rows for a user (frontend-only and backend-only): compare the group. */
 	while (i < want->n || j < have->n) {
@@ -257,7 +284,7 @@ static void plan_users(const struct px_users *want, const struct px_users *have,
 			while (j + rows < have->n && strcmp(have->v[j + rows].username, h->username) == 0)
 				rows++;
 		if (c < 0) {
-			user_insert(p, w);
+			ins[nins++] = w;
 			p->user_inserts++;
 			i++;
 		} else if (c > 0) {
@@ -268,14 +295,16 @@ static void plan_users(const struct px_users *want, const struct px_users *have,
 			j += rows;
 		} else {
 			if (rows != 1 || !px_user_same(w, h)) {
-				user_delete(p, w->username);
-				user_insert(p, w);
+				user_delete(p, w->username); /* replaced: deleted now, inserted with the new ones */
+				ins[nins++] = w;
 				p->user_updates++;
 			}
 			i++;
 			j += rows;
 		}
 	}
+	user_inserts(p, ins, nins);
+	free(ins);
 	if (p->n > before) {
 		p->users_changed = true;
 		add_literal(p, "LOAD MYSQL USERS TO RUNTIME");

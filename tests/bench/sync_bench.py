@@ -1,0 +1,215 @@
+#!/usr/bin/python3
+"""proxysql-sync benchmark: prints a table; asserts nothing (figures depend on the machine).
+
+Against the Consul and ProxySQL test doubles on loopback (or real servers with CONSUL_BIN /
+PROXYSQL_BIN), with quiescence off:
+
+  * KV change -> ProxySQL runtime latency over N attribute changes (p50, p90, p99, max);
+  * initial sync of U users and S servers (time until runtime_mysql_users/servers hold them);
+  * wake-ups without a change to the desired state: admin writes they cause (want 0);
+  * idle CPU over a few seconds, and RSS (VmRSS, VmHWM) after the big sync.
+
+Note: the doubles are Python; against them the agent's own share is the smaller part of
+each latency (see the "agent apply" column, taken from the agent's log).
+
+    /usr/bin/python3 tests/bench/sync_bench.py [--changes 300] [--users 10000] [--servers 2000]
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TESTS = os.path.dirname(HERE)
+sys.path[:0] = [TESTS]
+
+from fakes.consul import Consul  # noqa: E402
+from fakes.proxysql import ProxySQL  # noqa: E402
+
+BIN = os.environ.get("SIDEKICK_BIN", os.path.join(os.path.dirname(TESTS), "bin"))
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def pct(values, p):
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(p / 100.0 * (len(s) - 1))))]
+
+
+def proc_status(pid, field):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def cpu_ticks(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        parts = f.read().rsplit(")", 1)[1].split()
+    return int(parts[11]) + int(parts[12])
+
+
+def txn_put(consul, pairs):
+    import base64
+    for i in range(0, len(pairs), 64):
+        ops = [{"KV": {"Verb": "set", "Key": k, "Value": base64.b64encode(v).decode()}} for k, v in pairs[i:i + 64]]
+        r = consul.txn(ops)
+        if r.status != 200:
+            raise SystemExit("txn failed: %r" % r)
+
+
+def start_agent(workdir, consul, px, extra=""):
+    pw = os.path.join(workdir, "pw")
+    with open(pw, "w") as f:
+        f.write(px.admin_password)
+    cfg = os.path.join(workdir, "sync.cfg")
+    with open(cfg, "w") as f:
+        f.write('consul-addr = "%s"\nregion = "eu"\nhealth-listen = ""\nquiescence-min = 0.0\nquiescence-max = 0.0\nadmin-timeout = 60.0\n'
+                'users-prefix = "bench/users"\nservers-prefix = "bench/servers"\nmanaged-hostgroups = "%s"\n'
+                'clusters = ( { alias = "shop"; writer_hostgroup = 10; reader_hostgroup = 11; } );\n'
+                'targets = ( { name = "px"; address = "%s"; user = "admin"; password_file = "%s"; } );\n%s'
+                % (consul.addr, ",".join(str(h) for h in range(100, 120)), px.admin_addr, pw, extra))
+    log = os.path.join(workdir, "agent.log")
+    p = subprocess.Popen([os.path.join(BIN, "proxysql-sync"), "-c", cfg], stdout=open(log, "ab"),
+                         stderr=subprocess.STDOUT)
+    return p, log
+
+
+def wait(pred, timeout, interval=0.001):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(interval)
+    return False
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--changes", type=int, default=300)
+    ap.add_argument("--users", type=int, default=10000)
+    ap.add_argument("--servers", type=int, default=2000)
+    a = ap.parse_args()
+    rows = []
+    work = tempfile.mkdtemp(prefix="sync-bench-")
+    consul, px = Consul(), ProxySQL(admin_password="bench-" + os.urandom(4).hex())
+    consul.start()
+    px.start()
+    agent = None
+    try:
+        import pymysql
+        conn = px.connect()
+        cur = conn.cursor()
+
+        def weight_of(host):
+            cur.execute("SELECT weight FROM runtime_mysql_servers WHERE hostname='%s'" % host)
+            r = cur.fetchall()
+            return r[0][0] if r else None
+
+        # -- 1. change -> runtime latency -------------------------------------------------
+        consul.put("mysql/master/shop", b"db1:3306")
+        consul.put("mysql/replica/shop/eu/db2:3306", json.dumps({"weight": 1}).encode())
+        agent, log = start_agent(work, consul, px)
+        if not wait(lambda: weight_of("db2") == "1", 30, 0.05):
+            raise SystemExit("first sync did not happen; see %s" % log)
+        lat = []
+        for i in range(2, a.changes + 2):
+            t0 = time.monotonic()
+            consul.put("mysql/replica/shop/eu/db2:3306", json.dumps({"weight": i}).encode())
+            if not wait(lambda: weight_of("db2") == str(i), 10):
+                raise SystemExit("change %d not applied in 10 s" % i)
+            lat.append((time.monotonic() - t0) * 1000)
+        with open(log) as f:
+            applies = [float(m) for m in re.findall(r"applied \d+ statement\(s\) in ([0-9.]+) ms", f.read())]
+        rows.append(("KV change -> runtime (%d changes)" % len(lat),
+                     "p50 %.1f ms, p90 %.1f ms, p99 %.1f ms, max %.1f ms" % (
+                         statistics.median(lat), pct(lat, 90), pct(lat, 99), max(lat)),
+                     "agent apply: p50 %.1f ms, p99 %.1f ms" % (statistics.median(applies[1:]), pct(applies[1:], 99))))
+
+        # -- 2. wake-ups without a change to the desired state ------------------------------
+        px.clear_statements()
+        for i in range(50):   # keys of another cluster under a watched prefix: new index, same desired state
+            consul.put("mysql/replica/other/eu/x%d:3306" % i, b"")
+        time.sleep(1.0)
+        w = [s["sql"] for s in px.statements()
+             if s["sql"].split()[0].upper() in ("INSERT", "UPDATE", "DELETE", "LOAD", "SAVE", "REPLACE")]
+        rows.append(("wake-ups without a desired change (50)", "%d admin writes" % len(w), "want 0"))
+
+        # -- 3. idle CPU ---------------------------------------------------------------------
+        t0, c0 = time.monotonic(), cpu_ticks(agent.pid)
+        time.sleep(5)
+        dt, dc = time.monotonic() - t0, cpu_ticks(agent.pid) - c0
+        rows.append(("idle CPU (5 s, 2 ProxySQL pings/s)", "%.2f%% of one core" % (100.0 * dc / TICK / dt),
+                     "%d ticks of %d" % (dc, TICK)))
+        rows.append(("RSS after the latency run", "%d KiB (peak %d KiB)" % (
+            proc_status(agent.pid, "VmRSS"), proc_status(agent.pid, "VmHWM")), ""))
+        agent.terminate()
+        agent.wait(5)
+
+        # -- 4. initial sync of many users and servers -----------------------------------
+        px.restart(initial=True)
+        conn = px.connect()
+        cur = conn.cursor()
+        pairs = [("bench/users/user%05d" % i, json.dumps({"password": "*%040X" % i, "default_hostgroup": 10}).encode())
+                 for i in range(a.users)]
+        pairs += [("bench/servers/%d/srv%05d:3306" % (100 + i % 20, i), b"") for i in range(a.servers)]
+        t0 = time.monotonic()
+        txn_put(consul, pairs)
+        load_s = time.monotonic() - t0
+        shutil.rmtree(os.path.join(work, "agent.log"), ignore_errors=True)
+        t0 = time.monotonic()
+        agent, log = start_agent(work, consul, px)
+
+        def complete():
+            cur.execute("SELECT COUNT(*) FROM runtime_mysql_servers")
+            ns = int(cur.fetchall()[0][0])
+            cur.execute("SELECT COUNT(*) FROM runtime_mysql_users")
+            nu = int(cur.fetchall()[0][0])
+            return ns >= a.servers + 2 and nu >= 2 * a.users
+        ok = wait(complete, 300, 0.5)
+        took = time.monotonic() - t0
+
+        def big_apply_logged():
+            with open(log) as f:
+                return re.search(r"applied \d{3,} statement", f.read())
+        wait(big_apply_logged, 60, 0.1)
+        cpu = cpu_ticks(agent.pid) / TICK
+        with open(log) as f:
+            text = f.read()
+        m = max(((int(n), float(ms)) for n, ms in re.findall(r"applied (\d+) statement\(s\) in ([0-9.]+) ms", text)),
+                default=(0, -1.0), key=lambda x: x[1])
+        rows.append(("initial sync: %d users + %d servers" % (a.users, a.servers),
+                     "%.2f s from start to runtime%s" % (took, "" if ok else " (INCOMPLETE)"),
+                     "apply + verify of %d statements: %.2f s; agent CPU %.2f s (the rest is the Python doubles)"
+                     % (m[0], m[1] / 1000, cpu)))
+        if os.environ.get("BENCH_VERBOSE"):
+            print(text)
+        rows.append(("RSS after the big sync", "%d KiB (peak %d KiB)" % (
+            proc_status(agent.pid, "VmRSS"), proc_status(agent.pid, "VmHWM")), ""))
+    finally:
+        if agent and agent.poll() is None:
+            agent.terminate()
+            agent.wait(5)
+        px.close()
+        consul.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+    w1 = max(len(r[0]) for r in rows)
+    w2 = max(len(r[1]) for r in rows)
+    print("\nproxysql-sync benchmark (Consul %s, ProxySQL %s, quiescence off)\n" % (
+        "real" if os.environ.get("CONSUL_BIN") else "double", "real" if os.environ.get("PROXYSQL_BIN") else "double"))
+    print("| %-*s | %-*s | %s |" % (w1, "measure", w2, "result", "notes"))
+    print("|%s|%s|---|" % ("-" * (w1 + 2), "-" * (w2 + 2)))
+    for r in rows:
+        print("| %-*s | %-*s | %s |" % (w1, r[0], w2, r[1], r[2]))
+
+
+if __name__ == "__main__":
+    main()
