@@ -1760,6 +1760,10 @@ class FakeControl:
 # ---------------------------------------------------------------------------
 
 class Handler(BaseHTTPRequestHandler):
+    # Go's net/http (Consul) sets TCP_NODELAY on every connection; without it a response
+    # written in pieces waits for the client's delayed ACK (about 40 ms on loopback).
+    disable_nagle_algorithm = True
+
     protocol_version = "HTTP/1.1"
     server_version = "consul-double"
     api = None          # set on the class by make_server()

@@ -938,17 +938,20 @@ class Authentication:
         for arr in self.arrays.values():
             for a in arr:
                 a.active = False
+        # username -> position, per role: ProxySQL looks accounts up by hash; a linear scan
+        # made a LOAD of 10,000 users take seconds. Order semantics are unchanged.
+        index = {role: {a.username: i for i, a in enumerate(arr)} for role, arr in self.arrays.items()}
         for r in rows:
             for role, flag in (("backend", r[8]), ("frontend", r[9])):
                 if not c_atoi(flag):
                     continue
                 new = self._account(r)
                 arr = self.arrays[role]
-                for i, a in enumerate(arr):
-                    if a.username == new.username:
-                        arr[i] = new             # updated in place
-                        break
+                i = index[role].get(new.username)
+                if i is not None and i < len(arr) and arr[i].username == new.username:
+                    arr[i] = new                 # updated in place
                 else:
+                    index[role][new.username] = len(arr)
                     arr.append(new)
         for arr in self.arrays.values():
             i = 0
