@@ -5,8 +5,8 @@
 
 1. readiness-check against an equivalent bash + mariadb-client probe
    (tests/bench/readiness-check-baseline.sh, the PXC operator script's structure): N runs of
-   each, interleaved, on loopback: median/p90/p99 wall time, peak RSS (GNU time %M: the
-   largest process of the run), programs executed and processes created (strace -f), ratios.
+   each, interleaved, on loopback: median/p90/p99 wall time, CPU time (user + system of the
+   process tree), peak RSS (GNU time %M: the largest process of the run), programs executed and processes created (strace -f), ratios.
    liveness-check, haproxy-check and clustercheck one-shot are measured the same way.
 2. clustercheck --listen: a bounded number of requests from tests/bench/httpload.c (a new TCP
    connection per request, as HAProxy's httpchk), with and without --cache-ms, at 1 and 4
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import resource
 import shutil
 import socket
 import statistics
@@ -87,11 +88,18 @@ def pctl(values, p):
     return v[min(len(v) - 1, int(round(p * (len(v) - 1))))]
 
 
+def _children_cpu():
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
 def wall_once(argv, env):
+    """(wall seconds, exit code, CPU seconds of the process tree: user + system)."""
+    c0 = _children_cpu()
     t0 = time.monotonic()
     rc = subprocess.call(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL)
-    return time.monotonic() - t0, rc
+    return time.monotonic() - t0, rc, _children_cpu() - c0
 
 
 def peak_rss_kb(argv, env, tmp):
@@ -134,23 +142,27 @@ def bench_probes(node, ws, runs, tmp):
                                      cc.password_file, "--disabled-file", "/nonexistent"], ENV),
     ]
     for name, argv, env in subjects:
-        _, rc = wall_once(argv, env)
+        _, rc, _ = wall_once(argv, env)
         if rc != 0:
             sys.exit(f"bench: {name} says the node is not healthy (exit {rc}): {argv}")
     walls = {name: [] for name, _, _ in subjects}
+    cpus = {name: [] for name, _, _ in subjects}
     for _ in range(3):                              # warm-up: page cache, server
         for name, argv, env in subjects:
             wall_once(argv, env)
     for _ in range(runs):                           # interleaved, so load hits all alike
         for name, argv, env in subjects:
-            walls[name].append(wall_once(argv, env)[0] * 1000)
+            w, _, c = wall_once(argv, env)
+            walls[name].append(w * 1000)
+            cpus[name].append(c * 1000)
     rss_runs = max(5, runs // 10)
     rows = []
     for name, argv, env in subjects:
         rss = statistics.median(peak_rss_kb(argv, env, tmp) for _ in range(rss_runs)) / 1024
         execs, procs = process_counts(argv, env, tmp)
         w = walls[name]
-        rows.append((name, statistics.median(w), pctl(w, 0.90), pctl(w, 0.99), rss, execs, procs))
+        rows.append((name, statistics.median(w), pctl(w, 0.90), pctl(w, 0.99), statistics.mean(cpus[name]),
+                     rss, execs, procs))
     return rows
 
 
@@ -222,14 +234,16 @@ def main():
 
         rows = bench_probes(node, ws, args.runs, tmp)
         print(f"## one check per process ({args.runs} runs each, interleaved; wall = spawn to exit)\n")
-        print("| probe | median ms | p90 ms | p99 ms | peak RSS MB | programs run | processes |")
-        print("|---|---|---|---|---|---|---|")
-        for name, med, p90, p99, rss, execs, procs in rows:
-            print(f"| {name} | {med:.2f} | {p90:.2f} | {p99:.2f} | {rss:.1f} | {execs} | {procs} |")
+        print("| probe | median ms | p90 ms | p99 ms | CPU ms | peak RSS MB | programs run | processes |")
+        print("|---|---|---|---|---|---|---|---|")
+        for name, med, p90, p99, cpu, rss, execs, procs in rows:
+            print(f"| {name} | {med:.2f} | {p90:.2f} | {p99:.2f} | {cpu:.2f} | {rss:.1f} | {execs} | {procs} |")
         c, b = rows[0], rows[1]
         print(f"| **ratio baseline / readiness-check** | **{b[1] / c[1]:.1f}x** | {b[2] / c[2]:.1f}x | "
-              f"{b[3] / c[3]:.1f}x | **{b[4] / c[4]:.1f}x** | {b[5]} vs {c[5]} | {b[6]} vs {c[6]} |")
-        print("\npeak RSS: GNU time %M, the largest single process of the run (median of "
+              f"{b[3] / c[3]:.1f}x | {b[4] / c[4]:.1f}x | **{b[5] / c[5]:.1f}x** | {b[6]} vs {c[6]} | "
+              f"{b[7]} vs {c[7]} |")
+        print("\nCPU ms: user + system time of the whole process tree, mean per run; "
+              "peak RSS: GNU time %M, the largest single process of the run (median of "
               f"{max(5, args.runs // 10)} runs); programs run: successful execve; processes: "
               "the first plus every fork/vfork/non-thread clone (strace -f).\n")
 
