@@ -118,4 +118,23 @@ install: all
 clean:
 	rm -rf $(BUILD) $(BIN)
 
+# Fully static binaries in bin/static/ (musl; the libraries Debian cannot link statically are
+# built from Debian's source packages into build/static/, cached): see docs/deploy.md.
+STATIC_DIR := build/static
+.PHONY: static
+static:
+	@containers/static/build-deps.sh $(STATIC_DIR)
+	@PKG_CONFIG_LIBDIR=$(CURDIR)/$(STATIC_DIR)/prefix/lib/pkgconfig $(MAKE) --no-print-directory \
+		BUILD=$(STATIC_DIR)/obj BIN=$(BIN)/static CC=musl-gcc PKG_CONFIG="$(PKG_CONFIG) --static" \
+		CFLAGS=-O2 LDFLAGS="-static -s -Wl,--gc-sections" all $(BIN)/static/copy-probes
+
+# The integration suite runs the static binaries too (tests/integration/test_static.py).
+integration: static
+
+# The probes image's init-container copier (containers/probes/copy-probes.c); no library needed.
+$(BIN)/copy-probes: containers/probes/copy-probes.c
+	@mkdir -p $(BIN)
+	@echo "  LINK    $@"
+	@$(CC) $(filter-out -MMD -MP,$(ALL_CFLAGS)) $(LDFLAGS) -o $@ $<
+
 -include $(LIB_OBJ:.o=.d) $(SYNC_OBJ:.o=.d) $(BUILD)/checks/*.d

@@ -444,6 +444,28 @@ static void user(const struct layout_config *cfg, const struct kv_pair *kv, stru
 	free(u.default_schema);
 }
 
+/* Watched prefixes that nest (a master prefix around the users prefix) list a key twice: keep
+ * one row per user, or the plan would insert it twice and every apply would fail. Sorted input. */
+static void unique_users(struct px_users *a)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < a->n; i++) {
+		struct px_user *u = &a->v[i];
+
+		if (k && strcmp(a->v[k - 1].username, u->username) == 0) {
+			sk_wipe(u->password, strlen(u->password));
+			free(u->username);
+			free(u->password);
+			free(u->default_schema);
+			free(u->comment);
+			continue;
+		}
+		a->v[k++] = *u;
+	}
+	a->n = k;
+}
+
 void layout_build(const struct layout_config *cfg, const struct kv_pair *kv, size_t nkv, struct layout_result *out)
 {
 	memset(out, 0, sizeof(*out));
@@ -461,6 +483,7 @@ void layout_build(const struct layout_config *cfg, const struct kv_pair *kv, siz
 	}
 	px_servers_sort(&out->servers);
 	px_users_sort(&out->users);
+	unique_users(&out->users);
 }
 
 void layout_result_free(struct layout_result *r)

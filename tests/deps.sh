@@ -8,6 +8,7 @@ libmariadb-dev libmariadb-dev-compat libconfig-dev libcurl4-openssl-dev libcjson
 libcmocka-dev valgrind
 mariadb-server mariadb-client galera-4 rsync iproute2 procps psmisc
 python3 python3-pytest python3-pymysql
+musl-tools cmake dpkg-dev binutils
 "
 missing=""
 for p in $packages; do
