@@ -128,6 +128,7 @@ static int run(struct sync_config *cfg, int argc, char **argv)
 		}
 		if (sync_config_load(&next, argc, argv, err, sizeof(err)) != OPTS_OK) {
 			log_error("reload failed, keeping the running configuration: %s", err);
+			sync_config_free(&next);
 			continue;
 		}
 		log_info("reloading the configuration");
