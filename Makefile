@@ -137,4 +137,17 @@ $(BIN)/copy-probes: containers/probes/copy-probes.c
 	@echo "  LINK    $@"
 	@$(CC) $(filter-out -MMD -MP,$(ALL_CFLAGS)) $(LDFLAGS) -o $@ $<
 
+# Bare-metal files from dist/: the systemd units into SYSTEMDUNITDIR (installed, not enabled);
+# the xinetd entry, the cron file and an agent configuration as examples to copy into /etc.
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+EXAMPLEDIR = $(PREFIX)/share/doc/sidekick/examples
+DIST_SED = sed -e 's|@BINDIR@|$(PREFIX)/bin|g' -e 's|@DOCDIR@|$(PREFIX)/share/doc/sidekick|g'
+.PHONY: install-dist
+install: install-dist
+install-dist:
+	install -d $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(EXAMPLEDIR)
+	for f in dist/systemd/*; do $(DIST_SED) $$f >$(DESTDIR)$(SYSTEMDUNITDIR)/$${f##*/} || exit 1; done
+	$(DIST_SED) dist/xinetd/mysqlchk >$(DESTDIR)$(EXAMPLEDIR)/xinetd-mysqlchk
+	$(DIST_SED) dist/cron/sidekick >$(DESTDIR)$(EXAMPLEDIR)/cron-sidekick
+	install -m 0644 dist/config/proxysql-sync.conf $(DESTDIR)$(EXAMPLEDIR)/
 -include $(LIB_OBJ:.o=.d) $(SYNC_OBJ:.o=.d) $(BUILD)/checks/*.d
