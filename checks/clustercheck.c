@@ -865,7 +865,8 @@ int main(int argc, char **argv)
 		.config_opt = "config",
 		.max_args = 6,
 	};
-	static struct checker c = { .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+	static struct checker c = { .mu = PTHREAD_MUTEX_INITIALIZER };
+	pthread_condattr_t ca;
 	int64_t started = deadline_now_us();
 	FILE *diag = NULL, *warn_to = NULL;
 	char err[512];
@@ -873,6 +874,12 @@ int main(int argc, char **argv)
 	enum log_format fmt;
 	int rc;
 
+	/* Waiters time out on a CLOCK_MONOTONIC deadline (deadline_t), so the condition variable
+	 * must use that clock (the default, CLOCK_REALTIME, made every wait expire at once). */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c.cv, &ca);
+	pthread_condattr_destroy(&ca);
 	log_setup(argv[0], LOG_TEXT, LOG_INFO, stderr);
 	switch (opts_parse(&o, argc, argv, err, sizeof(err))) {
 	case OPTS_EXIT: opts_free(&o); return 0;

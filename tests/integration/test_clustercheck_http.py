@@ -193,20 +193,14 @@ def _assert_all_synced(counts, total):
 # condition variable that uses CLOCK_REALTIME (PTHREAD_COND_INITIALIZER), given an absolute time
 # taken from the CLOCK_MONOTONIC deadline; that time lies in 1970, so the wait times out at once
 # and the request is answered "503 not synced" although the node is Synced.
-CONCURRENCY_DEFECT = ("clustercheck --listen answers 503 to requests that arrive while a check is "
-                      "in flight: pthread_cond_timedwait on a CLOCK_REALTIME condvar with a "
-                      "CLOCK_MONOTONIC deadline returns ETIMEDOUT at once (checks/clustercheck.c "
-                      "shared_check)")
 
 
-@pytest.mark.xfail(strict=True, reason=CONCURRENCY_DEFECT)
 def test_listen_concurrent_clients_all_correct(healthy_galera, listeners):
     ln = listeners(healthy_galera[2])
     _assert_all_synced(_hammer(ln, 50, 20), 1000)
     ln.stop()
 
 
-@pytest.mark.xfail(strict=True, reason=CONCURRENCY_DEFECT)
 def test_listen_concurrent_clients_with_cache(healthy_galera, listeners):
     ln = listeners(healthy_galera[2], "--cache-ms", "50")
     _assert_all_synced(_hammer(ln, 50, 20), 1000)
