@@ -9,7 +9,17 @@ libcmocka-dev valgrind
 mariadb-server mariadb-client galera-4 rsync iproute2 procps psmisc
 python3 python3-pytest python3-pymysql
 musl-tools cmake dpkg-dev binutils
+systemd yamllint buildah podman runc debootstrap
 "
+# Node.js and npm for the manifest tests: Debian's npm unless a node install brings its own.
+command -v npm >/dev/null 2>&1 || packages="$packages npm"
+# npm packages of the manifest tests (tests/k8s/package.json, pinned by its package-lock.json).
+npm_deps() {
+	k8s=$(dirname "$0")/k8s
+	[ -d "$k8s/node_modules/kubernetes-models" ] && [ -d "$k8s/node_modules/yaml" ] && return 0
+	echo "deps: npm packages for tests/k8s"
+	(cd "$k8s" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+}
 missing=""
 for p in $packages; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
@@ -17,6 +27,7 @@ for p in $packages; do
 	fi
 done
 if [ -z "$missing" ]; then
+	npm_deps
 	echo "deps: all present"
 	exit 0
 fi
@@ -29,4 +40,5 @@ DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recomme
 if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet mariadb 2>/dev/null; then
 	$SUDO systemctl disable --now mariadb >/dev/null 2>&1 || true
 fi
+npm_deps
 echo "deps: done"
