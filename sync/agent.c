@@ -576,6 +576,8 @@ static void *target_main(void *arg)
 		} else {
 			need = true;
 		}
+		if (ag->stop)
+			break;
 		if (!need && !pending && deadline_now_us() - t->last_check_us < resync_us)
 			continue;
 
@@ -740,7 +742,7 @@ fail:
 	return -1;
 }
 
-void agent_stop(struct agent *ag)
+bool agent_stop(struct agent *ag, bool wait_targets)
 {
 	uint64_t one = 1;
 	struct timespec ts;
@@ -763,12 +765,18 @@ void agent_stop(struct agent *ag)
 		ts.tv_nsec -= 1000000000L;
 	}
 	for (size_t i = 0; i < ag->ntargets; i++) {
-		if (pthread_timedjoin_np(ag->targets[i].tid, NULL, &ts) != 0) {
+		if (pthread_timedjoin_np(ag->targets[i].tid, NULL, &ts) == 0)
+			continue;
+		if (!wait_targets) {
 			log_warn("target %s: still busy at shutdown; leaving it", ag->targets[i].pt.name);
-			return; /* the process exits next; nothing is freed under the running thread */
+			return false; /* the process exits next; nothing is freed under the running thread */
 		}
+		log_warn("target %s: still busy; waiting for its admin call to end (admin-timeout)",
+			 ag->targets[i].pt.name);
+		pthread_join(ag->targets[i].tid, NULL);
 	}
 	agent_release(ag);
+	return true;
 }
 
 int agent_once(struct sync_config *cfg, bool dry_run)

@@ -91,8 +91,12 @@ struct agent {
 int agent_start(struct agent *ag, struct sync_config *cfg, char *err, size_t errlen) SK_MUST_CHECK;
 
 /* Stop within about a second: cancel Consul requests, let targets finish or abandon the
- * statement in progress (never after a partial stage: a LOAD only follows a complete one). */
-void agent_stop(struct agent *ag);
+ * statement in progress (never after a partial stage: a LOAD only follows a complete one).
+ * Returns false when a target was left running on a hung admin: the agent and the configuration
+ * it reads must then stay allocated until the process exits. With `wait_targets` (a reload) it
+ * waits for every target instead, which each admin call's deadline (admin-timeout) bounds, and
+ * returns true. */
+bool agent_stop(struct agent *ag, bool wait_targets);
 
 /* --once and --dry-run: read every prefix once, build the desired state, and for each target
  * apply it (or print the plan when dry_run). Returns 0 when every target is in the desired state

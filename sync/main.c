@@ -86,7 +86,9 @@ static int take_lock(const char *path)
 	return fd;
 }
 
-static int run(struct sync_config *cfg, int argc, char **argv)
+/* Runs until SIGTERM or SIGINT. *abandoned: a target thread still runs (see agent_stop), so the
+ * configuration must not be freed. */
+static int run(struct sync_config *cfg, int argc, char **argv, bool *abandoned)
 {
 	static struct agent ag;
 	struct http_server *health = NULL;
@@ -133,7 +135,7 @@ static int run(struct sync_config *cfg, int argc, char **argv)
 		}
 		log_info("reloading the configuration");
 		pthread_mutex_lock(&live.mu);
-		agent_stop(&ag);
+		(void)agent_stop(&ag, true); /* no thread may outlive the configuration freed next */
 		sync_config_free(cfg);
 		*cfg = next;
 		/* The agent points into the configuration: restart it on the new one. */
@@ -150,7 +152,7 @@ static int run(struct sync_config *cfg, int argc, char **argv)
 	pthread_mutex_lock(&live.mu);
 	live.ag = NULL;
 	pthread_mutex_unlock(&live.mu);
-	agent_stop(&ag);
+	*abandoned = !agent_stop(&ag, false);
 	http_stop(health);
 	return 0;
 }
@@ -160,6 +162,7 @@ int main(int argc, char **argv)
 	struct sync_config cfg;
 	char err[512];
 	int rc, lock = -1;
+	bool abandoned = false;
 
 #ifdef __GLIBC__
 	/* One malloc arena per thread would keep each thread's high-water mark resident. */
@@ -192,9 +195,10 @@ int main(int argc, char **argv)
 		if (lock >= 0)
 			close(lock);
 	} else {
-		rc = run(&cfg, argc, argv);
+		rc = run(&cfg, argc, argv, &abandoned);
 	}
-	sync_config_free(&cfg);
+	if (!abandoned)
+		sync_config_free(&cfg);
 	curl_global_cleanup();
 	return rc;
 }
