@@ -188,13 +188,9 @@ def _assert_all_synced(counts, total):
         f"{n} x {k[:200]!r}" for k, n in counts.items())
 
 
-# Probe defect (clustercheck --listen, checks/clustercheck.c shared_check): a request that
-# arrives while another request's check is in flight waits with pthread_cond_timedwait() on a
-# condition variable that uses CLOCK_REALTIME (PTHREAD_COND_INITIALIZER), given an absolute time
-# taken from the CLOCK_MONOTONIC deadline; that time lies in 1970, so the wait times out at once
-# and the request is answered "503 not synced" although the node is Synced.
-
-
+# Requests that arrive while another request's check is in flight wait for that check (on a
+# condition variable with a monotonic deadline); they must get its answer, not a 503. A short
+# cache makes such waits frequent at every expiry.
 def test_listen_concurrent_clients_all_correct(healthy_galera, listeners):
     ln = listeners(healthy_galera[2])
     _assert_all_synced(_hammer(ln, 50, 20), 1000)
