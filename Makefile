@@ -150,4 +150,29 @@ install-dist:
 	$(DIST_SED) dist/xinetd/mysqlchk >$(DESTDIR)$(EXAMPLEDIR)/xinetd-mysqlchk
 	$(DIST_SED) dist/cron/sidekick >$(DESTDIR)$(EXAMPLEDIR)/cron-sidekick
 	install -m 0644 dist/config/proxysql-sync.conf $(DESTDIR)$(EXAMPLEDIR)/
--include $(LIB_OBJ:.o=.d) $(SYNC_OBJ:.o=.d) $(BUILD)/checks/*.d
+
+# libFuzzer harnesses (tests/fuzz/fuzz_*.c), clang with ASan and UBSan, in build/fuzz/bin/.
+# `make fuzz` runs each for FUZZ_SECONDS and replays tests/fuzz/regressions (docs/reliability.md).
+FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_NAMES := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_SECONDS ?= 8
+.PHONY: fuzz fuzz-build
+fuzz-build:
+	@$(MAKE) --no-print-directory BUILD=build/fuzz CC=clang SAN="$(FUZZ_SAN)" CFLAGS="-O1 -g" \
+		$(FUZZ_NAMES:%=build/fuzz/bin/%)
+
+$(BUILD)/bin/fuzz_%: tests/fuzz/fuzz_%.c $(LIBSYNC) $(LIBSK)
+	@mkdir -p $(dir $@)
+	@echo "  LINK    $@"
+	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -fsanitize=fuzzer -o $@ $< $(LIBSYNC) $(LIBSK) $(LDLIBS)
+
+fuzz: fuzz-build
+	@tests/fuzz/run.sh $(FUZZ_SECONDS)
+
+# make test: a short fuzzing round, 6 s a harness.
+test: fuzz-test
+.PHONY: fuzz-test
+fuzz-test: fuzz-build
+	@tests/fuzz/run.sh 6
+
+-include $(LIB_OBJ:.o=.d) $(SYNC_OBJ:.o=.d) $(BUILD)/checks/*.d $(wildcard $(BUILD)/bin/fuzz_*.d)
