@@ -427,7 +427,7 @@ int agent_reconcile(struct agent *ag, struct target *t, const struct px_servers 
 				r->since_us = deadline_now_us();
 			}
 			dinfo[i].hostgroup = draining[i]->hostgroup;
-			dinfo[i].host = draining[i]->host;
+			dinfo[i].host = r->host; /* not the row's: the verify below reads have_s afresh */
 			dinfo[i].port = draining[i]->port;
 			dinfo[i].conn_used = used[i];
 			dinfo[i].draining_ms = (deadline_now_us() - r->since_us) / 1000;
