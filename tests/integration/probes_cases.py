@@ -200,6 +200,13 @@ STATES = {
         C("clustercheck", 1, "http:not-synced"),
         C("clustercheck", 0, "http:synced", env={"AVAILABLE_WHEN_DONOR": "1"}),
     ]),
+    "defaults-file-absent": State(
+        "DEFAULTS_EXTRA_FILE names no file", "healthy node; the scripts' `[ -r ]` test skips such a "
+        "file", [
+            C("liveness", 0, ALIVE, env={"DEFAULTS_EXTRA_FILE": "{cell}/absent.cnf"}),
+            C("readiness", 0, READY_SYNCED, env={"DEFAULTS_EXTRA_FILE": "{cell}/absent.cnf"}),
+            C("clustercheck", 0, "http:synced", env={"DEFAULTS_EXTRA_FILE": "{cell}/absent.cnf"}),
+        ]),
     "replica-healthy": State("replica healthy", "async GTID replica: IO/SQL Yes, lag 0, read_only ON", [
         C("replica", 0, "ready: IO and SQL threads running, lag 0s"),
         C("replica", 0, "ready: IO and SQL threads running, lag 0s", "--max-lag", "5"),
@@ -488,7 +495,7 @@ def cell_argv_env(cell, target, cell_dir):
                  "--available-nodes-file", os.path.join(cell_dir, "AVAILABLE_NODES"),
                  "--backend", BACKEND]
     elif cell.probe == "clustercheck":
-        if "--defaults-extra-file" not in given:
+        if "--defaults-extra-file" not in given and "DEFAULTS_EXTRA_FILE" not in env:
             argv += ["--defaults-extra-file", ""]
         argv += ["--user", cc.user,
                  "--password-file", cc.password_file if cell.auth == "good" else wrong_pw,
