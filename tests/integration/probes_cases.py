@@ -111,6 +111,8 @@ STATES = {
         C("readiness", 0, READY_SYNCED, "--json", json=True),
         C("haproxy", 0, HA_OK),
         C("haproxy", 0, "", files={"envsecret/VERBOSE": "0"}),
+        C("haproxy", 0, "PXC node {ip} for backend galera-admin-nodes is ok",
+          env={"HAPROXY_PROXY_NAME": "galera-admin-nodes"}),
         C("clustercheck", 0, "http:synced"),
         C("clustercheck", 1, "http:disabled", files={"clustercheck.disabled": ""}),
         C("clustercheck", 0, "synced: " + READY_SYNCED[7:], "--json", json=True),
@@ -268,6 +270,8 @@ STATES = {
           "'nosuchuser'@'…' (1698)", auth="unknown-user"),
         C("readiness", 1, "not ready: access denied ({ip}:{port}): Access denied for user "
           "'monitor'@'…' (using password: NO) (1045)", auth="no-password"),
+        C("liveness", 1, "not alive: access denied ({ip}:{port}): Access denied for user "
+          "'nosuchuser'@'…' (1698)", env={"MYSQL_USERNAME": "nosuchuser"}),
         C("haproxy", 1, HA_NOT_OK + "access denied ({ip}:{port}): Access denied for user "
           "'monitor'@'…' (using password: YES) (1045)", auth="wrong-password"),
         C("clustercheck", 1, "http:not-synced", auth="wrong-password"),
@@ -492,8 +496,9 @@ def cell_argv_env(cell, target, cell_dir):
         if "--defaults-extra-file" not in given:
             argv += ["--defaults-extra-file", cnf]
         argv += ["--env-secret-dir", os.path.join(cell_dir, "envsecret"),
-                 "--available-nodes-file", os.path.join(cell_dir, "AVAILABLE_NODES"),
-                 "--backend", BACKEND]
+                 "--available-nodes-file", os.path.join(cell_dir, "AVAILABLE_NODES")]
+        if "HAPROXY_PROXY_NAME" not in env:
+            argv += ["--backend", BACKEND]
     elif cell.probe == "clustercheck":
         if "--defaults-extra-file" not in given and "DEFAULTS_EXTRA_FILE" not in env:
             argv += ["--defaults-extra-file", ""]
