@@ -25,7 +25,10 @@ int probe_conn_setup(const struct opts *o, struct probe_conn *pc, char *err, siz
 	/* The option file applies only when readable, as the scripts did with [ -r ]. An explicit
 	 * file that is unreadable or malformed is a configuration error. */
 	if (dfile && *dfile) {
-		bool explicit = opt_given(o, "defaults-extra-file");
+		/* Only a command-line flag insists on the file; from the environment (the scripts'
+		 * DEFAULTS_EXTRA_FILE), a config file or the positional form it is used when
+		 * readable and skipped otherwise, as the scripts' `[ -r ]` test does. */
+		bool explicit = opt_given(o, "defaults-extra-file") && opt_source(o, "defaults-extra-file")[0] == '-';
 
 		if (access(dfile, R_OK) == 0 || explicit) {
 			if (mycnf_read(dfile, NULL, &cnf, why, sizeof(why)) < 0) {

@@ -118,16 +118,8 @@ def test_joiner_and_donor_during_sst(healthy_galera, mysql_creds, clustercheck_c
         assert_state("donor", target(held.donor, mysql_creds, clustercheck_creds), tmp_path)
 
 
-# Probe defect: DEFAULTS_EXTRA_FILE (environment) naming a missing or unreadable file is a
-# configuration error (exit 2) in liveness-check, readiness-check and clustercheck, while the
-# scripts they replace test it with `[ -r ]` and go on without it (reference/probes.md 1.2
-# step 7, 2.1). A liveness probe that exits 2 fails, so the pod would be restarted.
-DEFAULTS_ENV_DEFECT = ("DEFAULTS_EXTRA_FILE naming a missing file gives exit 2 ('defaults-extra-file "
-                       "...: No such file or directory'); the scripts skip an unreadable file "
-                       "(checks/probe.c probe_conn_setup treats the environment as explicit)")
 
 
-@pytest.mark.xfail(strict=True, reason=DEFAULTS_ENV_DEFECT)
 def test_defaults_extra_file_from_the_environment_is_optional(healthy_galera, mysql_creds,
                                                              clustercheck_creds, tmp_path):
     assert_state("defaults-file-absent", target(healthy_galera[2], mysql_creds, clustercheck_creds),
@@ -505,9 +497,6 @@ def test_clustercheck_positional_xinetd_form(healthy_galera, argv_account, tmp_p
     assert password.encode() not in seen
 
 
-@pytest.mark.xfail(strict=True, reason="clustercheck USER PASS DONOR LOG READONLY DEFAULTS_FILE with a "
-                   "DEFAULTS_FILE that does not exist exits 2 ('defaults-extra-file ...: No such file "
-                   "or directory') with nothing on stdout; the classic script skips it ([ -r ])")
 def test_clustercheck_positional_defaults_file_may_be_absent(healthy_galera, argv_account, tmp_path):
     node, user, password = argv_account
     argv = _positional(node, user, password, "0", str(tmp_path / "cc.log"), "1", str(tmp_path / "cc.cnf"))
