@@ -7,7 +7,8 @@
    (tests/bench/readiness-check-baseline.sh, the PXC operator script's structure): N runs of
    each, interleaved, on loopback: median/p90/p99 wall time, CPU time (user + system of the
    process tree), peak RSS (GNU time %M: the largest process of the run), programs executed and processes created (strace -f), ratios.
-   liveness-check, haproxy-check and clustercheck one-shot are measured the same way.
+   liveness-check, haproxy-check and clustercheck one-shot are measured the same way, and the
+   static (musl) readiness-check and clustercheck from `make static` when bin/static/ has them.
 2. clustercheck --listen: a bounded number of requests from tests/bench/httpload.c (a new TCP
    connection per request, as HAProxy's httpchk), with and without --cache-ms, at 1 and 4
    concurrent clients: checks/s, p50/p99 latency, and the status queries mysqld ran.
@@ -141,6 +142,14 @@ def bench_probes(node, ws, runs, tmp):
         ("clustercheck (one-shot)", [os.path.join(BIN, "clustercheck"), *conn, "--password-file",
                                      cc.password_file, "--disabled-file", "/nonexistent"], ENV),
     ]
+    static = os.path.join(BIN, "static")            # `make static` (musl), when built
+    if os.path.exists(os.path.join(static, "readiness-check")):
+        subjects.append(("readiness-check (static, musl)", [os.path.join(static, "readiness-check"), *conn,
+                                                            "--password-file", mon.password_file], ENV))
+    if os.path.exists(os.path.join(static, "clustercheck")):
+        subjects.append(("clustercheck one-shot (static, musl)", [os.path.join(static, "clustercheck"), *conn,
+                                                                  "--password-file", cc.password_file,
+                                                                  "--disabled-file", "/nonexistent"], ENV))
     for name, argv, env in subjects:
         _, rc, _ = wall_once(argv, env)
         if rc != 0:
@@ -238,10 +247,11 @@ def main():
         print("|---|---|---|---|---|---|---|---|")
         for name, med, p90, p99, cpu, rss, execs, procs in rows:
             print(f"| {name} | {med:.2f} | {p90:.2f} | {p99:.2f} | {cpu:.2f} | {rss:.1f} | {execs} | {procs} |")
-        c, b = rows[0], rows[1]
-        print(f"| **ratio baseline / readiness-check** | **{b[1] / c[1]:.1f}x** | {b[2] / c[2]:.1f}x | "
-              f"{b[3] / c[3]:.1f}x | {b[4] / c[4]:.1f}x | **{b[5] / c[5]:.1f}x** | {b[6]} vs {c[6]} | "
-              f"{b[7]} vs {c[7]} |")
+        b = rows[1]
+        for c in [r for r in rows if r[0].startswith("readiness-check") and r is not b]:
+            print(f"| **ratio baseline / {c[0]}** | **{b[1] / c[1]:.1f}x** | {b[2] / c[2]:.1f}x | "
+                  f"{b[3] / c[3]:.1f}x | {b[4] / c[4]:.1f}x | **{b[5] / c[5]:.1f}x** | {b[6]} vs {c[6]} | "
+                  f"{b[7]} vs {c[7]} |")
         print("\nCPU ms: user + system time of the whole process tree, mean per run; "
               "peak RSS: GNU time %M, the largest single process of the run (median of "
               f"{max(5, args.runs // 10)} runs); programs run: successful execve; processes: "
