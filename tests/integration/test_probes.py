@@ -118,8 +118,8 @@ def test_joiner_and_donor_during_sst(healthy_galera, mysql_creds, clustercheck_c
         assert_state("donor", target(held.donor, mysql_creds, clustercheck_creds), tmp_path)
 
 
-
-
+# The scripts skip an option file they cannot read ([ -r ]); only --defaults-extra-file on the
+# command line insists on one.
 def test_defaults_extra_file_from_the_environment_is_optional(healthy_galera, mysql_creds,
                                                              clustercheck_creds, tmp_path):
     assert_state("defaults-file-absent", target(healthy_galera[2], mysql_creds, clustercheck_creds),
