@@ -28,7 +28,6 @@
 #include "plan.h"
 
 #define MAX_RECORDS 160
-#define ADD_LIT(b, lit) sk_buf_add((b), (lit), sizeof(lit) - 1)
 #define HUGE_KEY (1024 * 1024)
 #define BIG_VALUE (64 * 1024 + 1)
 
@@ -98,7 +97,34 @@ static char *repeat_to(const char *s, size_t n, size_t want)
 	return out;
 }
 
-static size_t decode(const uint8_t *data, size_t size, struct kv_pair *kv)
+/* Whether the layout must look at an entry: a master key of a configured cluster, a replica of
+ * a configured cluster in a routed region, a generic server, a user. */
+enum route { R_NONE, R_MASTER, R_OTHER };
+
+/* The 1 MB key: `prefix` then `fill` repeated, in one static buffer (never freed). */
+static char huge_buf[64 + HUGE_KEY + 1];
+static char huge_fill;
+
+static char *huge_key(const char *prefix, char fill)
+{
+	size_t n = strlen(prefix);
+
+	if (fill != huge_fill) {
+		memset(huge_buf + 64, fill, HUGE_KEY);
+		huge_buf[64 + HUGE_KEY] = '\0';
+		huge_fill = fill;
+	}
+	memcpy(huge_buf + 64 - n, prefix, n);
+	return huge_buf + 64 - n;
+}
+
+static void free_key(char *key)
+{
+	if ((uintptr_t)key - (uintptr_t)huge_buf >= sizeof(huge_buf))
+		free(key);
+}
+
+static size_t decode(const uint8_t *data, size_t size, struct kv_pair *kv, enum route *route)
 {
 	size_t pos = 0, n = 0, huge = 0, big = 0;
 
@@ -106,9 +132,9 @@ static size_t decode(const uint8_t *data, size_t size, struct kv_pair *kv)
 		unsigned kind = data[pos] % 8, flags = data[pos + 1];
 		const char *suffix = (const char *)data + pos + 2, *value;
 		size_t slen = 0, vlen = 0;
-		char *sfx, *key;
-		const char *pick;
-		sk_buf b;
+		char *sfx, *key, prefix[64];
+		bool want_huge;
+		const char *pick, *pre, *post;
 
 		pos += 2;
 		while (pos + slen < size && data[pos + slen] != 0xff && data[pos + slen] != 0xfe)
@@ -126,52 +152,64 @@ static size_t decode(const uint8_t *data, size_t size, struct kv_pair *kv)
 			pos++; /* the 0xfe */
 		/* At most one 1 MB key and two oversized values per input: enough to reach those
 		 * branches without making every run slow. */
-		if ((flags & 0x70) == 0x70 && huge++ == 0)
-			sfx = repeat_to(suffix, strnlen(suffix, slen), HUGE_KEY);
-		else
-			sfx = xstrndup(suffix, slen);
+		sfx = xstrndup(suffix, slen);
+		/* At most one 1 MB key per input, for the kinds whose key ends in the suffix: its
+		 * first byte repeated, in a buffer kept between runs (building 1 MB every run made
+		 * the harness ten times slower). */
+		want_huge = (flags & 0xf0) == 0x70 && kind >= 3 && huge++ == 0;
 
-		sk_buf_init(&b, HUGE_KEY + 256);
+		/* The key: a prefix picked by KIND and FLAGS, then the suffix (one allocation). */
 		switch (kind) {
 		case 0:
 		case 1:
 		case 2: /* orchestrator: mysql/master/<alias>[/hostname|/port] */
 			pick = aliases[flags & 3] ? aliases[flags & 3] : sfx;
-			if (!sk_buf_addf(&b, "mysql/master/%s%s", pick,
-					 kind == 1   ? "/hostname"
-					 : kind == 2 ? "/port"
-						     : ""))
-				abort();
+			pre = "mysql/master/";
+			post = kind == 1 ? "/hostname" : kind == 2 ? "/port" : "";
 			break;
 		case 3: /* mysql/replica/<alias>/<region>/<suffix> */
-			pick = regions[(flags >> 2) & 3] ? regions[(flags >> 2) & 3] : "eu/x";
-			if (!sk_buf_addf(&b, "mysql/replica/%s/%s/", aliases[flags & 3] ? aliases[flags & 3] : "shop",
-					 pick))
-				abort();
+			snprintf(prefix, sizeof(prefix), "mysql/replica/%s/%s/",
+				 aliases[flags & 3] ? aliases[flags & 3] : "shop",
+				 regions[(flags >> 2) & 3] ? regions[(flags >> 2) & 3] : "eu/x");
+			pre = prefix, pick = sfx, post = "";
 			break;
 		case 4: /* proxysql/servers/<hostgroup>/<suffix> */
-			pick = hostgroups[flags & 3] ? hostgroups[flags & 3] : "x1";
-			if (!sk_buf_addf(&b, "proxysql/servers/%s/", pick))
-				abort();
+			snprintf(prefix, sizeof(prefix), "proxysql/servers/%s/",
+				 hostgroups[flags & 3] ? hostgroups[flags & 3] : "x1");
+			pre = prefix, pick = sfx, post = "";
 			break;
-		case 5: /* proxysql/users/<suffix> */
-			if (!ADD_LIT(&b, "proxysql/users/"))
-				abort();
-			break;
-		case 6: /* mysql/replica/<suffix> */
-			if (!ADD_LIT(&b, "mysql/replica/"))
-				abort();
-			break;
-		default: break; /* any key */
+		case 5: pre = "proxysql/users/", pick = sfx, post = ""; break;
+		case 6: pre = "mysql/replica/", pick = sfx, post = ""; break;
+		default: pre = "", pick = sfx, post = ""; break; /* any key */
 		}
-		if (kind > 2 && !sk_buf_add(&b, sfx, strlen(sfx)))
-			abort();
-		if (!sk_buf_add(&b, "", 1))
-			abort();
-		key = b.data ? b.data : xstrdup("");
+		if (want_huge) {
+			key = huge_key(pre, sfx[0] ? sfx[0] : 'k');
+		} else {
+			size_t l1 = strlen(pre), l2 = strlen(pick), l3 = strlen(post);
+
+			key = xmalloc(l1 + l2 + l3 + 1);
+			memcpy(key, pre, l1);
+			memcpy(key + l1, pick, l2);
+			memcpy(key + l1 + l2, post, l3 + 1);
+		}
+		switch (kind) {
+		case 0:
+		case 1:
+		case 2: route[n] = (flags & 3) <= 1 ? R_MASTER : R_NONE; break;
+		case 3:
+			route[n] = (flags & 3) != 2 && (((flags >> 2) & 3) == 3 ||
+							(sfx[0] && (((flags >> 2) & 3) == 0 ||
+								    (((flags >> 2) & 3) == 1 && (flags & 3) != 1))))
+					   ? R_OTHER
+					   : R_NONE;
+			break;
+		case 4: route[n] = sfx[0] ? R_OTHER : R_NONE; break;
+		case 5: route[n] = sfx[0] && !strchr(sfx, '/') ? R_OTHER : R_NONE; break;
+		default: route[n] = R_NONE; break;
+		}
 		free(sfx);
 		kv[n].key = key;
-		if ((flags & 0x90) == 0x90 && big++ < 2) { /* past the 64 KiB cap */
+		if ((flags & 0xd0) == 0x90 && big++ < 2) { /* past the 64 KiB cap */
 			kv[n].value = repeat_to(value, vlen, BIG_VALUE);
 			kv[n].len = BIG_VALUE;
 		} else {
@@ -234,6 +272,49 @@ static void check_rows(const struct layout_result *r)
 			FAIL("desired user '%.80s' without password or owner tag", u->username);
 		if (i && strcmp(u->username, r->users.v[i - 1].username) == 0)
 			FAIL("desired user '%.80s' listed twice", u->username);
+	}
+}
+
+static bool rejected(const struct layout_result *r, const char *key)
+{
+	size_t n = strlen(key) > 300 ? 300 : strlen(key);
+
+	for (size_t i = 0; i < r->nrejects; i++)
+		if (strlen(r->rejects[i].key) == n && strncmp(r->rejects[i].key, key, n) == 0)
+			return true;
+	return false;
+}
+
+static const struct kv_pair *first(const struct kv_pair *kv, size_t n, const char *key)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(kv[i].key, key) == 0)
+			return &kv[i];
+	return NULL;
+}
+
+/* A hostile entry the layout looks at ends as a rejected entry (with its reason logged by the
+ * agent). A master's keys count when the cluster has a main or /hostname key (the first of
+ * duplicates is the one read). */
+static void check_rejected(const struct layout_result *r, const struct kv_pair *kv, size_t n, const enum route *route)
+{
+	for (size_t i = 0; i < n; i++)
+		if (route[i] == R_OTHER && hostile(&kv[i]) && !rejected(r, kv[i].key))
+			FAIL("hostile entry %.200s was not rejected", kv[i].key);
+	for (size_t a = 0; a < 2; a++) {
+		char k[3][64];
+		const struct kv_pair *m[3];
+
+		snprintf(k[0], sizeof(k[0]), "mysql/master/%s", aliases[a]);
+		snprintf(k[1], sizeof(k[1]), "mysql/master/%s/hostname", aliases[a]);
+		snprintf(k[2], sizeof(k[2]), "mysql/master/%s/port", aliases[a]);
+		for (size_t j = 0; j < 3; j++)
+			m[j] = first(kv, n, k[j]);
+		if (!m[0] && !m[1])
+			continue;
+		for (size_t j = 0; j < 3; j++)
+			if (m[j] && hostile(m[j]) && !rejected(r, m[j]->key))
+				FAIL("hostile master key %s was not rejected", m[j]->key);
 	}
 }
 
@@ -565,6 +646,7 @@ static void current(unsigned sel, struct px_servers *s, struct px_users *u)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct kv_pair kv[MAX_RECORDS];
+	enum route route[MAX_RECORDS];
 	struct layout_result lr;
 	struct px_servers have_s;
 	struct px_users have_u;
@@ -577,10 +659,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size < 1)
 		return 0;
-	n = decode(data + 1, size - 1, kv);
+	n = decode(data + 1, size - 1, kv, route);
 	layout_build(&cfg.layout, kv, n, &lr);
 	check_rows(&lr);
 	check_subset(&lr, kv, n);
+	check_rejected(&lr, kv, n, route);
 	for (size_t i = 0; i < lr.nrejects; i++)
 		if (!lr.rejects[i].key || !lr.rejects[i].reason || strlen(lr.rejects[i].key) > 300)
 			FAIL("reject without a key or reason, or a key longer than 300 bytes");
@@ -601,7 +684,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	px_users_free(&have_u);
 	layout_result_free(&lr);
 	for (size_t i = 0; i < n; i++) {
-		free(kv[i].key);
+		free_key(kv[i].key);
 		free(kv[i].value);
 	}
 	return 0;

@@ -1,0 +1,71 @@
+#!/bin/sh
+# Integration tests against binaries built with AddressSanitizer and UndefinedBehaviorSanitizer.
+#
+#   tests/sanitize.sh BINDIR [PYTEST ARGS...]     (make test-asan builds BINDIR first)
+#
+# Every sanitizer report goes to its own file in a fresh directory (log_path), whatever the test
+# does with the process's output, and a reporting process exits 86 (ASan, LSan at exit) or aborts
+# (UBSan), so the test that ran it fails too. After pytest the script fails when any report file
+# exists or pytest's output mentions a report, and prints the reports. Without PYTEST ARGS it runs
+# the sync agent's suite, --register, proxysql-check, clustercheck --listen and a subset of the
+# probe tests, then a short soak of the agent (SANITIZE_NO_SOAK=1: none); docs/reliability.md.
+set -u
+cd "$(dirname "$0")/.."
+bindir=${1:?usage: tests/sanitize.sh BINDIR [PYTEST ARGS...]}
+shift
+case $bindir in /*) ;; *) bindir=$PWD/$bindir ;; esac
+python=${PYTHON:-/usr/bin/python3}
+
+if [ $# -eq 0 ]; then
+	p=tests/integration/test_probes.py
+	set -- tests/integration/test_sync.py tests/integration/test_register.py \
+		tests/integration/test_proxysql_check.py tests/integration/test_clustercheck_http.py \
+		$p::test_healthy $p::test_desynced $p::test_read_only $p::test_replica_healthy \
+		$p::test_replica_lagging $p::test_replica_sql_thread_failed $p::test_bypass_files \
+		$p::test_wrong_credentials $p::test_hostile_input $p::test_unknown_options_help_and_version \
+		$p::test_clustercheck_positional_xinetd_form $p::test_clustercheck_behind_an_inetd_socket \
+		$p::test_no_password_in_any_output
+	# These time a one-shot probe's whole run against deadline + 100 ms; ASan's start-up and the
+	# leak scan at exit add 50-150 ms on a busy 2-core machine. Their paths run unsanitized in
+	# make integration, and the agent's and the listener's hung-server paths run here.
+	q=tests/integration/test_proxysql_check.py
+	set -- "$@" --deselect $q::test_liveness_hung_returns_within_the_deadline \
+		--deselect $q::test_liveness_query_hangs_after_login --deselect $q::test_readiness_with_sync_readyz \
+		--deselect $q::test_readiness_hung_admin
+fi
+
+reports=$(mktemp -d /tmp/sk-sanitizer-XXXXXX)
+chmod 0777 "$reports" # probes dropped to another user write their reports here too
+export ASAN_OPTIONS="log_path=$reports/asan:exitcode=86:halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=1:check_initialization_order=1"
+export UBSAN_OPTIONS="log_path=$reports/ubsan:halt_on_error=1:abort_on_error=1:print_stacktrace=1"
+out=$reports/pytest.out
+
+start=$(date +%s)
+SIDEKICK_BIN=$bindir "$python" -m pytest -q -p no:cacheprovider "$@" 2>&1 | tee "$out"
+# A short soak: drains, failovers, restarts and hostile entries interleaved, as no single test
+# does. RSS and descriptor bounds mean nothing under ASan (its quarantine holds freed memory).
+if [ -z "${SANITIZE_NO_SOAK:-}" ]; then
+	SIDEKICK_BIN=$bindir "$python" tests/soak/soak.py --changes 200 --restarts 6 --every 40 --rss-slack-kb 10000000 \
+		--fd-slack 1000 2>&1 | tee -a "$out" | tail -3
+fi
+rc=$(sed -n 's/^=* *\([0-9][^=]*\) in [0-9.]*s.*/\1/p' "$out" | tail -1)
+failed=0
+grep -Eq '(^|[ ,])[0-9]+ (failed|error)' "$out" && failed=1
+grep -q '^soak: [0-9]* failure' "$out" && failed=1
+grep -q 'no tests ran' "$out" && failed=1
+
+found=$(ls "$reports" | grep -E '^(asan|ubsan)\.' || true)
+if [ -n "$found" ]; then
+	for f in $found; do
+		echo "==== sanitizer report $reports/$f"
+		cat "$reports/$f"
+	done
+	failed=1
+fi
+if grep -Eq 'runtime error:|ERROR: (AddressSanitizer|LeakSanitizer)' "$out"; then
+	echo "sanitize: a sanitizer report appeared in the test output (see above)"
+	failed=1
+fi
+echo "sanitize: $rc; $(echo "$found" | grep -c . ) report file(s); $(( $(date +%s) - start )) s; binaries $bindir"
+[ $failed -eq 0 ] && rm -rf "$reports"
+exit $failed
