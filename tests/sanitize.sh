@@ -48,7 +48,7 @@ if [ -z "${SANITIZE_NO_SOAK:-}" ]; then
 	SIDEKICK_BIN=$bindir "$python" tests/soak/soak.py --changes 200 --restarts 6 --every 40 --rss-slack-kb 10000000 \
 		--fd-slack 1000 2>&1 | tee -a "$out" | tail -3
 fi
-rc=$(sed -n 's/^=* *\([0-9][^=]*\) in [0-9.]*s.*/\1/p' "$out" | tail -1)
+rc=$(grep -E '^=* *[0-9]+ (passed|failed|error)' "$out" | sed -n 's/^=* *\([0-9][^=]*\) in [0-9.]*s.*/\1/p' | tail -1)
 failed=0
 grep -Eq '(^|[ ,])[0-9]+ (failed|error)' "$out" && failed=1
 grep -q '^soak: [0-9]* failure' "$out" && failed=1
