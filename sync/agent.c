@@ -491,7 +491,7 @@ int agent_reconcile(struct agent *ag, struct target *t, const struct px_servers 
 		while (b < AGENT_HIST_BUCKETS && ms > hist_bounds_ms[b])
 			b++;
 		t->hist[b]++;
-		t->hist_sum += ms / 1000.0;
+		t->hist_sum_us += (unsigned long)(ms * 1000.0);
 		t->hist_count++;
 		t->applies++;
 		log_info("target %s: applied %zu statement(s) in %.1f ms: servers +%zu ~%zu drain %zu -%zu, users +%zu "
@@ -928,8 +928,8 @@ void agent_metrics(struct agent *ag, sk_buf *b)
 				       "proxysql_sync_apply_duration_seconds_bucket{target=\"%s\",le=\"+Inf\"} %lu\n"
 				       "proxysql_sync_apply_duration_seconds_sum{target=\"%s\"} %.6f\n"
 				       "proxysql_sync_apply_duration_seconds_count{target=\"%s\"} %lu\n",
-				       t->pt.name, cum + t->hist[AGENT_HIST_BUCKETS], t->pt.name, t->hist_sum,
-				       t->pt.name, t->hist_count);
+				       t->pt.name, cum + t->hist[AGENT_HIST_BUCKETS], t->pt.name,
+				       (double)t->hist_sum_us / 1e6, t->pt.name, t->hist_count);
 	}
 	ok = ok && sk_buf_addf(b, "# TYPE proxysql_sync_desired_servers gauge\n");
 	for (size_t i = 0; i < ag->nowned; i++) {

@@ -3,6 +3,7 @@
 #define SK_AGENT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -45,17 +46,18 @@ struct target {
 	struct pxadmin_target pt;
 	pthread_t tid;
 	struct pxadmin px;
-	bool reachable, synced_once, in_sync;
+	/* Written by the target thread, read by /readyz and /metrics: atomics, no lock. */
+	atomic_bool reachable, synced_once, in_sync;
 	unsigned long applied_gen;
 	int64_t last_check_us;
-	double last_sync_unix;
+	_Atomic double last_sync_unix;
 	struct drain_rec *drains;
 	size_t ndrains;
 	/* metrics */
-	unsigned long applies, errors_read, errors_apply, errors_verify, errors_connect, writer_guard;
-	unsigned long hist[AGENT_HIST_BUCKETS + 1];
-	double hist_sum;
-	unsigned long hist_count;
+	atomic_ulong applies, errors_read, errors_apply, errors_verify, errors_connect, writer_guard;
+	atomic_ulong hist[AGENT_HIST_BUCKETS + 1];
+	atomic_ulong hist_sum_us; /* microseconds */
+	atomic_ulong hist_count;
 };
 
 struct agent {
@@ -65,7 +67,7 @@ struct agent {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	int cancel_fd; /* an eventfd: readable once the agent stops */
-	volatile bool stop; /* under mu */
+	atomic_bool stop; /* set under mu (with the broadcast), read anywhere */
 	struct watch watches[AGENT_MAX_WATCHES];
 	size_t nwatches;
 	unsigned long snap_gen;

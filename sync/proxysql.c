@@ -123,8 +123,8 @@ int pxadmin_conn_used(struct pxadmin *a, const deadline_t *dl, const struct px_s
 	return 0;
 }
 
-int pxadmin_apply(struct pxadmin *a, const struct plan *p, const deadline_t *dl, const volatile bool *stop,
-		  size_t *done, struct db_err *e)
+int pxadmin_apply(struct pxadmin *a, const struct plan *p, const deadline_t *dl, const atomic_bool *stop, size_t *done,
+		  struct db_err *e)
 {
 	*done = 0;
 	for (size_t i = 0; i < p->n; i++) {

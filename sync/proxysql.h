@@ -2,6 +2,7 @@
 #ifndef SK_PROXYSQL_H
 #define SK_PROXYSQL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "db.h"
@@ -39,8 +40,8 @@ int pxadmin_conn_used(struct pxadmin *a, const deadline_t *dl, const struct px_s
  * through; a LOAD is only ever reached after every statement before it succeeded, so a failed
  * apply leaves the runtime as it was. Once *stop is set no further statement is sent (the
  * apply is abandoned, -1 with "stopping"). */
-int pxadmin_apply(struct pxadmin *a, const struct plan *p, const deadline_t *dl, const volatile bool *stop,
-		  size_t *done, struct db_err *e) SK_MUST_CHECK;
+int pxadmin_apply(struct pxadmin *a, const struct plan *p, const deadline_t *dl, const atomic_bool *stop, size_t *done,
+		  struct db_err *e) SK_MUST_CHECK;
 
 /* A cheap question that tells whether the connection and the admin still answer. */
 int pxadmin_ping(struct pxadmin *a, const deadline_t *dl, struct db_err *e) SK_MUST_CHECK;
