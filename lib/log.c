@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#define LOG_MAX_SECRETS 16
+#define LOG_MAX_SECRETS 256
 #define LOG_LINE_MAX 4096
 
 static struct {
@@ -65,21 +65,26 @@ void log_add_secret(const char *secret)
 	if (!secret || strlen(secret) < 3)
 		return;
 	pthread_mutex_lock(&lg_lock);
-	for (size_t i = 0; i < lg.nsecrets; i++) {
+	for (size_t i = 0; i < lg.nsecrets && i < LOG_MAX_SECRETS; i++) {
 		if (strcmp(lg.secrets[i], secret) == 0) {
 			pthread_mutex_unlock(&lg_lock);
 			return;
 		}
 	}
-	if (lg.nsecrets < LOG_MAX_SECRETS)
+	if (lg.nsecrets < LOG_MAX_SECRETS) {
 		lg.secrets[lg.nsecrets++] = xstrdup(secret);
+	} else if (lg.nsecrets == LOG_MAX_SECRETS) {
+		lg.nsecrets++; /* past the cap: warn once */
+		fprintf(lg.stream ? lg.stream : stderr,
+			"%s: warning: more than %d secrets; further ones are not redacted\n", lg.prog, LOG_MAX_SECRETS);
+	}
 	pthread_mutex_unlock(&lg_lock);
 }
 
 void log_clear_secrets(void)
 {
 	pthread_mutex_lock(&lg_lock);
-	for (size_t i = 0; i < lg.nsecrets; i++) {
+	for (size_t i = 0; i < lg.nsecrets && i < LOG_MAX_SECRETS; i++) {
 		sk_wipe(lg.secrets[i], strlen(lg.secrets[i]));
 		free(lg.secrets[i]);
 	}
@@ -90,7 +95,9 @@ void log_clear_secrets(void)
 /* Caller holds lg_lock. */
 static void redact_locked(char *s)
 {
-	for (size_t i = 0; i < lg.nsecrets; i++) {
+	size_t count = lg.nsecrets < LOG_MAX_SECRETS ? lg.nsecrets : LOG_MAX_SECRETS;
+
+	for (size_t i = 0; i < count; i++) {
 		size_t n = strlen(lg.secrets[i]);
 		char *hit;
 

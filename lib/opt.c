@@ -121,6 +121,18 @@ int opts_load_file(struct opts *o, const char *path, char *err, size_t errlen)
 	/* Read it ourselves first: bounded size, and a clear message for a missing file. */
 	if (sk_read_file(path, CONFIG_FILE_MAX, &text, NULL, why, sizeof(why)) < 0)
 		return sk_err(err, errlen, "config file %s", why);
+	/* @include would read files past the size limit, and a FIFO there would hang the loader. */
+	for (const char *p = text; (p = strstr(p, "@include")) != NULL; p++) {
+		const char *line = p;
+
+		while (line > text && line[-1] != '\n' && (line[-1] == ' ' || line[-1] == '\t'))
+			line--;
+		if (line == text || line[-1] == '\n') {
+			sk_wipe(text, strlen(text));
+			free(text);
+			return sk_err(err, errlen, "config file %s: @include is not supported", path);
+		}
+	}
 	config_init(&cfg);
 	if (config_read_string(&cfg, text) != CONFIG_TRUE) {
 		sk_err(err, errlen, "config file %s:%d: %s", path, config_error_line(&cfg), config_error_text(&cfg));

@@ -151,6 +151,7 @@ static void test_config_file_errors(void **state)
 		{ "port = = 3\n", "syntax error" },
 		{ "config = \"a\"\n", "unknown setting" },
 		{ "grp = { a = 1; };\n", "unknown setting" },
+		{ "port = 1;\n  @include \"/dev/stdin\"\n", "@include is not supported" },
 	};
 
 	(void)state;
