@@ -11,6 +11,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 status=0
 for b in bin/*; do
+	[ -f "$b" ] && [ -x "$b" ] || continue # bin/static/ and the like
+	"$b" --help-markdown >/dev/null 2>&1 || continue # helpers without an option table
 	name=$(basename "$b")
 	{
 		echo "# $name options"
