@@ -192,4 +192,10 @@ test: fuzz-test
 fuzz-test: fuzz-build
 	@tests/fuzz/run.sh 6
 
+# Container images sidekick-probes and sidekick-sync (containers/*/Dockerfile), built with
+# buildah from a local debootstrapped Debian base into build/images/ (docs/deploy.md).
+.PHONY: images
+images: static
+	@containers/build-images.sh
+integration: images
 -include $(LIB_OBJ:.o=.d) $(SYNC_OBJ:.o=.d) $(BUILD)/checks/*.d $(wildcard $(BUILD)/bin/fuzz_*.d)

@@ -270,12 +270,13 @@ done
 
 # --- pkg-config files ------------------------------------------------------------------------
 # Written here rather than taken from the builds, so `pkg-config --static` gives exactly these
-# archives and nothing from the host.
+# archives and nothing from the host. Relative to the .pc file (${pcfiledir}), so the prefix
+# still works when copied elsewhere (into an image build's context, say).
 pc() { # NAME CFLAGS LIBS SOURCE-PACKAGE
-	printf 'Name: %s\nDescription: static build for sidekick\nVersion: %s\nCflags: %s\nLibs: %s\n' \
+	printf 'prefix=${pcfiledir}/../..\nName: %s\nDescription: static build for sidekick\nVersion: %s\nCflags: %s\nLibs: %s\n' \
 		"$1" "$(cat "$SRC/$4/version")" "$2" "$3" >"$PREFIX/lib/pkgconfig/$1.pc"
 }
-I=$PREFIX/include L=$PREFIX/lib
+I='${prefix}/include' L='${prefix}/lib'
 rm -f "$PREFIX"/lib/pkgconfig/*.pc
 pc libcrypto "-I$I" "$L/libcrypto.a -pthread" openssl
 pc libssl "-I$I" "$L/libssl.a $L/libcrypto.a -pthread" openssl
