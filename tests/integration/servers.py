@@ -995,6 +995,7 @@ class AsyncPair:
         self.timings: dict[str, float] = {}
         self._lag_conn = None
         self._broken_ids: list[int] = []
+        self._next_broken_id = 1000         # never reused: a healed row stays on both servers
 
     @property
     def repl(self):
@@ -1114,7 +1115,8 @@ class AsyncPair:
 
     def break_sql(self, timeout=30.0):
         """Make the SQL thread fail with a duplicate key (Last_SQL_Errno 1062)."""
-        row_id = 1000 + len(self._broken_ids)
+        row_id = self._next_broken_id
+        self._next_broken_id += 1
         self._broken_ids.append(row_id)
         conn = self.replica.connect()
         try:
