@@ -174,6 +174,7 @@ def test_pod_shape(rendered):
         for sel in (svc["spec"]["selector"], pdb["spec"]["selector"]["matchLabels"]):
             assert sel.items() <= labels.items(), (sel, labels)
         assert hpa["spec"]["scaleTargetRef"]["name"] == dep["metadata"]["name"]
+        assert "replicas" not in dep["spec"], "the HPA owns the replica count"
         assert {c["metadata"]["name"].rsplit("-", 1)[0] for c in kinds(docs, "ConfigMap")} == \
             {"proxysql-config", "proxysql-sync-config"}
 
