@@ -205,9 +205,10 @@ def test_probes_resolve_etc_hosts(probe_root, healthy_galera):
 
 def test_probe_resolves_through_dns(probe_root, healthy_galera):
     node = healthy_galera[2]
-    dns = FakeDNS("127.0.53.1", {"db.dns.sidekick.test": node.ip})
+    addr = "127.53.%d.%d" % tuple(os.urandom(2))      # port 53 is fixed: an address of our own
+    dns = FakeDNS(addr, {"db.dns.sidekick.test": node.ip})
     try:
-        probe_root.write("/etc/resolv.conf", "nameserver 127.0.53.1\noptions timeout:1 attempts:2\n", 0o644)
+        probe_root.write("/etc/resolv.conf", "nameserver %s\noptions timeout:1 attempts:2\n" % addr, 0o644)
         r = probe_root.run("/readiness-check", "--host", "db.dns.sidekick.test", "--port", str(node.port),
                            "--timeout", "5", "--password-file", "/secrets/monitor")
         assert r.returncode == 0 and r.stdout.startswith("ready"), show(r)
