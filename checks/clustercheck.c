@@ -393,27 +393,11 @@ static int register_names(struct registrar *g, const struct opts *o, char *err, 
 /* The Consul client from CONSUL_* variables, overridden by the options. */
 static struct consul *register_consul(const struct opts *o, char *err, size_t errlen)
 {
-	static const struct {
-		const char *opt;
-		size_t off;
-	} map[] = {
-		{ "consul-addr", offsetof(struct consul_config, addr) },
-		{ "consul-token-file", offsetof(struct consul_config, token_file) },
-		{ "consul-cacert", offsetof(struct consul_config, cacert) },
-		{ "consul-client-cert", offsetof(struct consul_config, client_cert) },
-		{ "consul-client-key", offsetof(struct consul_config, client_key) },
-		{ "consul-tls-server-name", offsetof(struct consul_config, tls_server_name) },
-		{ "consul-datacenter", offsetof(struct consul_config, datacenter) },
-	};
 	struct consul_config cfg;
 	struct consul *c = NULL;
 
-	if (consul_config_from_env(&cfg, err, errlen) == 0) {
-		for (size_t i = 0; i < SK_ARRAY_LEN(map); i++)
-			if (opt_str(o, map[i].opt))
-				consul_config_set((char **)((char *)&cfg + map[i].off), opt_str(o, map[i].opt));
+	if (consul_config_from_opts(&cfg, o, err, errlen) == 0)
 		c = consul_new(&cfg, err, errlen);
-	}
 	consul_config_free(&cfg);
 	return c;
 }

@@ -8,12 +8,14 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "log.h"
+#include "opt.h"
 #include "secret.h"
 
 #define KV_MAX_DEPTH 8
@@ -1280,4 +1282,27 @@ out:
 	cJSON_Delete(doc);
 	free(s.nums);
 	return ret;
+}
+
+int consul_config_from_opts(struct consul_config *c, const struct opts *o, char *err, size_t errlen)
+{
+	static const struct {
+		const char *opt;
+		size_t off;
+	} map[] = {
+		{ "consul-addr", offsetof(struct consul_config, addr) },
+		{ "consul-token-file", offsetof(struct consul_config, token_file) },
+		{ "consul-cacert", offsetof(struct consul_config, cacert) },
+		{ "consul-client-cert", offsetof(struct consul_config, client_cert) },
+		{ "consul-client-key", offsetof(struct consul_config, client_key) },
+		{ "consul-tls-server-name", offsetof(struct consul_config, tls_server_name) },
+		{ "consul-datacenter", offsetof(struct consul_config, datacenter) },
+	};
+
+	if (consul_config_from_env(c, err, errlen) < 0)
+		return -1;
+	for (size_t i = 0; i < SK_ARRAY_LEN(map); i++)
+		if (opt_str(o, map[i].opt))
+			consul_config_set((char **)((char *)c + map[i].off), opt_str(o, map[i].opt));
+	return 0;
 }

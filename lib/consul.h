@@ -47,6 +47,13 @@ void consul_config_set(char **field, const char *value);
 /* Wipe the secrets and free every field; the struct may be reused after consul_config_from_env. */
 void consul_config_free(struct consul_config *c);
 
+struct opts;
+
+/* consul_config_from_env, then the options every Consul-using binary shares (consul-addr,
+ * consul-token-file, consul-cacert, consul-client-cert, consul-client-key,
+ * consul-tls-server-name, consul-datacenter) override it where set. Returns 0 or -1. */
+int consul_config_from_opts(struct consul_config *c, const struct opts *o, char *err, size_t errlen) SK_MUST_CHECK;
+
 /* The client: one reusable connection (keep-alive). Not thread-safe: one thread at a time. */
 struct consul;
 

@@ -612,33 +612,10 @@ static void *target_main(void *arg)
 static int consul_setup(struct agent *ag, char *err, size_t errlen)
 {
 	const struct opts *o = &ag->cfg->o;
-	static const struct {
-		const char *opt;
-		size_t off;
-	} map[] = {
-		{ "consul-addr", offsetof(struct consul_config, addr) },
-		{ "consul-token-file", offsetof(struct consul_config, token_file) },
-		{ "consul-cacert", offsetof(struct consul_config, cacert) },
-		{ "consul-client-cert", offsetof(struct consul_config, client_cert) },
-		{ "consul-client-key", offsetof(struct consul_config, client_key) },
-		{ "consul-tls-server-name", offsetof(struct consul_config, tls_server_name) },
-		{ "consul-datacenter", offsetof(struct consul_config, datacenter) },
-	};
 
-	if (consul_config_from_env(&ag->ccfg, err, errlen) < 0)
+	/* consul_new() reads consul-token-file itself (it wins over CONSUL_HTTP_TOKEN). */
+	if (consul_config_from_opts(&ag->ccfg, o, err, errlen) < 0)
 		return -1;
-	for (size_t i = 0; i < SK_ARRAY_LEN(map); i++)
-		if (opt_str(o, map[i].opt))
-			consul_config_set((char **)((char *)&ag->ccfg + map[i].off), opt_str(o, map[i].opt));
-	if (opt_str(o, "consul-token-file")) {
-		char why[300], *tok = secret_read_file(opt_str(o, "consul-token-file"), why, sizeof(why));
-
-		if (!tok)
-			return sk_err(err, errlen, "consul-token-file %s", why);
-		consul_config_set(&ag->ccfg.token, tok);
-		sk_wipe(tok, strlen(tok));
-		free(tok);
-	}
 	ag->ccfg.max_response = (size_t)opt_int(o, "max-response-bytes");
 	if (!consul_consistency_parse(opt_str(o, "consistency"), &ag->mode))
 		return sk_err(err, errlen, "consistency: '%s' is not default, stale or consistent",
