@@ -82,13 +82,15 @@ def start_agent(workdir, consul, px, extra=""):
     return p, log
 
 
-def wait(pred, timeout, interval=0.001):
+def wait_for(pred, timeout, interval=0.001):
+    """pred()'s first true value, or None after timeout seconds."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        if pred():
-            return True
+        v = pred()
+        if v:
+            return v
         time.sleep(interval)
-    return False
+    return None
 
 
 def main():
@@ -96,6 +98,7 @@ def main():
     ap.add_argument("--changes", type=int, default=300)
     ap.add_argument("--users", type=int, default=10000)
     ap.add_argument("--servers", type=int, default=2000)
+    ap.add_argument("--initial-runs", type=int, default=5)
     a = ap.parse_args()
     rows = []
     work = tempfile.mkdtemp(prefix="sync-bench-")
@@ -117,13 +120,13 @@ def main():
         consul.put("mysql/master/shop", b"db1:3306")
         consul.put("mysql/replica/shop/eu/db2:3306", json.dumps({"weight": 1}).encode())
         agent, log = start_agent(work, consul, px)
-        if not wait(lambda: weight_of("db2") == "1", 30, 0.05):
+        if not wait_for(lambda: weight_of("db2") == "1", 30, 0.05):
             raise SystemExit("first sync did not happen; see %s" % log)
         lat = []
         for i in range(2, a.changes + 2):
             t0 = time.monotonic()
             consul.put("mysql/replica/shop/eu/db2:3306", json.dumps({"weight": i}).encode())
-            if not wait(lambda: weight_of("db2") == str(i), 10):
+            if not wait_for(lambda: weight_of("db2") == str(i), 10):
                 raise SystemExit("change %d not applied in 10 s" % i)
             lat.append((time.monotonic() - t0) * 1000)
         with open(log) as f:
@@ -154,42 +157,51 @@ def main():
         agent.wait(5)
 
         # -- 4. initial sync of many users and servers -----------------------------------
-        px.restart(initial=True)
-        conn = px.connect()
-        cur = conn.cursor()
+        # Repeated: each run starts a ProxySQL with an empty config and a new agent, which
+        # reads the whole KV snapshot, connects and applies everything (verify included).
         pairs = [("bench/users/user%05d" % i, json.dumps({"password": "*%040X" % i, "default_hostgroup": 10}).encode())
                  for i in range(a.users)]
         pairs += [("bench/servers/%d/srv%05d:3306" % (100 + i % 20, i), b"") for i in range(a.servers)]
-        t0 = time.monotonic()
         txn_put(consul, pairs)
-        load_s = time.monotonic() - t0
-        shutil.rmtree(os.path.join(work, "agent.log"), ignore_errors=True)
-        t0 = time.monotonic()
-        agent, log = start_agent(work, consul, px)
+        walls, applies, cpus = [], [], []
+        for run in range(a.initial_runs):
+            px.restart(initial=True)
+            os.unlink(log)
+            t0 = time.monotonic()
+            agent, log = start_agent(work, consul, px)
 
-        # Done when the agent logs its big apply (verify included); polling runtime_* instead
-        # would make the double regenerate 20,000 rows under its global lock each time.
-        def big_apply_logged():
-            with open(log) as f:
-                return re.search(r"applied \d{3,} statement", f.read())
-        wait(big_apply_logged, 300, 0.02)
-        took = time.monotonic() - t0
-        cur.execute("SELECT COUNT(*) FROM runtime_mysql_servers")
-        ns = int(cur.fetchall()[0][0])
-        cur.execute("SELECT COUNT(*) FROM runtime_mysql_users")
-        nu = int(cur.fetchall()[0][0])
-        ok = ns >= a.servers + 2 and nu >= 2 * a.users
-        cpu = cpu_ticks(agent.pid) / TICK
-        with open(log) as f:
-            text = f.read()
-        m = max(((int(n), float(ms)) for n, ms in re.findall(r"applied (\d+) statement\(s\) in ([0-9.]+) ms", text)),
-                default=(0, -1.0), key=lambda x: x[1])
-        rows.append(("initial sync: %d users + %d servers" % (a.users, a.servers),
-                     "%.2f s from start to applied and verified%s" % (took, "" if ok else " (INCOMPLETE)"),
-                     "apply + verify of %d statements: %.2f s; agent CPU %.2f s (the rest is the Python doubles)"
-                     % (m[0], m[1] / 1000, cpu)))
-        if os.environ.get("BENCH_VERBOSE"):
-            print(text)
+            # Done when the agent logs its big apply (verify included); polling runtime_* instead
+            # would make the double regenerate 20,000 rows under its global lock each time.
+            def big_apply_logged():
+                with open(log) as f:
+                    return re.search(r"applied (\d{3,}) statement\(s\) in ([0-9.]+) ms", f.read())
+            m = wait_for(big_apply_logged, 300, 0.005)
+            walls.append(time.monotonic() - t0)
+            if not m:
+                raise SystemExit("initial sync %d did not finish in 300 s; see %s" % (run + 1, log))
+            applies.append(float(m.group(2)) / 1000)
+            statements = int(m.group(1))
+            cpus.append(cpu_ticks(agent.pid) / TICK)
+            conn = px.connect()
+            cur = conn.cursor()
+            cur.execute("SELECT COUNT(*) FROM runtime_mysql_servers")
+            ns = int(cur.fetchall()[0][0])
+            cur.execute("SELECT COUNT(*) FROM runtime_mysql_users")
+            nu = int(cur.fetchall()[0][0])
+            conn.close()
+            if ns < a.servers + 2 or nu < 2 * a.users:   # users: a frontend and a backend row each
+                raise SystemExit("initial sync %d incomplete: %d servers, %d user rows" % (run + 1, ns, nu))
+            if os.environ.get("BENCH_VERBOSE"):
+                with open(log) as f:
+                    print(f.read())
+            if run + 1 < a.initial_runs:
+                agent.terminate()
+                agent.wait(5)
+        rows.append(("initial sync: %d users + %d servers (%d runs)" % (a.users, a.servers, a.initial_runs),
+                     "median %.2f s, max %.2f s from start to applied and verified" % (
+                         statistics.median(walls), max(walls)),
+                     "of which apply + verify (%d statements): median %.2f s; agent CPU median %.2f s"
+                     % (statements, statistics.median(applies), statistics.median(cpus))))
         rows.append(("RSS after the big sync", "%d KiB (peak %d KiB)" % (
             proc_status(agent.pid, "VmRSS"), proc_status(agent.pid, "VmHWM")), ""))
     finally:
