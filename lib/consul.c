@@ -250,6 +250,14 @@ static size_t on_body(char *ptr, size_t size, size_t n, void *ud)
 	return size * n;
 }
 
+/* A listing of a large prefix grows the answer buffer to megabytes; the entries have been
+ * copied out by now, so give that memory back instead of keeping it between wake-ups. */
+static void release_big_body(struct consul *c)
+{
+	if (c->body.cap > 65536)
+		sk_buf_free(&c->body); /* keeps the size cap */
+}
+
 static bool parse_u64(const char *s, uint64_t *out)
 {
 	uint64_t v = 0;
@@ -732,6 +740,7 @@ int consul_kv_list(struct consul *c, const char *prefix, uint64_t index, long wa
 out:
 	*meta = c->meta;
 	sk_buf_free(&path);
+	release_big_body(c);
 	return ret;
 }
 
