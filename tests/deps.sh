@@ -6,7 +6,7 @@ packages="
 gcc make pkg-config clang clang-format
 libmariadb-dev libmariadb-dev-compat libconfig-dev libcurl4-openssl-dev libcjson-dev libmicrohttpd-dev
 libcmocka-dev valgrind
-mariadb-server mariadb-client galera-4 rsync iproute2 procps psmisc strace time
+mariadb-server mariadb-client galera-4 rsync iproute2 iptables procps psmisc strace time
 python3 python3-pytest python3-pymysql
 musl-tools cmake dpkg-dev binutils
 systemd yamllint buildah podman runc debootstrap

@@ -65,23 +65,8 @@ def free_ports(n, ip="127.0.0.1"):
 
 def start_galera_node(ws):
     """A 1-node Galera cluster (bootstrap) on free loopback ports, Synced."""
-    sql, gcomm, sst = free_ports(3)
-    ip = "127.0.0.1"
-    provider = ";".join([f"base_host={ip}", f"base_port={gcomm}",
-                         f"gmcast.listen_addr=tcp://{ip}:{gcomm}", f"ist.recv_addr={ip}:{gcomm + 1}",
-                         "gcache.size=32M"])
-    opts = ["binlog_format=ROW", "innodb_autoinc_lock_mode=2", "wsrep_on=ON",
-            f"wsrep_provider={servers.GALERA_PROVIDER}", "wsrep_cluster_name=sidekick_bench",
-            f"wsrep_cluster_address=gcomm://{ip}:{gcomm}", f"wsrep_node_address={ip}:{gcomm}",
-            f'wsrep_provider_options="{provider}"', "wsrep_sst_method=rsync",
-            f"wsrep_sst_receive_address={ip}:{sst}"]
-    node = servers.MariaDB(ws, "bench", ip, sql, opts, server_id=1)
-    node.init_from_template()
-    node.start("--wsrep-new-cluster", timeout=90)
-    node.create_users([ws.creds["monitor"], ws.creds["clustercheckuser"]])
-    servers.wait_for("the bench node to be Synced", lambda: dict(
-        node.sql("SHOW GLOBAL STATUS LIKE 'wsrep_local_state'")).get("wsrep_local_state") == "4", 60)
-    return node
+    sql, gcomm = free_ports(2)
+    return servers.single_node_galera(ws, "bench", "127.0.0.1", sql, gcomm, "sidekick_bench")
 
 
 def pctl(values, p):

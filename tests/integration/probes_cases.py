@@ -98,6 +98,9 @@ HA_OK = "PXC node {ip} for backend %s is ok" % BACKEND
 HA_NOT_OK = "PXC node {ip} for backend %s is not ok: " % BACKEND
 REFUSED = "connection refused ({ip}:{port}): …"
 STARTING = "MySQL is starting up, not killing it..."
+TIMEOUT_CONNECTING = "timeout after 1.0s connecting ({ip}:{port}, --timeout)"
+TIMEOUT_QUERY = "timeout after 1.0s waiting for the query ({ip}:{port}, --timeout)"
+TOO_MANY = "server error ({ip}:{port}): Too many connections (1040)"
 NUL_STARTUP = b"\0\0\0\0startup"
 
 STATES = {
@@ -175,6 +178,50 @@ STATES = {
         C("haproxy", 1, HA_NOT_OK + REFUSED),
         C("clustercheck", 1, "http:not-synced"),
     ]),
+    # The faults below are made on a 1-node Galera in a network namespace of the test's own
+    # (test_probes.py, netns_node), so iptables rules touch nothing else; it listens on 3306.
+    "killed": State("mysqld killed", "`kill -KILL`: the port refuses at once", [
+        C("liveness", 1, "not alive: " + REFUSED),
+        C("readiness", 1, "not ready: " + REFUSED),
+        C("haproxy", 1, HA_NOT_OK + REFUSED),
+        C("clustercheck", 1, "http:not-synced"),
+    ]),
+    "packets-dropped": State(
+        "packets to the port dropped", "`iptables -I INPUT -p tcp --dport 3306 -j DROP`: every SYN "
+        "vanishes", [
+            C("liveness", 1, "not alive: " + TIMEOUT_CONNECTING, "--timeout", "1", deadline=1.0),
+            C("readiness", 1, "not ready: " + TIMEOUT_CONNECTING, "--timeout", "1", deadline=1.0),
+            C("haproxy", 1, HA_NOT_OK + TIMEOUT_CONNECTING.replace("--timeout", "--timeout or HA_CONNECTION_TIMEOUT"),
+              files={"envsecret/HA_CONNECTION_TIMEOUT": "1"}, deadline=1.0),
+            C("clustercheck", 1, "http:not-synced", "--timeout", "1", deadline=1.0),
+        ]),
+    "replies-dropped": State(
+        "replies dropped after the login", "`iptables -I OUTPUT -p tcp --sport 3306 -m connbytes "
+        "--connbytes 400: --connbytes-dir reply --connbytes-mode bytes -j DROP`: the handshake "
+        "completes, the answer to the query never arrives", [
+            C("liveness", 1, "not alive: " + TIMEOUT_QUERY, "--timeout", "1", deadline=1.0),
+            C("readiness", 1, "not ready: " + TIMEOUT_QUERY, "--timeout", "1", deadline=1.0),
+            C("haproxy", 1, HA_NOT_OK + TIMEOUT_QUERY.replace("--timeout", "--timeout or HA_CONNECTION_TIMEOUT"),
+              files={"envsecret/HA_CONNECTION_TIMEOUT": "1"}, deadline=1.0),
+            C("clustercheck", 1, "http:not-synced", "--timeout", "1", deadline=1.0),
+        ]),
+    "long-lock": State(
+        "slow to answer: a long lock", "`SET GLOBAL init_connect='DO GET_LOCK(...)'` on a lock "
+        "another session holds: every login waits", [
+            C("liveness", 1, "not alive: " + TIMEOUT_QUERY, "--timeout", "1", deadline=1.0),
+            C("readiness", 1, "not ready: " + TIMEOUT_QUERY, "--timeout", "1", deadline=1.0),
+            C("haproxy", 1, HA_NOT_OK + TIMEOUT_QUERY.replace("--timeout", "--timeout or HA_CONNECTION_TIMEOUT"),
+              files={"envsecret/HA_CONNECTION_TIMEOUT": "1"}, deadline=1.0),
+            C("clustercheck", 1, "http:not-synced", "--timeout", "1", deadline=1.0),
+        ]),
+    "too-many-connections": State(
+        "refusing: too many connections", "`SET GLOBAL max_connections=10` (its minimum), 10 "
+        "connections held", [
+            C("liveness", 1, "not alive: " + TOO_MANY),
+            C("readiness", 1, "not ready: " + TOO_MANY),
+            C("haproxy", 1, HA_NOT_OK + TOO_MANY),
+            C("clustercheck", 1, "http:not-synced"),
+        ]),
     "read-only": State("read-only", "`SET GLOBAL read_only=ON`: wsrep unchanged", [
         C("liveness", 0, ALIVE),
         C("readiness", 0, READY_SYNCED),
@@ -390,6 +437,35 @@ def clean_env(extra=None):
     return env
 
 
+# Runs inside a network namespace and times the probe alone (entering the namespace is not
+# the probe's time).
+_NETNS_RUNNER = r"""
+import json, subprocess, sys, time
+argv, env = json.loads(sys.stdin.read())
+t = time.monotonic()
+p = subprocess.run(argv, capture_output=True, stdin=subprocess.DEVNULL, env=env, timeout=30)
+wall = time.monotonic() - t
+print(json.dumps({"rc": p.returncode, "out": p.stdout.decode("latin-1"), "err": p.stderr.decode("latin-1"),
+                  "wall": wall}))
+"""
+
+
+def run_in_netns(netns, argv, env=None):
+    """Run a probe inside network namespace `netns` (what `ip netns exec` gives it)."""
+    argv = [str(a) for a in argv]
+    for a in argv:
+        assert_no_secret(a, f"argv of {argv[0]}")
+    # The environment may hold a password: it goes through a pipe, not the runner's argv.
+    p = subprocess.run(["ip", "netns", "exec", netns, sys.executable, "-c", _NETNS_RUNNER],
+                       input=json.dumps([argv, clean_env(env)]).encode(), capture_output=True, timeout=60)
+    if p.returncode != 0:
+        raise AssertionError(f"ip netns exec {netns} failed: {p.stderr.decode(errors='replace')}")
+    d = json.loads(p.stdout)
+    out, err = d["out"].encode("latin-1"), d["err"].encode("latin-1")
+    OUTPUTS.append((argv, out, err))
+    return Result(argv, d["rc"], out, err, d["wall"])
+
+
 def run(argv, env=None, timeout=30, stdin=subprocess.DEVNULL, preexec_fn=None, record=True):
     """Run a probe; wall time is measured around the process only (spawn to exit)."""
     argv = [str(a) for a in argv]
@@ -439,8 +515,8 @@ def _write_files(cell_dir, files):
 class Target:
     """Where cells connect and with which accounts."""
 
-    def __init__(self, ip, port, monitor, clustercheck, datadir=""):
-        self.ip, self.port, self.datadir = ip, port, datadir
+    def __init__(self, ip, port, monitor, clustercheck, datadir="", netns=None):
+        self.ip, self.port, self.datadir, self.netns = ip, port, datadir, netns
         self.monitor, self.clustercheck = monitor, clustercheck
 
 
@@ -518,7 +594,7 @@ def check_cell(cell, target, cell_dir):
     os.makedirs(cell_dir, exist_ok=True)
     _write_files(cell_dir, cell.files)
     argv, env = cell_argv_env(cell, target, cell_dir)
-    r = run(argv, env=env)
+    r = run_in_netns(target.netns, argv, env) if target.netns else run(argv, env=env)
     problems = []
     if r.rc != cell.rc:
         problems.append(f"exit {r.rc}, expected {cell.rc}")

@@ -330,8 +330,9 @@ class MariaDB:
 
     ready_timeout = 60.0
 
-    def __init__(self, ws: Workspace, name, ip, port, options=(), server_id=1):
+    def __init__(self, ws: Workspace, name, ip, port, options=(), server_id=1, netns=None):
         self.ws = ws
+        self.netns = netns                  # a network namespace to run in (`ip netns exec`)
         self.base = ws.base
         self.name = name
         self.ip = ip
@@ -443,6 +444,8 @@ class MariaDB:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.socket)
         args = [MARIADBD, f"--defaults-file={self.cnf}", "--user=mysql", *extra_args]
+        if self.netns:
+            args = ["ip", "netns", "exec", self.netns, *args]    # execs mariadbd: same pid
         out = open(self.stdout_log, "ab")
         try:
             # start_new_session=True is setsid(): the server is not in pytest's
@@ -550,6 +553,25 @@ class MariaDB:
                 self.sql("CREATE USER IF NOT EXISTS %s@%s IDENTIFIED BY %s",
                          (c.user, host, c.password))
                 self.sql(f"GRANT {grants} ON *.* TO %s@%s", (c.user, host))
+
+
+def single_node_galera(ws, name, ip, sql_port, gcomm_port, cluster_name, netns=None):
+    """A 1-node Galera cluster (bootstrapped, Synced) with the harness users; not registered
+    with a GaleraCluster. Ports are the caller's (free ones, or fixed ones inside `netns`)."""
+    provider = ";".join([f"base_host={ip}", f"base_port={gcomm_port}",
+                         f"gmcast.listen_addr=tcp://{ip}:{gcomm_port}",
+                         f"ist.recv_addr={ip}:{gcomm_port + 1}", "gcache.size=32M"])
+    opts = ["binlog_format=ROW", "innodb_autoinc_lock_mode=2", "wsrep_on=ON",
+            f"wsrep_provider={GALERA_PROVIDER}", f"wsrep_cluster_name={cluster_name}",
+            f"wsrep_cluster_address=gcomm://{ip}:{gcomm_port}", f"wsrep_node_address={ip}:{gcomm_port}",
+            f'wsrep_provider_options="{provider}"', "wsrep_sst_method=rsync"]
+    node = MariaDB(ws, name, ip, sql_port, opts, server_id=1, netns=netns)
+    node.init_from_template()
+    node.start("--wsrep-new-cluster", timeout=90)
+    node.create_users([ws.creds["monitor"], ws.creds["clustercheckuser"]])
+    wait_for(f"{name} to be Synced", lambda: dict(
+        node.sql("SHOW GLOBAL STATUS LIKE 'wsrep_local_state'")).get("wsrep_local_state") == "4", 60)
+    return node
 
 
 # ---------------------------------------------------------------------------

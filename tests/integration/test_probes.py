@@ -25,6 +25,7 @@ import time
 import pytest
 
 import probes_cases as pc
+import servers
 
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
@@ -356,6 +357,153 @@ def test_deadline_when_dns_never_answers(mysql_creds, tmp_path):
         assert dns.recv(512), "the probe never asked the name server"
     finally:
         dns.close()
+
+
+# -- faults on a server of the test's own, in a network namespace -----------------------------
+NETNS_PORT = 3306
+
+
+@pytest.fixture(scope="module")
+def netns_node(sidekick_workspace):
+    """A 1-node Galera inside a network namespace made for it (`ip netns add`): iptables rules
+    there touch nothing else on the machine. It listens on 127.0.0.1:3306 of that namespace;
+    the harness reaches it as root over its unix socket, the probes from inside the namespace."""
+    if not shutil.which("iptables"):
+        pytest.fail("iptables is not installed (tests/deps.sh installs it)")
+    ns = f"sk-probes-{os.getpid()}"
+    r = subprocess.run(["ip", "netns", "add", ns], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot create a network namespace here: {r.stderr.strip()}")
+    node = None
+    try:
+        subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up"], check=True)
+        node = servers.single_node_galera(sidekick_workspace, "nsf", "127.0.0.1", NETNS_PORT, 4567,
+                                          "sidekick_faults", netns=ns)
+        yield node
+    finally:
+        if node is not None:
+            node.kill()
+        subprocess.run(["ip", "netns", "del", ns])
+
+
+def _iptables(node, *rule):
+    subprocess.run(["ip", "netns", "exec", node.netns, "iptables", "-w", *rule], check=True,
+                   capture_output=True)
+
+
+def _restart_single_node(node):
+    """Start the 1-node cluster again, bootstrapping it even after a crash."""
+    state = os.path.join(node.datadir, "grastate.dat")
+    if os.path.exists(state):
+        with open(state) as f:
+            text = f.read()
+        with open(state, "w") as f:
+            f.write(re.sub(r"safe_to_bootstrap: *0", "safe_to_bootstrap: 1", text))
+    node.start("--wsrep-new-cluster", timeout=90)
+    wait_for("the namespace's node to be Synced", lambda: dict(
+        node.sql("SHOW GLOBAL STATUS LIKE 'wsrep_local_state'")).get("wsrep_local_state") == "4", 60)
+
+
+def netns_target(node, mysql_creds, clustercheck_creds):
+    return pc.Target(node.ip, node.port, mysql_creds, clustercheck_creds, node.datadir, netns=node.netns)
+
+
+def test_packets_dropped(netns_node, mysql_creds, clustercheck_creds, tmp_path):
+    _iptables(netns_node, "-I", "INPUT", "-p", "tcp", "--dport", str(NETNS_PORT), "-j", "DROP")
+    try:
+        assert_state("packets-dropped", netns_target(netns_node, mysql_creds, clustercheck_creds), tmp_path)
+    finally:
+        _iptables(netns_node, "-F")
+
+
+def test_replies_dropped_after_the_login(netns_node, mysql_creds, clustercheck_creds, tmp_path):
+    _iptables(netns_node, "-I", "OUTPUT", "-p", "tcp", "--sport", str(NETNS_PORT), "-m", "connbytes",
+              "--connbytes", "400:", "--connbytes-dir", "reply", "--connbytes-mode", "bytes", "-j", "DROP")
+    try:
+        assert_state("replies-dropped", netns_target(netns_node, mysql_creds, clustercheck_creds), tmp_path)
+    finally:
+        _iptables(netns_node, "-F")
+
+
+def test_slow_to_answer_behind_a_long_lock(netns_node, mysql_creds, clustercheck_creds, tmp_path):
+    holder = netns_node.connect()
+    try:
+        with holder.cursor() as cur:
+            cur.execute("SELECT GET_LOCK('sk_probe_block', 0)")
+            assert cur.fetchall()[0][0] == 1
+        # init_connect runs for every login without SUPER (the probes' accounts).
+        netns_node.sql("SET GLOBAL init_connect='DO GET_LOCK(\"sk_probe_block\", 5)'")
+        assert_state("long-lock", netns_target(netns_node, mysql_creds, clustercheck_creds), tmp_path)
+    finally:
+        netns_node.sql("SET GLOBAL init_connect=''")
+        holder.close()
+
+
+def test_too_many_connections(netns_node, mysql_creds, clustercheck_creds, tmp_path):
+    import pymysql
+    netns_node.sql("SET GLOBAL max_connections=10")     # MariaDB's minimum
+    held = []
+    try:
+        with pytest.raises(pymysql.err.OperationalError, match="Too many connections"):
+            for _ in range(11):
+                held.append(pymysql.connect(unix_socket=netns_node.socket, user=mysql_creds.user,
+                                            password=mysql_creds.password, connect_timeout=5))
+        assert len(held) == 10
+        assert_state("too-many-connections", netns_target(netns_node, mysql_creds, clustercheck_creds),
+                     tmp_path)
+    finally:
+        for c in held:
+            c.close()
+        netns_node.sql("SET GLOBAL max_connections=100")   # root: SUPER has a connection of its own
+
+
+def test_killed(netns_node, mysql_creds, clustercheck_creds, tmp_path):
+    netns_node.kill()
+    try:
+        assert_state("killed", netns_target(netns_node, mysql_creds, clustercheck_creds), tmp_path)
+    finally:
+        _restart_single_node(netns_node)
+
+
+VERDICT = re.compile(r"(alive: |not alive: |ready: |not ready: ).+\n")
+
+
+def test_restarting(netns_node, mysql_creds, tmp_path):
+    """Probes run back to back while mysqld shuts down and starts again: each answers 0 or 1
+    with one verdict line within its deadline + 100 ms, and 0 once the node is Synced again."""
+    tgt = netns_target(netns_node, mysql_creds, None)
+    runs, done = [], threading.Event()
+
+    def restart():
+        try:
+            netns_node.stop()
+            _restart_single_node(netns_node)
+        finally:
+            done.set()
+
+    t = threading.Thread(target=restart)
+    t.start()
+    try:
+        for i in range(400):                       # bounded; a restart takes a few seconds
+            probe = ("liveness", "readiness")[i % 2]
+            cell = pc.Cell(probe, 0, "", ("--timeout", "1"))
+            cell_dir = tmp_path / f"r{i}"
+            cell_dir.mkdir()
+            argv, env = pc.cell_argv_env(cell, tgt, str(cell_dir))
+            r = pc.run_in_netns(tgt.netns, argv, env)
+            runs.append((done.is_set(), r))
+            if done.is_set() and len([x for x in runs[-4:] if x[0] and x[1].rc == 0]) == 4:
+                break
+    finally:
+        t.join(120)
+    assert done.is_set(), "the node did not restart"
+    for _, r in runs:
+        assert r.rc in (0, 1) and not r.err and VERDICT.fullmatch(r.text), r
+        assert r.wall <= 1.0 + pc.SLACK, r
+    assert any(r.rc == 1 for _, r in runs), "no probe run saw the node down"
+    assert all(r.rc == 0 for _, r in runs[-4:]), runs[-4:]
+    seen = sorted({re.sub(r"\d+", "N", r.text.strip()) for _, r in runs})
+    print(f"{len(runs)} runs during the restart; verdicts seen:\n  " + "\n  ".join(seen))
 
 
 # -- one connection, no child process --------------------------------------------------------
