@@ -103,6 +103,23 @@ TIMEOUT_QUERY = "timeout after 1.0s waiting for the query ({ip}:{port}, --timeou
 TOO_MANY = "server error ({ip}:{port}): Too many connections (1040)"
 NUL_STARTUP = b"\0\0\0\0startup"
 
+def refused(why):
+    """The four probes against a server that turns the connection down at once."""
+    return [C("liveness", 1, "not alive: " + why), C("readiness", 1, "not ready: " + why),
+            C("haproxy", 1, HA_NOT_OK + why), C("clustercheck", 1, "http:not-synced")]
+
+
+def timed_out(why):
+    """The four probes with a 1 s deadline against a server that stops answering at some step."""
+    return [
+        C("liveness", 1, "not alive: " + why, "--timeout", "1", deadline=1.0),
+        C("readiness", 1, "not ready: " + why, "--timeout", "1", deadline=1.0),
+        C("haproxy", 1, HA_NOT_OK + why.replace("--timeout", "--timeout or HA_CONNECTION_TIMEOUT"),
+          files={"envsecret/HA_CONNECTION_TIMEOUT": "1"}, deadline=1.0),
+        C("clustercheck", 1, "http:not-synced", "--timeout", "1", deadline=1.0),
+    ]
+
+
 STATES = {
     "healthy": State("healthy", "all three nodes Synced, Primary", [
         C("liveness", 0, ALIVE),
@@ -180,48 +197,20 @@ STATES = {
     ]),
     # The faults below are made on a 1-node Galera in a network namespace of the test's own
     # (test_probes.py, netns_node), so iptables rules touch nothing else; it listens on 3306.
-    "killed": State("mysqld killed", "`kill -KILL`: the port refuses at once", [
-        C("liveness", 1, "not alive: " + REFUSED),
-        C("readiness", 1, "not ready: " + REFUSED),
-        C("haproxy", 1, HA_NOT_OK + REFUSED),
-        C("clustercheck", 1, "http:not-synced"),
-    ]),
+    "killed": State("mysqld killed", "`kill -KILL`: the port refuses at once", refused(REFUSED)),
     "packets-dropped": State(
         "packets to the port dropped", "`iptables -I INPUT -p tcp --dport 3306 -j DROP`: every SYN "
-        "vanishes", [
-            C("liveness", 1, "not alive: " + TIMEOUT_CONNECTING, "--timeout", "1", deadline=1.0),
-            C("readiness", 1, "not ready: " + TIMEOUT_CONNECTING, "--timeout", "1", deadline=1.0),
-            C("haproxy", 1, HA_NOT_OK + TIMEOUT_CONNECTING.replace("--timeout", "--timeout or HA_CONNECTION_TIMEOUT"),
-              files={"envsecret/HA_CONNECTION_TIMEOUT": "1"}, deadline=1.0),
-            C("clustercheck", 1, "http:not-synced", "--timeout", "1", deadline=1.0),
-        ]),
+        "vanishes", timed_out(TIMEOUT_CONNECTING)),
     "replies-dropped": State(
         "replies dropped after the login", "`iptables -I OUTPUT -p tcp --sport 3306 -m connbytes "
         "--connbytes 400: --connbytes-dir reply --connbytes-mode bytes -j DROP`: the handshake "
-        "completes, the answer to the query never arrives", [
-            C("liveness", 1, "not alive: " + TIMEOUT_QUERY, "--timeout", "1", deadline=1.0),
-            C("readiness", 1, "not ready: " + TIMEOUT_QUERY, "--timeout", "1", deadline=1.0),
-            C("haproxy", 1, HA_NOT_OK + TIMEOUT_QUERY.replace("--timeout", "--timeout or HA_CONNECTION_TIMEOUT"),
-              files={"envsecret/HA_CONNECTION_TIMEOUT": "1"}, deadline=1.0),
-            C("clustercheck", 1, "http:not-synced", "--timeout", "1", deadline=1.0),
-        ]),
+        "completes, the answer to the query never arrives", timed_out(TIMEOUT_QUERY)),
     "long-lock": State(
         "slow to answer: a long lock", "`SET GLOBAL init_connect='DO GET_LOCK(...)'` on a lock "
-        "another session holds: every login waits", [
-            C("liveness", 1, "not alive: " + TIMEOUT_QUERY, "--timeout", "1", deadline=1.0),
-            C("readiness", 1, "not ready: " + TIMEOUT_QUERY, "--timeout", "1", deadline=1.0),
-            C("haproxy", 1, HA_NOT_OK + TIMEOUT_QUERY.replace("--timeout", "--timeout or HA_CONNECTION_TIMEOUT"),
-              files={"envsecret/HA_CONNECTION_TIMEOUT": "1"}, deadline=1.0),
-            C("clustercheck", 1, "http:not-synced", "--timeout", "1", deadline=1.0),
-        ]),
+        "another session holds: every login waits", timed_out(TIMEOUT_QUERY)),
     "too-many-connections": State(
         "refusing: too many connections", "`SET GLOBAL max_connections=10` (its minimum), 10 "
-        "connections held", [
-            C("liveness", 1, "not alive: " + TOO_MANY),
-            C("readiness", 1, "not ready: " + TOO_MANY),
-            C("haproxy", 1, HA_NOT_OK + TOO_MANY),
-            C("clustercheck", 1, "http:not-synced"),
-        ]),
+        "connections held", refused(TOO_MANY)),
     "read-only": State("read-only", "`SET GLOBAL read_only=ON`: wsrep unchanged", [
         C("liveness", 0, ALIVE),
         C("readiness", 0, READY_SYNCED),
