@@ -13,62 +13,12 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include "clustercheck.h"
 #include "consul.h"
 #include "galera.h"
 #include "http.h"
 #include "log.h"
 #include "probe.h"
-
-/* clang-format off */
-static const struct opt_def options[] = {
-	PROBE_CONN_OPTIONS("localhost", "mysqld address; localhost means the unix socket, as for the mysql client.",
-			   "3306", "clustercheckuser", NULL, "MYSQL_PASSWORD", "clustercheckpassword!"),
-	{"timeout", 't', OPT_NUMBER, "SECONDS", "10", NULL, 0.05, 3600, NULL,
-	 "One deadline for each check (connect, auth, queries); decimals allowed.", 0},
-	{"available-when-donor", 0, OPT_FLAG, NULL, "0", "AVAILABLE_WHEN_DONOR", 0, 0, NULL,
-	 "A donor/desynced node (wsrep_local_state=2) counts as synced.", 0},
-	{"available-when-readonly", 0, OPT_FLAG, NULL, "1", "AVAILABLE_WHEN_READONLY", 0, 0, NULL,
-	 "A read_only=ON node counts as available; 0 answers 503 'read-only'.", 0},
-	{"log-file", 0, OPT_STRING, "PATH", "/dev/null", "ERR_FILE", 0, 0, NULL,
-	 "Where the one-line reason and warnings go (stderr may be the client socket under xinetd).", 0},
-	{"disabled-file", 0, OPT_STRING, "PATH", "/var/tmp/clustercheck.disabled", NULL, 0, 0, NULL,
-	 "While this file exists the node answers 503 'manually disabled'.", 0},
-	{"listen", 'l', OPT_STRING, "[ADDR:]PORT", NULL, NULL, 0, 0, NULL,
-	 "Serve HTTP on this address (the classic port is 9200) instead of answering once on stdout.", 0},
-	{"cache-ms", 0, OPT_INT, "MS", "0", NULL, 0, 60000, NULL,
-	 "With --listen: reuse a result for this long (0: every request checks; concurrent requests share one check).", 0},
-	{"max-connections", 0, OPT_INT, "N", "256", NULL, 1, 10000, NULL,
-	 "With --listen: open HTTP connections at most.", 0},
-	{"idle-timeout", 0, OPT_INT, "SECONDS", "10", NULL, 1, 3600, NULL,
-	 "With --listen: close a connection that sends nothing for this long.", 0},
-	{"log-format", 0, OPT_ENUM, "FORMAT", "text", NULL, 0, 0, "text|json", "With --listen or --register: log line format.", 0},
-	{"log-level", 0, OPT_ENUM, "LEVEL", "info", NULL, 0, 0, "debug|info|warn|error", "With --listen or --register: lowest level logged.", 0},
-	{"register", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,
-	 "Keep this node's key in Consul KV while it is healthy, bound to a session with a TTL (see docs/register.md).", 0},
-	{"once", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,
-	 "With --register: one round for cron; exit 0 when Consul matches the node, 1 when it could not be updated.", 0},
-	{"interval", 0, OPT_NUMBER, "SECONDS", "5", NULL, 0.1, 3600, NULL,
-	 "With --register: time between rounds (at most half of --session-ttl); decimals allowed.", 0},
-	{"consul-prefix", 0, OPT_STRING, "PREFIX", NULL, NULL, 0, 0, NULL,
-	 "With --register: KV prefix of the key, e.g. mysql/replica/<cluster>/<region> (required).", 0},
-	{"advertise", 0, OPT_STRING, "HOST:PORT", NULL, NULL, 0, 0, NULL,
-	 "With --register: the key's last segment and its value [default: the checked host:port; the node's IP for localhost or a socket].", 0},
-	{"session-ttl", 0, OPT_INT, "SECONDS", "15", NULL, 10, 86400, NULL,
-	 "With --register: TTL of the Consul session holding the key; with --once it must exceed the cron period.", 0},
-	{"state-file", 0, OPT_STRING, "PATH", "/var/tmp/clustercheck.session", NULL, 0, 0, NULL,
-	 "With --register --once: keeps the session ID between runs (written atomically, mode 0600); one per registered node.", 0},
-	{"consul-addr", 0, OPT_STRING, "ADDR", NULL, NULL, 0, 0, NULL,
-	 "Consul HTTP address (host:port, http(s)://host:port, unix:///path) [default: CONSUL_HTTP_ADDR, else 127.0.0.1:8500].", 0},
-	{"consul-token-file", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL,
-	 "File with the Consul ACL token [default: CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN].", 0},
-	{"consul-cacert", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "CA bundle for Consul over HTTPS [default: CONSUL_CACERT].", 0},
-	{"consul-client-cert", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "Client certificate for Consul [default: CONSUL_CLIENT_CERT].", 0},
-	{"consul-client-key", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "Client key for Consul [default: CONSUL_CLIENT_KEY].", 0},
-	{"consul-tls-server-name", 0, OPT_STRING, "NAME", NULL, NULL, 0, 0, NULL,
-	 "Server name to verify on Consul's certificate [default: CONSUL_TLS_SERVER_NAME].", 0},
-	{"consul-datacenter", 0, OPT_STRING, "DC", NULL, NULL, 0, 0, NULL, "Consul datacenter [default: the agent's].", 0},
-};
-/* clang-format on */
 
 /* The classic answers, byte for byte (Percona clustercheck). */
 enum answer { SYNCED, NOT_SYNCED, READ_ONLY, DISABLED };
@@ -812,47 +762,14 @@ static int run_register(struct checker *c, const struct opts *o, bool *abandoned
 	return rc;
 }
 
-/* The classic positional form, as in xinetd server_args: USER PASS DONOR LOGFILE READONLY DEFAULTS_FILE. */
-static int apply_positional(struct opts *o, FILE **diag_warning, char *err, size_t errlen)
-{
-	static const char *const names[] = {
-		"user", "password", "available-when-donor", "log-file", "available-when-readonly", "defaults-extra-file"
-	};
-	char source[32];
-
-	if (o->nargs > (int)SK_ARRAY_LEN(names))
-		return sk_err(err, errlen, "too many arguments: at most %zu (see --help)", SK_ARRAY_LEN(names));
-	for (int i = 0; i < o->nargs; i++) {
-		if (!o->args[i][0] && i != 1)
-			continue; /* the scripts' ${N:-default}: an empty argument keeps the default */
-		snprintf(source, sizeof(source), "argument %d", i + 1);
-		if (opt_set(o, names[i], o->args[i], source, err, errlen) < 0)
-			return -1;
-	}
-	*diag_warning = o->nargs >= 2 && o->args[1][0] ? stderr : NULL;
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
-	struct opts o = {
-		.prog = "clustercheck",
-		.version = SIDEKICK_VERSION,
-		.synopsis = "[OPTION]... [USER [PASS [AVAILABLE_WHEN_DONOR [LOG_FILE [AVAILABLE_WHEN_READONLY "
-			    "[DEFAULTS_FILE]]]]]]",
-		.summary =
-			"Answer whether this Galera node should take traffic, as the classic clustercheck does:\n"
-			"an HTTP 200/503 response on stdout (xinetd, systemd Accept=yes) and exit 0/1, or serve HTTP\n"
-			"itself with --listen. The positional form is accepted for existing xinetd server_args.",
-		.defs = options,
-		.ndefs = SK_ARRAY_LEN(options),
-		.config_opt = "config",
-		.max_args = 6,
-	};
+	struct opts o;
 	static struct checker c = { .mu = PTHREAD_MUTEX_INITIALIZER };
 	pthread_condattr_t ca;
 	int64_t started = deadline_now_us();
-	FILE *diag = NULL, *warn_to = NULL;
+	FILE *diag = NULL;
+	bool password_on_argv = false;
 	char err[512];
 	enum log_level level;
 	enum log_format fmt;
@@ -865,6 +782,7 @@ int main(int argc, char **argv)
 	pthread_cond_init(&c.cv, &ca);
 	pthread_condattr_destroy(&ca);
 	log_setup(argv[0], LOG_TEXT, LOG_INFO, stderr);
+	clustercheck_opts_init(&o);
 	switch (opts_parse(&o, argc, argv, err, sizeof(err))) {
 	case OPTS_EXIT: opts_free(&o); return 0;
 	case OPTS_ERROR:
@@ -873,7 +791,8 @@ int main(int argc, char **argv)
 		return 2;
 	case OPTS_OK: break;
 	}
-	if (apply_positional(&o, &warn_to, err, sizeof(err)) < 0 || probe_conn_setup(&o, &c.pc, err, sizeof(err)) < 0) {
+	if (clustercheck_apply_positional(&o, &password_on_argv, err, sizeof(err)) < 0 ||
+	    probe_conn_setup(&o, &c.pc, err, sizeof(err)) < 0) {
 		fprintf(stderr, "clustercheck: %s\n", err);
 		opts_free(&o);
 		return 2;
@@ -884,7 +803,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "clustercheck: warning: cannot open log file %s: %s\n", opt_str(&o, "log-file"),
 				strerror(errno));
 	}
-	if (warn_to) {
+	if (password_on_argv) {
 		const char *w = "clustercheck: warning: a password on the command line is visible to every user "
 				"(ps, /proc); use --password-file, MYSQL_PASSWORD or a defaults file";
 

@@ -2,10 +2,9 @@
  * inline and separate values, "--", and the positional compatibility form.
  *
  * The input is split on NUL bytes into argv (at most 32 arguments). The first byte picks the
- * table: proxysql-sync's real one through sync_config_load, or a probe's (the shared
- * PROBE_CONN_OPTIONS rows plus clustercheck's kinds of option) followed by clustercheck's
- * positional form USER PASS DONOR LOGFILE READONLY DEFAULTS_FILE (opt_set, as its main does)
- * and probe_conn_setup. Runs in an empty directory, so relative paths name nothing. Checked: OK,
+ * table: proxysql-sync's real one through sync_config_load, or clustercheck's real one
+ * (clustercheck_opts_init) followed by its positional form USER PASS DONOR LOGFILE READONLY
+ * DEFAULTS_FILE (clustercheck_apply_positional, as its main does) and probe_conn_setup. Runs in an empty directory, so relative paths name nothing. Checked: OK,
  * exit (help/version) or an error with a message; accepted values lie within their bounds; a
  * password never comes from an option on argv (only from the positional compat form). */
 #include <stdint.h>
@@ -14,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clustercheck.h"
 #include "config.h"
 #include "log.h"
 #include "probe.h"
@@ -38,20 +38,6 @@ const char *__lsan_default_suppressions(void)
 
 #define MAX_ARGS 32
 
-/* clang-format off */
-static const struct opt_def probe_options[] = {
-	PROBE_CONN_OPTIONS("localhost", "mysqld address.", "3306", "clustercheckuser", NULL, "MYSQL_PASSWORD",
-			   "clustercheckpassword!"),
-	{"timeout", 't', OPT_NUMBER, "SECONDS", "10", NULL, 0.05, 3600, NULL, "Deadline.", 0},
-	{"available-when-donor", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Donor is fine.", 0},
-	{"available-when-readonly", 0, OPT_FLAG, NULL, "1", NULL, 0, 0, NULL, "Read-only is fine.", 0},
-	{"log-file", 0, OPT_STRING, "PATH", "/dev/null", NULL, 0, 0, NULL, "Log file.", 0},
-	{"listen", 'l', OPT_STRING, "[ADDR:]PORT", NULL, NULL, 0, 0, NULL, "Serve HTTP.", 0},
-	{"cache-ms", 0, OPT_INT, "MS", "0", NULL, 0, 60000, NULL, "Cache.", 0},
-	{"log-format", 0, OPT_ENUM, "FORMAT", "text", NULL, 0, 0, "text|json", "Format.", 0},
-};
-/* clang-format on */
-
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
 	char dir[] = "/tmp/sk-fuzz-argv-XXXXXX";
@@ -71,48 +57,40 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
-/* The clustercheck compat form: positional arguments set named options. */
-static int positional(struct opts *o, char *err, size_t errlen)
-{
-	static const char *const names[] = {
-		"user", "password", "available-when-donor", "log-file", "available-when-readonly", "defaults-extra-file"
-	};
-
-	if (o->nargs > (int)SK_ARRAY_LEN(names))
-		return sk_err(err, errlen, "too many arguments");
-	for (int i = 0; i < o->nargs; i++)
-		if ((o->args[i][0] || i == 1) && opt_set(o, names[i], o->args[i], "argument", err, errlen) < 0)
-			return -1;
-	return 0;
-}
-
 static void run_probe(int argc, char **argv)
 {
-	struct opts o = { .prog = "probe",
-			  .version = "0",
-			  .synopsis = "",
-			  .summary = "",
-			  .defs = probe_options,
-			  .ndefs = SK_ARRAY_LEN(probe_options),
-			  .config_opt = "config",
-			  .max_args = 6 };
+	struct opts o;
 	char err[1024] = "";
-	enum opts_result r = opts_parse(&o, argc, argv, err, sizeof(err));
+	enum opts_result r;
 
+	clustercheck_opts_init(&o);
+	r = opts_parse(&o, argc, argv, err, sizeof(err));
 	if (r == OPTS_OK) {
 		struct probe_conn pc;
+		bool password_on_argv;
 
 		if (opt_given(&o, "password") && strcmp(opt_source(&o, "password"), "argument") != 0)
 			FAIL("password taken from %s", opt_source(&o, "password"));
 		if (opt_int(&o, "port") < 1 || opt_int(&o, "port") > 65535 || opt_num(&o, "timeout") < 0.05 ||
 		    opt_int(&o, "cache-ms") < 0 || opt_int(&o, "cache-ms") > 60000)
 			FAIL("a value outside its bounds was accepted");
-		if (positional(&o, err, sizeof(err)) == 0 && probe_conn_setup(&o, &pc, err, sizeof(err)) == 0) {
-			if (!pc.user || !pc.password || (!pc.host && !pc.socket))
-				FAIL("connection settings incomplete");
-			probe_conn_free(&pc);
-		} else if (!err[0]) {
-			FAIL("an error without a message");
+		if (clustercheck_apply_positional(&o, &password_on_argv, err, sizeof(err)) < 0) {
+			if (!err[0])
+				FAIL("an error without a message");
+		} else {
+			const char *pw = opt_str(&o, "password");
+
+			/* An empty PASS keeps no password: nothing to warn about. */
+			if (password_on_argv != (strcmp(opt_source(&o, "password"), "argument 2") == 0 && pw && pw[0]))
+				FAIL("password_on_argv %d, but the password came from %s", password_on_argv,
+				     opt_source(&o, "password"));
+			if (probe_conn_setup(&o, &pc, err, sizeof(err)) == 0) {
+				if (!pc.user || !pc.password || (!pc.host && !pc.socket))
+					FAIL("connection settings incomplete");
+				probe_conn_free(&pc);
+			} else if (!err[0]) {
+				FAIL("an error without a message");
+			}
 		}
 	} else if (r == OPTS_ERROR && !err[0]) {
 		FAIL("an error without a message");
