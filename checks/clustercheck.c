@@ -783,14 +783,8 @@ int main(int argc, char **argv)
 	pthread_condattr_destroy(&ca);
 	log_setup(argv[0], LOG_TEXT, LOG_INFO, stderr);
 	clustercheck_opts_init(&o);
-	switch (opts_parse(&o, argc, argv, err, sizeof(err))) {
-	case OPTS_EXIT: opts_free(&o); return 0;
-	case OPTS_ERROR:
-		fprintf(stderr, "clustercheck: %s\n", err);
-		opts_free(&o);
-		return 2;
-	case OPTS_OK: break;
-	}
+	if ((rc = opts_parse_main(&o, argc, argv)) >= 0)
+		return rc;
 	if (clustercheck_apply_positional(&o, &password_on_argv, err, sizeof(err)) < 0 ||
 	    probe_conn_setup(&o, &c.pc, err, sizeof(err)) < 0) {
 		fprintf(stderr, "clustercheck: %s\n", err);

@@ -102,16 +102,11 @@ int main(int argc, char **argv)
 	bool verbose = true, up;
 	deadline_t dl;
 	bool ok_if_donor = false;
+	int rc;
 
 	log_setup(argv[0], LOG_TEXT, LOG_WARN, stderr);
-	switch (opts_parse(&o, argc, argv, err, sizeof(err))) {
-	case OPTS_EXIT: opts_free(&o); return 0;
-	case OPTS_ERROR:
-		fprintf(stderr, "haproxy-check: %s\n", err);
-		opts_free(&o);
-		return 2;
-	case OPTS_OK: break;
-	}
+	if ((rc = opts_parse_main(&o, argc, argv)) >= 0)
+		return rc;
 	/* HAProxy passes <proxy_addr> <proxy_port> <server_addr> <server_port>; the server address
 	 * is the node to check (the port is the admin port, 33062, as in check_pxc.sh). */
 	if (!opt_given(&o, "host") && !opt_given(&o, "socket")) {

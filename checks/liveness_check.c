@@ -53,14 +53,8 @@ int main(int argc, char **argv)
 	bool json, fetched;
 
 	log_setup(argv[0], LOG_TEXT, LOG_WARN, stderr);
-	switch (opts_parse(&o, argc, argv, err, sizeof(err))) {
-	case OPTS_EXIT: opts_free(&o); return 0;
-	case OPTS_ERROR:
-		fprintf(stderr, "liveness-check: %s\n", err);
-		opts_free(&o);
-		return 2;
-	case OPTS_OK: break;
-	}
+	if ((rc = opts_parse_main(&o, argc, argv)) >= 0)
+		return rc;
 	json = opt_flag(&o, "json");
 	if (o.nargs)
 		fprintf(stderr, "liveness-check: warning: positional arguments are ignored (as by liveness-check.sh); "

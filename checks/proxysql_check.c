@@ -98,14 +98,8 @@ int main(int argc, char **argv)
 	const char *probe;
 
 	log_setup(argv[0], LOG_TEXT, LOG_WARN, stderr);
-	switch (opts_parse(&o, argc, argv, err, sizeof(err))) {
-	case OPTS_EXIT: opts_free(&o); return 0;
-	case OPTS_ERROR:
-		fprintf(stderr, "proxysql-check: %s\n", err);
-		opts_free(&o);
-		return 2;
-	case OPTS_OK: break;
-	}
+	if ((rc = opts_parse_main(&o, argc, argv)) >= 0)
+		return rc;
 	ready = opt_flag(&o, "readiness");
 	if (opt_flag(&o, "liveness") == ready) {
 		fprintf(stderr, "proxysql-check: give exactly one of --liveness and --readiness\n");

@@ -332,6 +332,20 @@ enum opts_result opts_parse(struct opts *o, int argc, char **argv, char *err, si
 	return OPTS_OK;
 }
 
+int opts_parse_main(struct opts *o, int argc, char **argv)
+{
+	char err[512];
+
+	switch (opts_parse(o, argc, argv, err, sizeof(err))) {
+	case OPTS_OK: return -1;
+	case OPTS_EXIT: opts_free(o); return 0;
+	case OPTS_ERROR: break;
+	}
+	fprintf(stderr, "%s: %s\n", o->prog, err);
+	opts_free(o);
+	return 2;
+}
+
 void opts_free(struct opts *o)
 {
 	if (o->vals) {

@@ -79,6 +79,10 @@ enum opts_result { OPTS_OK = 0, OPTS_EXIT = 1, OPTS_ERROR = -1 };
  * naming the option, its source and the problem; exit 2. */
 enum opts_result opts_parse(struct opts *o, int argc, char **argv, char *err, size_t errlen);
 
+/* opts_parse for a main: on --help/--version, or on an error (printed as "<prog>: <reason>" on
+ * stderr), free `o` and return the exit code, 0 or 2; return -1 when the program goes on. */
+int opts_parse_main(struct opts *o, int argc, char **argv);
+
 /* Load a config file over the current values (used by opts_parse and on SIGHUP reload). */
 int opts_load_file(struct opts *o, const char *path, char *err, size_t errlen) SK_MUST_CHECK;
 
