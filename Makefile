@@ -5,6 +5,7 @@
 #   make deps       install what the build and the tests need (Debian/Ubuntu, apt; idempotent)
 #   make demo       bring up a local Galera cluster and show the probes at work
 #   make lint       clang-format check and banned-function check
+#   make bench      every benchmark in one run; Markdown report in build/bench/report.md
 #   make install    PREFIX=/usr/local DESTDIR=
 
 PREFIX ?= /usr/local
@@ -185,6 +186,13 @@ valgrind: all
 
 soak: all
 	@SIDEKICK_BIN=$(CURDIR)/$(BIN) $(PYTHON) tests/soak/soak.py
+
+# The probes against their shell baseline, clustercheck --listen and the agent's health port
+# under a bounded load, and the sync agent against the doubles, in one run (about 5 minutes);
+# one Markdown report. Larger runs: make bench BENCH_ARGS="--runs 500 --requests 50000".
+.PHONY: bench
+bench: all
+	@SIDEKICK_BIN=$(CURDIR)/$(BIN) $(PYTHON) tests/bench/report.py --out $(BUILD)/bench/report.md $(BENCH_ARGS)
 
 # make test: a short fuzzing round, 6 s a harness (make test-asan, about 4 minutes, runs on its own).
 test: fuzz-test
