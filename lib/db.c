@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -160,33 +161,43 @@ static int resolve(const char *host, const deadline_t *dl, char *addr, size_t ad
 
 /* ---- driving non-blocking calls ------------------------------------------------------- */
 
+static atomic_int abort_fd = -1;
+
+void db_set_abort_fd(int fd)
+{
+	atomic_store(&abort_fd, fd);
+}
+
 /* Wait for what the library asked for, bounded by the deadline. Returns the ready bits,
- * or -1 when the deadline passed. */
+ * or -1 when the deadline passed or the abort descriptor became readable. */
 static int wait_io(MYSQL *m, int status, const deadline_t *dl)
 {
 	for (;;) {
-		struct pollfd p = { .fd = mysql_get_socket(m), .events = 0 };
+		struct pollfd p[2] = { { .fd = mysql_get_socket(m), .events = 0 },
+				       { .fd = atomic_load(&abort_fd), .events = POLLIN } };
 		int timeout = deadline_left_ms(dl), r, ready = 0;
 
 		if (timeout == 0)
 			return -1;
 		if (status & MYSQL_WAIT_READ)
-			p.events |= POLLIN;
+			p[0].events |= POLLIN;
 		if (status & MYSQL_WAIT_WRITE)
-			p.events |= POLLOUT;
+			p[0].events |= POLLOUT;
 		if (status & MYSQL_WAIT_EXCEPT)
-			p.events |= POLLPRI;
+			p[0].events |= POLLPRI;
 		if (status & MYSQL_WAIT_TIMEOUT) {
 			unsigned t = mysql_get_timeout_value_ms(m);
 
 			if (t < (unsigned)timeout)
 				timeout = (int)t;
 		}
-		r = poll(&p, 1, timeout);
+		r = poll(p, p[1].fd >= 0 ? 2 : 1, timeout);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0)
 			return MYSQL_WAIT_READ | MYSQL_WAIT_WRITE; /* let the library see the error */
+		if (p[1].fd >= 0 && p[1].revents)
+			return -1;
 		if (r == 0) {
 			if (deadline_expired(dl))
 				return -1;
@@ -194,11 +205,11 @@ static int wait_io(MYSQL *m, int status, const deadline_t *dl)
 				return MYSQL_WAIT_TIMEOUT;
 			continue;
 		}
-		if (p.revents & (POLLIN | POLLHUP | POLLERR))
+		if (p[0].revents & (POLLIN | POLLHUP | POLLERR))
 			ready |= MYSQL_WAIT_READ;
-		if (p.revents & (POLLOUT | POLLHUP | POLLERR))
+		if (p[0].revents & (POLLOUT | POLLHUP | POLLERR))
 			ready |= MYSQL_WAIT_WRITE;
-		if (p.revents & POLLPRI)
+		if (p[0].revents & POLLPRI)
 			ready |= MYSQL_WAIT_EXCEPT;
 		return ready & (status | MYSQL_WAIT_READ | MYSQL_WAIT_WRITE);
 	}

@@ -50,6 +50,10 @@ struct db {
 /* Prepare the client library once, before threads start (idempotent). */
 void db_library_init(void);
 
+/* Once `fd` is readable, every pending and later wait of this process gives up as at its
+ * deadline: a server that is stopping need not wait out a hung check. -1 (the default): none. */
+void db_set_abort_fd(int fd);
+
 /* Connect within the deadline. DNS, TCP, TLS and authentication all share it; on failure the
  * handle is closed and `e` says why. Returns 0 or -1. */
 int db_connect(struct db *db, const struct db_target *t, const deadline_t *dl, struct db_err *e) SK_MUST_CHECK;

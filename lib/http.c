@@ -5,15 +5,21 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct http_server {
 	struct MHD_Daemon *d;
 	http_handler h;
 	void *ctx;
 	unsigned port;
+	atomic_int busy; /* requests between their handler's start and their reply's last byte */
 };
+
+/* Markers in a request's con_cls: headers seen; handler called (counted in busy). */
+static int started, handled;
 
 int http_parse_listen(const char *spec, struct sockaddr_storage *ss, socklen_t *len, char *err, size_t errlen)
 {
@@ -70,7 +76,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 				  const char *version, const char *upload_data, size_t *upload_data_size,
 				  void **con_cls)
 {
-	static int started;
 	struct http_server *s = cls;
 	struct http_reply *r;
 	struct MHD_Response *resp;
@@ -86,6 +91,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		*upload_data_size = 0; /* bodies are ignored */
 		return MHD_YES;
 	}
+	if (*con_cls == &started) {
+		*con_cls = &handled;
+		atomic_fetch_add(&s->busy, 1);
+	}
 	r = xcalloc(1, sizeof(*r));
 	r->status = 500;
 	r->content_type = "text/plain";
@@ -98,6 +107,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	MHD_destroy_response(resp);
 	free(r);
 	return ret;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode why)
+{
+	struct http_server *s = cls;
+
+	(void)c;
+	(void)why;
+	if (*con_cls == &handled)
+		atomic_fetch_sub(&s->busy, 1);
+	*con_cls = NULL;
 }
 
 struct http_server *http_start(const char *spec, http_handler h, void *ctx, unsigned idle_timeout_s, unsigned max_conns,
@@ -119,7 +139,8 @@ struct http_server *http_start(const char *spec, http_handler h, void *ctx, unsi
 	s->ctx = ctx;
 	s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 				MHD_OPTION_CONNECTION_TIMEOUT, idle_timeout_s, MHD_OPTION_CONNECTION_LIMIT, max_conns,
-				MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
+				MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+				MHD_OPTION_END);
 	if (!s->d) {
 		free(s);
 		sk_err(err, errlen, "cannot listen on %s: %s", spec, errno ? strerror(errno) : "libmicrohttpd failed");
@@ -133,6 +154,18 @@ struct http_server *http_start(const char *spec, http_handler h, void *ctx, unsi
 unsigned http_port(const struct http_server *s)
 {
 	return s->port;
+}
+
+bool http_drain(struct http_server *s, long max_ms)
+{
+	const struct timespec step = { 0, 5 * 1000 * 1000 };
+
+	for (long waited = 0; atomic_load(&s->busy) > 0; waited += 5) {
+		if (waited >= max_ms)
+			return false;
+		nanosleep(&step, NULL);
+	}
+	return true;
 }
 
 void http_stop(struct http_server *s)

@@ -35,6 +35,10 @@ struct http_server *http_start(const char *spec, http_handler h, void *ctx, unsi
 /* The port actually bound (useful with port 0). */
 unsigned http_port(const struct http_server *s);
 
+/* Wait until every request whose handler has started has had its reply sent, at most max_ms.
+ * Returns false when some were still busy. Call before http_stop to let answers go out. */
+bool http_drain(struct http_server *s, long max_ms);
+
 /* Stop accepting, finish or drop open connections, and free everything. */
 void http_stop(struct http_server *s);
 
