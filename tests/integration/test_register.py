@@ -7,6 +7,7 @@ Run: make all && /usr/bin/python3 -m pytest -q tests/integration/test_register.p
 
 import base64
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -265,6 +266,22 @@ def test_sigkill_key_goes_with_the_session(healthy_galera, clustercheck_creds, c
              timeout=expire_sessions(consul))
 
 
+@pytest.mark.fault
+def test_session_expiry_while_running(healthy_galera, clustercheck_creds, consul, prefix, registrars, tmp_path):
+    """The key goes with its session; a new session and the key again within a few intervals, without exiting."""
+    node = healthy_galera[1]
+    r = registrars(tmp_path, node, clustercheck_creds, consul.addr, prefix).start()
+    first = wait_for("the key", lambda: kv_entry(consul, r.key))
+    consul.fault("expire_sessions")          # as Consul does when the TTL passes unrenewed
+    again = wait_for("the key under a new session", lambda: (lambda e: e if e and e["Session"] != first["Session"]
+                                                            else None)(kv_entry(consul, r.key)), timeout=5)
+    assert [s["ID"] for s in sessions(consul)] == [again["Session"]]
+    assert r.proc.poll() is None
+    assert len(r.lines("session %s is gone (expired or destroyed)" % first["Session"])) == 1, r.output
+    rc, took = r.terminate()
+    assert rc == 0 and took < 1.0
+
+
 def test_consul_down_at_start_and_wiped_later(healthy_galera, clustercheck_creds, prefix, registrars, tmp_path):
     node = healthy_galera[1]
     c = Consul()
@@ -354,3 +371,37 @@ def test_secrets_stay_out_of_argv_and_logs(healthy_galera, clustercheck_creds, p
         for text in (r.output, other.output):
             assert token not in text
             assert clustercheck_creds.password not in text
+
+
+def test_once_with_its_state_file_on_a_full_disk(healthy_galera, clustercheck_creds, consul, prefix, registrars,
+                                                 tmp_path):
+    """The session ID cannot be saved: exit 1 naming the file, and no session or key left behind
+    (the next run could not reuse them); once there is room, the next run registers."""
+    full = tmp_path / "full"
+    full.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0755", "tmpfs", str(full)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+    try:
+        filler = full / "filler"
+        with open(filler, "wb", buffering=0) as f:
+            try:
+                while True:
+                    f.write(b"x" * 4096)
+            except OSError:
+                pass
+        node = healthy_galera[1]
+        state = full / "clustercheck.session"
+        reg = registrars(tmp_path, node, clustercheck_creds, consul.addr, prefix, "--state-file", str(state))
+        assert reg.run_once() == 1, reg.output
+        assert re.search(re.escape(f"state file {state}.") + r"\d+\.tmp: No space left on device \(--state-file\)",
+                         reg.output), reg.output
+        assert kv_entry(consul, reg.key) is None
+        assert sessions(consul) == [], "a session was left behind"
+        assert sorted(p.name for p in full.iterdir()) == ["filler"], "a file was left on the full disk"
+        filler.unlink()
+        assert reg.run_once() == 0, reg.output
+        assert state.read_text() == kv_entry(consul, reg.key)["Session"] + "\n"
+    finally:
+        subprocess.run(["umount", "-l", str(full)])
