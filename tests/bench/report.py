@@ -88,6 +88,8 @@ def main():
     ap.add_argument("--changes", type=int, default=300, help="KV changes for the sync latency (default 300)")
     ap.add_argument("--users", type=int, default=10000, help="users in the initial sync (default 10000)")
     ap.add_argument("--servers", type=int, default=2000, help="servers in the initial sync (default 2000)")
+    ap.add_argument("--initial-runs", type=int, default=3, help="initial syncs, each against a fresh ProxySQL "
+                    "(default 3)")
     a = ap.parse_args()
 
     bin_dir = os.path.abspath(os.environ.get("SIDEKICK_BIN", os.path.join(ROOT, "bin")))
@@ -100,7 +102,7 @@ def main():
          [PYTHON, os.path.join(HERE, "health_bench.py"), "--requests", str(a.health_requests)]),
         ("proxysql-sync: Consul KV -> ProxySQL",
          [PYTHON, os.path.join(HERE, "sync_bench.py"), "--changes", str(a.changes), "--users", str(a.users),
-          "--servers", str(a.servers)]),
+          "--servers", str(a.servers), "--initial-runs", str(a.initial_runs)]),
     ]
     t_start = time.monotonic()
     parts, failed = [], []
