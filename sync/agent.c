@@ -59,6 +59,35 @@ static bool same_snapshot(const struct consul_kv_list *a, const struct consul_kv
 
 /* ---- watchers ------------------------------------------------------------------------- */
 
+/* A read that failed or must not be believed: count it, log it when the trouble is new, keep the
+ * last good snapshot, and read afresh next time (a restarted Consul may have a lower index, and a
+ * blocking query on the old one would sit out the whole wait). */
+static void watch_failed(struct watch *w, long status, const char *err)
+{
+	struct agent *ag = w->ag;
+
+	pthread_mutex_lock(&ag->mu);
+	ag->consul_errors++;
+	if (w->ok || status != w->err_status)
+		log_warn("consul: %s: %s (%s, retrying)", w->prefix, err,
+			 w->have ? "keeping the last good state" : "nothing read yet");
+	w->ok = false;
+	w->err_status = status;
+	sk_strlcpy(w->error, err, sizeof(w->error));
+	w->index = 0;
+	pthread_mutex_unlock(&ag->mu);
+}
+
+/* An answer that arrived but is not believed (no known leader, too stale): logged once while the
+ * reason lasts. */
+static void watch_ignore(struct watch *w, const char *reason, const char *detail)
+{
+	if (w->ignoring != reason)
+		log_warn("consul: %s: %s%s: answers ignored until that changes", w->prefix, reason, detail);
+	w->ignoring = reason;
+	w->index = 0;
+}
+
 static void *watch_main(void *arg)
 {
 	struct watch *w = arg;
@@ -99,16 +128,19 @@ static void *watch_main(void *arg)
 		    0) {
 			if (ag->stop)
 				break;
-			pthread_mutex_lock(&ag->mu);
-			ag->consul_errors++;
-			if (w->ok || !w->have || strcmp(err, w->error) != 0)
-				log_warn("consul: %s: %s (keeping the last good state, retrying)", w->prefix, err);
-			w->ok = false;
-			sk_strlcpy(w->error, err, sizeof(w->error));
-			/* After an outage read afresh: a restarted Consul may have a lower index, and a
-			 * blocking query on the old one would sit out the whole wait. */
-			w->index = 0;
-			pthread_mutex_unlock(&ag->mu);
+			watch_failed(w, meta.http_status, err);
+			if (nap(ag, backoff_ms(attempt++)))
+				break;
+			continue;
+		}
+		if (meta.filtered_by_acls) {
+			/* The token may not read every key: the keys it cannot read are missing, and a
+			 * prefix that looks emptied or shrunken would pass the guard after enough reads. */
+			snprintf(err, sizeof(err),
+				 "answer filtered by ACLs: the token cannot read every key under the prefix (its ACL "
+				 "policy)");
+			consul_kv_list_free(&list);
+			watch_failed(w, -1, err);
 			if (nap(ag, backoff_ms(attempt++)))
 				break;
 			continue;
@@ -120,21 +152,26 @@ static void *watch_main(void *arg)
 			w->ok = true;
 		}
 		if (ag->mode == CONSUL_STALE && (double)meta.last_contact_ms > max_stale_ms) {
-			log_warn("consul: %s: answer %ld ms behind the leader (max-stale %.0f ms): ignored", w->prefix,
-				 meta.last_contact_ms, max_stale_ms);
+			char detail[80];
+
+			snprintf(detail, sizeof(detail), " (%ld ms, max-stale %.0f ms)", meta.last_contact_ms,
+				 max_stale_ms);
+			watch_ignore(w, "too far behind the leader", detail);
 			consul_kv_list_free(&list);
-			w->index = 0;
 			if (nap(ag, backoff_ms(attempt++)))
 				break;
 			continue;
 		}
 		if (!meta.known_leader) {
-			log_warn("consul: %s: no known leader: answer ignored", w->prefix);
+			watch_ignore(w, "no known leader", "");
 			consul_kv_list_free(&list);
-			w->index = 0;
 			if (nap(ag, backoff_ms(attempt++)))
 				break;
 			continue;
+		}
+		if (w->ignoring) {
+			log_info("consul: %s: answers believed again", w->prefix);
+			w->ignoring = NULL;
 		}
 		w->index = consul_next_index(w->index, meta.index);
 		w->metric_index = meta.index;

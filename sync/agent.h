@@ -30,6 +30,11 @@ struct watch {
 	int confirming; /* consecutive reads confirming a shrink */
 	uint64_t metric_index;
 	char error[300];
+	/* What the current trouble is, so that it is logged once and not at every retry (the texts
+	 * vary: "after 3 ms"): the HTTP status of a failed read (0: no answer; -1: filtered by ACLs),
+	 * and the reason answers are being ignored (NULL: they are not). */
+	long err_status;
+	const char *ignoring;
 };
 
 struct drain_rec {
