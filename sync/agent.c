@@ -650,10 +650,7 @@ static int consul_setup(struct agent *ag, char *err, size_t errlen)
 {
 	const struct opts *o = &ag->cfg->o;
 
-	/* consul_new() reads consul-token-file itself (it wins over CONSUL_HTTP_TOKEN). */
-	if (consul_config_from_opts(&ag->ccfg, o, err, errlen) < 0)
-		return -1;
-	ag->ccfg.max_response = (size_t)opt_int(o, "max-response-bytes");
+	/* The client settings and the token are in ag->cfg->consul (read by sync_config_load). */
 	if (!consul_consistency_parse(opt_str(o, "consistency"), &ag->mode))
 		return sk_err(err, errlen, "consistency: '%s' is not default, stale or consistent",
 			      opt_str(o, "consistency"));
@@ -720,7 +717,6 @@ static void agent_release(struct agent *ag)
 	free(ag->logged_rejects);
 	px_servers_free(&ag->want_servers);
 	px_users_free(&ag->want_users);
-	consul_config_free(&ag->ccfg);
 	if (ag->cancel_fd >= 0)
 		close(ag->cancel_fd);
 	pthread_cond_destroy(&ag->cv);
@@ -738,7 +734,7 @@ int agent_start(struct agent *ag, struct sync_config *cfg, char *err, size_t err
 		goto fail;
 	}
 	for (size_t i = 0; i < ag->nwatches; i++) {
-		ag->watches[i].c = consul_new(&ag->ccfg, err, errlen);
+		ag->watches[i].c = consul_new(&ag->cfg->consul, err, errlen);
 		if (!ag->watches[i].c)
 			goto fail;
 		consul_set_cancel_fd(ag->watches[i].c, ag->cancel_fd);
@@ -812,7 +808,7 @@ int agent_once(struct sync_config *cfg, bool dry_run)
 		struct consul_meta meta;
 		deadline_t dl = deadline_in_ms(10000);
 
-		w->c = consul_new(&ag.ccfg, err, sizeof(err));
+		w->c = consul_new(&cfg->consul, err, sizeof(err));
 		if (!w->c || consul_kv_list(w->c, w->prefix, 0, 0, ag.mode, &dl, &w->kv, &meta, err, sizeof(err)) < 0) {
 			log_error("consul: %s: %s", w->prefix, err);
 			ok = false;

@@ -68,7 +68,6 @@ struct target {
 struct agent {
 	struct sync_config *cfg;
 	enum consul_consistency mode;
-	struct consul_config ccfg;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	int cancel_fd; /* an eventfd: readable once the agent stops */

@@ -264,6 +264,37 @@ static int parse_id_list(const char *s, long **out, size_t *n)
 	return 0;
 }
 
+/* The Consul client's settings, with the token file read now, checked by making (and dropping) a
+ * client: what the agent would refuse at start is refused here. */
+static int load_consul(struct sync_config *c, char *err, size_t errlen)
+{
+	struct consul_config *cc = &c->consul;
+	struct consul *probe;
+	char why[400];
+
+	if (consul_config_from_opts(cc, &c->o, why, sizeof(why)) < 0)
+		return sk_err(err, errlen, "%s", why);
+	cc->max_response = (size_t)opt_int(&c->o, "max-response-bytes");
+	if (cc->token_file) {
+		char *token = secret_read_file(cc->token_file, why, sizeof(why));
+
+		if (!token)
+			return sk_err(err, errlen, "%s %s",
+				      opt_str(&c->o, "consul-token-file") ? "consul-token-file"
+									  : "CONSUL_HTTP_TOKEN_FILE",
+				      why);
+		consul_config_set(&cc->token, token); /* the file wins over CONSUL_HTTP_TOKEN */
+		consul_config_set(&cc->token_file, NULL);
+		sk_wipe(token, strlen(token));
+		free(token);
+	}
+	probe = consul_new(cc, why, sizeof(why));
+	if (!probe)
+		return sk_err(err, errlen, "consul: %s", why);
+	consul_free(probe);
+	return 0;
+}
+
 /* Whole-config checks that no single setting can make. */
 static int check_whole(struct sync_config *c, char *err, size_t errlen)
 {
@@ -383,7 +414,7 @@ enum opts_result sync_config_load(struct sync_config *c, int argc, char **argv, 
 			t->password = xstrdup(opt_str(&c->o, "admin-password") ? opt_str(&c->o, "admin-password") : "");
 		}
 	}
-	if (check_whole(c, err, errlen) < 0)
+	if (check_whole(c, err, errlen) < 0 || load_consul(c, err, errlen) < 0)
 		return OPTS_ERROR;
 	return OPTS_OK;
 }
@@ -399,6 +430,7 @@ void sync_config_free(struct sync_config *c)
 		free(c->targets[i].password);
 	}
 	free(c->targets);
+	consul_config_free(&c->consul);
 	layout_config_free(&c->layout);
 	opts_free(&c->o);
 	memset(c, 0, sizeof(*c));

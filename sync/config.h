@@ -3,6 +3,7 @@
 #ifndef SK_SYNC_CONFIG_H
 #define SK_SYNC_CONFIG_H
 
+#include "consul.h"
 #include "layout.h"
 #include "opt.h"
 
@@ -20,11 +21,17 @@ struct sync_config {
 	struct layout_config layout;
 	struct sync_target *targets;
 	size_t ntargets;
+	/* The Consul client's settings (environment, then options), with the token already read
+	 * from its file: token_file is NULL. */
+	struct consul_config consul;
 };
 
 /* Parse argv, the environment and the config file into `c`, then check the whole: at least one
- * target, a prefix to watch, hostgroups that do not collide. Returns OPTS_OK, OPTS_EXIT (help or
- * version printed) or OPTS_ERROR with one line in err. */
+ * target, a prefix to watch, hostgroups that do not collide, Consul settings a client accepts.
+ * Every file it names (password files, the Consul token file) is read here, so that a file that
+ * cannot be read is a configuration error, not a failure of the running agent. Returns OPTS_OK,
+ * OPTS_EXIT (help or version printed) or OPTS_ERROR with one line in err; `c` is to be freed with
+ * sync_config_free() in every case. */
 enum opts_result sync_config_load(struct sync_config *c, int argc, char **argv, char *err, size_t errlen);
 
 void sync_config_free(struct sync_config *c);

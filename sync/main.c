@@ -120,7 +120,7 @@ static int run(struct sync_config *cfg, int argc, char **argv, bool *abandoned)
 	pthread_mutex_unlock(&live.mu);
 
 	for (;;) {
-		struct sync_config next;
+		struct sync_config next, old;
 
 		if (sigwait(&set, &sig) != 0)
 			continue;
@@ -136,16 +136,25 @@ static int run(struct sync_config *cfg, int argc, char **argv, bool *abandoned)
 		log_info("reloading the configuration");
 		pthread_mutex_lock(&live.mu);
 		(void)agent_stop(&ag, true); /* no thread may outlive the configuration freed next */
-		sync_config_free(cfg);
+		/* The agent points into the configuration: restart it on the new one, or, should that
+		 * fail, on the old one again. */
+		old = *cfg;
 		*cfg = next;
-		/* The agent points into the configuration: restart it on the new one. */
 		setup_logging(cfg, argv[0]);
 		if (agent_start(&ag, cfg, err, sizeof(err)) < 0) {
-			live.ag = NULL;
-			pthread_mutex_unlock(&live.mu);
-			log_error("%s", err);
-			http_stop(health);
-			return 2;
+			log_error("reload failed, keeping the running configuration: %s", err);
+			sync_config_free(cfg);
+			*cfg = old;
+			setup_logging(cfg, argv[0]);
+			if (agent_start(&ag, cfg, err, sizeof(err)) < 0) {
+				live.ag = NULL;
+				pthread_mutex_unlock(&live.mu);
+				log_error("%s", err);
+				http_stop(health);
+				return 2;
+			}
+		} else {
+			sync_config_free(&old);
 		}
 		pthread_mutex_unlock(&live.mu);
 	}
