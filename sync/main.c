@@ -169,9 +169,19 @@ static int run(struct sync_config *cfg, int argc, char **argv, bool *abandoned)
 int main(int argc, char **argv)
 {
 	struct sync_config cfg;
+	sigset_t stops;
 	char err[512];
 	int rc, lock = -1;
 	bool abandoned = false;
+
+	/* Before anything else: a stop or reload signal that comes while the agent starts waits for
+	 * the loop (sigwait), rather than being dropped (PID 1 has no default actions) or, for
+	 * SIGHUP, killing it. The one-shot modes take them back below. */
+	sigemptyset(&stops);
+	sigaddset(&stops, SIGTERM);
+	sigaddset(&stops, SIGINT);
+	sigaddset(&stops, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &stops, NULL);
 
 #ifdef __GLIBC__
 	/* One malloc arena per thread would keep each thread's high-water mark resident. */
@@ -196,6 +206,8 @@ int main(int argc, char **argv)
 	db_library_init();
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	srandom((unsigned)getpid() ^ (unsigned)deadline_now_us());
+	if (opt_flag(&cfg.o, "dry-run") || opt_flag(&cfg.o, "once"))
+		pthread_sigmask(SIG_UNBLOCK, &stops, NULL);
 	if (opt_flag(&cfg.o, "dry-run")) {
 		rc = agent_once(&cfg, true);
 	} else if (opt_flag(&cfg.o, "once")) {
