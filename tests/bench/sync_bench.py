@@ -174,7 +174,11 @@ def main():
             # would make the double regenerate 20,000 rows under its global lock each time.
             def big_apply_logged():
                 with open(log) as f:
-                    return re.search(r"applied (\d{3,}) statement\(s\) in ([0-9.]+) ms", f.read())
+                    for m in re.finditer(r"applied (\d+) statement\(s\) in ([0-9.]+) ms: servers \+(\d+) .*"
+                                         r"users \+(\d+) ", f.read()):
+                        if int(m.group(3)) >= a.servers and int(m.group(4)) >= a.users:
+                            return m
+                return None
             m = wait_for(big_apply_logged, 300, 0.005)
             walls.append(time.monotonic() - t0)
             if not m:
