@@ -257,6 +257,11 @@ def healthy_async_pair(async_pair):
 
 
 # -- hooks -----------------------------------------------------------------------
+def pytest_configure(config):
+    config.addinivalue_line("markers", "fault: a row of the fault matrix in docs/faults.md, whose expected "
+                            "outcome is the first line of the test's docstring")
+
+
 _LOG_OFFSETS = pytest.StashKey[dict]()
 
 

@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -70,6 +71,90 @@ def runtime_users(px):
 
 def writes(px):
     return [s["sql"] for s in px.statements() if s["sql"].lstrip().upper().startswith(WRITES)]
+
+
+class RuntimeSampler:
+    """Reads runtime_mysql_servers every `interval` seconds on an admin connection of its own while
+    a fault runs, so that a test asserts on what ProxySQL served at every moment, not only at the end.
+
+        with RuntimeSampler(px) as rs:
+            ...fault...
+        rs.assert_writer_never_empty()
+
+    While ProxySQL is down or hung there are no samples (the connection is retried). Before a
+    restart that starts ProxySQL empty, call expect_empty_restart(): samples from then until the
+    first one with a writer again are not held against the agent."""
+
+    def __init__(self, px, interval=0.02):
+        self.px = px
+        self.interval = interval
+        self.samples = []               # (time.monotonic(), sorted rows)
+        self.marks = []                 # expect_empty_restart() times
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="runtime-sampler", daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self):
+        conn = None
+        while not self._stop.is_set():
+            try:
+                if conn is None:
+                    conn = self.px.connect(connect_timeout=1, read_timeout=2, write_timeout=2)
+                with conn.cursor() as cur:
+                    cur.execute("SELECT hostgroup_id, hostname, port, status FROM runtime_mysql_servers")
+                    rows = sorted(tuple(r) for r in cur.fetchall())
+                self.samples.append((time.monotonic(), rows))
+            except Exception:           # ProxySQL down, restarting or hung: try again
+                if conn is not None:
+                    try:
+                        conn.close()
+                    except Exception:
+                        pass
+                    conn = None
+                self._stop.wait(0.05)
+                continue
+            self._stop.wait(self.interval)
+        if conn is not None:
+            conn.close()
+
+    def expect_empty_restart(self):
+        self.marks.append(time.monotonic())
+
+    def since(self, t):
+        return [rows for at, rows in self.samples if at >= t]
+
+    @staticmethod
+    def serving(rows, hostgroup):
+        return [r for r in rows if r[0] == hostgroup and r[3] not in ("OFFLINE_SOFT", "OFFLINE_HARD")]
+
+    def writerless(self, hostgroup="10"):
+        """Samples in which `hostgroup` had no serving server, outside the expected empty restarts."""
+        bad, exempt, marks = [], False, sorted(self.marks)
+        for at, rows in self.samples:
+            while marks and marks[0] <= at:
+                marks.pop(0)
+                exempt = True
+            if self.serving(rows, hostgroup):
+                exempt = False
+            elif not exempt:
+                bad.append((at, rows))
+        return bad
+
+    def assert_writer_never_empty(self, hostgroup="10", min_samples=10):
+        assert len(self.samples) >= min_samples, "only %d runtime samples" % len(self.samples)
+        bad = self.writerless(hostgroup)
+        assert not bad, "writer hostgroup %s empty at runtime in %d of %d samples, first: %r" % (
+            hostgroup, len(bad), len(self.samples), bad[0][1])
 
 
 class Agent:
@@ -294,7 +379,9 @@ def test_users_add_change_remove_and_foreign_users_untouched(consul, px, agent):
     assert ("human",) in [tuple(r) for r in px.query("SELECT username FROM main.mysql_users")]
 
 
+@pytest.mark.fault
 def test_empty_answer_is_confirmed_before_it_empties_readers(consul, px, agent):
+    """A stale empty answer changes nothing; a real emptying is believed after `confirmations` reads."""
     put_topology(consul, users=False)
     agent.start()
     wait_until("the first sync", lambda: synced(px))
@@ -349,7 +436,9 @@ def test_hostile_values_are_rejected_alone(consul, px, agent):
 
 # ---- Consul trouble --------------------------------------------------------------------------
 
+@pytest.mark.fault
 def test_consul_down_keeps_the_last_good_state_and_recovers(consul, px, agent):
+    """Last good config kept, /readyz 503, never exits; changes apply again once Consul is back."""
     put_topology(consul, users=False)
     agent.start()
     wait_until("the first sync", lambda: synced(px))
@@ -366,67 +455,134 @@ def test_consul_down_keeps_the_last_good_state_and_recovers(consul, px, agent):
     wait_until("/readyz again", agent.ready, timeout=40)
 
 
-def test_consul_errors_and_odd_answers(consul, px, workdir):
+def consul_fault_agent(consul, px, workdir):
+    """An agent with short blocking waits, synced, for a test of a Consul double's fault hook."""
+    if not consul.is_fake:
+        pytest.skip("needs the Consul double's fault hooks (CONSUL_BIN is set)")
     put_topology(consul, users=False)
-    agent = Agent(consul, [px], workdir, extra="wait = 1.0\n").start()   # short blocking waits
+    agent = Agent(consul, [px], workdir, extra="wait = 1.0\n").start()
+    wait_until("the first sync", lambda: synced(px))
+    return agent
+
+
+def stop_and_check(agent):
+    rc = agent.stop()
+    logs = agent.logs()
+    print(logs)
+    assert ADMIN_PASSWORD not in logs
+    assert rc == 0, "agent exit code %r" % rc
+    return logs
+
+
+@pytest.mark.fault
+def test_consul_500_and_503_bursts(consul, px, workdir):
+    """Logged, last good config kept, retried with backoff; the change made meanwhile applies after the burst."""
+    agent = consul_fault_agent(consul, px, workdir)
     try:
-        wait_until("the first sync", lambda: synced(px))
+        for burst, (code, host) in enumerate(((500, "db5"), (503, "db6")), 1):
+            # the agent's reads fail, not our writes ("method" is also the fixture's own argument)
+            r = consul.request("POST", "/_fake/fail", params={"count": 6, "code": code, "method": "GET"})
+            assert r.status == 200, r
+            consul.put("mysql/replica/shop/eu/%s:3306" % host, b"")
+            # every failed read is counted; the agent is the only one reading
+            wait_until("6 more consul errors counted", lambda: 'proxysql_sync_errors_total{stage="consul",target=""} %d'
+                       % (6 * burst) in agent.http("/metrics")[1], timeout=20)
+            assert "HTTP %d" % code in agent.logs()
+            assert ("10", "db1", "3306", "ONLINE") in runtime_servers(px)
+            wait_until("%s after a burst of %ds" % (host, code),
+                       lambda: ("11", host, "3306", "ONLINE") in runtime_servers(px), timeout=40)
+        assert agent.proc.poll() is None
+    finally:
+        stop_and_check(agent)
+
+
+@pytest.mark.fault
+def test_consul_no_leader(consul, px, workdir):
+    """Answers without `X-Consul-KnownLeader: true` are ignored (logged once); applies again once a leader is known."""
+    agent = consul_fault_agent(consul, px, workdir)
+    try:
         px.clear_statements()
-        if not consul.is_fake:
-            pytest.skip("needs the Consul double's fault hooks (CONSUL_BIN is set)")
-        # the agent's reads fail, not our writes ("method" is also the fixture's own argument)
-        r = consul.request("POST", "/_fake/fail", params={"count": 5, "code": 500, "method": "GET"})
-        assert r.status == 200, r
-        consul.put("mysql/replica/shop/eu/db5:3306", b"")
-        wait_until("db5 after a burst of 500s", lambda: ("11", "db5", "3306", "ONLINE") in runtime_servers(px),
-                   timeout=40)
         # no known leader: reads still answer, with X-Consul-KnownLeader: false; they are ignored
         consul.fault("leader", known=0, reads="ok")
         wait_until("answers without a known leader", lambda: "no known leader" in agent.logs(), timeout=20)
-        assert synced(px, TOPOLOGY + [("11", "db5", "3306", "ONLINE")])
+        time.sleep(2)
+        assert synced(px) and writes(px) == []
+        for prefix in ("mysql/master/", "mysql/replica/", "proxysql/users/"):
+            assert len([x for x in agent.logs().splitlines()
+                        if "consul: %s: no known leader" % prefix in x]) == 1, agent.logs()
         consul.fault("leader", known=1)
+        consul.put("mysql/replica/shop/eu/db5:3306", b"")
+        wait_until("db5 once a leader is known", lambda: ("11", "db5", "3306", "ONLINE") in runtime_servers(px),
+                   timeout=40)
+        assert agent.proc.poll() is None
+    finally:
+        stop_and_check(agent)
+
+
+@pytest.mark.fault
+def test_consul_index_backwards(consul, px, workdir):
+    """The index is reset (never 0, no busy loop) and a change after the drop still applies."""
+    agent = consul_fault_agent(consul, px, workdir)
+    try:
         consul.fault("index_backwards")
         consul.put("mysql/replica/shop/eu/db6:3306", b"")
         wait_until("db6 after the index went backwards",
                    lambda: ("11", "db6", "3306", "ONLINE") in runtime_servers(px), timeout=40)
+        consul.request("DELETE", "/_fake/requests")
+        time.sleep(1.0)
+        reads = [r for r in consul.request("GET", "/_fake/requests").json() if r["method"] == "GET"]
+        assert len(reads) <= 12, "busy loop: %d reads in 1 s" % len(reads)
+        assert all(r["query"].get("index", ["1"]) != ["0"] for r in reads), reads
         assert agent.proc.poll() is None
-        assert "consul: mysql/" in agent.logs()     # the 500s were logged
     finally:
-        rc = agent.stop()
-        print(agent.logs())
-        assert rc == 0
+        stop_and_check(agent)
 
 
 # ---- ProxySQL trouble ------------------------------------------------------------------------
 
+@pytest.mark.fault
 def test_proxysql_restarted_with_empty_config_is_reapplied(consul, px, agent):
+    """Servers and users re-applied within 5 s of the restart."""
     put_topology(consul)
     agent.start()
     wait_until("the first sync", lambda: synced(px))
-    px.restart(initial=True)                # config lost
-    t0 = time.monotonic()
-    wait_until("re-applied after the restart", lambda: synced(px) and len(runtime_users(px)) == 4)
-    assert time.monotonic() - t0 < 5
+    with RuntimeSampler(px) as rs:
+        time.sleep(0.3)
+        rs.expect_empty_restart()           # empty until the agent applies: ProxySQL's doing, not the agent's
+        px.restart(initial=True)            # config lost
+        t0 = time.monotonic()
+        wait_until("re-applied after the restart", lambda: synced(px) and len(runtime_users(px)) == 4)
+        assert time.monotonic() - t0 < 5
+        time.sleep(0.5)
+    rs.assert_writer_never_empty()
+    assert rs.since(t0), "no runtime sample after the restart"
 
 
+@pytest.mark.fault
 def test_proxysql_hanging_query_then_recovery(consul, px, agent):
+    """Neither hangs nor exits, /readyz 503 names the target; converges once the admin answers."""
     put_topology(consul, users=False)
     agent.start()
     wait_until("the first sync", lambda: synced(px))
-    px.control("hang", count=100000, seconds=0)   # every query hangs until released
-    consul.put("mysql/replica/shop/eu/db4:3306", b"")
-    time.sleep(7)                           # longer than admin-timeout (5 s)
-    assert agent.proc.poll() is None
-    # our own queries would hang too: ask the agent instead
-    status, why = agent.http("/readyz")
-    assert status == 503 and "px1" in why, (status, why)
-    px.control("reset")                     # wakes the hung queries, no more hangs
-    wait_until("db4 after the hang", lambda: ("11", "db4", "3306", "ONLINE") in runtime_servers(px),
-               timeout=30)
-    wait_until("/readyz after the hang", agent.ready, timeout=30)
+    with RuntimeSampler(px) as rs:
+        time.sleep(0.3)
+        px.control("hang", count=100000, seconds=0)   # every query hangs until released
+        consul.put("mysql/replica/shop/eu/db4:3306", b"")
+        time.sleep(7)                       # longer than admin-timeout (5 s)
+        assert agent.proc.poll() is None
+        # our own queries would hang too: ask the agent instead
+        status, why = agent.http("/readyz")
+        assert status == 503 and "px1" in why, (status, why)
+        px.control("reset")                 # wakes the hung queries, no more hangs
+        wait_until("db4 after the hang", lambda: ("11", "db4", "3306", "ONLINE") in runtime_servers(px),
+                   timeout=30)
+        wait_until("/readyz after the hang", agent.ready, timeout=30)
+    rs.assert_writer_never_empty()
 
 
+@pytest.mark.fault
 def test_two_targets_one_down(consul, workdir):
+    """The live target syncs and keeps its writer; the other converges once it starts; then /readyz 200."""
     put_topology(consul, users=False)
     with ProxySQL(admin_password=ADMIN_PASSWORD) as up, ProxySQL(admin_password=ADMIN_PASSWORD) as down:
         down.stop()
@@ -434,16 +590,23 @@ def test_two_targets_one_down(consul, workdir):
         try:
             wait_until("the live target synced", lambda: synced(up))
             assert not a.ready()
-            down.start()
-            wait_until("the second target synced", lambda: synced(down), timeout=40)
-            wait_until("/readyz", a.ready, timeout=20)
+            with RuntimeSampler(up) as rs_up:
+                with RuntimeSampler(down) as rs_down:
+                    rs_down.expect_empty_restart()      # a fresh ProxySQL starts empty
+                    down.start()
+                    wait_until("the second target synced", lambda: synced(down), timeout=40)
+                    wait_until("/readyz", a.ready, timeout=20)
+            rs_up.assert_writer_never_empty()
+            rs_down.assert_writer_never_empty(min_samples=1)
         finally:
             assert a.stop() == 0
 
 
 # ---- process behaviour -----------------------------------------------------------------------
 
+@pytest.mark.fault
 def test_sigterm_during_an_apply_stops_fast_and_leaves_runtime_whole(consul, px, agent):
+    """Exit 0 within 1.5 s; the apply is abandoned before its LOAD: runtime holds the old state or the new."""
     put_topology(consul, users=False)
     agent.start()
     wait_until("the first sync", lambda: synced(px))
@@ -462,7 +625,9 @@ def test_sigterm_during_an_apply_stops_fast_and_leaves_runtime_whole(consul, px,
     assert runtime_servers(px) in (before, after), "runtime half applied"
 
 
+@pytest.mark.fault
 def test_sigterm_while_the_admin_hangs(consul, px, agent):
+    """Exit 0 within 1.5 s even with admin queries hung."""
     put_topology(consul, users=False)
     agent.start()
     wait_until("the first sync", lambda: synced(px))
@@ -472,10 +637,13 @@ def test_sigterm_while_the_admin_hangs(consul, px, agent):
     agent.proc.send_signal(signal.SIGTERM)
     agent.proc.wait(5)
     assert time.monotonic() - t0 < 1.5
+    assert agent.proc.returncode == 0
     px.control("release")
 
 
+@pytest.mark.fault
 def test_sighup_reloads_and_bad_config_keeps_running(consul, px, agent):
+    """A good configuration is reloaded; a bad one is logged and the running one kept."""
     put_topology(consul, users=False)
     consul.put("generic/30/db30:3306", json.dumps({"weight": 3}).encode())
     agent.start()
@@ -488,6 +656,9 @@ def test_sighup_reloads_and_bad_config_keeps_running(consul, px, agent):
     time.sleep(0.5)
     assert agent.proc.poll() is None
     assert "reload failed, keeping the running configuration" in agent.logs()
+    consul.put("generic/30/db31:3306", b"")     # the running configuration still watches generic/
+    wait_until("a change under the kept configuration",
+               lambda: ("30", "db31", "3306", "ONLINE") in runtime_servers(px))
 
 
 def test_once_dry_run_and_lock(consul, px, agent):
@@ -508,7 +679,9 @@ def test_once_dry_run_and_lock(consul, px, agent):
         assert "another proxysql-sync --once holds" in r.stdout + r.stderr
 
 
+@pytest.mark.fault
 def test_bad_configuration_exits_2_with_one_line(workdir):
+    """Exit 2 with one line naming the problem."""
     cfg = os.path.join(workdir, "bad.cfg")
     cases = {
         'clusters = ( { alias = "a"; writer_hostgroup = 1; reader_hostgroup = 1; } );\n'
