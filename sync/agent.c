@@ -386,6 +386,26 @@ static int keep_writers(struct agent *ag, struct px_servers *want, const struct 
 	return held;
 }
 
+/* After a failed apply: each LOAD that went through without its SAVE leaves a SAVE owed, done
+ * at the next reconcile even when nothing else differs (main = runtime by then, disk behind). */
+static void owe_saves(struct target *t, const struct plan *p, size_t done)
+{
+	bool loaded_servers = false, loaded_users = false;
+
+	for (size_t i = 0; i < p->n; i++) {
+		const char *sql = p->steps[i].sql;
+
+		if (i < done && strcmp(sql, "LOAD MYSQL SERVERS TO RUNTIME") == 0)
+			loaded_servers = true;
+		else if (i < done && strcmp(sql, "LOAD MYSQL USERS TO RUNTIME") == 0)
+			loaded_users = true;
+		else if (i >= done && loaded_servers && strcmp(sql, "SAVE MYSQL SERVERS TO DISK") == 0)
+			t->save_owed_servers = true;
+		else if (i >= done && loaded_users && strcmp(sql, "SAVE MYSQL USERS TO DISK") == 0)
+			t->save_owed_users = true;
+	}
+}
+
 int agent_reconcile(struct agent *ag, struct target *t, const struct px_servers *want_servers,
 		    const struct px_users *want_users, bool print)
 {
@@ -401,6 +421,8 @@ int agent_reconcile(struct agent *ag, struct target *t, const struct px_servers 
 		.user_tag = cfg->layout.user_tag,
 		.drain_timeout_ms = (int64_t)(opt_num(&cfg->o, "drain-timeout") * 1000),
 		.save_to_disk = opt_flag(&cfg->o, "save-to-disk"),
+		.save_owed_servers = t->save_owed_servers,
+		.save_owed_users = t->save_owed_users,
 	};
 	const struct px_server **draining = NULL;
 	struct plan_drain *dinfo = NULL;
@@ -501,8 +523,10 @@ int agent_reconcile(struct agent *ag, struct target *t, const struct px_servers 
 		t->errors_apply++;
 		t->in_sync = false;
 		pxadmin_close(&t->px);
+		owe_saves(t, &plan, done);
 		goto out;
 	}
+	t->save_owed_servers = t->save_owed_users = false;
 	/* Verify: what ProxySQL has now must need nothing more (drains aside). */
 	px_servers_free(&have_s);
 	px_users_free(&have_u);

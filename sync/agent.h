@@ -58,6 +58,7 @@ struct target {
 	_Atomic double last_sync_unix;
 	struct drain_rec *drains;
 	size_t ndrains;
+	bool save_owed_servers, save_owed_users; /* loaded but not saved to disk yet */
 	/* metrics */
 	atomic_ulong applies, errors_read, errors_apply, errors_verify, errors_connect, writer_guard;
 	atomic_ulong hist[AGENT_HIST_BUCKETS + 1];

@@ -257,6 +257,8 @@ static void plan_servers(const struct px_servers *want, const struct px_servers 
 		add_literal(p, "LOAD MYSQL SERVERS TO RUNTIME");
 		if (o->save_to_disk)
 			add_literal(p, "SAVE MYSQL SERVERS TO DISK");
+	} else if (o->save_to_disk && o->save_owed_servers) {
+		add_literal(p, "SAVE MYSQL SERVERS TO DISK");
 	}
 }
 
@@ -310,6 +312,8 @@ static void plan_users(const struct px_users *want, const struct px_users *have,
 		add_literal(p, "LOAD MYSQL USERS TO RUNTIME");
 		if (o->save_to_disk)
 			add_literal(p, "SAVE MYSQL USERS TO DISK");
+	} else if (o->save_to_disk && o->save_owed_users) {
+		add_literal(p, "SAVE MYSQL USERS TO DISK");
 	}
 }
 

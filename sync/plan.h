@@ -22,6 +22,9 @@ struct plan_options {
 	const char *user_tag; /* users whose comment starts with this are the agent's */
 	int64_t drain_timeout_ms; /* a draining server is deleted after this even with used connections */
 	bool save_to_disk; /* SAVE ... TO DISK after each LOAD */
+	/* An earlier apply loaded but did not save (its SAVE failed or was never sent): with
+	 * save_to_disk, SAVE again even when nothing else differs. */
+	bool save_owed_servers, save_owed_users;
 };
 
 struct plan_step {
@@ -41,7 +44,7 @@ struct plan {
 /* Compute the statements: per server INSERT / UPDATE / drain (UPDATE status='OFFLINE_SOFT') /
  * DELETE once drained, then LOAD MYSQL SERVERS TO RUNTIME (and SAVE ... TO DISK); per user
  * DELETE + INSERT when it differs, DELETE when gone; then LOAD MYSQL USERS TO RUNTIME (and SAVE).
- * Nothing at all when nothing differs. Arrays must be sorted (px_*_sort). Values must already
+ * Nothing at all when nothing differs, but an owed SAVE (plan_options). Arrays must be sorted (px_*_sort). Values must already
  * be validated (layout does it); everything is quoted anyway. Pure; free with plan_free. */
 void plan_build(const struct px_servers *want_servers, const struct px_users *want_users,
 		const struct px_servers *have_servers, const struct px_users *have_users,

@@ -331,6 +331,33 @@ def test_proxysql_rejects_a_statement(consul, px, workdir):
         finish(agent)
 
 
+@pytest.mark.fault
+def test_proxysql_save_to_disk_fails(consul, px, workdir):
+    """The runtime has the change; the SAVE is retried without waiting for another change, so a restart from disk keeps it."""
+    need_fake(px)
+    put_topology(consul, users=False)
+    agent = Agent(consul, [px], workdir).start()
+    try:
+        wait_until("the first sync", lambda: synced(px))
+        with RuntimeSampler(px) as rs:
+            px.control("fail", count=1, code=1045, message="ProxySQL Admin Error: disk I/O error",
+                       match="SAVE MYSQL SERVERS TO DISK")
+            consul.put("mysql/replica/shop/eu/db4:3306", b"")
+            want = sorted(TOPOLOGY + [("11", "db4", "3306", "ONLINE")])
+            wait_until("db4 in the runtime", lambda: runtime_servers(px) == want, timeout=20)
+            wait_until("the SAVE done again", lambda: ("11", "db4", "3306") in [
+                tuple(r) for r in px.query("SELECT hostgroup_id, hostname, port FROM disk.mysql_servers")],
+                timeout=20)
+            assert re.search(r"target px1: statement \d+ of \d+ failed: ProxySQL Admin Error: disk I/O error \(1045\): "
+                             r"SAVE MYSQL SERVERS TO DISK", agent.logs()), agent.logs()
+            px.restart(initial=False)       # from disk
+            wait_until("the runtime back from disk", lambda: runtime_servers(px) == want, timeout=20)
+        rs.assert_writer_never_empty()
+        assert [w for w in writes(px) if "db4" in w] == [], "db4 was written again after the restart"
+    finally:
+        finish(agent)
+
+
 # ---- the process -------------------------------------------------------------------------------
 
 def signals_taken(pid):

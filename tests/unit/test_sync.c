@@ -69,7 +69,8 @@ static const char *jstr(const cJSON *o, const char *name, const char *def)
 	return cJSON_IsString(v) ? v->valuestring : def;
 }
 
-/* current.json: {"servers": [{hostgroup, host, port, status, ...}], "users": [...], "drains": [...]} */
+/* current.json: {"servers": [{hostgroup, host, port, status, ...}], "users": [...], "drains": [...],
+ * "save_owed": {"servers": bool, "users": bool}} (the last: SAVEs a failed apply left owed) */
 static cJSON *load_current(const char *dir, struct px_servers *servers, struct px_users *users,
 			   struct plan_drain **drains, size_t *ndrains)
 {
@@ -184,6 +185,8 @@ static void run_case(void **state)
 	po.user_tag = cfg.layout.user_tag;
 	po.drain_timeout_ms = (int64_t)(opt_num(&cfg.o, "drain-timeout") * 1000);
 	po.save_to_disk = opt_flag(&cfg.o, "save-to-disk");
+	po.save_owed_servers = jint(cJSON_GetObjectItem(cur, "save_owed"), "servers", 0) != 0;
+	po.save_owed_users = jint(cJSON_GetObjectItem(cur, "save_owed"), "users", 0) != 0;
 	if (lr.nunsettled == 0)
 		plan_build(&lr.servers, *cfg.layout.users_prefix ? &lr.users : NULL, &have_s,
 			   *cfg.layout.users_prefix ? &have_u : NULL, drains, ndrains, &po, &plan);
