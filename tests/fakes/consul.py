@@ -19,8 +19,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,16 +28,11 @@ import urllib.parse
 import urllib.request
 import uuid
 
+from fakes.process import ServerProcess, free_port  # noqa: F401 (free_port: for tests)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 DOUBLE = os.path.join(HERE, "consul_kv.py")
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-
-
-def free_port():
-    """An ephemeral loopback port that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Response:
@@ -88,8 +81,10 @@ def encode_params(params):
     return "&".join(parts)
 
 
-class Consul:
+class Consul(ServerProcess):
     """One Consul HTTP endpoint on 127.0.0.1: the double or the real thing."""
+
+    what = "consul"
 
     def __init__(self, *, dc="dc1", node="consul-test", acl_master_token=None,
                  session_ttl_min=None, binary=None, use_double=False, workdir=None,
@@ -109,10 +104,9 @@ class Consul:
         self.workdir = workdir or tempfile.mkdtemp(prefix="consul-test-")
         self.datadir = os.path.join(self.workdir, "data")
         self.port = None
-        self.proc = None
         self._ports = None
-        self._log = None
         self._accessors = {}
+        super().__init__()
 
     # -- identity ------------------------------------------------------------
 
@@ -219,44 +213,6 @@ class Consul:
                 self.kill()
                 raise RuntimeError("consul did not elect a leader in %.0fs; log: %s" % (timeout, self.log_path))
             time.sleep(0.1)
-
-    def _check_alive(self):
-        if self.proc is not None and self.proc.poll() is not None:
-            with open(self.log_path, "rb") as f:
-                tail = f.read()[-2000:].decode("utf-8", "replace")
-            raise RuntimeError("consul exited with %s:\n%s" % (self.proc.returncode, tail))
-
-    @property
-    def running(self):
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self, timeout=10.0):
-        """SIGTERM, then SIGKILL after timeout seconds."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout)
-        self._reap()
-
-    def kill(self):
-        """SIGKILL: a crash, no goodbye."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-        self._reap()
-
-    def _reap(self):
-        self.proc = None
-        if self._log:
-            self._log.close()
-            self._log = None
 
     def restart(self, keep_data=True, timeout=60.0):
         """Stop and start again on the same address, with or without the data."""

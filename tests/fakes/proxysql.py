@@ -24,7 +24,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -34,20 +33,18 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from fakes.process import ServerProcess, free_port  # noqa: F401 (free_port: for tests)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 DOUBLE = os.path.join(HERE, "proxysql_admin.py")
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
 
-def free_port():
-    """An ephemeral loopback port that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class ProxySQL:
+class ProxySQL(ServerProcess):
     """One ProxySQL admin interface on 127.0.0.1: the double or the real thing."""
+
+    what = "proxysql"
+    stop_timeout = 30.0
 
     def __init__(self, *, admin_user="admin", admin_password="admin", binary=None, workdir=None,
                  monitor_shun_after=None, extra_args=()):
@@ -62,10 +59,8 @@ class ProxySQL:
         self.admin_port = None
         self.control_port = None
         self.mysql_port = None          # real binary only (mysql-interfaces)
-        self.proc = None
-        self.returncode = None
         self.started_once = False
-        self._log = None
+        super().__init__()
 
     # -- identity ------------------------------------------------------------
 
@@ -80,10 +75,6 @@ class ProxySQL:
     @property
     def log_path(self):
         return os.path.join(self.workdir, "proxysql.log")
-
-    @property
-    def running(self):
-        return self.proc is not None and self.proc.poll() is None
 
     def __enter__(self):
         return self.start()
@@ -172,49 +163,6 @@ class ProxySQL:
             return True
         except pymysql.err.MySQLError:
             return False
-
-    def _check_alive(self):
-        if self.proc is not None and self.proc.poll() is not None:
-            with open(self.log_path, "rb") as f:
-                tail = f.read()[-2000:].decode("utf-8", "replace")
-            raise RuntimeError("proxysql exited with %s:\n%s" % (self.proc.returncode, tail))
-
-    def stop(self, timeout=30.0):
-        """SIGTERM (SIGCONT first, in case it was paused), then SIGKILL after timeout seconds."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGCONT)
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout)
-        self._reap()
-
-    def kill(self):
-        """SIGKILL: a crash, no goodbye."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-        self._reap()
-
-    def pause(self):
-        """SIGSTOP: the port accepts TCP but nothing answers (deadline tests)."""
-        self.proc.send_signal(signal.SIGSTOP)
-
-    def resume(self):
-        self.proc.send_signal(signal.SIGCONT)
-
-    def _reap(self):
-        self.returncode = self.proc.returncode
-        self.proc = None
-        if self._log:
-            self._log.close()
-            self._log = None
 
     def restart(self, initial=False, timeout=60.0, **options):
         """Stop (SIGTERM) and start again on the same ports with the same datadir.
