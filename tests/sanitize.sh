@@ -18,7 +18,7 @@ python=${PYTHON:-/usr/bin/python3}
 
 if [ $# -eq 0 ]; then
 	p=tests/integration/test_probes.py
-	set -- tests/integration/test_sync.py tests/integration/test_register.py \
+	set -- tests/integration/test_sync.py tests/integration/test_sync_faults.py tests/integration/test_register.py \
 		tests/integration/test_proxysql_check.py tests/integration/test_clustercheck_http.py \
 		$p::test_healthy $p::test_desynced $p::test_read_only $p::test_replica_healthy \
 		$p::test_replica_lagging $p::test_replica_sql_thread_failed $p::test_bypass_files \
