@@ -9,7 +9,8 @@ Runs, one after the other, on loopback:
    clustercheck --listen under a bounded load (a 1-node Galera started on free ports);
 2. tests/bench/health_bench.py: proxysql-sync's /healthz, /readyz and /metrics under a
    bounded load;
-3. tests/bench/sync_bench.py: proxysql-sync against the Consul and ProxySQL doubles.
+3. tests/bench/sync_bench.py: proxysql-sync against the Consul and ProxySQL doubles (again with
+   the static build when bin/static/ has it).
 
 Each prints Markdown; this script puts the outputs under one header with the machine's facts
 (cores, load average at the start, kernel, date), writes the report and prints it. It
@@ -95,20 +96,24 @@ def main():
     bin_dir = os.path.abspath(os.environ.get("SIDEKICK_BIN", os.path.join(ROOT, "bin")))
     env = dict(os.environ, SIDEKICK_BIN=bin_dir)
     facts = machine_facts(bin_dir)
+    sync_argv = [PYTHON, os.path.join(HERE, "sync_bench.py"), "--changes", str(a.changes), "--users", str(a.users),
+                 "--servers", str(a.servers), "--initial-runs", str(a.initial_runs)]
     sections = [
         ("Probes and clustercheck --listen",
-         [PYTHON, os.path.join(HERE, "probes.py"), "--runs", str(a.runs), "--requests", str(a.requests)]),
+         [PYTHON, os.path.join(HERE, "probes.py"), "--runs", str(a.runs), "--requests", str(a.requests)], env),
         ("proxysql-sync health port",
-         [PYTHON, os.path.join(HERE, "health_bench.py"), "--requests", str(a.health_requests)]),
-        ("proxysql-sync: Consul KV -> ProxySQL",
-         [PYTHON, os.path.join(HERE, "sync_bench.py"), "--changes", str(a.changes), "--users", str(a.users),
-          "--servers", str(a.servers), "--initial-runs", str(a.initial_runs)]),
+         [PYTHON, os.path.join(HERE, "health_bench.py"), "--requests", str(a.health_requests)], env),
+        ("proxysql-sync: Consul KV -> ProxySQL", sync_argv, env),
     ]
+    static_dir = os.path.join(bin_dir, "static")
+    if os.path.exists(os.path.join(static_dir, "proxysql-sync")):
+        sections.append(("proxysql-sync: Consul KV -> ProxySQL (static, musl)", sync_argv,
+                         dict(env, SIDEKICK_BIN=static_dir)))
     t_start = time.monotonic()
     parts, failed = [], []
-    for title, argv in sections:
+    for title, argv, section_env in sections:
         print("bench: %s ..." % title, file=sys.stderr, flush=True)
-        rc, out, err_tail, secs = run_section(argv, env)
+        rc, out, err_tail, secs = run_section(argv, section_env)
         body = out.strip()
         if not body.startswith("## "):   # a heading of ours; the script's own become subsections
             body = "\n".join("#" + ln if ln.startswith("## ") else ln for ln in body.splitlines())
