@@ -373,10 +373,12 @@ def test_secrets_stay_out_of_argv_and_logs(healthy_galera, clustercheck_creds, p
             assert clustercheck_creds.password not in text
 
 
+@pytest.mark.fault
 def test_once_with_its_state_file_on_a_full_disk(healthy_galera, clustercheck_creds, consul, prefix, registrars,
                                                  tmp_path):
-    """The session ID cannot be saved: exit 1 naming the file, and no session or key left behind
-    (the next run could not reuse them); once there is room, the next run registers."""
+    """Exit 1 with one line naming the file; no session or key left behind; the next run with room registers.
+
+    The session ID cannot be saved, so the next run could not reuse the session: it is destroyed."""
     full = tmp_path / "full"
     full.mkdir()
     r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0755", "tmpfs", str(full)],
