@@ -34,8 +34,8 @@ fi
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 echo "deps: installing:$missing"
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+$SUDO apt-get -o Acquire::Retries=5 update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o Acquire::Retries=5 install -y -qq --no-install-recommends $missing >/dev/null
 # The packaged mariadb service is not used by the tests; they start their own servers on loopback.
 if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet mariadb 2>/dev/null; then
 	$SUDO systemctl disable --now mariadb >/dev/null 2>&1 || true

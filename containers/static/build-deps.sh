@@ -81,7 +81,7 @@ done
 [ -s "$sources" ] || { echo "static deps: no Debian deb line in /etc/apt/sources.list*" >&2; exit 2; }
 
 apt_src() {
-	apt-get -q -o Dir::Etc::SourceList="$sources" -o Dir::Etc::SourceParts=/nonexistent \
+	apt-get -q -o Acquire::Retries=5 -o Dir::Etc::SourceList="$sources" -o Dir::Etc::SourceParts=/nonexistent \
 		-o Dir::State::Lists="$APTDIR/lists" -o Dir::Cache::Archives="$APTDIR/archives" \
 		-o Dir::Cache="$APTDIR" -o APT::Sandbox::User=root "$@"
 }
