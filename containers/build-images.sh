@@ -59,17 +59,17 @@ if [ "$(cat "$IMAGES_DIR/base.stamp" 2>/dev/null)" != "$stamp" ] || [ ! -s "$roo
 	rootfs=$IMAGES_DIR/rootfs
 	rm -rf "$rootfs_tar"
 	# A mirror that drops some downloads fails the whole run; what did arrive stays in the
-	# cache, so a second or third attempt only fetches the rest.
+	# cache, so a later attempt (up to five) only fetches the rest.
 	mkdir -p "$IMAGES_DIR/debs"
 	# debootstrap gives up on a package after one failed wget: let wget itself retry first.
 	printf 'tries = 5\nwaitretry = 3\ntimeout = 60\nretry_connrefused = on\n' >"$IMAGES_DIR/wgetrc"
 	export WGETRC="$IMAGES_DIR/wgetrc"
-	for attempt in 1 2 3; do
+	for attempt in 1 2 3 4 5; do
 		rm -rf "$rootfs"
 		debootstrap --variant=minbase --include="$BUILDER_PACKAGES" --cache-dir="$IMAGES_DIR/debs" \
 			bookworm "$rootfs" "$url" >"$IMAGES_DIR/debootstrap.log" 2>&1 && break
 		tail -5 "$IMAGES_DIR/debootstrap.log" >&2
-		[ "$attempt" -lt 3 ] || { echo "images: debootstrap failed 3 times (log: $IMAGES_DIR/debootstrap.log)" >&2; exit 1; }
+		[ "$attempt" -lt 5 ] || { echo "images: debootstrap failed 5 times (log: $IMAGES_DIR/debootstrap.log)" >&2; exit 1; }
 		log "debootstrap attempt $attempt failed; again in 10 s with the packages fetched so far"
 		sleep 10
 	done
