@@ -652,9 +652,19 @@ class GaleraNode(MariaDB):
     def desync(self, on=True, timeout=30.0):
         """``SET GLOBAL wsrep_desync``: state 2 Donor/Desynced, still Primary.
 
-        ``desync(False)`` waits until the node is Synced (4) again.
+        ``desync(False)`` waits until the node is Synced (4) again. The provider refuses the
+        change for a moment at times (error 1396, "Operation 'desync' failed"; seen once in a CI
+        run right after a neighbour's SIGSTOP/SIGCONT): that is retried until ``timeout``.
         """
-        self.sql(f"SET GLOBAL wsrep_desync={'ON' if on else 'OFF'}")
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.sql(f"SET GLOBAL wsrep_desync={'ON' if on else 'OFF'}")
+                break
+            except pymysql.err.OperationalError as e:
+                if e.args[0] != 1396 or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
         if on:
             self.wait_status("wsrep_local_state=2 after desync",
                              lambda s: s.get("wsrep_local_state") == "2", timeout)
