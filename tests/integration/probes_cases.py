@@ -315,7 +315,8 @@ STATES = {
           "'clustercheckuser'@'…' (using password: YES) (1045)", "--json", auth="wrong-password",
           json=True),
     ]),
-    "unknown-host": State("unknown host", "`--host nosuchhost.invalid` (NXDOMAIN)", [
+    "unknown-host": State("unknown host", "`--host nosuchhost.invalid`, run in an empty network namespace: "
+                          "no name server answers, the lookup fails at once", [
         C("liveness", 1, "not alive: unknown host (nosuchhost.invalid:{port}): unknown host "
           "'nosuchhost.invalid': …", "--host", "nosuchhost.invalid"),
         C("readiness", 1, "not ready: unknown host (nosuchhost.invalid:{port}): unknown host "

@@ -198,7 +198,19 @@ def test_wrong_credentials(healthy_galera, mysql_creds, clustercheck_creds, tmp_
 
 
 def test_unknown_host(mysql_creds, clustercheck_creds, tmp_path):
-    assert_state("unknown-host", nowhere(mysql_creds, clustercheck_creds), tmp_path)
+    """Inside an empty network namespace no name server is reachable, so the lookup fails at once
+    and no query leaves the machine (the host's resolver may be slow or absent)."""
+    ns = f"sk-nodns-{os.getpid()}"
+    r = subprocess.run(["ip", "netns", "add", ns], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot create a network namespace here: {r.stderr.strip()}")
+    try:
+        subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up"], check=True)
+        tgt = nowhere(mysql_creds, clustercheck_creds)
+        tgt.netns = ns
+        assert_state("unknown-host", tgt, tmp_path)
+    finally:
+        subprocess.run(["ip", "netns", "del", ns])
 
 
 def test_hostile_input(mysql_creds, clustercheck_creds, tmp_path):
