@@ -20,6 +20,7 @@ import socket
 import subprocess
 import tarfile
 import time
+import urllib.error
 import urllib.request
 from datetime import datetime
 
@@ -219,8 +220,15 @@ targets = ( { name = "px1"; address = "%s"; user = "%s"; password_file = "/run/s
             state = json.loads(podman("inspect", name).stdout)[0]["State"]
             assert time.monotonic() < deadline and state["Running"], (state, podman("logs", name).stdout)
             time.sleep(0.1)
-        with urllib.request.urlopen("http://127.0.0.1:%d/readyz" % health, timeout=5) as r:
-            assert r.status == 200
+        # Runtime shows the rows at the LOAD; /readyz turns 200 once the agent has verified them.
+        while True:
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:%d/readyz" % health, timeout=5) as r:
+                    assert r.status == 200
+                    break
+            except urllib.error.HTTPError as e:
+                assert e.code == 503 and time.monotonic() < deadline, (e.code, podman("logs", name).stdout)
+                time.sleep(0.05)
         # PID 1 of its PID namespace is proxysql-sync itself, running as 65532.
         state = json.loads(podman("inspect", name).stdout)[0]["State"]
         with open("/proc/%d/status" % state["Pid"]) as f:
