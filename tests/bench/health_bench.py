@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,34 +28,16 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(HERE)
 ROOT = os.path.dirname(TESTS)
-sys.path[:0] = [TESTS]
+sys.path[:0] = [TESTS, HERE]
 
 from fakes.consul import Consul  # noqa: E402
+from fakes.process import free_port  # noqa: E402
 from fakes.proxysql import ProxySQL  # noqa: E402
+from sync_bench import cpu_ticks, proc_status  # noqa: E402
 
 BIN = os.environ.get("SIDEKICK_BIN", os.path.join(ROOT, "bin"))
 TICK = os.sysconf("SC_CLK_TCK")
 PATHS = ("/healthz", "/readyz", "/metrics")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def proc_status(pid, field):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
-
-
-def cpu_ticks(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        parts = f.read().rsplit(")", 1)[1].split()
-    return int(parts[11]) + int(parts[12])
 
 
 def http_status(port, path):
