@@ -5,6 +5,7 @@ Every test starts its own Consul, ProxySQL and agent on loopback with free ports
 need a fault hook only the doubles have are skipped against real servers, with the reason.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -81,15 +82,18 @@ class RuntimeSampler:
             ...fault...
         rs.assert_writer_never_empty()
 
-    While ProxySQL is down or hung there are no samples (the connection is retried). Before a
-    restart that starts ProxySQL empty, call expect_empty_restart(): samples from then until the
-    first one with a writer again are not held against the agent."""
+    While ProxySQL is down or hung there are no samples (the connection is retried). A sample is
+    stamped with the time its query was sent. Wrap a restart that starts ProxySQL empty in
+    `with rs.empty_restart():` (or call expect_empty_restart() before a fresh ProxySQL first
+    starts): samples sent inside the window, and those after it until the first one with a writer
+    again, are not held against the agent. Inside the window the old process may still answer
+    with its writer; that answer does not end the exemption, only one from the new process does."""
 
     def __init__(self, px, interval=0.02):
         self.px = px
         self.interval = interval
-        self.samples = []               # (time.monotonic(), sorted rows)
-        self.marks = []                 # expect_empty_restart() times
+        self.samples = []               # (time.monotonic() when the query was sent, sorted rows)
+        self.windows = []               # (start, end) of each expected empty restart
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="runtime-sampler", daemon=True)
 
@@ -110,10 +114,11 @@ class RuntimeSampler:
             try:
                 if conn is None:
                     conn = self.px.connect(connect_timeout=1, read_timeout=2, write_timeout=2)
+                sent = time.monotonic()
                 with conn.cursor() as cur:
                     cur.execute("SELECT hostgroup_id, hostname, port, status FROM runtime_mysql_servers")
                     rows = sorted(tuple(r) for r in cur.fetchall())
-                self.samples.append((time.monotonic(), rows))
+                self.samples.append((sent, rows))
             except Exception:           # ProxySQL down, restarting or hung: try again
                 if conn is not None:
                     try:
@@ -128,7 +133,16 @@ class RuntimeSampler:
             conn.close()
 
     def expect_empty_restart(self):
-        self.marks.append(time.monotonic())
+        now = time.monotonic()
+        self.windows.append((now, now))
+
+    @contextlib.contextmanager
+    def empty_restart(self):
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self.windows.append((start, time.monotonic()))
 
     def since(self, t):
         return [rows for at, rows in self.samples if at >= t]
@@ -139,11 +153,13 @@ class RuntimeSampler:
 
     def writerless(self, hostgroup="10"):
         """Samples in which `hostgroup` had no serving server, outside the expected empty restarts."""
-        bad, exempt, marks = [], False, sorted(self.marks)
+        bad, exempt, end, windows = [], False, None, sorted(self.windows)
         for at, rows in self.samples:
-            while marks and marks[0] <= at:
-                marks.pop(0)
+            while windows and windows[0][0] <= at:
+                end = windows.pop(0)[1]
                 exempt = True
+            if end is not None and at <= end:
+                continue                # sent during the restart: old or new process, either is fine
             if self.serving(rows, hostgroup):
                 exempt = False
             elif not exempt:
@@ -294,6 +310,21 @@ def synced(px, want=TOPOLOGY):
 
 
 # ---- first sync, no-op wake-ups, failover ------------------------------------------------
+
+def test_runtime_sampler_exempts_only_the_restart():
+    """The sampler's own rule, on made-up samples: an answer from the old process inside the
+    restart window does not end the exemption; an empty runtime after a writer came back does."""
+    w = [("10", "db1", "3306", "ONLINE")]
+    rs = RuntimeSampler(px=None)
+    rs.windows = [(1.0, 2.0)]
+    rs.samples = [(0.5, w), (1.5, w), (1.9, []), (2.1, []), (2.2, []), (2.3, w), (2.4, [])]
+    assert rs.writerless() == [(2.4, [])]
+    rs.samples = [(0.5, w), (0.9, [])]
+    assert rs.writerless() == [(0.9, [])]
+    rs.windows = [(1.0, 1.0)]               # expect_empty_restart(): a window of no length
+    rs.samples = [(1.1, []), (1.2, w), (1.3, [("10", "db1", "3306", "OFFLINE_SOFT")])]
+    assert rs.writerless() == [(1.3, [("10", "db1", "3306", "OFFLINE_SOFT")])]
+
 
 def test_first_sync_servers_and_users(consul, px, agent):
     put_topology(consul)
@@ -548,8 +579,8 @@ def test_proxysql_restarted_with_empty_config_is_reapplied(consul, px, agent):
     wait_until("the first sync", lambda: synced(px))
     with RuntimeSampler(px) as rs:
         time.sleep(0.3)
-        rs.expect_empty_restart()           # empty until the agent applies: ProxySQL's doing, not the agent's
-        px.restart(initial=True)            # config lost
+        with rs.empty_restart():            # empty until the agent applies: ProxySQL's doing, not the agent's
+            px.restart(initial=True)        # config lost
         t0 = time.monotonic()
         wait_until("re-applied after the restart", lambda: synced(px) and len(runtime_users(px)) == 4)
         assert time.monotonic() - t0 < 5
@@ -596,6 +627,7 @@ def test_two_targets_one_down(consul, workdir):
                     down.start()
                     wait_until("the second target synced", lambda: synced(down), timeout=40)
                     wait_until("/readyz", a.ready, timeout=20)
+                    time.sleep(0.3)             # and a while after: enough samples however fast it went
             rs_up.assert_writer_never_empty()
             rs_down.assert_writer_never_empty(min_samples=1)
         finally:
