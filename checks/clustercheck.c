@@ -236,7 +236,7 @@ static int serve(struct checker *c, const char *spec, unsigned idle_s, unsigned 
 		db_set_abort_fd(abort_pipe[0]);
 	else
 		abort_pipe[0] = abort_pipe[1] = -1;
-	srv = http_start(spec, on_http, c, idle_s, max_conns, err, sizeof(err));
+	srv = http_start(spec, HTTP_HANDLERS_BLOCK, on_http, c, idle_s, max_conns, err, sizeof(err));
 	if (!srv) {
 		log_error("%s (--listen)", err);
 		return 2;

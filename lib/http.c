@@ -1,4 +1,5 @@
-/* http.c: libmicrohttpd glue: address parsing, one thread per connection, replies from a handler. */
+/* http.c: libmicrohttpd glue: address parsing, a thread per connection or one event loop, replies
+ * from a handler. */
 #include "http.h"
 
 #include <arpa/inet.h>
@@ -17,6 +18,11 @@ struct http_server {
 	unsigned port;
 	atomic_int busy; /* requests between their handler's start and their reply's last byte */
 };
+
+/* Each connection's buffer for the request line, headers and the reply's header. */
+#ifndef CONN_MEMORY
+#define CONN_MEMORY (16 * 1024)
+#endif
 
 /* Markers in a request's con_cls: headers seen; handler called (counted in busy). */
 static int started, handled;
@@ -77,7 +83,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 				  void **con_cls)
 {
 	struct http_server *s = cls;
-	struct http_reply *r;
+	struct http_reply reply, *r = &reply; /* on the stack: no allocation per request */
 	struct MHD_Response *resp;
 	enum MHD_Result ret;
 
@@ -95,9 +101,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		*con_cls = &handled;
 		atomic_fetch_add(&s->busy, 1);
 	}
-	r = xcalloc(1, sizeof(*r));
 	r->status = 500;
 	r->content_type = "text/plain";
+	r->body[0] = '\0';
+	r->len = 0;
+	r->close = false;
 	s->h(s->ctx, method, url, r);
 	resp = MHD_create_response_from_buffer(r->len, r->body, MHD_RESPMEM_MUST_COPY);
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->content_type);
@@ -105,7 +113,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
 	ret = MHD_queue_response(c, (unsigned)r->status, resp);
 	MHD_destroy_response(resp);
-	free(r);
 	return ret;
 }
 
@@ -120,18 +127,19 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 	*con_cls = NULL;
 }
 
-struct http_server *http_start(const char *spec, http_handler h, void *ctx, unsigned idle_timeout_s, unsigned max_conns,
-			       char *err, size_t errlen)
+struct http_server *http_start(const char *spec, enum http_mode mode, http_handler h, void *ctx,
+			       unsigned idle_timeout_s, unsigned max_conns, char *err, size_t errlen)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
 	struct http_server *s;
-	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
-			 MHD_USE_SUPPRESS_DATE_NO_CLOCK;
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_SUPPRESS_DATE_NO_CLOCK;
 	const union MHD_DaemonInfo *info;
 
 	if (http_parse_listen(spec, &ss, &len, err, errlen) < 0)
 		return NULL;
+	if (mode == HTTP_HANDLERS_BLOCK)
+		flags |= MHD_USE_THREAD_PER_CONNECTION;
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	s = xcalloc(1, sizeof(*s));
@@ -139,6 +147,7 @@ struct http_server *http_start(const char *spec, http_handler h, void *ctx, unsi
 	s->ctx = ctx;
 	s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 				MHD_OPTION_CONNECTION_TIMEOUT, idle_timeout_s, MHD_OPTION_CONNECTION_LIMIT, max_conns,
+				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
 				MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
 				MHD_OPTION_END);
 	if (!s->d) {

@@ -11,12 +11,13 @@
 struct http_reply {
 	int status; /* e.g. 200, 503 */
 	const char *content_type; /* e.g. "text/plain" */
-	char body[8192]; /* the handler writes the body here */
+	char body[8192]; /* the handler writes the body here; it starts as "" */
 	size_t len;
 	bool close; /* send "Connection: close" and close after the reply */
 };
 
-/* Called once per request on the connection's own thread; fills `r`. Must be thread-safe. */
+/* Called once per request, on a thread of the server's (see enum http_mode); fills `r`. Must be
+ * thread-safe. */
 typedef void (*http_handler)(void *ctx, const char *method, const char *path, struct http_reply *r);
 
 struct http_server;
@@ -26,11 +27,17 @@ struct http_server;
 int http_parse_listen(const char *spec, struct sockaddr_storage *ss, socklen_t *len, char *err,
 		      size_t errlen) SK_MUST_CHECK;
 
-/* Start serving `spec` with one thread per connection, so a slow client never holds up
- * another; idle connections are closed after `idle_timeout_s`, and at most `max_conns` are
- * open at once. Returns NULL with err set (bad address, port in use). */
-struct http_server *http_start(const char *spec, http_handler h, void *ctx, unsigned idle_timeout_s, unsigned max_conns,
-			       char *err, size_t errlen);
+/* How handlers run. HTTP_HANDLERS_BLOCK: one thread per connection, for handlers that wait on
+ * something (a check waiting on mysqld) and must not hold up the other connections.
+ * HTTP_HANDLERS_QUICK: every connection on one event-loop thread, for handlers that only read
+ * memory; a slow client still holds up nobody, and no thread is created per connection (with
+ * musl each new thread maps and unmaps its stack: 3-4 times the CPU per request). */
+enum http_mode { HTTP_HANDLERS_BLOCK, HTTP_HANDLERS_QUICK };
+
+/* Start serving `spec`; idle connections are closed after `idle_timeout_s`, and at most
+ * `max_conns` are open at once. Returns NULL with err set (bad address, port in use). */
+struct http_server *http_start(const char *spec, enum http_mode mode, http_handler h, void *ctx,
+			       unsigned idle_timeout_s, unsigned max_conns, char *err, size_t errlen);
 
 /* The port actually bound (useful with port 0). */
 unsigned http_port(const struct http_server *s);

@@ -47,9 +47,9 @@ static void on_health(void *ctx, const char *method, const char *path, struct ht
 		agent_metrics(live.ag, &b);
 		r->status = 200;
 		r->content_type = "text/plain; version=0.0.4";
-		r->len = b.len;
 		if (b.len)
 			memcpy(r->body, b.data, b.len);
+		r->body[b.len] = '\0';
 		sk_buf_free(&b);
 	} else {
 		r->status = 404;
@@ -57,6 +57,7 @@ static void on_health(void *ctx, const char *method, const char *path, struct ht
 	}
 	pthread_mutex_unlock(&live.mu);
 	log_redact(r->body);
+	r->len = strlen(r->body); /* redacting may have shortened it */
 }
 
 static void setup_logging(const struct sync_config *c, const char *argv0)
@@ -103,7 +104,8 @@ static int run(struct sync_config *cfg, int argc, char **argv, bool *abandoned)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 
 	if (*opt_str(&cfg->o, "health-listen")) {
-		health = http_start(opt_str(&cfg->o, "health-listen"), on_health, NULL, 10, 64, err, sizeof(err));
+		health = http_start(opt_str(&cfg->o, "health-listen"), HTTP_HANDLERS_QUICK, on_health, NULL, 10, 64,
+				    err, sizeof(err));
 		if (!health) {
 			log_error("%s (health-listen)", err);
 			return 2;

@@ -343,6 +343,48 @@ def test_first_sync_servers_and_users(consul, px, agent):
         "SELECT hostgroup_id, hostname FROM disk.mysql_servers")) == [("10", "db1"), ("11", "db2"), ("11", "db3")]
 
 
+def test_health_port_slow_and_oversized_clients_hold_up_nobody(consul, px, agent):
+    """The health port answers on one event-loop thread: clients that send nothing, half a
+    request, or headers larger than a connection's buffer hold up no other request."""
+    put_topology(consul)
+    agent.start()
+    wait_until("/readyz", agent.ready)
+    stuck = []
+    try:
+        for i in range(30):
+            s = socket.create_connection(("127.0.0.1", agent.health_port), timeout=5)
+            if i % 3 == 0:
+                s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")     # never finished
+            stuck.append(s)
+        big = socket.create_connection(("127.0.0.1", agent.health_port), timeout=5)
+        stuck.append(big)
+        try:
+            big.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 40000 + b"\r\n\r\n")
+        except OSError:
+            pass                        # closed before it had all of it: refused either way
+        answer = b""
+        try:
+            while b"\r\n" not in answer:
+                chunk = big.recv(4096)
+                if not chunk:
+                    break
+                answer += chunk
+        except ConnectionResetError:
+            pass
+        assert answer == b"" or answer.startswith(b"HTTP/1.1 431 "), answer[:100]
+        for path in ("/healthz", "/readyz", "/metrics"):
+            t0 = time.monotonic()
+            status, body = agent.http(path)
+            took = time.monotonic() - t0
+            assert status == 200 and took < 1.0, (path, status, took, body[:200])
+        assert "proxysql_sync_desired_users 2" in agent.http("/metrics")[1]
+    finally:
+        for s in stuck:
+            s.close()
+    assert agent.proc.poll() is None
+    assert agent.http("/healthz") == (200, "ok\n")
+
+
 def test_wakeup_without_change_writes_nothing(consul, px, agent):
     put_topology(consul)
     agent.start()
