@@ -8,7 +8,7 @@ a small KV tree (a writer, 8 replicas, 50 users) from the Consul double to the P
 (tests/fakes/) on loopback, with `health-listen` on a free loopback port. Once /readyz says
 200, tests/bench/httpload.c sends a bounded number of requests to /healthz, /readyz and
 /metrics, a new TCP connection each (as a kubelet or Prometheus without keep-alive), at each
-client count: checks/s, p50/p99/max latency, non-200 answers, response size, and the agent's
+client count: requests/s, p50/p99/max latency, non-200 answers, response size, and the agent's
 CPU time per request (/proc/PID/stat over the row). Then the agent's RSS (VmRSS, VmHWM).
 
 Exits non-zero when the agent never becomes ready or the load generator cannot run.
@@ -142,7 +142,7 @@ def main():
 
     print("## proxysql-sync health port (%d requests per row, a new TCP connection each; "
           "Consul and ProxySQL doubles)\n" % a.requests)
-    print("| build | path | clients | checks/s | p50 ms | p99 ms | max ms | non-200 | errors | bytes | "
+    print("| build | path | clients | requests/s | p50 ms | p99 ms | max ms | non-200 | errors | bytes | "
           "agent CPU per request |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, rows, _ in results:
