@@ -74,6 +74,14 @@ def writes(px):
     return [s["sql"] for s in px.statements() if s["sql"].lstrip().upper().startswith(WRITES)]
 
 
+def first_sync(px, agent):
+    """Until the agent's first apply is over, its SAVE included: runtime shows the rows at the
+    LOAD, /readyz turns 200 only after the rest of the plan (a loaded machine showed the SAVE
+    arriving after a test had cleared the statement log)."""
+    wait_until("the first sync", lambda: synced(px))
+    wait_until("/readyz after the first sync", agent.ready)
+
+
 class RuntimeSampler:
     """Reads runtime_mysql_servers every `interval` seconds on an admin connection of its own while
     a fault runs, so that a test asserts on what ProxySQL served at every moment, not only at the end.
@@ -388,7 +396,7 @@ def test_health_port_slow_and_oversized_clients_hold_up_nobody(consul, px, agent
 def test_wakeup_without_change_writes_nothing(consul, px, agent):
     put_topology(consul)
     agent.start()
-    wait_until("the first sync", lambda: synced(px))
+    first_sync(px, agent)
     time.sleep(0.5)
     px.clear_statements()
     for _ in range(5):                      # the index moves, the content does not
@@ -401,7 +409,7 @@ def test_wakeup_without_change_writes_nothing(consul, px, agent):
 def test_failover_waits_for_orchestrator_to_finish_writing(consul, px, agent):
     put_topology(consul, users=False)
     agent.start()
-    wait_until("the first sync", lambda: synced(px))
+    first_sync(px, agent)
     px.clear_statements()
     # orchestrator writes the main key first, then the children, one by one
     consul.put("mysql/master/shop", b"db2:3306")
@@ -457,7 +465,7 @@ def test_empty_answer_is_confirmed_before_it_empties_readers(consul, px, agent):
     """A stale empty answer changes nothing; a real emptying is believed after `confirmations` reads."""
     put_topology(consul, users=False)
     agent.start()
-    wait_until("the first sync", lambda: synced(px))
+    first_sync(px, agent)
     px.clear_statements()
     consul.fault("stale_empty", count=1)    # one stale follower answer: 200, [] and index 1
     # the blocking queries in flight return on a change; the next one gets the stale answer
