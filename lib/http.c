@@ -19,10 +19,9 @@ struct http_server {
 	atomic_int busy; /* requests between their handler's start and their reply's last byte */
 };
 
-/* Each connection's buffer for the request line, headers and the reply's header. */
-#ifndef CONN_MEMORY
+/* Each connection's buffer for the request line, headers and the reply's header; a request
+ * whose headers do not fit gets 431. Probes and scrapers send a few hundred bytes. */
 #define CONN_MEMORY (16 * 1024)
-#endif
 
 /* Markers in a request's con_cls: headers seen; handler called (counted in busy). */
 static int started, handled;
