@@ -522,8 +522,7 @@ def test_consul_down_keeps_the_last_good_state_and_recovers(consul, px, agent):
     """Last good config kept, /readyz 503, never exits; changes apply again once Consul is back."""
     put_topology(consul, users=False)
     agent.start()
-    wait_until("the first sync", lambda: synced(px))
-    wait_until("/readyz", agent.ready)
+    first_sync(px, agent)
     consul.stop()
     wait_until("/readyz turning 503", lambda: not agent.ready(), timeout=70)
     time.sleep(1)

@@ -26,8 +26,8 @@ import uuid
 import pytest
 
 from fakes.consul import Consul
-from test_sync import (ADMIN_PASSWORD, SYNC, TOPOLOGY, Agent, RuntimeSampler, consul, free_port,  # noqa: F401
-                       put_topology, px, runtime_servers, synced, wait_until, workdir, writes)
+from test_sync import (ADMIN_PASSWORD, SYNC, TOPOLOGY, Agent, RuntimeSampler, consul, first_sync,  # noqa: F401
+                       free_port, put_topology, px, runtime_servers, synced, wait_until, workdir, writes)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -101,8 +101,7 @@ def test_consul_slow_answers(consul, px, workdir):
     put_topology(consul, users=False)
     agent = Agent(consul, [px], workdir, extra="wait = 1.0\n").start()
     try:
-        wait_until("the first sync", lambda: synced(px))
-        wait_until("/readyz", agent.ready)
+        first_sync(px, agent)
         consul.fault("slow", ms=1500)
         t0 = time.monotonic()
         consul.put("mysql/replica/shop/eu/db4:3306", b"")
@@ -137,8 +136,7 @@ def acl_agent(c, token, px, workdir):
     os.chmod(tokfile, 0o600)
     put_topology(c, users=False)
     agent = Agent(c, [px], workdir, extra='wait = 1.0\nconsul-token-file = "%s"\n' % tokfile).start()
-    wait_until("the first sync", lambda: synced(px))
-    wait_until("/readyz", agent.ready)
+    first_sync(px, agent)
     return agent
 
 
