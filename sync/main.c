@@ -33,13 +33,13 @@ static void on_health(void *ctx, const char *method, const char *path, struct ht
 	pthread_mutex_lock(&live.mu);
 	if (strcmp(path, "/healthz") == 0) {
 		r->status = 200;
-		r->len = (size_t)snprintf(r->body, sizeof(r->body), "ok\n");
+		snprintf(r->body, sizeof(r->body), "ok\n");
 	} else if (strcmp(path, "/readyz") == 0) {
 		char why[300] = "starting";
 		bool ok = live.ag && agent_ready(live.ag, why, sizeof(why));
 
 		r->status = ok ? 200 : 503;
-		r->len = (size_t)snprintf(r->body, sizeof(r->body), "%s\n", why);
+		snprintf(r->body, sizeof(r->body), "%s\n", why);
 	} else if (strcmp(path, "/metrics") == 0 && live.ag) {
 		sk_buf b;
 
@@ -53,11 +53,11 @@ static void on_health(void *ctx, const char *method, const char *path, struct ht
 		sk_buf_free(&b);
 	} else {
 		r->status = 404;
-		r->len = (size_t)snprintf(r->body, sizeof(r->body), "not found: try /healthz, /readyz, /metrics\n");
+		snprintf(r->body, sizeof(r->body), "not found: try /healthz, /readyz, /metrics\n");
 	}
 	pthread_mutex_unlock(&live.mu);
 	log_redact(r->body);
-	r->len = strlen(r->body); /* redacting may have shortened it */
+	r->len = strlen(r->body); /* measured after redacting, which may shorten it */
 }
 
 static void setup_logging(const struct sync_config *c, const char *argv0)

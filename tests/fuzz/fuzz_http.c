@@ -46,19 +46,17 @@ static void on_request(void *ctx, const char *method, const char *path, struct h
 	r->content_type = "text/plain; charset=utf-8";
 	if (strcmp(path, "/healthz") == 0) {
 		r->status = 200;
-		r->len = (size_t)snprintf(r->body, sizeof(r->body), "ok\n");
+		snprintf(r->body, sizeof(r->body), "ok\n");
 	} else if (strcmp(path, "/readyz") == 0) {
 		r->status = 503;
-		r->len = (size_t)snprintf(r->body, sizeof(r->body), "starting\n");
+		snprintf(r->body, sizeof(r->body), "starting\n");
 	} else if (strcmp(path, "/metrics") == 0) {
 		r->status = 200;
 		r->content_type = "text/plain; version=0.0.4";
-		r->len = (size_t)snprintf(r->body, sizeof(r->body), "up 1\n");
+		snprintf(r->body, sizeof(r->body), "up 1\n");
 	} else {
-		int n = snprintf(r->body, sizeof(r->body), "not found: %s %s\n", method, path);
-
+		snprintf(r->body, sizeof(r->body), "not found: %s %s\n", method, path);
 		r->status = 404;
-		r->len = n < 0 ? 0 : (size_t)n >= sizeof(r->body) ? sizeof(r->body) - 1 : (size_t)n;
 		r->close = (ml + pl) & 1;
 	}
 	log_redact(r->body);
