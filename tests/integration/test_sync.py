@@ -337,10 +337,9 @@ def test_runtime_sampler_exempts_only_the_restart():
 def test_first_sync_servers_and_users(consul, px, agent):
     put_topology(consul)
     agent.start()
-    wait_until("the first sync", lambda: synced(px))
+    first_sync(px, agent)                   # the users' LOAD follows the servers'
     assert runtime_users(px) == [("app", "0", "1", "10"), ("app", "1", "0", "10"),
                                  ("report", "0", "1", "11"), ("report", "1", "0", "11")]
-    wait_until("/readyz", agent.ready)
     status, body = agent.http("/metrics")
     assert status == 200
     assert 'proxysql_sync_desired_servers{hostgroup="11"} 2' in body
