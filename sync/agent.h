@@ -121,4 +121,16 @@ int agent_reconcile(struct agent *ag, struct target *t, const struct px_servers 
 void agent_metrics(struct agent *ag, sk_buf *out);
 bool agent_ready(struct agent *ag, char *why, size_t len);
 
+/* Shared by the agent's files (agent.c, watch.c, target.c, metrics.c). */
+extern const double agent_hist_bounds_ms[AGENT_HIST_BUCKETS];
+double agent_unix_now(void);
+/* Sleep up to `ms`, returning early (true) once the agent stops. */
+bool agent_nap(struct agent *ag, long ms);
+/* The wait before retry number `attempt` (from 0): 250 ms doubling up to `cap_ms`, with jitter
+ * (half to the whole of it). */
+long agent_backoff_ms(int attempt, long cap_ms);
+/* The thread bodies: a struct watch * (watch.c), a struct target * (target.c). */
+void *watch_main(void *arg);
+void *target_main(void *arg);
+
 #endif
