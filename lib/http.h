@@ -11,7 +11,7 @@
 struct http_reply {
 	int status; /* e.g. 200, 503 */
 	const char *content_type; /* e.g. "text/plain" */
-	char body[8192]; /* the handler writes the body here; it starts as "" */
+	char body[65536]; /* the handler writes the body here; it starts as "" (/metrics of many targets) */
 	size_t len;
 	bool close; /* send "Connection: close" and close after the reply */
 };

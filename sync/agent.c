@@ -92,6 +92,40 @@ static bool build_desired(struct agent *ag, struct layout_result *lr)
 	return true;
 }
 
+/* Make `lr`'s rows and keeps the desired state (taken from lr). Caller holds mu. */
+static void publish(struct agent *ag, struct layout_result *lr)
+{
+	px_servers_free(&ag->want_servers);
+	px_users_free(&ag->want_users);
+	px_keeps_free(&ag->want_keep_servers);
+	px_names_free(&ag->want_keep_users);
+	ag->want_servers = lr->servers;
+	ag->want_users = lr->users;
+	ag->want_keep_servers = lr->keep_servers;
+	ag->want_keep_users = lr->keep_users;
+	memset(&lr->servers, 0, sizeof(lr->servers));
+	memset(&lr->users, 0, sizeof(lr->users));
+	memset(&lr->keep_servers, 0, sizeof(lr->keep_servers));
+	memset(&lr->keep_users, 0, sizeof(lr->keep_users));
+	layout_result_free(lr);
+}
+
+void agent_want_copy(struct agent *ag, struct agent_want *w)
+{
+	px_servers_copy(&w->servers, &ag->want_servers);
+	px_users_copy(&w->users, &ag->want_users);
+	px_keeps_copy(&w->keep_servers, &ag->want_keep_servers);
+	px_names_copy(&w->keep_users, &ag->want_keep_users);
+}
+
+void agent_want_free(struct agent_want *w)
+{
+	px_servers_free(&w->servers);
+	px_users_free(&w->users);
+	px_keeps_free(&w->keep_servers);
+	px_names_free(&w->keep_users);
+}
+
 static void *coordinator_main(void *arg)
 {
 	struct agent *ag = arg;
@@ -134,13 +168,7 @@ static void *coordinator_main(void *arg)
 			layout_result_free(&lr);
 			continue;
 		}
-		px_servers_free(&ag->want_servers);
-		px_users_free(&ag->want_users);
-		ag->want_servers = lr.servers;
-		ag->want_users = lr.users;
-		memset(&lr.servers, 0, sizeof(lr.servers));
-		memset(&lr.users, 0, sizeof(lr.users));
-		layout_result_free(&lr);
+		publish(ag, &lr);
 		ag->desired_gen++;
 		ag->have_desired = true;
 		if (!announced) {
@@ -177,6 +205,8 @@ static void agent_init(struct agent *ag, struct sync_config *cfg)
 	pthread_mutex_init(&ag->mu, NULL);
 	pthread_cond_init(&ag->cv, NULL);
 	ag->nowned = layout_owned_hostgroups(&cfg->layout, ag->owned, SK_ARRAY_LEN(ag->owned));
+	if (ag->nowned > SK_ARRAY_LEN(ag->owned)) /* --check-config refuses that; never read past the array */
+		ag->nowned = SK_ARRAY_LEN(ag->owned);
 	for (size_t i = 0; i < SK_ARRAY_LEN(prefixes); i++) {
 		if (prefixes[i] && *prefixes[i]) {
 			size_t n = strlen(prefixes[i]);
@@ -219,6 +249,7 @@ static void agent_release(struct agent *ag)
 		for (size_t k = 0; k < ag->targets[i].ndrains; k++)
 			free(ag->targets[i].drains[k].host);
 		free(ag->targets[i].drains);
+		free(ag->targets[i].holds);
 	}
 	free(ag->targets);
 	for (size_t i = 0; i < ag->nlogged; i++)
@@ -226,6 +257,8 @@ static void agent_release(struct agent *ag)
 	free(ag->logged_rejects);
 	px_servers_free(&ag->want_servers);
 	px_users_free(&ag->want_users);
+	px_keeps_free(&ag->want_keep_servers);
+	px_names_free(&ag->want_keep_users);
 	if (ag->cancel_fd >= 0)
 		close(ag->cancel_fd);
 	pthread_cond_destroy(&ag->cv);
@@ -298,13 +331,40 @@ bool agent_stop(struct agent *ag, bool wait_targets)
 	return true;
 }
 
+/* --once: read every prefix once (a read that fails or has no known leader: false). */
+static bool read_all(struct agent *ag)
+{
+	char err[400];
+
+	for (size_t i = 0; i < ag->nwatches; i++) {
+		struct watch *w = &ag->watches[i];
+		struct consul_meta meta;
+		deadline_t dl = deadline_in_ms(10000);
+
+		consul_kv_list_free(&w->kv);
+		if (!w->c)
+			w->c = consul_new(&ag->cfg->consul, err, sizeof(err));
+		if (!w->c ||
+		    consul_kv_list(w->c, w->prefix, 0, 0, ag->mode, &dl, &w->kv, &meta, err, sizeof(err)) < 0) {
+			log_error("consul: %s: %s", w->prefix, w->c ? err : "cannot start a client");
+			return false;
+		}
+		if (!meta.known_leader) {
+			log_error("consul: %s: no known leader; not applying", w->prefix);
+			return false;
+		}
+		w->have = true;
+		w->reads++;
+	}
+	return true;
+}
+
 int agent_once(struct sync_config *cfg, bool dry_run)
 {
 	struct agent ag;
-	struct layout_result lr;
 	char err[400];
+	long confirmations = opt_int(&cfg->o, "confirmations");
 	int rc = 0;
-	bool ok = true;
 
 	agent_init(&ag, cfg);
 	if (consul_setup(&ag, err, sizeof(err)) < 0) {
@@ -312,38 +372,40 @@ int agent_once(struct sync_config *cfg, bool dry_run)
 		agent_release(&ag);
 		return 2;
 	}
-	for (size_t i = 0; i < ag.nwatches && ok; i++) {
-		struct watch *w = &ag.watches[i];
-		struct consul_meta meta;
-		deadline_t dl = deadline_in_ms(10000);
+	/* A hostgroup guard that holds is confirmed by reading again, 200 ms apart, as the running
+	 * agent does. */
+	for (long round = 0;; round++) {
+		struct layout_result lr;
+		struct agent_want w;
+		bool holding = false;
 
-		w->c = consul_new(&cfg->consul, err, sizeof(err));
-		if (!w->c || consul_kv_list(w->c, w->prefix, 0, 0, ag.mode, &dl, &w->kv, &meta, err, sizeof(err)) < 0) {
-			log_error("consul: %s: %s", w->prefix, err);
-			ok = false;
-		} else if (!meta.known_leader) {
-			log_error("consul: %s: no known leader; not applying", w->prefix);
-			ok = false;
-		}
-		w->have = ok;
-	}
-	if (!ok) {
-		agent_release(&ag);
-		return 1;
-	}
-	if (!build_desired(&ag, &lr)) {
-		layout_result_free(&lr);
-		agent_release(&ag);
-		return 1;
-	}
-	for (size_t i = 0; i < ag.ntargets; i++) {
-		int r = agent_reconcile(&ag, &ag.targets[i], &lr.servers, &lr.users, dry_run);
-
-		pxadmin_close(&ag.targets[i].px);
-		if (r < 0)
+		if (!read_all(&ag)) {
 			rc = 1;
+			break;
+		}
+		if (!build_desired(&ag, &lr)) {
+			layout_result_free(&lr);
+			rc = 1;
+			break;
+		}
+		publish(&ag, &lr);
+		agent_want_copy(&ag, &w);
+		rc = 0;
+		for (size_t i = 0; i < ag.ntargets; i++) {
+			struct target *t = &ag.targets[i];
+			int r = agent_reconcile(&ag, t, &w, dry_run);
+
+			if (r < 0 || (!dry_run && !t->in_sync))
+				rc = 1;
+			holding = holding || t->nholds > 0;
+		}
+		agent_want_free(&w);
+		if (!holding || dry_run || round >= confirmations)
+			break;
+		usleep(200000);
 	}
-	layout_result_free(&lr);
+	for (size_t i = 0; i < ag.ntargets; i++)
+		pxadmin_close(&ag.targets[i].px);
 	agent_release(&ag);
 	return rc;
 }
@@ -365,9 +427,13 @@ bool agent_ready(struct agent *ag, char *why, size_t len)
 	for (size_t i = 0; i < ag->ntargets && ready; i++) {
 		struct target *t = &ag->targets[i];
 
-		if (!t->reachable || !t->synced_once) {
+		/* In sync: desired = memory = runtime (= disk with save-to-disk), as the last reconcile
+		 * read them from the target. */
+		if (!t->reachable || !t->synced_once || !t->in_sync) {
 			snprintf(why, len, "target %s: %s", t->pt.name,
-				 !t->reachable ? "unreachable" : "not synced yet");
+				 t->why[0]       ? t->why
+				 : !t->reachable ? "unreachable"
+						 : "not synced yet");
 			ready = false;
 		}
 	}

@@ -35,6 +35,7 @@ struct watch {
 	 * and the reason answers are being ignored (NULL: they are not). */
 	long err_status;
 	const char *ignoring;
+	unsigned long reads; /* answers believed (changed or not), under ag->mu: the hostgroup guard's confirmations */
 };
 
 struct drain_rec {
@@ -43,6 +44,16 @@ struct drain_rec {
 	long port;
 	int64_t since_us;
 };
+
+/* A managed hostgroup whose desired servers are far fewer than the target has: held (the target's
+ * servers stay) until `confirmations` more reads of every prefix say the same. */
+struct shrink_hold {
+	long hostgroup;
+	size_t have_n, want_n;
+	unsigned long reads_mark;
+};
+
+enum { TABLE_SERVERS, TABLE_USERS, TABLE_COUNT };
 
 /* One ProxySQL admin interface and what the agent knows about it. */
 struct target {
@@ -58,9 +69,17 @@ struct target {
 	_Atomic double last_sync_unix;
 	struct drain_rec *drains;
 	size_t ndrains;
-	bool save_owed_servers, save_owed_users; /* loaded but not saved to disk yet */
+	struct shrink_hold *holds;
+	size_t nholds;
+	enum db_reason last_failure; /* of the last failed reconcile: how soon to try again */
+	char why[240]; /* why the target is not in sync, for /readyz (under ag->mu) */
+	/* What the last reconcile found, logged when it changes (and in /metrics). */
+	size_t protected_now, conflicts_now, foreign_now[TABLE_COUNT];
+	long cluster_peers, diffs_before_sync[TABLE_COUNT];
+	size_t monitor_rows; /* monitor hostgroup rows that name an owned hostgroup */
 	/* metrics */
 	atomic_ulong applies, errors_read, errors_apply, errors_verify, errors_connect, writer_guard;
+	atomic_ulong foreign_staged_total[TABLE_COUNT], loads_owed, saves_owed;
 	atomic_ulong hist[AGENT_HIST_BUCKETS + 1];
 	atomic_ulong hist_sum_us; /* microseconds */
 	atomic_ulong hist_count;
@@ -77,18 +96,21 @@ struct agent {
 	size_t nwatches;
 	unsigned long snap_gen;
 	int64_t last_change_us, first_change_us;
-	/* The desired state the coordinator published (under mu). */
+	/* The desired state the coordinator published (under mu), with what rejected keys keep. */
 	struct px_servers want_servers;
 	struct px_users want_users;
+	struct px_keeps want_keep_servers;
+	struct px_names want_keep_users;
+	int64_t reread_until_us; /* a target confirms a shrink: watchers re-read at once until then */
 	unsigned long desired_gen;
 	bool have_desired;
 	struct target *targets;
 	size_t ntargets;
 	pthread_t coordinator;
-	long owned[256];
+	long owned[AGENT_MAX_HOSTGROUPS];
 	size_t nowned;
 	/* metrics (under mu) */
-	unsigned long rejected_total, guard_blocks, unsettled_holds, consul_errors;
+	unsigned long rejected_total, guard_blocks, hostgroup_guard_blocks, unsettled_holds, consul_errors;
 	size_t rejected_now;
 	char **logged_rejects; /* "key: reason" already logged, to log each problem once */
 	size_t nlogged;
@@ -110,12 +132,23 @@ bool agent_stop(struct agent *ag, bool wait_targets);
  * (or, dry run, was read), 1 otherwise. */
 int agent_once(struct sync_config *cfg, bool dry_run);
 
+/* What a target is to be brought to: the desired rows and what rejected keys keep. */
+struct agent_want {
+	struct px_servers servers;
+	struct px_users users;
+	struct px_keeps keep_servers;
+	struct px_names keep_users;
+};
+
+/* A copy of the published desired state (caller holds ag->mu); free with agent_want_free. */
+void agent_want_copy(struct agent *ag, struct agent_want *w);
+void agent_want_free(struct agent_want *w);
+
 /* Reconcile one target with `want` (one read, plan, apply, verify). Used by the target loop and
  * agent_once. Returns 0 when the target is now in the desired state (pending drains allowed),
- * 1 when drains are still pending, -1 on errors. With `print`, prints the plan and applies
- * nothing. */
-int agent_reconcile(struct agent *ag, struct target *t, const struct px_servers *want_servers,
-		    const struct px_users *want_users, bool print);
+ * 1 when drains are still pending or a guard holds a hostgroup, -1 on errors. With `print`,
+ * prints the plan and applies nothing. */
+int agent_reconcile(struct agent *ag, struct target *t, const struct agent_want *want, bool print);
 
 /* Render /metrics (Prometheus text) and the /readyz verdict. */
 void agent_metrics(struct agent *ag, sk_buf *out);

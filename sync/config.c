@@ -50,6 +50,8 @@ const struct opt_def sync_options[] = {
 	{"confirmations", 0, OPT_INT, "N", "3", NULL, 1, 100, NULL, "Consecutive reads (with a known leader) that confirm an emptied or shrunken prefix.", 0},
 	{"allow-empty-writer", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Allow a writer hostgroup to become empty (by default the last writer stays).", 0},
 	{"resync-interval", 0, OPT_NUMBER, "SECONDS", "30", NULL, 1, 86400, NULL, "Compare each target with the desired state at least this often.", 0},
+	{"adopt-users", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Let a KV user replace a user of the same name that the agent does not own (by default it is reported and left alone).", 0},
+	{"foreign-edits", 0, OPT_ENUM, "MODE", "publish", NULL, 0, 0, "publish|hold", "Rows someone else staged in memory without loading them: publish them with the agent's LOAD, or hold (no LOAD of that table while they are there).", 0},
 	{"user-tag", 0, OPT_STRING, "TEXT", "proxysql-sync", NULL, 0, 0, NULL, "Comment prefix marking the users this agent owns (and may delete).", 0},
 	{"default-weight", 0, OPT_INT, "N", "1", NULL, 0, 10000000, NULL, "Server weight unless KV says otherwise.", 0},
 	{"default-max-connections", 0, OPT_INT, "N", "1000", NULL, 0, 2147483647, NULL, "Server max_connections unless KV says otherwise.", 0},
@@ -295,11 +297,24 @@ static int load_consul(struct sync_config *c, char *err, size_t errlen)
 	return 0;
 }
 
+/* True when `hg` is a writer or reader hostgroup of a cluster or a managed hostgroup. */
+static const char *hostgroup_user(const struct layout_config *l, long hg)
+{
+	for (size_t k = 0; k < l->nclusters; k++)
+		if (hg == l->clusters[k].writer_hostgroup || hg == l->clusters[k].reader_hostgroup)
+			return l->clusters[k].alias;
+	for (size_t i = 0; i < l->nmanaged; i++)
+		if (l->managed_hostgroups[i] == hg)
+			return "managed-hostgroups";
+	return NULL;
+}
+
 /* Whole-config checks that no single setting can make. */
 static int check_whole(struct sync_config *c, char *err, size_t errlen)
 {
 	struct layout_config *l = &c->layout;
-	long hgs[1024];
+	long hgs[1];
+	size_t owned;
 
 	if (c->ntargets == 0)
 		return sk_err(err, errlen, "no ProxySQL target: set --admin-addr or a targets list in the config file");
@@ -324,6 +339,23 @@ static int check_whole(struct sync_config *c, char *err, size_t errlen)
 							  a->reader_hostgroup == b->reader_hostgroup)))
 				return sk_err(err, errlen, "clusters %s and %s share a hostgroup", b->alias, a->alias);
 		}
+		/* A remote hostgroup that is also a writer, reader or managed one would put replicas
+		 * of another region into it (a replica in the writer hostgroup). */
+		for (size_t r = 0; r < a->nremote; r++) {
+			const char *who = hostgroup_user(l, a->remote[r].hostgroup);
+
+			if (who)
+				return sk_err(
+					err, errlen,
+					"cluster %s: remote_readers hostgroup %ld (region %s) is also a hostgroup of "
+					"%s",
+					a->alias, a->remote[r].hostgroup, a->remote[r].region, who);
+			if (strcmp(a->remote[r].region, l->region) == 0)
+				return sk_err(
+					err, errlen,
+					"cluster %s: remote_readers region %s is this ProxySQL's own region (region)",
+					a->alias, l->region);
+		}
 	}
 	for (size_t i = 0; i < l->nmanaged; i++)
 		for (size_t k = 0; k < l->nclusters; k++)
@@ -331,8 +363,21 @@ static int check_whole(struct sync_config *c, char *err, size_t errlen)
 			    l->managed_hostgroups[i] == l->clusters[k].reader_hostgroup)
 				return sk_err(err, errlen, "managed hostgroup %ld is also a hostgroup of cluster %s",
 					      l->managed_hostgroups[i], l->clusters[k].alias);
-	if (layout_owned_hostgroups(l, hgs, SK_ARRAY_LEN(hgs)) == 0 && *l->servers_prefix)
+	if (*l->replica_prefix && !*l->region)
+		for (size_t k = 0; k < l->nclusters; k++)
+			if (l->clusters[k].reader_hostgroup >= 0)
+				return sk_err(err, errlen,
+					      "region is empty but replica-prefix is set and cluster %s has a "
+					      "reader_hostgroup: no replica would be read, every reader removed (set "
+					      "region, or replica-prefix = \"\")",
+					      l->clusters[k].alias);
+	owned = layout_owned_hostgroups(l, hgs, 0);
+	if (owned == 0 && *l->servers_prefix)
 		return sk_err(err, errlen, "servers-prefix is set but managed-hostgroups is empty");
+	if (owned > AGENT_MAX_HOSTGROUPS)
+		return sk_err(err, errlen,
+			      "%zu hostgroups owned (writer, reader, remote and managed hostgroups); at most %d", owned,
+			      AGENT_MAX_HOSTGROUPS);
 	if (opt_num(&c->o, "quiescence-max") < opt_num(&c->o, "quiescence-min"))
 		return sk_err(err, errlen, "quiescence-max is smaller than quiescence-min");
 	return 0;

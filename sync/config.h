@@ -7,6 +7,9 @@
 #include "layout.h"
 #include "opt.h"
 
+/* The most hostgroups one agent owns (writer, reader, remote and managed ones together). */
+#define AGENT_MAX_HOSTGROUPS 256
+
 /* One ProxySQL admin interface to keep in the desired state. */
 struct sync_target {
 	char *name;

@@ -137,29 +137,6 @@ static const char *server_attrs(const char *value, size_t len, struct px_server 
 	return bad;
 }
 
-/* A server from `addr` into `hg` with attributes from `value`; rejects with a reason. */
-static void server_entry(const struct layout_config *cfg, struct layout_result *r, const char *key, long hg,
-			 const char *addr, const char *value, size_t len)
-{
-	char host[MODEL_HOST_MAX + 1], why[200];
-	const char *bad;
-	struct px_server s = cfg->server_defaults;
-
-	s.comment = xstrdup(cfg->server_defaults.comment ? cfg->server_defaults.comment : "");
-	if ((bad = model_split_address(addr, 3306, host, sizeof(host), &s.port)) != NULL ||
-	    (bad = model_check_host(host)) != NULL) {
-		reject(r, key, "address %s", bad);
-	} else if ((bad = server_attrs(value, len, &s, why, sizeof(why))) != NULL) {
-		reject(r, key, "%s", bad);
-	} else {
-		s.host = host;
-		s.hostgroup = hg;
-		sk_strlcpy(s.status, "ONLINE", sizeof(s.status));
-		add_server(r, &s, key);
-	}
-	free(s.comment);
-}
-
 static bool value_ok(struct layout_result *r, const struct kv_pair *kv)
 {
 	if (memchr(kv->value, '\0', kv->len)) {
@@ -173,12 +150,50 @@ static bool value_ok(struct layout_result *r, const struct kv_pair *kv)
 	return true;
 }
 
+/* A server from `addr` into `hg` with attributes from the value; rejects with a reason. A key whose
+ * address is valid but whose value is not keeps what the target has for that server. */
+static void server_entry(const struct layout_config *cfg, struct layout_result *r, const struct kv_pair *kv, long hg,
+			 const char *addr)
+{
+	char host[MODEL_HOST_MAX + 1], why[200];
+	const char *bad;
+	struct px_server s = cfg->server_defaults;
+
+	if ((bad = model_split_address(addr, 3306, host, sizeof(host), &s.port)) != NULL ||
+	    (bad = model_check_host(host)) != NULL) {
+		reject(r, kv->key, "address %s", bad);
+		return;
+	}
+	if (!value_ok(r, kv)) {
+		px_keeps_add(&r->keep_servers, hg, host, s.port);
+		return;
+	}
+	s.comment = xstrdup(cfg->server_defaults.comment ? cfg->server_defaults.comment : "");
+	if ((bad = server_attrs(kv->value, kv->len, &s, why, sizeof(why))) != NULL) {
+		reject(r, kv->key, "%s", bad);
+		px_keeps_add(&r->keep_servers, hg, host, s.port);
+	} else {
+		s.host = host;
+		s.hostgroup = hg;
+		sk_strlcpy(s.status, "ONLINE", sizeof(s.status));
+		add_server(r, &s, kv->key);
+	}
+	free(s.comment);
+}
+
 static const struct kv_pair *find_key(const struct kv_pair *kv, size_t n, const char *key)
 {
 	for (size_t i = 0; i < n; i++)
 		if (strcmp(kv[i].key, key) == 0)
 			return &kv[i];
 	return NULL;
+}
+
+static void keep_hostgroup(struct layout_result *r, const struct layout_cluster *cl)
+{
+	px_keeps_add(&r->keep_servers, cl->writer_hostgroup, NULL, 0);
+	if (cl->writer_is_reader && cl->reader_hostgroup >= 0)
+		px_keeps_add(&r->keep_servers, cl->reader_hostgroup, NULL, 0);
 }
 
 /* orchestrator: <prefix>/<alias> = host:port, with /hostname and /port children. */
@@ -209,20 +224,26 @@ static void masters(const struct layout_config *cfg, const struct kv_pair *kv, s
 		ok = !main_kv || value_ok(r, main_kv);
 		ok = (!hn || value_ok(r, hn)) && ok;
 		ok = (!pt || value_ok(r, pt)) && ok;
-		if (!ok)
+		/* A master key that cannot be read keeps the writer the target has. */
+		if (!ok) {
+			keep_hostgroup(r, cl);
 			continue;
+		}
 		if (main_kv) {
 			if ((bad = model_split_address(main_kv->value, 3306, host, sizeof(host), &port)) != NULL) {
 				reject(r, main_kv->key, "address %s", bad);
+				keep_hostgroup(r, cl);
 				continue;
 			}
 		} else {
 			if (!sk_strlcpy(host, hn->value, sizeof(host))) {
 				reject(r, hn->key, "address is longer than 255 bytes");
+				keep_hostgroup(r, cl);
 				continue;
 			}
 			if (pt && !sk_parse_long(pt->value, 1, 65535, &port)) {
 				reject(r, pt->key, "port is not a number from 1 to 65535");
+				keep_hostgroup(r, cl);
 				continue;
 			}
 		}
@@ -235,6 +256,7 @@ static void masters(const struct layout_config *cfg, const struct kv_pair *kv, s
 		}
 		if ((bad = model_check_host(host)) != NULL) {
 			reject(r, main_kv ? main_kv->key : hn->key, "address %s", bad);
+			keep_hostgroup(r, cl);
 			continue;
 		}
 		snprintf(addr, sizeof(addr), "%s", host);
@@ -283,8 +305,7 @@ static void replica(const struct layout_config *cfg, const struct kv_pair *kv, s
 	}
 	if (hg < 0)
 		return; /* a region this agent does not route to */
-	if (value_ok(r, kv))
-		server_entry(cfg, r, kv->key, hg, addr, kv->value, kv->len);
+	server_entry(cfg, r, kv, hg, addr);
 }
 
 static bool managed(const struct layout_config *cfg, long hg)
@@ -323,8 +344,7 @@ static void generic(const struct layout_config *cfg, const struct kv_pair *kv, s
 		reject(r, kv->key, "deeper than <hostgroup>/<host:port>");
 		return;
 	}
-	if (value_ok(r, kv))
-		server_entry(cfg, r, kv->key, hg, slash + 1, kv->value, kv->len);
+	server_entry(cfg, r, kv, hg, slash + 1);
 }
 
 static const char *user_json(const cJSON *root, struct px_user *u, char *why, size_t whylen)
@@ -408,12 +428,15 @@ static void user(const struct layout_config *cfg, const struct kv_pair *kv, stru
 		reject(r, kv->key, "username %s", bad);
 		return;
 	}
-	if (!value_ok(r, kv))
+	if (!value_ok(r, kv)) {
+		px_names_add(&r->keep_users, name);
 		return;
+	}
 	root = cJSON_ParseWithLength(kv->value, kv->len);
 	if (!root || !cJSON_IsObject(root)) {
 		cJSON_Delete(root);
 		reject(r, kv->key, "value is not a JSON object");
+		px_names_add(&r->keep_users, name);
 		return;
 	}
 	u.username = (char *)name;
@@ -424,8 +447,10 @@ static void user(const struct layout_config *cfg, const struct kv_pair *kv, stru
 	cJSON_Delete(root);
 	if (bad) {
 		reject(r, kv->key, "%s", bad);
+		px_names_add(&r->keep_users, name);
 	} else if (r->users.n >= LAYOUT_MAX_ROWS) {
 		reject(r, kv->key, "more than 100000 users");
+		px_names_add(&r->keep_users, name);
 	} else {
 		/* The owner tag marks the rows this agent may delete later. */
 		if (u.comment && *u.comment)
@@ -484,6 +509,7 @@ void layout_build(const struct layout_config *cfg, const struct kv_pair *kv, siz
 	px_servers_sort(&out->servers);
 	px_users_sort(&out->users);
 	unique_users(&out->users);
+	px_names_sort(&out->keep_users);
 }
 
 void layout_result_free(struct layout_result *r)
@@ -498,6 +524,8 @@ void layout_result_free(struct layout_result *r)
 	for (size_t i = 0; i < r->nunsettled; i++)
 		free(r->unsettled[i]);
 	free(r->unsettled);
+	px_keeps_free(&r->keep_servers);
+	px_names_free(&r->keep_users);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -510,12 +538,16 @@ static int long_cmp(const void *a, const void *b)
 
 size_t layout_owned_hostgroups(const struct layout_config *cfg, long *out, size_t max)
 {
-	size_t n = 0, k = 0;
+	size_t n = 0, k = 0, cap = cfg->nmanaged + 1;
+	long *all;
 
-#define PUSH(v)                          \
-	do {                             \
-		if (n < max && (v) >= 0) \
-			out[n++] = (v);  \
+	for (size_t i = 0; i < cfg->nclusters; i++)
+		cap += 2 + cfg->clusters[i].nremote;
+	all = xcalloc(cap, sizeof(long));
+#define PUSH(v)                         \
+	do {                            \
+		if ((v) >= 0)           \
+			all[n++] = (v); \
 	} while (0)
 	for (size_t i = 0; i < cfg->nclusters; i++) {
 		PUSH(cfg->clusters[i].writer_hostgroup);
@@ -526,10 +558,13 @@ size_t layout_owned_hostgroups(const struct layout_config *cfg, long *out, size_
 	for (size_t i = 0; i < cfg->nmanaged; i++)
 		PUSH(cfg->managed_hostgroups[i]);
 #undef PUSH
-	qsort(out, n, sizeof(long), long_cmp);
+	qsort(all, n, sizeof(long), long_cmp);
 	for (size_t i = 0; i < n; i++)
-		if (k == 0 || out[k - 1] != out[i])
-			out[k++] = out[i];
+		if (k == 0 || all[k - 1] != all[i])
+			all[k++] = all[i];
+	for (size_t i = 0; i < k && i < max; i++)
+		out[i] = all[i];
+	free(all);
 	return k;
 }
 

@@ -58,6 +58,10 @@ struct layout_result {
 	 * way through a failover. Such a snapshot must not be applied. */
 	char **unsettled;
 	size_t nunsettled;
+	/* Rejected means kept: what the rejected keys describe (a server of a hostgroup, a whole
+	 * writer hostgroup, a user), to be left as each target has it. */
+	struct px_keeps keep_servers;
+	struct px_names keep_users; /* sorted */
 };
 
 /* Build the desired state from `kv` (any order). Invalid entries are rejected one by one with a
@@ -66,8 +70,8 @@ struct layout_result {
 void layout_build(const struct layout_config *cfg, const struct kv_pair *kv, size_t nkv, struct layout_result *out);
 void layout_result_free(struct layout_result *r);
 
-/* The hostgroups the agent owns (writer, reader, remote, managed), for the plan. Sorted, unique;
- * returns the count written (at most max). */
+/* The hostgroups the agent owns (writer, reader, remote, managed), for the plan. Sorted, unique.
+ * Returns how many there are; the lowest `max` of them are written to `out`. */
 size_t layout_owned_hostgroups(const struct layout_config *cfg, long *out, size_t max);
 
 /* True when `hg` is a writer hostgroup of some cluster. */

@@ -19,25 +19,33 @@
 #include "http.h"
 #include "log.h"
 
-/* The running agent, swapped on reload; the health handler reads it under `mu`. */
+/* The running agent, swapped on reload; the health handler reads it under `mu`. While a reload
+ * stops the old agent (up to admin-timeout), `ag` is NULL and `state` says why: the lock is never
+ * held across the stop, so no request waits for it. */
 static struct {
 	pthread_mutex_t mu;
 	struct agent *ag;
-} live = { PTHREAD_MUTEX_INITIALIZER, NULL };
+	const char *state;
+} live = { PTHREAD_MUTEX_INITIALIZER, NULL, "starting" };
 
 static void on_health(void *ctx, const char *method, const char *path, struct http_reply *r)
 {
 	(void)ctx;
 	(void)method;
 	r->content_type = "text/plain; charset=utf-8";
-	pthread_mutex_lock(&live.mu);
-	if (strcmp(path, "/healthz") == 0) {
+	if (strcmp(path, "/healthz") == 0) { /* the process answers: nothing to lock */
 		r->status = 200;
 		snprintf(r->body, sizeof(r->body), "ok\n");
-	} else if (strcmp(path, "/readyz") == 0) {
-		char why[300] = "starting";
+		r->len = strlen(r->body);
+		return;
+	}
+	pthread_mutex_lock(&live.mu);
+	if (strcmp(path, "/readyz") == 0) {
+		char why[300];
 		bool ok = live.ag && agent_ready(live.ag, why, sizeof(why));
 
+		if (!live.ag)
+			snprintf(why, sizeof(why), "%s", live.state);
 		r->status = ok ? 200 : 503;
 		snprintf(r->body, sizeof(r->body), "%s\n", why);
 	} else if (strcmp(path, "/metrics") == 0 && live.ag) {
@@ -51,6 +59,9 @@ static void on_health(void *ctx, const char *method, const char *path, struct ht
 			memcpy(r->body, b.data, b.len);
 		r->body[b.len] = '\0';
 		sk_buf_free(&b);
+	} else if (strcmp(path, "/metrics") == 0) {
+		r->status = 503;
+		snprintf(r->body, sizeof(r->body), "%s\n", live.state);
 	} else {
 		r->status = 404;
 		snprintf(r->body, sizeof(r->body), "not found: try /healthz, /readyz, /metrics\n");
@@ -137,6 +148,9 @@ static int run(struct sync_config *cfg, int argc, char **argv, bool *abandoned)
 		}
 		log_info("reloading the configuration");
 		pthread_mutex_lock(&live.mu);
+		live.ag = NULL;
+		live.state = "reloading the configuration";
+		pthread_mutex_unlock(&live.mu);
 		(void)agent_stop(&ag, true); /* no thread may outlive the configuration freed next */
 		/* The agent points into the configuration: restart it on the new one, or, should that
 		 * fail, on the old one again. */
@@ -149,8 +163,6 @@ static int run(struct sync_config *cfg, int argc, char **argv, bool *abandoned)
 			*cfg = old;
 			setup_logging(cfg, argv[0]);
 			if (agent_start(&ag, cfg, err, sizeof(err)) < 0) {
-				live.ag = NULL;
-				pthread_mutex_unlock(&live.mu);
 				log_error("%s", err);
 				http_stop(health);
 				return 2;
@@ -158,6 +170,8 @@ static int run(struct sync_config *cfg, int argc, char **argv, bool *abandoned)
 		} else {
 			sync_config_free(&old);
 		}
+		pthread_mutex_lock(&live.mu);
+		live.ag = &ag;
 		pthread_mutex_unlock(&live.mu);
 	}
 	pthread_mutex_lock(&live.mu);

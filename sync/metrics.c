@@ -3,6 +3,77 @@
 
 #include "log.h"
 
+/* KV users a target refused because a login of ProxySQL itself has their name. */
+static size_t protected_now(const struct agent *ag)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < ag->ntargets; i++)
+		n += ag->targets[i].protected_now;
+	return n;
+}
+
+/* What the targets say of themselves and what they hold back. */
+static bool target_facts(struct agent *ag, sk_buf *b)
+{
+	static const char *const tables[TABLE_COUNT] = { "mysql_servers", "mysql_users" };
+	bool ok = sk_buf_addf(b, "# HELP proxysql_sync_foreign_staged_rows_total Rows found staged in memory by "
+				 "someone else (not loaded) before an apply.\n"
+				 "# TYPE proxysql_sync_foreign_staged_rows_total counter\n");
+
+	for (size_t i = 0; i < ag->ntargets; i++)
+		for (int k = 0; k < TABLE_COUNT; k++)
+			ok = ok &&
+			     sk_buf_addf(b, "proxysql_sync_foreign_staged_rows_total{target=\"%s\",table=\"%s\"} %lu\n",
+					 ag->targets[i].pt.name, tables[k], ag->targets[i].foreign_staged_total[k]);
+	ok = ok && sk_buf_addf(b, "# TYPE proxysql_sync_foreign_staged_rows gauge\n");
+	for (size_t i = 0; i < ag->ntargets; i++)
+		for (int k = 0; k < TABLE_COUNT; k++)
+			ok = ok && sk_buf_addf(b, "proxysql_sync_foreign_staged_rows{target=\"%s\",table=\"%s\"} %zu\n",
+					       ag->targets[i].pt.name, tables[k], ag->targets[i].foreign_now[k]);
+	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_user_conflicts KV users left alone: a user of that name "
+				  "is not the agent's (adopt-users).\n# TYPE proxysql_sync_user_conflicts gauge\n");
+	for (size_t i = 0; i < ag->ntargets; i++)
+		ok = ok && sk_buf_addf(b, "proxysql_sync_user_conflicts{target=\"%s\"} %zu\n", ag->targets[i].pt.name,
+				       ag->targets[i].conflicts_now);
+	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_protected_users KV users named like an admin, stats, "
+				  "cluster or monitor login of the target: never written.\n"
+				  "# TYPE proxysql_sync_protected_users gauge\n");
+	for (size_t i = 0; i < ag->ntargets; i++)
+		ok = ok && sk_buf_addf(b, "proxysql_sync_protected_users{target=\"%s\"} %zu\n", ag->targets[i].pt.name,
+				       ag->targets[i].protected_now);
+	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_owed_total LOADs and SAVEs sent because runtime or disk "
+				  "differed from memory with nothing else to change.\n"
+				  "# TYPE proxysql_sync_owed_total counter\n");
+	for (size_t i = 0; i < ag->ntargets; i++)
+		ok = ok && sk_buf_addf(b,
+				       "proxysql_sync_owed_total{target=\"%s\",kind=\"load\"} %lu\n"
+				       "proxysql_sync_owed_total{target=\"%s\",kind=\"save\"} %lu\n",
+				       ag->targets[i].pt.name, ag->targets[i].loads_owed, ag->targets[i].pt.name,
+				       ag->targets[i].saves_owed);
+	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_cluster_peers Rows of runtime_proxysql_servers (a ProxySQL "
+				  "Cluster member when > 0).\n# TYPE proxysql_sync_cluster_peers gauge\n");
+	for (size_t i = 0; i < ag->ntargets; i++)
+		ok = ok && sk_buf_addf(b, "proxysql_sync_cluster_peers{target=\"%s\"} %ld\n", ag->targets[i].pt.name,
+				       ag->targets[i].cluster_peers);
+	ok = ok &&
+	     sk_buf_addf(b, "# HELP proxysql_sync_cluster_diffs_before_sync admin-cluster_<table>_diffs_before_sync "
+			    "(> 0: the table is pulled from peers).\n"
+			    "# TYPE proxysql_sync_cluster_diffs_before_sync gauge\n");
+	for (size_t i = 0; i < ag->ntargets; i++)
+		for (int k = 0; k < TABLE_COUNT; k++)
+			ok = ok &&
+			     sk_buf_addf(b, "proxysql_sync_cluster_diffs_before_sync{target=\"%s\",table=\"%s\"} %ld\n",
+					 ag->targets[i].pt.name, tables[k], ag->targets[i].diffs_before_sync[k]);
+	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_monitor_hostgroup_rows Rows of the monitor hostgroup tables "
+				  "that name one of the agent's hostgroups.\n"
+				  "# TYPE proxysql_sync_monitor_hostgroup_rows gauge\n");
+	for (size_t i = 0; i < ag->ntargets; i++)
+		ok = ok && sk_buf_addf(b, "proxysql_sync_monitor_hostgroup_rows{target=\"%s\"} %zu\n",
+				       ag->targets[i].pt.name, ag->targets[i].monitor_rows);
+	return ok;
+}
+
 void agent_metrics(struct agent *ag, sk_buf *b)
 {
 	bool ok = true;
@@ -24,8 +95,10 @@ void agent_metrics(struct agent *ag, sk_buf *b)
 		     "# TYPE proxysql_sync_rejected_entries gauge\nproxysql_sync_rejected_entries %zu\n"
 		     "# TYPE proxysql_sync_guard_blocks_total "
 		     "counter\nproxysql_sync_guard_blocks_total{guard=\"shrink\"} %lu\n"
+		     "proxysql_sync_guard_blocks_total{guard=\"hostgroup_shrink\"} %lu\n"
 		     "proxysql_sync_guard_blocks_total{guard=\"unsettled_failover\"} %lu\n",
-		     ag->rejected_total, ag->rejected_now, ag->guard_blocks, ag->unsettled_holds);
+		     ag->rejected_total, ag->rejected_now + protected_now(ag), ag->guard_blocks,
+		     ag->hostgroup_guard_blocks, ag->unsettled_holds);
 	ok = ok && sk_buf_addf(b,
 			       "# TYPE proxysql_sync_errors_total "
 			       "counter\nproxysql_sync_errors_total{stage=\"consul\",target=\"\"} %lu\n",
@@ -86,6 +159,7 @@ void agent_metrics(struct agent *ag, sk_buf *b)
 	}
 	ok = ok && sk_buf_addf(b, "# TYPE proxysql_sync_desired_users gauge\nproxysql_sync_desired_users %zu\n",
 			       ag->want_users.n);
+	ok = ok && target_facts(ag, b);
 	pthread_mutex_unlock(&ag->mu);
 	if (!ok)
 		log_warn("metrics: output larger than its buffer; truncated");

@@ -313,3 +313,73 @@ const char *model_split_address(const char *addr, long default_port, char *host,
 		return "is longer than 255 bytes";
 	return NULL;
 }
+
+void px_keeps_add(struct px_keeps *k, long hostgroup, const char *host, long port)
+{
+	k->v = xrealloc(k->v, (k->n + 1) * sizeof(*k->v));
+	k->v[k->n].hostgroup = hostgroup;
+	k->v[k->n].host = host ? xstrdup(host) : NULL;
+	k->v[k->n].port = port;
+	k->n++;
+}
+
+void px_keeps_free(struct px_keeps *k)
+{
+	for (size_t i = 0; i < k->n; i++)
+		free(k->v[i].host);
+	free(k->v);
+	memset(k, 0, sizeof(*k));
+}
+
+void px_keeps_copy(struct px_keeps *dst, const struct px_keeps *src)
+{
+	memset(dst, 0, sizeof(*dst));
+	for (size_t i = 0; i < src->n; i++)
+		px_keeps_add(dst, src->v[i].hostgroup, src->v[i].host, src->v[i].port);
+}
+
+void px_names_add(struct px_names *l, const char *name)
+{
+	l->v = xrealloc(l->v, (l->n + 1) * sizeof(*l->v));
+	l->v[l->n++] = xstrdup(name);
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void px_names_sort(struct px_names *l)
+{
+	if (l->n > 1)
+		qsort(l->v, l->n, sizeof(*l->v), name_cmp);
+}
+
+bool px_names_has(const struct px_names *l, const char *name)
+{
+	return l->n && bsearch(&name, l->v, l->n, sizeof(*l->v), name_cmp) != NULL;
+}
+
+void px_names_free(struct px_names *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+	memset(l, 0, sizeof(*l));
+}
+
+void px_names_copy(struct px_names *dst, const struct px_names *src)
+{
+	memset(dst, 0, sizeof(*dst));
+	for (size_t i = 0; i < src->n; i++)
+		px_names_add(dst, src->v[i]);
+}
+
+const struct px_family *px_family_of(const struct px_families *f, long hg)
+{
+	for (size_t i = 0; f && i < f->n; i++)
+		for (size_t k = 0; k < f->v[i].n; k++)
+			if (f->v[i].hg[k] == hg)
+				return &f->v[i];
+	return NULL;
+}

@@ -82,4 +82,49 @@ bool model_sql_quote(sk_buf *b, const char *s) SK_MUST_CHECK;
 /* Split "host:port", "[v6]:port" or "host" (port = default_port). Returns NULL or a reason. */
 const char *model_split_address(const char *addr, long default_port, char *host, size_t hostlen, long *port);
 
+/* A server key the agent must leave as the target has it (a KV key whose value was rejected):
+ * host NULL means every server of the hostgroup. */
+struct px_keep {
+	long hostgroup;
+	char *host;
+	long port;
+};
+
+struct px_keeps {
+	size_t n;
+	struct px_keep *v;
+};
+
+/* A sorted list of names (users to keep, names the admin logs in with). */
+struct px_names {
+	size_t n;
+	char **v;
+};
+
+/* One row of a monitor hostgroup table (mysql_replication_hostgroups, mysql_galera_hostgroups,
+ * mysql_group_replication_hostgroups, mysql_aws_aurora_hostgroups): the monitor moves servers
+ * between these hostgroups in runtime. hg[0] is the writer hostgroup. */
+struct px_family {
+	char table[40];
+	long hg[4];
+	size_t n;
+};
+
+struct px_families {
+	size_t n;
+	struct px_family *v;
+};
+
+void px_keeps_add(struct px_keeps *k, long hostgroup, const char *host, long port);
+void px_keeps_free(struct px_keeps *k);
+void px_keeps_copy(struct px_keeps *dst, const struct px_keeps *src);
+/* Add a copy of `name`; px_names_sort before px_names_has. */
+void px_names_add(struct px_names *l, const char *name);
+void px_names_sort(struct px_names *l);
+bool px_names_has(const struct px_names *l, const char *name);
+void px_names_free(struct px_names *l);
+void px_names_copy(struct px_names *dst, const struct px_names *src);
+/* The family (monitor row) that names hostgroup `hg`, or NULL. */
+const struct px_family *px_family_of(const struct px_families *f, long hg);
+
 #endif

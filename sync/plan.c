@@ -1,6 +1,7 @@
 /* plan.c: the difference between what ProxySQL has and what it should have, as admin statements. */
 #include "plan.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -220,11 +221,42 @@ static int server_key_cmp(const struct px_server *a, const struct px_server *b)
 	return a->port < b->port ? -1 : a->port > b->port;
 }
 
+static bool kept_server(const struct plan_options *o, const struct px_server *s)
+{
+	for (size_t i = 0; o->keep_servers && i < o->keep_servers->n; i++) {
+		const struct px_keep *k = &o->keep_servers->v[i];
+
+		if (k->hostgroup == s->hostgroup && (!k->host || (k->port == s->port && strcmp(k->host, s->host) == 0)))
+			return true;
+	}
+	return false;
+}
+
+/* The LOAD and SAVE that close a table's plan: a LOAD after statements or when one is owed, a SAVE
+ * with it; else a SAVE when one is owed and saving would not put rows on disk that nobody loaded. */
+static void finish_table(struct plan *p, size_t before, bool load_owed, bool save_owed, size_t foreign,
+			 const struct plan_options *o, const char *load, const char *save)
+{
+	if (p->n > before || load_owed) {
+		add_literal(p, load);
+		if (o->save_to_disk)
+			add_literal(p, save);
+	} else if (o->save_to_disk && save_owed && foreign == 0) {
+		add_literal(p, save);
+	}
+}
+
 static void plan_servers(const struct px_servers *want, const struct px_servers *have, const struct plan_drain *d,
 			 size_t nd, const struct plan_options *o, struct plan *p)
 {
 	size_t i = 0, j = 0, before = p->n, nins = 0;
-	const struct px_server **ins = xcalloc(want->n ? want->n : 1, sizeof(*ins));
+	const struct px_server **ins;
+
+	if (o->hold_foreign && o->foreign_servers) {
+		p->servers_held = true;
+		return;
+	}
+	ins = xcalloc(want->n ? want->n : 1, sizeof(*ins));
 
 	/* Merge the two sorted lists; rows outside owned hostgroups are someone else's. */
 	while (i < want->n || j < have->n) {
@@ -241,7 +273,8 @@ static void plan_servers(const struct px_servers *want, const struct px_servers 
 			ins[nins++] = w;
 			i++;
 		} else if (c > 0) {
-			server_gone(p, h, d, nd, o);
+			if (!kept_server(o, h))
+				server_gone(p, h, d, nd, o);
 			j++;
 		} else {
 			if (!px_server_same(w, h))
@@ -252,14 +285,9 @@ static void plan_servers(const struct px_servers *want, const struct px_servers 
 	}
 	server_inserts(p, ins, nins);
 	free(ins);
-	if (p->n > before) {
-		p->servers_changed = true;
-		add_literal(p, "LOAD MYSQL SERVERS TO RUNTIME");
-		if (o->save_to_disk)
-			add_literal(p, "SAVE MYSQL SERVERS TO DISK");
-	} else if (o->save_to_disk && o->save_owed_servers) {
-		add_literal(p, "SAVE MYSQL SERVERS TO DISK");
-	}
+	p->servers_changed = p->n > before;
+	finish_table(p, before, o->load_owed_servers, o->save_owed_servers, o->foreign_servers, o,
+		     "LOAD MYSQL SERVERS TO RUNTIME", "SAVE MYSQL SERVERS TO DISK");
 }
 
 static bool tagged(const struct px_user *u, const char *tag)
@@ -269,52 +297,85 @@ static bool tagged(const struct px_user *u, const char *tag)
 	return n && strncmp(u->comment, tag, n) == 0 && (u->comment[n] == '\0' || u->comment[n] == ':');
 }
 
+/* Every row of the user that starts at have[j] (rows of them) carries the tag. */
+static bool group_tagged(const struct px_users *have, size_t j, size_t rows, const char *tag)
+{
+	for (size_t k = 0; k < rows; k++)
+		if (!tagged(&have->v[j + k], tag))
+			return false;
+	return rows > 0;
+}
+
+static bool is_protected(const struct plan_options *o, const char *name, struct plan *p)
+{
+	if (!o->protected_users || !px_names_has(o->protected_users, name))
+		return false;
+	if (!p->user_protected++)
+		p->first_protected = name;
+	return true;
+}
+
 static void plan_users(const struct px_users *want, const struct px_users *have, const struct plan_options *o,
 		       struct plan *p)
 {
 	size_t i = 0, j = 0, before = p->n, nins = 0;
-	const struct px_user **ins = xcalloc(want->n ? want->n : 1, sizeof(*ins));
+	const struct px_user **ins;
 
+	if (o->hold_foreign && o->foreign_users) {
+		p->users_held = true;
+		return;
+	}
+	ins = xcalloc(want->n ? want->n : 1, sizeof(*ins));
 	/* `have` may hold two rows for a user (frontend-only and backend-only): compare the group. */
 	while (i < want->n || j < have->n) {
 		const struct px_user *w = i < want->n ? &want->v[i] : NULL;
 		const struct px_user *h = j < have->n ? &have->v[j] : NULL;
 		int c = !w ? 1 : !h ? -1 : strcmp(w->username, h->username);
 		size_t rows = 0;
+		bool mine;
 
 		if (h)
 			while (j + rows < have->n && strcmp(have->v[j + rows].username, h->username) == 0)
 				rows++;
+		mine = h && group_tagged(have, j, rows, o->user_tag);
 		if (c < 0) {
-			ins[nins++] = w;
-			p->user_inserts++;
+			if (!is_protected(o, w->username, p)) {
+				ins[nins++] = w;
+				p->user_inserts++;
+			}
 			i++;
-		} else if (c > 0) {
-			if (tagged(h, o->user_tag)) {
+			continue;
+		}
+		if (c > 0) {
+			/* Gone from KV: the agent's users go (kept ones, whose key was rejected, stay). */
+			if (mine && !(o->keep_users && px_names_has(o->keep_users, h->username))) {
 				user_delete(p, h->username);
 				p->user_deletes++;
 			}
 			j += rows;
-		} else {
-			if (rows != 1 || !px_user_same(w, h)) {
-				user_delete(p, w->username); /* replaced: deleted now, inserted with the new ones */
-				ins[nins++] = w;
-				p->user_updates++;
-			}
-			i++;
-			j += rows;
+			continue;
 		}
+		if (is_protected(o, w->username, p)) {
+			if (mine) { /* an earlier row of the agent's that locks a login out: removed */
+				user_delete(p, w->username);
+				p->user_deletes++;
+			}
+		} else if (!mine && !o->adopt_users) {
+			if (!p->user_conflicts++)
+				p->first_conflict = w->username;
+		} else if (rows != 1 || !px_user_same(w, h)) {
+			user_delete(p, w->username); /* replaced: deleted now, inserted with the new ones */
+			ins[nins++] = w;
+			p->user_updates++;
+		}
+		i++;
+		j += rows;
 	}
 	user_inserts(p, ins, nins);
 	free(ins);
-	if (p->n > before) {
-		p->users_changed = true;
-		add_literal(p, "LOAD MYSQL USERS TO RUNTIME");
-		if (o->save_to_disk)
-			add_literal(p, "SAVE MYSQL USERS TO DISK");
-	} else if (o->save_to_disk && o->save_owed_users) {
-		add_literal(p, "SAVE MYSQL USERS TO DISK");
-	}
+	p->users_changed = p->n > before;
+	finish_table(p, before, o->load_owed_users, o->save_owed_users, o->foreign_users, o,
+		     "LOAD MYSQL USERS TO RUNTIME", "SAVE MYSQL USERS TO DISK");
 }
 
 void plan_build(const struct px_servers *want_servers, const struct px_users *want_users,
@@ -348,4 +409,175 @@ void plan_free(struct plan *p)
 	}
 	free(p->steps);
 	memset(p, 0, sizeof(*p));
+}
+
+/* ---- drift: memory against runtime ---------------------------------------------------- */
+
+struct drift_row {
+	char *key; /* the row, normalised, as text */
+	bool owned;
+};
+
+struct drift_side {
+	size_t n;
+	struct drift_row *v;
+};
+
+static void side_add(struct drift_side *s, sk_buf *b, bool owned)
+{
+	s->v = xrealloc(s->v, (s->n + 1) * sizeof(*s->v));
+	s->v[s->n].key = b->data ? b->data : xstrdup("");
+	s->v[s->n].owned = owned;
+	s->n++;
+	sk_buf_init(b, SQL_MAX);
+}
+
+static int drift_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct drift_row *)a)->key, ((const struct drift_row *)b)->key);
+}
+
+/* Sort and drop duplicates (a set: writer_is_also_reader copies, two rows of one key). */
+static void side_sort(struct drift_side *s)
+{
+	size_t k = 0;
+
+	if (s->n > 1)
+		qsort(s->v, s->n, sizeof(*s->v), drift_cmp);
+	for (size_t i = 0; i < s->n; i++) {
+		if (k && strcmp(s->v[k - 1].key, s->v[i].key) == 0) {
+			s->v[k - 1].owned = s->v[k - 1].owned || s->v[i].owned;
+			sk_wipe(s->v[i].key, strlen(s->v[i].key));
+			free(s->v[i].key);
+			continue;
+		}
+		s->v[k++] = s->v[i];
+	}
+	s->n = k;
+}
+
+static void side_free(struct drift_side *s)
+{
+	for (size_t i = 0; i < s->n; i++) {
+		sk_wipe(s->v[i].key, strlen(s->v[i].key));
+		free(s->v[i].key);
+	}
+	free(s->v);
+}
+
+/* Count the rows of each side that the other lacks; frees both sides. */
+static void side_diff(struct drift_side *a, struct drift_side *b, struct plan_drift *d)
+{
+	size_t i = 0, j = 0;
+
+	side_sort(a);
+	side_sort(b);
+	memset(d, 0, sizeof(*d));
+	while (i < a->n || j < b->n) {
+		int c = i >= a->n ? 1 : j >= b->n ? -1 : strcmp(a->v[i].key, b->v[j].key);
+		const struct drift_row *r = c < 0 ? &a->v[i] : c > 0 ? &b->v[j] : NULL;
+
+		if (r)
+			*(r->owned ? &d->owned : &d->foreign) += 1;
+		i += c <= 0;
+		j += c >= 0;
+	}
+	side_free(a);
+	side_free(b);
+}
+
+static void server_side(const struct px_servers *rows, const struct px_families *fam, const struct plan_options *o,
+			struct drift_side *out)
+{
+	sk_buf b;
+
+	memset(out, 0, sizeof(*out));
+	sk_buf_init(&b, SQL_MAX);
+	for (size_t i = 0; i < rows->n; i++) {
+		const struct px_server *s = &rows->v[i];
+		const struct px_family *f = px_family_of(fam, s->hostgroup);
+		char status[sizeof(s->status)];
+
+		if (sk_streq_ci(s->status, "OFFLINE_HARD"))
+			continue;
+		/* Runtime upper-cases what memory may hold in any case; SHUNNED is the monitor's. */
+		for (size_t k = 0; k < sizeof(status); k++)
+			status[k] = (char)toupper((unsigned char)s->status[k]);
+		if (strncmp(status, "SHUNNED", 7) == 0)
+			sk_strlcpy(status, "ONLINE", sizeof(status));
+		if (sk_buf_addf(&b, "%ld\t%s\t%ld\t%s\t%ld\t%ld\t%ld\t%ld\t%ld\t%ld\t%s", f ? f->hg[0] : s->hostgroup,
+				s->host, s->port, status, s->weight, s->compression, s->max_connections,
+				s->max_replication_lag, s->use_ssl, s->max_latency_ms, s->comment))
+			side_add(out, &b, owned(o, s->hostgroup));
+		else
+			sk_buf_free(&b);
+	}
+	sk_buf_free(&b);
+}
+
+void plan_drift_servers(const struct px_servers *memory, const struct px_servers *runtime,
+			const struct px_families *families, const struct plan_options *o, struct plan_drift *d)
+{
+	struct drift_side a, b;
+
+	server_side(memory, families, o, &a);
+	server_side(runtime, families, o, &b);
+	side_diff(&a, &b, d);
+}
+
+/* Runtime keeps one row per role: a memory row becomes one per role it has, a runtime row is one. */
+static void user_side(const struct px_users *rows, const struct plan_options *o, struct drift_side *out)
+{
+	sk_buf b;
+
+	memset(out, 0, sizeof(*out));
+	sk_buf_init(&b, SQL_MAX);
+	for (size_t i = 0; i < rows->n; i++) {
+		const struct px_user *u = &rows->v[i];
+
+		for (int role = 0; role < 2 && u->active; role++) {
+			if (!(role ? u->backend : u->frontend))
+				continue;
+			if (sk_buf_addf(&b, "%s\t%s\t%s\t%ld\t%ld\t%s\t%ld\t%ld\t%ld\t%ld\t%s", u->username,
+					role ? "backend" : "frontend", u->password ? u->password : "", u->use_ssl,
+					u->default_hostgroup, u->default_schema ? u->default_schema : "",
+					u->schema_locked, u->transaction_persistent, u->fast_forward,
+					u->max_connections, u->comment))
+				side_add(out, &b, tagged(u, o->user_tag));
+			else
+				sk_buf_free(&b);
+		}
+	}
+	sk_buf_free(&b);
+}
+
+void plan_drift_users(const struct px_users *memory, const struct px_users *runtime, const struct plan_options *o,
+		      struct plan_drift *d)
+{
+	struct drift_side a, b;
+
+	user_side(memory, o, &a);
+	user_side(runtime, o, &b);
+	side_diff(&a, &b, d);
+}
+
+void plan_target(const struct plan_inputs *in, struct plan_options *o, struct plan *out, struct plan_drift *ds,
+		 struct plan_drift *du)
+{
+	bool users = in->want_users && in->have_users;
+
+	memset(ds, 0, sizeof(*ds));
+	memset(du, 0, sizeof(*du));
+	if (in->runtime_servers)
+		plan_drift_servers(in->have_servers, in->runtime_servers, in->families, o, ds);
+	if (users && in->runtime_users)
+		plan_drift_users(in->have_users, in->runtime_users, o, du);
+	o->load_owed_servers = ds->owned > 0;
+	o->load_owed_users = du->owned > 0;
+	o->foreign_servers = ds->foreign;
+	o->foreign_users = du->foreign;
+	o->save_owed_servers = o->save_to_disk && in->servers_disk_differs;
+	o->save_owed_users = o->save_to_disk && users && in->users_disk_differs;
+	plan_build(in->want_servers, users ? in->want_users : NULL, in->have_servers, users ? in->have_users : NULL,
+		   in->drains, in->ndrains, o, out);
 }

@@ -22,9 +22,25 @@ struct plan_options {
 	const char *user_tag; /* users whose comment starts with this are the agent's */
 	int64_t drain_timeout_ms; /* a draining server is deleted after this even with used connections */
 	bool save_to_disk; /* SAVE ... TO DISK after each LOAD */
-	/* An earlier apply loaded but did not save (its SAVE failed or was never sent): with
-	 * save_to_disk, SAVE again even when nothing else differs. */
+	/* Rejected means kept: servers and users the plan leaves exactly as the target has them. */
+	const struct px_keeps *keep_servers;
+	const struct px_names *keep_users;
+	/* Names the target's admin, stats, cluster and monitor logins use: a user of that name is
+	 * never written (a frontend row locks that login out), only removed when it is the agent's. */
+	const struct px_names *protected_users;
+	bool adopt_users; /* a KV user may replace a user of the same name that is not the agent's */
+	/* What the target itself says, table by table (from its checksums and runtime tables):
+	 * memory differs from runtime in the agent's rows (a LOAD is owed), memory differs from disk
+	 * (with save_to_disk, a SAVE is owed), and rows of others staged in memory but not loaded. */
+	bool load_owed_servers, load_owed_users;
 	bool save_owed_servers, save_owed_users;
+	size_t foreign_servers, foreign_users;
+	bool hold_foreign; /* foreign-edits = hold: no LOAD (nor anything else) of a table with such rows */
+};
+
+/* What memory and runtime disagree on, in the agent's rows and in the others'. */
+struct plan_drift {
+	size_t owned, foreign;
 };
 
 struct plan_step {
@@ -39,16 +55,52 @@ struct plan {
 	size_t server_inserts, server_updates, server_drains, server_deletes, draining;
 	size_t user_inserts, user_updates, user_deletes;
 	bool servers_changed, users_changed;
+	/* Left alone: KV users that collide with a user that is not the agent's (adopt_users off),
+	 * KV users named like a protected login; the first name of each, for the log. */
+	size_t user_conflicts, user_protected;
+	const char *first_conflict, *first_protected;
+	bool servers_held, users_held; /* hold_foreign stopped that table */
 };
 
 /* Compute the statements: per server INSERT / UPDATE / drain (UPDATE status='OFFLINE_SOFT') /
  * DELETE once drained, then LOAD MYSQL SERVERS TO RUNTIME (and SAVE ... TO DISK); per user
- * DELETE + INSERT when it differs, DELETE when gone; then LOAD MYSQL USERS TO RUNTIME (and SAVE).
- * Nothing at all when nothing differs, but an owed SAVE (plan_options). Arrays must be sorted (px_*_sort). Values must already
- * be validated (layout does it); everything is quoted anyway. Pure; free with plan_free. */
+ * DELETE + INSERT when it differs, DELETE when gone (the agent's users only); then LOAD MYSQL
+ * USERS TO RUNTIME (and SAVE). A table whose rows need nothing gets a LOAD only when one is owed
+ * (memory differs from runtime in the agent's rows), a SAVE only when one is owed (memory differs
+ * from disk, and no foreign row would be saved without being loaded): a drain poll, a resync that
+ * finds nothing and a reconnect send nothing. Arrays must be sorted (px_*_sort). Values must
+ * already be validated (layout does it); everything is quoted anyway. Pure; free with plan_free. */
 void plan_build(const struct px_servers *want_servers, const struct px_users *want_users,
 		const struct px_servers *have_servers, const struct px_users *have_users,
 		const struct plan_drain *drains, size_t ndrains, const struct plan_options *o, struct plan *out);
+
+/* Memory against runtime. Servers: runtime's SHUNNED counts as ONLINE, OFFLINE_HARD rows (removed,
+ * still in the pool) are left out on both sides, and the hostgroups of one monitor row count as
+ * one (the monitor moves servers between them in runtime only). A server is the agent's when its
+ * hostgroup is owned. Users: a memory row stands for one runtime row per role (frontend,
+ * backend), inactive rows for none, NULL schema and password read as ''; a user is the agent's
+ * when its comment carries the tag. Each side is a set; `d` counts the rows in one side only. */
+void plan_drift_servers(const struct px_servers *memory, const struct px_servers *runtime,
+			const struct px_families *families, const struct plan_options *o, struct plan_drift *d);
+void plan_drift_users(const struct px_users *memory, const struct px_users *runtime, const struct plan_options *o,
+		      struct plan_drift *d);
+
+/* Everything a target's plan is made from: the desired rows, its memory (have), its runtime where it
+ * may differ from memory (NULL: runtime was loaded from this memory, the checksums say so), what
+ * its monitor rows are, whether its disk differs from memory, and the servers being drained. */
+struct plan_inputs {
+	const struct px_servers *want_servers, *have_servers, *runtime_servers;
+	const struct px_users *want_users, *have_users, *runtime_users; /* want NULL: users not managed */
+	const struct px_families *families;
+	bool servers_disk_differs, users_disk_differs;
+	const struct plan_drain *drains;
+	size_t ndrains;
+};
+
+/* The drift (memory against runtime, plan_drift_*) and the plan for one target: fills the owed
+ * LOADs and SAVEs and the foreign counts of `o` from `in`, then plan_build. Pure. */
+void plan_target(const struct plan_inputs *in, struct plan_options *o, struct plan *out, struct plan_drift *ds,
+		 struct plan_drift *du);
 
 /* The plan as text, one statement a line ending in ";", passwords redacted. Caller frees. */
 char *plan_text(const struct plan *p);

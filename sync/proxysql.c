@@ -28,19 +28,25 @@ static long col_long(const char *v, long def)
 	return v && sk_parse_long(v, -2147483648L, 2147483647L, &n) ? n : def;
 }
 
-int pxadmin_read(struct pxadmin *a, const deadline_t *dl, struct px_servers *servers, struct px_users *users,
-		 struct db_err *e)
+/* Read the servers and users tables of one layer: "main.mysql_" or "runtime_mysql_". */
+static int read_layer(struct pxadmin *a, const char *layer, const deadline_t *dl, struct px_servers *servers,
+		      struct px_users *users, struct db_err *e)
 {
 	MYSQL_RES *res;
 	MYSQL_ROW row;
+	char sql[400];
 
-	memset(servers, 0, sizeof(*servers));
+	if (servers)
+		memset(servers, 0, sizeof(*servers));
 	if (users)
 		memset(users, 0, sizeof(*users));
-	if (db_query(&a->db,
-		     "SELECT hostgroup_id, hostname, port, status, weight, compression, max_connections, "
-		     "max_replication_lag, use_ssl, max_latency_ms, comment FROM main.mysql_servers",
-		     dl, &res, e) < 0)
+	if (!servers)
+		goto users;
+	sk_fmt(sql, sizeof(sql),
+	       "SELECT hostgroup_id, hostname, port, status, weight, compression, max_connections, "
+	       "max_replication_lag, use_ssl, max_latency_ms, comment FROM %sservers",
+	       layer);
+	if (db_query(&a->db, sql, dl, &res, e) < 0)
 		return -1;
 	while (res && (row = mysql_fetch_row(res)) != NULL) {
 		struct px_server s;
@@ -62,14 +68,16 @@ int pxadmin_read(struct pxadmin *a, const deadline_t *dl, struct px_servers *ser
 	if (res)
 		mysql_free_result(res);
 	px_servers_sort(servers);
+users:
 	if (!users)
 		return 0;
-	if (db_query(&a->db,
-		     "SELECT username, password, active, use_ssl, default_hostgroup, default_schema, schema_locked, "
-		     "transaction_persistent, fast_forward, backend, frontend, max_connections, comment "
-		     "FROM main.mysql_users",
-		     dl, &res, e) < 0) {
-		px_servers_free(servers);
+	sk_fmt(sql, sizeof(sql),
+	       "SELECT username, password, active, use_ssl, default_hostgroup, default_schema, schema_locked, "
+	       "transaction_persistent, fast_forward, backend, frontend, max_connections, comment FROM %susers",
+	       layer);
+	if (db_query(&a->db, sql, dl, &res, e) < 0) {
+		if (servers)
+			px_servers_free(servers);
 		return -1;
 	}
 	while (res && (row = mysql_fetch_row(res)) != NULL) {
@@ -95,6 +103,204 @@ int pxadmin_read(struct pxadmin *a, const deadline_t *dl, struct px_servers *ser
 		mysql_free_result(res);
 	px_users_sort(users);
 	return 0;
+}
+
+int pxadmin_read(struct pxadmin *a, const deadline_t *dl, struct px_servers *servers, struct px_users *users,
+		 struct db_err *e)
+{
+	return read_layer(a, "main.mysql_", dl, servers, users, e);
+}
+
+int pxadmin_read_runtime(struct pxadmin *a, const deadline_t *dl, struct px_servers *servers, struct px_users *users,
+			 struct db_err *e)
+{
+	return read_layer(a, "runtime_mysql_", dl, servers, users, e);
+}
+
+/* "0x248FC739B0B507DA" (or "0x00" for an empty table) as a number; 0 when unreadable. */
+static uint64_t checksum_value(const char *v)
+{
+	uint64_t n = 0;
+
+	if (!v || (strncmp(v, "0x", 2) != 0 && strncmp(v, "0X", 2) != 0))
+		return 0;
+	for (v += 2; *v; v++) {
+		int d = *v >= '0' && *v <= '9'   ? *v - '0'
+			: *v >= 'a' && *v <= 'f' ? *v - 'a' + 10
+			: *v >= 'A' && *v <= 'F' ? *v - 'A' + 10
+						 : -1;
+
+		if (d < 0)
+			return 0;
+		n = n << 4 | (uint64_t)d;
+	}
+	return n;
+}
+
+/* The second column of the first row of `sql` as a checksum. */
+static int one_checksum(struct pxadmin *a, const char *sql, const deadline_t *dl, uint64_t *out, struct db_err *e)
+{
+	MYSQL_RES *res;
+	MYSQL_ROW row;
+
+	*out = 0;
+	if (db_query(&a->db, sql, dl, &res, e) < 0)
+		return -1;
+	if (res && (row = mysql_fetch_row(res)) != NULL && mysql_num_fields(res) >= 2)
+		*out = checksum_value(row[1]);
+	if (res)
+		mysql_free_result(res);
+	return 0;
+}
+
+int pxadmin_checksums(struct pxadmin *a, const deadline_t *dl, bool users, bool disk, struct px_checksums *c,
+		      struct db_err *e)
+{
+	MYSQL_RES *res;
+	MYSQL_ROW row;
+
+	memset(c, 0, sizeof(*c));
+	if (one_checksum(a, "CHECKSUM MEMORY MYSQL SERVERS", dl, &c->servers_memory, e) < 0 ||
+	    (disk && one_checksum(a, "CHECKSUM DISK MYSQL SERVERS", dl, &c->servers_disk, e) < 0) ||
+	    (users && one_checksum(a, "CHECKSUM MEMORY MYSQL USERS", dl, &c->users_memory, e) < 0) ||
+	    (users && disk && one_checksum(a, "CHECKSUM DISK MYSQL USERS", dl, &c->users_disk, e) < 0))
+		return -1;
+	if (db_query(&a->db, "SELECT name, checksum FROM runtime_checksums_values WHERE name = 'mysql_servers'", dl,
+		     &res, e) < 0)
+		return -1;
+	while (res && (row = mysql_fetch_row(res)) != NULL)
+		if (row[0] && strcmp(row[0], "mysql_servers") == 0)
+			c->servers_runtime = checksum_value(row[1]);
+	if (res)
+		mysql_free_result(res);
+	return 0;
+}
+
+/* The user names of an admin or stats credentials list: "user:password;user2:password2". */
+static void credential_users(const char *v, struct px_names *out)
+{
+	while (v && *v) {
+		const char *end = strchr(v, ';'), *colon;
+		size_t len = end ? (size_t)(end - v) : strlen(v);
+		char name[MODEL_USER_MAX + 1];
+
+		colon = memchr(v, ':', len);
+		if (colon)
+			len = (size_t)(colon - v);
+		if (len > 0 && len < sizeof(name)) {
+			memcpy(name, v, len);
+			name[len] = '\0';
+			px_names_add(out, name);
+		}
+		v = end ? end + 1 : NULL;
+	}
+}
+
+/* The identity variables, memory and runtime (a name either layer has is protected), and the
+ * cluster's pull settings as they run. */
+static int read_identity(struct pxadmin *a, const char *table, const deadline_t *dl, struct px_facts *f,
+			 struct db_err *e)
+{
+	MYSQL_RES *res;
+	MYSQL_ROW row;
+	char sql[600];
+
+	sk_fmt(sql, sizeof(sql),
+	       "SELECT variable_name, variable_value FROM %s WHERE variable_name IN ('admin-admin_credentials', "
+	       "'admin-stats_credentials', 'admin-cluster_username', 'mysql-monitor_username', "
+	       "'admin-cluster_mysql_servers_diffs_before_sync', 'admin-cluster_mysql_users_diffs_before_sync')",
+	       table);
+	if (db_query(&a->db, sql, dl, &res, e) < 0)
+		return -1;
+	while (res && (row = mysql_fetch_row(res)) != NULL) {
+		const char *name = row[0] ? row[0] : "", *v = row[1] ? row[1] : "";
+		long n;
+
+		if (strcmp(name, "admin-admin_credentials") == 0 || strcmp(name, "admin-stats_credentials") == 0)
+			credential_users(v, &f->protected_users);
+		else if ((strcmp(name, "admin-cluster_username") == 0 || strcmp(name, "mysql-monitor_username") == 0) &&
+			 *v)
+			px_names_add(&f->protected_users, v);
+		else if (strcmp(name, "admin-cluster_mysql_servers_diffs_before_sync") == 0 &&
+			 sk_parse_long(v, 0, 2147483647L, &n) && strcmp(table, "runtime_global_variables") == 0)
+			f->servers_diffs_before_sync = n;
+		else if (strcmp(name, "admin-cluster_mysql_users_diffs_before_sync") == 0 &&
+			 sk_parse_long(v, 0, 2147483647L, &n) && strcmp(table, "runtime_global_variables") == 0)
+			f->users_diffs_before_sync = n;
+		if (row[1])
+			sk_wipe(row[1], strlen(row[1])); /* credentials: passwords, never kept */
+	}
+	if (res)
+		mysql_free_result(res);
+	return 0;
+}
+
+static int read_families(struct pxadmin *a, const char *table, const char *cols, size_t ncols, const deadline_t *dl,
+			 struct px_families *out, struct db_err *e)
+{
+	MYSQL_RES *res;
+	MYSQL_ROW row;
+	char sql[300];
+
+	sk_fmt(sql, sizeof(sql), "SELECT %s FROM runtime_%s", cols, table);
+	if (db_query(&a->db, sql, dl, &res, e) < 0)
+		return -1;
+	while (res && (row = mysql_fetch_row(res)) != NULL) {
+		struct px_family *fam;
+
+		out->v = xrealloc(out->v, (out->n + 1) * sizeof(*out->v));
+		fam = &out->v[out->n++];
+		memset(fam, 0, sizeof(*fam));
+		sk_strlcpy(fam->table, table, sizeof(fam->table));
+		for (size_t k = 0; k < ncols; k++)
+			fam->hg[fam->n++] = col_long(row[k], -1);
+	}
+	if (res)
+		mysql_free_result(res);
+	return 0;
+}
+
+int pxadmin_read_facts(struct pxadmin *a, const deadline_t *dl, struct px_facts *f, struct db_err *e)
+{
+	static const struct {
+		const char *table, *cols;
+		size_t n;
+	} monitors[] = {
+		{ "mysql_replication_hostgroups", "writer_hostgroup, reader_hostgroup", 2 },
+		{ "mysql_galera_hostgroups",
+		  "writer_hostgroup, backup_writer_hostgroup, reader_hostgroup, offline_hostgroup", 4 },
+		{ "mysql_group_replication_hostgroups",
+		  "writer_hostgroup, backup_writer_hostgroup, reader_hostgroup, offline_hostgroup", 4 },
+		{ "mysql_aws_aurora_hostgroups", "writer_hostgroup, reader_hostgroup", 2 },
+	};
+	MYSQL_RES *res;
+	MYSQL_ROW row;
+
+	memset(f, 0, sizeof(*f));
+	if (read_identity(a, "global_variables", dl, f, e) < 0 ||
+	    read_identity(a, "runtime_global_variables", dl, f, e) < 0)
+		goto fail;
+	px_names_sort(&f->protected_users);
+	for (size_t i = 0; i < SK_ARRAY_LEN(monitors); i++)
+		if (read_families(a, monitors[i].table, monitors[i].cols, monitors[i].n, dl, &f->families, e) < 0)
+			goto fail;
+	if (db_query(&a->db, "SELECT COUNT(*) FROM runtime_proxysql_servers", dl, &res, e) < 0)
+		goto fail;
+	if (res && (row = mysql_fetch_row(res)) != NULL)
+		f->cluster_peers = col_long(row[0], 0);
+	if (res)
+		mysql_free_result(res);
+	return 0;
+fail:
+	px_facts_free(f);
+	return -1;
+}
+
+void px_facts_free(struct px_facts *f)
+{
+	px_names_free(&f->protected_users);
+	free(f->families.v);
+	memset(f, 0, sizeof(*f));
 }
 
 int pxadmin_conn_used(struct pxadmin *a, const deadline_t *dl, const struct px_server *const *servers, size_t n,

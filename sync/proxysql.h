@@ -4,6 +4,7 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "db.h"
 #include "model.h"
@@ -30,6 +31,34 @@ int pxadmin_connect(struct pxadmin *a, const struct pxadmin_target *t, const dea
  * sorted. `users` may be NULL when users are not managed. */
 int pxadmin_read(struct pxadmin *a, const deadline_t *dl, struct px_servers *servers, struct px_users *users,
 		 struct db_err *e) SK_MUST_CHECK;
+
+/* The same two tables as runtime has them (runtime_mysql_servers, runtime_mysql_users); sorted. */
+int pxadmin_read_runtime(struct pxadmin *a, const deadline_t *dl, struct px_servers *servers, struct px_users *users,
+			 struct db_err *e) SK_MUST_CHECK;
+
+/* What the target says of itself, read at every reconcile. */
+struct px_facts {
+	struct px_names protected_users; /* the user names of admin-admin_credentials, admin-stats_credentials,
+					    admin-cluster_username and mysql-monitor_username (memory and
+					    runtime); sorted. The passwords are never kept. */
+	struct px_families families; /* the rows of the four monitor hostgroup tables (runtime) */
+	long cluster_peers; /* rows of runtime_proxysql_servers: > 0 when it is in a ProxySQL Cluster */
+	long servers_diffs_before_sync, users_diffs_before_sync; /* > 0: the table is pulled from peers */
+};
+
+int pxadmin_read_facts(struct pxadmin *a, const deadline_t *dl, struct px_facts *f, struct db_err *e) SK_MUST_CHECK;
+void px_facts_free(struct px_facts *f);
+
+/* CHECKSUM MEMORY (and, with `disk`, DISK) of mysql_servers and (with `users`) mysql_users, and the
+ * mysql_servers row of runtime_checksums_values. Runtime's mysql_servers checksum equals memory's
+ * right after a LOAD (until the monitor moves a server); the users' never does (runtime hashes one
+ * row per role), so users are compared row by row (plan_drift_users). */
+struct px_checksums {
+	uint64_t servers_memory, servers_disk, servers_runtime, users_memory, users_disk;
+};
+
+int pxadmin_checksums(struct pxadmin *a, const deadline_t *dl, bool users, bool disk, struct px_checksums *c,
+		      struct db_err *e) SK_MUST_CHECK;
 
 /* ConnUsed per (hostgroup, host, port) from stats_mysql_connection_pool for the given servers;
  * conn_used[i] gets the value for servers[i] (0 when absent). */

@@ -4,6 +4,7 @@
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,80 +66,323 @@ static int keep_writers(struct agent *ag, struct px_servers *want, const struct 
 	return held;
 }
 
-/* After a failed apply: each LOAD that went through without its SAVE leaves a SAVE owed, done
- * at the next reconcile even when nothing else differs (main = runtime by then, disk behind). */
-static void owe_saves(struct target *t, const struct plan *p, size_t done)
+/* Everything read from a target for one plan: what it says of itself, its memory (main), runtime
+ * where it may differ, and the checksums. */
+struct tstate {
+	struct px_facts facts;
+	struct px_checksums ck;
+	struct px_servers mem_s, rt_s;
+	struct px_users mem_u, rt_u;
+	bool have_rt_s;
+};
+
+static void tstate_free(struct tstate *st)
 {
-	bool loaded_servers = false, loaded_users = false;
-
-	for (size_t i = 0; i < p->n; i++) {
-		const char *sql = p->steps[i].sql;
-
-		if (i < done && strcmp(sql, "LOAD MYSQL SERVERS TO RUNTIME") == 0)
-			loaded_servers = true;
-		else if (i < done && strcmp(sql, "LOAD MYSQL USERS TO RUNTIME") == 0)
-			loaded_users = true;
-		else if (i >= done && loaded_servers && strcmp(sql, "SAVE MYSQL SERVERS TO DISK") == 0)
-			t->save_owed_servers = true;
-		else if (i >= done && loaded_users && strcmp(sql, "SAVE MYSQL USERS TO DISK") == 0)
-			t->save_owed_users = true;
-	}
+	px_facts_free(&st->facts);
+	px_servers_free(&st->mem_s);
+	px_servers_free(&st->rt_s);
+	px_users_free(&st->mem_u);
+	px_users_free(&st->rt_u);
+	memset(st, 0, sizeof(*st));
 }
 
-int agent_reconcile(struct agent *ag, struct target *t, const struct px_servers *want_servers,
-		    const struct px_users *want_users, bool print)
+static int read_state(struct target *t, bool users, bool disk, const deadline_t *dl, struct tstate *st,
+		      struct db_err *e)
+{
+	memset(st, 0, sizeof(*st));
+	if (pxadmin_read_facts(&t->px, dl, &st->facts, e) < 0 ||
+	    pxadmin_read(&t->px, dl, &st->mem_s, users ? &st->mem_u : NULL, e) < 0 ||
+	    pxadmin_checksums(&t->px, dl, users, disk, &st->ck, e) < 0)
+		return -1;
+	/* Equal checksums: runtime was loaded from this memory and the monitor has moved nothing. */
+	st->have_rt_s = st->ck.servers_memory != st->ck.servers_runtime;
+	if (pxadmin_read_runtime(&t->px, dl, st->have_rt_s ? &st->rt_s : NULL, users ? &st->rt_u : NULL, e) < 0)
+		return -1;
+	return 0;
+}
+
+/* The plan that brings the target from `st` to `want_s` / `want`, with every owed LOAD and SAVE
+ * derived from what the target says (drift between memory, runtime and disk). */
+static void plan_state(struct agent *ag, const struct tstate *st, const struct px_servers *want_s,
+		       const struct agent_want *want, const struct plan_drain *dinfo, size_t nd, struct plan *out,
+		       struct plan_drift *ds, struct plan_drift *du)
 {
 	struct sync_config *cfg = ag->cfg;
 	bool users = *cfg->layout.users_prefix != '\0';
-	deadline_t dl = deadline_in_ms((int64_t)(opt_num(&cfg->o, "admin-timeout") * 1000));
-	struct px_servers have_s = { 0 }, want_s;
-	struct px_users have_u = { 0 };
-	struct plan plan = { 0 }, check = { 0 };
 	struct plan_options po = {
 		.owned_hostgroups = ag->owned,
 		.nowned = ag->nowned,
 		.user_tag = cfg->layout.user_tag,
 		.drain_timeout_ms = (int64_t)(opt_num(&cfg->o, "drain-timeout") * 1000),
 		.save_to_disk = opt_flag(&cfg->o, "save-to-disk"),
-		.save_owed_servers = t->save_owed_servers,
-		.save_owed_users = t->save_owed_users,
+		.keep_servers = &want->keep_servers,
+		.keep_users = &want->keep_users,
+		.protected_users = &st->facts.protected_users,
+		.adopt_users = opt_flag(&cfg->o, "adopt-users"),
+		.hold_foreign = strcmp(opt_str(&cfg->o, "foreign-edits"), "hold") == 0,
 	};
+	struct plan_inputs in = {
+		.want_servers = want_s,
+		.have_servers = &st->mem_s,
+		.runtime_servers = st->have_rt_s ? &st->rt_s : NULL,
+		.want_users = users ? &want->users : NULL,
+		.have_users = users ? &st->mem_u : NULL,
+		.runtime_users = users ? &st->rt_u : NULL,
+		.families = &st->facts.families,
+		.servers_disk_differs = st->ck.servers_memory != st->ck.servers_disk,
+		.users_disk_differs = st->ck.users_memory != st->ck.users_disk,
+		.drains = dinfo,
+		.ndrains = nd,
+	};
+
+	plan_target(&in, &po, out, ds, du);
+}
+
+static unsigned long reads_now(struct agent *ag)
+{
+	unsigned long n = ~0UL;
+
+	pthread_mutex_lock(&ag->mu);
+	for (size_t i = 0; i < ag->nwatches; i++)
+		if (ag->watches[i].reads < n)
+			n = ag->watches[i].reads;
+	pthread_mutex_unlock(&ag->mu);
+	return n;
+}
+
+static struct shrink_hold *hold_find(struct target *t, long hg)
+{
+	for (size_t i = 0; i < t->nholds; i++)
+		if (t->holds[i].hostgroup == hg)
+			return &t->holds[i];
+	return NULL;
+}
+
+static void hold_drop(struct target *t, struct shrink_hold *h)
+{
+	*h = t->holds[--t->nholds];
+}
+
+static bool serving(const struct px_server *s)
+{
+	return !sk_streq_ci(s->status, "OFFLINE_SOFT") && !sk_streq_ci(s->status, "OFFLINE_HARD");
+}
+
+/* The hostgroup guard: a managed hostgroup that the desired state empties or shrinks by more than
+ * shrink-fraction, compared with what this target has now (so the first snapshot after a start, a
+ * reload or --once has a baseline too), keeps the target's servers until `confirmations` further
+ * reads of every prefix agree. Returns the number of hostgroups held. */
+static int guard_hostgroups(struct agent *ag, struct target *t, struct px_servers *want, const struct px_servers *have)
+{
+	double fraction = opt_num(&ag->cfg->o, "shrink-fraction");
+	unsigned long confirmations = (unsigned long)opt_int(&ag->cfg->o, "confirmations"), reads = reads_now(ag);
+	int held = 0;
+
+	for (size_t g = 0; g < ag->nowned; g++) {
+		long hg = ag->owned[g];
+		size_t have_n = 0, want_n = 0;
+		struct shrink_hold *h = hold_find(t, hg);
+		bool shrink;
+
+		for (size_t i = 0; i < have->n; i++)
+			have_n += have->v[i].hostgroup == hg && serving(&have->v[i]);
+		for (size_t i = 0; i < want->n; i++)
+			want_n += want->v[i].hostgroup == hg;
+		shrink = have_n > 0 && want_n < have_n &&
+			 (want_n == 0 || (double)(have_n - want_n) / (double)have_n > fraction);
+		if (!shrink) {
+			if (h)
+				hold_drop(t, h);
+			continue;
+		}
+		if (!h || h->want_n != want_n || h->have_n != have_n) {
+			if (!h) {
+				t->holds = xrealloc(t->holds, (t->nholds + 1) * sizeof(*t->holds));
+				h = &t->holds[t->nholds++];
+			}
+			h->hostgroup = hg;
+			h->have_n = have_n;
+			h->want_n = want_n;
+			h->reads_mark = reads;
+			pthread_mutex_lock(&ag->mu);
+			ag->hostgroup_guard_blocks++;
+			pthread_mutex_unlock(&ag->mu);
+			log_warn("guard: target %s: hostgroup %ld would go from %zu to %zu servers; keeping them until "
+				 "%lu "
+				 "more reads agree (confirmations)",
+				 t->pt.name, hg, have_n, want_n, confirmations);
+		} else if (reads - h->reads_mark >= confirmations) {
+			log_warn("guard: target %s: hostgroup %ld from %zu to %zu servers confirmed by %lu reads",
+				 t->pt.name, hg, have_n, want_n, confirmations);
+			hold_drop(t, h);
+			continue;
+		}
+		for (size_t i = 0; i < have->n; i++)
+			if (have->v[i].hostgroup == hg && serving(&have->v[i]) && !wanted(want, &have->v[i]))
+				px_servers_add(want, &have->v[i]);
+		held++;
+	}
+	if (held) {
+		px_servers_sort(want);
+		pthread_mutex_lock(&ag->mu);
+		ag->reread_until_us = deadline_now_us() + 5000000;
+		pthread_cond_broadcast(&ag->cv);
+		pthread_mutex_unlock(&ag->mu);
+	}
+	return held;
+}
+
+static void set_why(struct agent *ag, struct target *t, const char *fmt, ...) SK_PRINTF(3, 4);
+
+static void set_why(struct agent *ag, struct target *t, const char *fmt, ...)
+{
+	va_list ap;
+
+	pthread_mutex_lock(&ag->mu);
+	va_start(ap, fmt);
+	vsnprintf(t->why, sizeof(t->why), fmt, ap);
+	va_end(ap);
+	pthread_mutex_unlock(&ag->mu);
+}
+
+/* Log what the plan left alone and what others staged, once per change; keep the counts. */
+static void report(struct agent *ag, struct target *t, const struct tstate *st, const struct plan *p,
+		   const struct plan_drift *ds, const struct plan_drift *du)
+{
+	static const char *const tables[TABLE_COUNT] = { "mysql_servers", "mysql_users" };
+	const struct plan_drift *d[TABLE_COUNT] = { ds, du };
+	bool hold = strcmp(opt_str(&ag->cfg->o, "foreign-edits"), "hold") == 0;
+	size_t monitor_rows = 0;
+
+	if (p->user_protected != t->protected_now) {
+		if (p->user_protected)
+			log_warn("target %s: rejected %zu KV user(s) named like a login of ProxySQL itself (first: %s; "
+				 "admin, stats, cluster or monitor credentials): never written",
+				 t->pt.name, p->user_protected, p->first_protected);
+		pthread_mutex_lock(&ag->mu);
+		if (p->user_protected > t->protected_now)
+			ag->rejected_total += p->user_protected - t->protected_now;
+		t->protected_now = p->user_protected;
+		pthread_mutex_unlock(&ag->mu);
+	}
+	if (p->user_conflicts != t->conflicts_now) {
+		if (p->user_conflicts)
+			log_warn(
+				"target %s: %zu KV user(s) collide with users the agent does not own (first: %s); left "
+				"alone (adopt-users)",
+				t->pt.name, p->user_conflicts, p->first_conflict);
+		t->conflicts_now = p->user_conflicts;
+	}
+	for (int k = 0; k < TABLE_COUNT; k++) {
+		if (d[k]->foreign == t->foreign_now[k])
+			continue;
+		if (d[k]->foreign) {
+			log_warn("target %s: %zu row(s) of %s staged in memory by someone else, not loaded: %s",
+				 t->pt.name, d[k]->foreign, tables[k],
+				 hold ? "held, nothing of that table is loaded while they are there (foreign-edits)"
+				      : "the agent's next LOAD publishes them (foreign-edits)");
+			t->foreign_staged_total[k] += d[k]->foreign;
+		}
+		t->foreign_now[k] = d[k]->foreign;
+	}
+	for (size_t i = 0; i < st->facts.families.n; i++)
+		for (size_t k = 0; k < st->facts.families.v[i].n; k++)
+			if (owned(ag, st->facts.families.v[i].hg[k])) {
+				monitor_rows++;
+				break;
+			}
+	if (monitor_rows != t->monitor_rows || st->facts.cluster_peers != t->cluster_peers) {
+		log_info("target %s: %zu monitor hostgroup row(s) over the agent's hostgroups; %ld ProxySQL Cluster "
+			 "peer(s) (pull: mysql_servers %ld, mysql_users %ld)",
+			 t->pt.name, monitor_rows, st->facts.cluster_peers, st->facts.servers_diffs_before_sync,
+			 st->facts.users_diffs_before_sync);
+		t->monitor_rows = monitor_rows;
+		t->cluster_peers = st->facts.cluster_peers;
+	}
+	t->diffs_before_sync[TABLE_SERVERS] = st->facts.servers_diffs_before_sync;
+	t->diffs_before_sync[TABLE_USERS] = st->facts.users_diffs_before_sync;
+}
+
+/* Only drains (and the LOAD and SAVE that follow them) left to do. */
+static bool only_drains(const struct plan *p)
+{
+	for (size_t i = 0; i < p->n; i++) {
+		const char *sql = p->steps[i].sql;
+
+		if (strncmp(sql, "UPDATE mysql_servers SET status='OFFLINE_SOFT'", 46) != 0 &&
+		    strncmp(sql, "DELETE FROM mysql_servers", 25) != 0 && strncmp(sql, "LOAD ", 5) != 0 &&
+		    strncmp(sql, "SAVE ", 5) != 0)
+			return false;
+	}
+	return true;
+}
+
+static void forget_drains(struct target *t, const struct px_servers *have, const struct px_servers *want)
+{
+	for (size_t i = 0; i < t->ndrains;) {
+		const struct px_server *h =
+			px_servers_find(have, t->drains[i].hostgroup, t->drains[i].host, t->drains[i].port);
+
+		if (!h || wanted(want, h) || !sk_streq_ci(h->status, "OFFLINE_SOFT")) {
+			free(t->drains[i].host);
+			t->drains[i] = t->drains[--t->ndrains];
+		} else {
+			i++;
+		}
+	}
+}
+
+int agent_reconcile(struct agent *ag, struct target *t, const struct agent_want *want, bool print)
+{
+	struct sync_config *cfg = ag->cfg;
+	bool users = *cfg->layout.users_prefix != '\0', disk = opt_flag(&cfg->o, "save-to-disk");
+	deadline_t dl = deadline_in_ms((int64_t)(opt_num(&cfg->o, "admin-timeout") * 1000));
+	struct tstate st = { 0 };
+	struct px_servers want_s = { 0 };
+	struct plan plan = { 0 }, check = { 0 };
+	struct plan_drift ds, du;
 	const struct px_server **draining = NULL;
 	struct plan_drain *dinfo = NULL;
 	long *used = NULL;
 	size_t nd = 0, done = 0;
 	struct db_err e;
 	int64_t started = deadline_now_us();
-	int rc = -1, held;
+	int rc = -1, held, guarded;
 
 	if (pxadmin_connect(&t->px, &t->pt, &dl, &e) < 0) {
 		if (t->reachable || !t->last_check_us)
 			log_warn("target %s: cannot connect: %s", t->pt.name, e.msg);
 		t->reachable = false;
+		t->last_failure = e.reason;
 		t->errors_connect++;
+		set_why(ag, t, "unreachable: %s", e.msg);
 		return -1;
 	}
-	if (pxadmin_read(&t->px, &dl, &have_s, users ? &have_u : NULL, &e) < 0) {
-		log_warn("target %s: reading main.mysql_servers/users failed: %s", t->pt.name, e.msg);
+	if (read_state(t, users, disk, &dl, &st, &e) < 0) {
+		log_warn("target %s: reading its tables failed: %s", t->pt.name, e.msg);
 		t->errors_read++;
+		t->last_failure = e.reason;
 		pxadmin_close(&t->px);
 		t->reachable = false;
+		set_why(ag, t, "reading its tables failed: %s", e.msg);
+		tstate_free(&st);
 		return -1;
 	}
 	if (!t->reachable)
 		log_info("target %s: connected", t->pt.name);
 	t->reachable = true;
 
-	px_servers_copy(&want_s, want_servers);
-	held = keep_writers(ag, &want_s, &have_s);
+	px_servers_copy(&want_s, &want->servers);
+	held = keep_writers(ag, &want_s, &st.mem_s);
 	if (held) {
 		t->writer_guard++;
 		log_warn("guard: target %s: %d writer hostgroup(s) would be empty; keeping their servers", t->pt.name,
 			 held);
 	}
+	guarded = guard_hostgroups(ag, t, &want_s, &st.mem_s);
 	/* Servers being drained: how many connections still use them, and since when. */
-	for (size_t i = 0; i < have_s.n; i++) {
-		const struct px_server *s = &have_s.v[i];
+	for (size_t i = 0; i < st.mem_s.n; i++) {
+		const struct px_server *s = &st.mem_s.v[i];
 
 		if (owned(ag, s->hostgroup) && !wanted(&want_s, s) && sk_streq_ci(s->status, "OFFLINE_SOFT")) {
 			draining = xrealloc(draining, (nd + 1) * sizeof(*draining));
@@ -150,6 +394,7 @@ int agent_reconcile(struct agent *ag, struct target *t, const struct px_servers 
 		if (pxadmin_conn_used(&t->px, &dl, draining, nd, used, &e) < 0) {
 			log_warn("target %s: reading stats_mysql_connection_pool failed: %s", t->pt.name, e.msg);
 			t->errors_read++;
+			t->last_failure = e.reason;
 			goto out;
 		}
 		dinfo = xcalloc(nd, sizeof(*dinfo));
@@ -165,13 +410,14 @@ int agent_reconcile(struct agent *ag, struct target *t, const struct px_servers 
 				r->since_us = deadline_now_us();
 			}
 			dinfo[i].hostgroup = draining[i]->hostgroup;
-			dinfo[i].host = r->host; /* not the row's: the verify below reads have_s afresh */
+			dinfo[i].host = r->host; /* not the row's: the verify below reads afresh */
 			dinfo[i].port = draining[i]->port;
 			dinfo[i].conn_used = used[i];
 			dinfo[i].draining_ms = (deadline_now_us() - r->since_us) / 1000;
 		}
 	}
-	plan_build(&want_s, users ? want_users : NULL, &have_s, users ? &have_u : NULL, dinfo, nd, &po, &plan);
+	plan_state(ag, &st, &want_s, want, dinfo, nd, &plan, &ds, &du);
+	report(ag, t, &st, &plan, &ds, &du);
 	if (print) {
 		char *text = plan_text(&plan);
 
@@ -181,17 +427,13 @@ int agent_reconcile(struct agent *ag, struct target *t, const struct px_servers 
 		rc = 0;
 		goto out;
 	}
-	if (plan.n == 0) {
-		if (!t->in_sync)
-			log_info("target %s: in the desired state (%zu servers, %zu users)%s", t->pt.name, want_s.n,
-				 want_users ? want_users->n : 0, plan.draining ? "; draining" : "");
-		t->in_sync = true;
-		t->synced_once = true;
-		t->last_sync_unix = agent_unix_now();
-		rc = plan.draining ? 1 : 0;
-		goto out;
+	for (size_t i = 0; i < plan.n; i++) {
+		if (strncmp(plan.steps[i].sql, "LOAD ", 5) == 0 && !plan.servers_changed && !plan.users_changed)
+			t->loads_owed++;
+		else if (strncmp(plan.steps[i].sql, "SAVE ", 5) == 0 && i == 0)
+			t->saves_owed++;
 	}
-	if (pxadmin_apply(&t->px, &plan, &dl, &ag->stop, &done, &e) < 0) {
+	if (plan.n && pxadmin_apply(&t->px, &plan, &dl, &ag->stop, &done, &e) < 0) {
 		if (ag->stop)
 			log_warn("target %s: stopping: abandoned the apply after %zu of %zu statement(s), before its "
 				 "LOAD",
@@ -200,72 +442,83 @@ int agent_reconcile(struct agent *ag, struct target *t, const struct px_servers 
 			log_error("target %s: statement %zu of %zu failed: %s: %s", t->pt.name, done + 1, plan.n, e.msg,
 				  plan.steps[done].shown);
 		t->errors_apply++;
+		t->last_failure = e.reason;
 		t->in_sync = false;
+		set_why(ag, t, "statement %zu of %zu failed: %s", done + 1, plan.n, e.msg);
 		pxadmin_close(&t->px);
-		owe_saves(t, &plan, done);
 		goto out;
 	}
-	t->save_owed_servers = t->save_owed_users = false;
-	/* Verify: what ProxySQL has now must need nothing more (drains aside). */
-	px_servers_free(&have_s);
-	px_users_free(&have_u);
-	if (pxadmin_read(&t->px, &dl, &have_s, users ? &have_u : NULL, &e) < 0) {
-		t->errors_read++;
-		goto out;
-	}
-	plan_build(&want_s, users ? want_users : NULL, &have_s, users ? &have_u : NULL, dinfo, nd, &po, &check);
-	for (size_t i = 0; i < check.n; i++) {
-		if (strncmp(check.steps[i].sql, "UPDATE mysql_servers SET status='OFFLINE_SOFT'", 46) != 0 &&
-		    strncmp(check.steps[i].sql, "DELETE FROM mysql_servers", 25) != 0 &&
-		    strncmp(check.steps[i].sql, "LOAD ", 5) != 0 && strncmp(check.steps[i].sql, "SAVE ", 5) != 0) {
-			log_error("target %s: verify failed: still needed after apply: %s", t->pt.name,
-				  check.steps[i].shown);
-			t->errors_verify++;
+	if (plan.n) {
+		/* Verify: what ProxySQL has now, memory, runtime and disk, must need nothing more but
+		 * drains. */
+		tstate_free(&st);
+		if (read_state(t, users, disk, &dl, &st, &e) < 0) {
+			t->errors_read++;
+			t->last_failure = e.reason;
+			set_why(ag, t, "reading its tables after the apply failed: %s", e.msg);
 			goto out;
 		}
-	}
-	{
-		double ms = (double)(deadline_now_us() - started) / 1000.0;
-		size_t b = 0;
+		plan_state(ag, &st, &want_s, want, dinfo, nd, &check, &ds, &du);
+		if (!only_drains(&check) || check.servers_held || check.users_held) {
+			for (size_t i = 0; i < check.n; i++)
+				if (!only_drains(&(struct plan){ .steps = &check.steps[i], .n = 1 })) {
+					log_error("target %s: verify failed: still needed after apply: %s", t->pt.name,
+						  check.steps[i].shown);
+					break;
+				}
+			t->errors_verify++;
+			t->in_sync = false;
+			set_why(ag, t, "verify failed after an apply");
+			goto out;
+		}
+		{
+			double ms = (double)(deadline_now_us() - started) / 1000.0;
+			size_t b = 0;
 
-		while (b < AGENT_HIST_BUCKETS && ms > agent_hist_bounds_ms[b])
-			b++;
-		t->hist[b]++;
-		t->hist_sum_us += (unsigned long)(ms * 1000.0);
-		t->hist_count++;
-		t->applies++;
-		log_info("target %s: applied %zu statement(s) in %.1f ms: servers +%zu ~%zu drain %zu -%zu, users +%zu "
-			 "~%zu -%zu",
-			 t->pt.name, plan.n, ms, plan.server_inserts, plan.server_updates, plan.server_drains,
-			 plan.server_deletes, plan.user_inserts, plan.user_updates, plan.user_deletes);
+			while (b < AGENT_HIST_BUCKETS && ms > agent_hist_bounds_ms[b])
+				b++;
+			t->hist[b]++;
+			t->hist_sum_us += (unsigned long)(ms * 1000.0);
+			t->hist_count++;
+			t->applies++;
+			log_info("target %s: applied %zu statement(s) in %.1f ms: servers +%zu ~%zu drain %zu -%zu, "
+				 "users +%zu ~%zu -%zu",
+				 t->pt.name, plan.n, ms, plan.server_inserts, plan.server_updates, plan.server_drains,
+				 plan.server_deletes, plan.user_inserts, plan.user_updates, plan.user_deletes);
+		}
 	}
+	if (plan.servers_held || plan.users_held) {
+		t->in_sync = false;
+		set_why(ag, t, "%s held: rows staged by someone else are not loaded (foreign-edits = hold)",
+			plan.servers_held ? "mysql_servers" : "mysql_users");
+		rc = 1;
+		goto out;
+	}
+	if (guarded) {
+		t->in_sync = false;
+		set_why(ag, t, "guard: %d hostgroup(s) shrinking, waiting for confirmations", guarded);
+		rc = 1;
+		goto out;
+	}
+	if (!t->in_sync)
+		log_info("target %s: in the desired state (%zu servers, %zu users)%s", t->pt.name, want_s.n,
+			 users ? want->users.n : 0, plan.draining || plan.server_drains ? "; draining" : "");
+	pthread_mutex_lock(&ag->mu);
+	t->why[0] = '\0';
+	pthread_mutex_unlock(&ag->mu);
 	t->in_sync = true;
 	t->synced_once = true;
 	t->last_sync_unix = agent_unix_now();
 	rc = plan.draining || plan.server_drains ? 1 : 0;
 out:
-	/* Forget drain records of servers that are gone or wanted again. */
-	for (size_t i = 0; i < t->ndrains;) {
-		struct px_server probe = { .hostgroup = t->drains[i].hostgroup,
-					   .host = t->drains[i].host,
-					   .port = t->drains[i].port };
-		const struct px_server *h = px_servers_find(&have_s, probe.hostgroup, probe.host, probe.port);
-
-		if (!h || wanted(&want_s, h) || !sk_streq_ci(h->status, "OFFLINE_SOFT")) {
-			free(t->drains[i].host);
-			t->drains[i] = t->drains[--t->ndrains];
-		} else {
-			i++;
-		}
-	}
+	forget_drains(t, &st.mem_s, &want_s);
 	plan_free(&plan);
 	plan_free(&check);
 	free(draining);
 	free(dinfo);
 	free(used);
 	px_servers_free(&want_s);
-	px_servers_free(&have_s);
-	px_users_free(&have_u);
+	tstate_free(&st);
 	return rc;
 }
 
@@ -278,8 +531,7 @@ void *target_main(void *arg)
 	bool pending = false;
 
 	while (!ag->stop) {
-		struct px_servers ws;
-		struct px_users wu;
+		struct agent_want w;
 		unsigned long gen;
 		bool need, was_connected = t->px.db.connected;
 		struct timespec ts;
@@ -302,7 +554,7 @@ void *target_main(void *arg)
 		pthread_mutex_unlock(&ag->mu);
 
 		/* A lost connection may be a restarted ProxySQL (its config lost or reloaded from
-		 * disk): reconnecting always re-reads and re-applies. */
+		 * disk): reconnecting always re-reads, and applies what differs. */
 		if (was_connected) {
 			deadline_t dl = deadline_in_ms(PING_INTERVAL_MS * 2);
 			struct db_err e;
@@ -322,14 +574,12 @@ void *target_main(void *arg)
 			continue;
 
 		pthread_mutex_lock(&ag->mu);
-		px_servers_copy(&ws, &ag->want_servers);
-		px_users_copy(&wu, &ag->want_users);
+		agent_want_copy(ag, &w);
 		gen = ag->desired_gen;
 		pthread_mutex_unlock(&ag->mu);
-		r = agent_reconcile(ag, t, &ws, &wu, false);
+		r = agent_reconcile(ag, t, &w, false);
 		t->last_check_us = deadline_now_us();
-		px_servers_free(&ws);
-		px_users_free(&wu);
+		agent_want_free(&w);
 #ifdef __GLIBC__
 		malloc_trim(0); /* give the pages of a big plan back: RSS stays flat while idle */
 #endif
@@ -337,11 +587,15 @@ void *target_main(void *arg)
 			t->applied_gen = gen;
 			pending = r == 1;
 			attempt = 0;
-		} else {
-			t->in_sync = false;
-			if (agent_nap(ag, agent_backoff_ms(attempt++, 30000)))
-				break;
+			continue;
 		}
+		t->in_sync = false;
+		/* A refused connection is a ProxySQL that is down or restarting: try again soon, so
+		 * that one that comes back empty gets its config at once, however long it was away.
+		 * Other failures (access denied, timeouts, errors) back off to 5 s. */
+		if (agent_nap(ag,
+			      t->last_failure == DB_REFUSED ? 200 + random() % 101 : agent_backoff_ms(attempt++, 5000)))
+			break;
 	}
 	pxadmin_close(&t->px);
 	return NULL;

@@ -19,7 +19,6 @@ static bool same_snapshot(const struct consul_kv_list *a, const struct consul_kv
 	return true;
 }
 
-
 /* A read that failed or must not be believed: count it, log it when the trouble is new, keep the
  * last good snapshot, and read afresh next time (a restarted Consul may have a lower index, and a
  * blocking query on the old one would sit out the whole wait). */
@@ -69,7 +68,7 @@ void *watch_main(void *arg)
 		deadline_t dl = deadline_in_ms(w->index ? consul_wait_budget_ms(wait_ms) : 10000);
 		int64_t now = deadline_now_us();
 		size_t before;
-		bool shrunk;
+		bool shrunk, rereading;
 
 		/* Rate limit (Consul's advice: a token bucket, burst 2): only reads that followed an
 		 * answer without a change cost a token, so a busy loop (an index that keeps moving,
@@ -106,7 +105,6 @@ void *watch_main(void *arg)
 				break;
 			continue;
 		}
-		attempt = 0;
 		if (!w->ok) {
 			log_info("consul: %s: reachable again (index %llu, %zu keys)", w->prefix,
 				 (unsigned long long)meta.index, list.n);
@@ -134,14 +132,25 @@ void *watch_main(void *arg)
 			log_info("consul: %s: answers believed again", w->prefix);
 			w->ignoring = NULL;
 		}
+		attempt = 0; /* only now: no-leader and too-stale answers back off like errors */
 		w->index = consul_next_index(w->index, meta.index);
 		w->metric_index = meta.index;
 
 		pthread_mutex_lock(&ag->mu);
+		w->reads++;
+		/* A target confirms a hostgroup that shrinks: read again soon rather than block. */
+		rereading = ag->reread_until_us > deadline_now_us();
 		if (w->have && same_snapshot(&w->kv, &list)) {
 			w->confirming = 0;
+			if (rereading)
+				pthread_cond_broadcast(&ag->cv);
 			pthread_mutex_unlock(&ag->mu);
 			consul_kv_list_free(&list);
+			if (rereading) {
+				w->index = 0;
+				if (agent_nap(ag, 200))
+					break;
+			}
 			continue; /* a wake-up without a change: nothing to do */
 		}
 		/* An emptied or much smaller prefix may be a stale or lost Consul state: believe it
