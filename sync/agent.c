@@ -30,6 +30,15 @@ bool agent_nap(struct agent *ag, long ms)
 	return poll(&p, 1, (int)ms) > 0;
 }
 
+void agent_wake_watchers(struct agent *ag)
+{
+	uint64_t one = 1;
+
+	for (size_t i = 0; i < ag->nwatches; i++)
+		if (ag->watches[i].wake_fd >= 0 && write(ag->watches[i].wake_fd, &one, sizeof(one)) < 0)
+			log_warn("cannot wake the watcher of %s: %s", ag->watches[i].prefix, strerror(errno));
+}
+
 long agent_backoff_ms(int attempt, long cap_ms)
 {
 	long base = 250L << (attempt < 7 ? attempt : 7); /* 250 ms .. 32 s */
@@ -220,6 +229,7 @@ static void agent_init(struct agent *ag, struct sync_config *cfg)
 			w->prefix[n] = '\0';
 			w->ag = ag;
 			w->ok = true;
+			w->wake_fd = -1;
 		}
 	}
 	ag->ntargets = cfg->ntargets;
@@ -244,6 +254,8 @@ static void agent_release(struct agent *ag)
 			consul_free(ag->watches[i].c);
 		consul_kv_list_free(&ag->watches[i].kv);
 		free(ag->watches[i].prefix);
+		if (ag->watches[i].wake_fd >= 0)
+			close(ag->watches[i].wake_fd);
 	}
 	for (size_t i = 0; i < ag->ntargets; i++) {
 		for (size_t k = 0; k < ag->targets[i].ndrains; k++)
@@ -276,10 +288,18 @@ int agent_start(struct agent *ag, struct sync_config *cfg, char *err, size_t err
 		goto fail;
 	}
 	for (size_t i = 0; i < ag->nwatches; i++) {
-		ag->watches[i].c = consul_new(&ag->cfg->consul, err, errlen);
-		if (!ag->watches[i].c)
+		struct watch *w = &ag->watches[i];
+
+		w->c = consul_new(&ag->cfg->consul, err, errlen);
+		if (!w->c)
 			goto fail;
-		consul_set_cancel_fd(ag->watches[i].c, ag->cancel_fd);
+		/* Its own descriptor: written at stop, and when a guard wants a fresh read now. */
+		w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (w->wake_fd < 0) {
+			sk_err(err, errlen, "eventfd: %s", strerror(errno));
+			goto fail;
+		}
+		consul_set_cancel_fd(w->c, w->wake_fd);
 	}
 	log_info("watching %s at %s (%s consistency); %zu target(s)", ag->watches[0].prefix,
 		 consul_url(ag->watches[0].c), opt_str(&cfg->o, "consistency"), ag->ntargets);
@@ -305,6 +325,7 @@ bool agent_stop(struct agent *ag, bool wait_targets)
 	pthread_mutex_unlock(&ag->mu);
 	if (write(ag->cancel_fd, &one, sizeof(one)) < 0)
 		log_warn("cannot signal the Consul watchers: %s", strerror(errno));
+	agent_wake_watchers(ag);
 	for (size_t i = 0; i < ag->nwatches; i++)
 		pthread_join(ag->watches[i].tid, NULL);
 	pthread_join(ag->coordinator, NULL);

@@ -35,6 +35,7 @@ struct watch {
 	 * and the reason answers are being ignored (NULL: they are not). */
 	long err_status;
 	const char *ignoring;
+	int wake_fd; /* eventfd: the watch's Consul request in flight ends when it is written */
 	unsigned long reads; /* answers believed (changed or not), under ag->mu: the hostgroup guard's confirmations */
 };
 
@@ -159,6 +160,8 @@ extern const double agent_hist_bounds_ms[AGENT_HIST_BUCKETS];
 double agent_unix_now(void);
 /* Sleep up to `ms`, returning early (true) once the agent stops. */
 bool agent_nap(struct agent *ag, long ms);
+/* End every watcher's request in flight: each then re-reads (or stops, when the agent does). */
+void agent_wake_watchers(struct agent *ag);
 /* The wait before retry number `attempt` (from 0): 250 ms doubling up to `cap_ms`, with jitter
  * (half to the whole of it). */
 long agent_backoff_ms(int attempt, long cap_ms);

@@ -206,7 +206,9 @@ static int guard_hostgroups(struct agent *ag, struct target *t, struct px_server
 			h->reads_mark = reads;
 			pthread_mutex_lock(&ag->mu);
 			ag->hostgroup_guard_blocks++;
+			ag->reread_until_us = deadline_now_us() + 5000000;
 			pthread_mutex_unlock(&ag->mu);
+			agent_wake_watchers(ag); /* confirm by reading now, not at the next change */
 			log_warn("guard: target %s: hostgroup %ld would go from %zu to %zu servers; keeping them until "
 				 "%lu "
 				 "more reads agree (confirmations)",

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -48,6 +49,14 @@ static void watch_ignore(struct watch *w, const char *reason, const char *detail
 	w->index = 0;
 }
 
+/* Clear the watch's wake descriptor; true when it had been written. */
+static bool woken(struct watch *w)
+{
+	uint64_t n = 0;
+
+	return w->wake_fd >= 0 && read(w->wake_fd, &n, sizeof(n)) == (ssize_t)sizeof(n) && n > 0;
+}
+
 void *watch_main(void *arg)
 {
 	struct watch *w = arg;
@@ -88,6 +97,10 @@ void *watch_main(void *arg)
 		    0) {
 			if (ag->stop)
 				break;
+			if (woken(w)) { /* a guard wants a fresh read: not a failure */
+				w->index = 0;
+				continue;
+			}
 			watch_failed(w, meta.http_status, err);
 			if (agent_nap(ag, agent_backoff_ms(attempt++, 30000)))
 				break;
