@@ -249,21 +249,23 @@ static int file_hook(void *ctx, config_setting_t *s, char *err, size_t errlen)
 
 static int parse_id_list(const char *s, long **out, size_t *n)
 {
-	char buf[1024], *save = NULL, *tok;
+	char *buf = xstrdup(s), *save = NULL, *tok;
+	int rc = 0;
 
 	*out = NULL;
 	*n = 0;
-	if (!sk_strlcpy(buf, s, sizeof(buf)))
-		return -1;
 	for (tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
 		long v;
 
-		if (!sk_parse_long(tok, 0, 2147483647L, &v))
-			return -1;
+		if (!sk_parse_long(tok, 0, 2147483647L, &v)) {
+			rc = -1;
+			break;
+		}
 		*out = xrealloc(*out, (*n + 1) * sizeof(long));
 		(*out)[(*n)++] = v;
 	}
-	return 0;
+	free(buf);
+	return rc;
 }
 
 /* The Consul client's settings, with the token file read now, checked by making (and dropping) a

@@ -196,24 +196,27 @@ static void credential_users(const char *v, struct px_names *out)
 	}
 }
 
-/* The identity variables, memory and runtime (a name either layer has is protected), and the
- * cluster's pull settings as they run. */
-static int read_identity(struct pxadmin *a, const char *table, const deadline_t *dl, struct px_facts *f,
-			 struct db_err *e)
+/* The identity variables (memory and runtime: a name either layer has is protected) and the
+ * cluster's pull settings as they run, in one query. */
+static int read_identity(struct pxadmin *a, const deadline_t *dl, struct px_facts *f, struct db_err *e)
 {
+	static const char names[] = "variable_name IN ('admin-admin_credentials', 'admin-stats_credentials', "
+				    "'admin-cluster_username', 'mysql-monitor_username', "
+				    "'admin-cluster_mysql_servers_diffs_before_sync', "
+				    "'admin-cluster_mysql_users_diffs_before_sync')";
 	MYSQL_RES *res;
 	MYSQL_ROW row;
-	char sql[600];
+	char sql[900];
 
 	sk_fmt(sql, sizeof(sql),
-	       "SELECT variable_name, variable_value FROM %s WHERE variable_name IN ('admin-admin_credentials', "
-	       "'admin-stats_credentials', 'admin-cluster_username', 'mysql-monitor_username', "
-	       "'admin-cluster_mysql_servers_diffs_before_sync', 'admin-cluster_mysql_users_diffs_before_sync')",
-	       table);
+	       "SELECT 0, variable_name, variable_value FROM global_variables WHERE %s UNION ALL "
+	       "SELECT 1, variable_name, variable_value FROM runtime_global_variables WHERE %s",
+	       names, names);
 	if (db_query(&a->db, sql, dl, &res, e) < 0)
 		return -1;
 	while (res && (row = mysql_fetch_row(res)) != NULL) {
-		const char *name = row[0] ? row[0] : "", *v = row[1] ? row[1] : "";
+		const char *name = row[1] ? row[1] : "", *v = row[2] ? row[2] : "";
+		bool runtime = row[0] && strcmp(row[0], "1") == 0;
 		long n;
 
 		if (strcmp(name, "admin-admin_credentials") == 0 || strcmp(name, "admin-stats_credentials") == 0)
@@ -221,39 +224,14 @@ static int read_identity(struct pxadmin *a, const char *table, const deadline_t 
 		else if ((strcmp(name, "admin-cluster_username") == 0 || strcmp(name, "mysql-monitor_username") == 0) &&
 			 *v)
 			px_names_add(&f->protected_users, v);
-		else if (strcmp(name, "admin-cluster_mysql_servers_diffs_before_sync") == 0 &&
-			 sk_parse_long(v, 0, 2147483647L, &n) && strcmp(table, "runtime_global_variables") == 0)
+		else if (runtime && strcmp(name, "admin-cluster_mysql_servers_diffs_before_sync") == 0 &&
+			 sk_parse_long(v, 0, 2147483647L, &n))
 			f->servers_diffs_before_sync = n;
-		else if (strcmp(name, "admin-cluster_mysql_users_diffs_before_sync") == 0 &&
-			 sk_parse_long(v, 0, 2147483647L, &n) && strcmp(table, "runtime_global_variables") == 0)
+		else if (runtime && strcmp(name, "admin-cluster_mysql_users_diffs_before_sync") == 0 &&
+			 sk_parse_long(v, 0, 2147483647L, &n))
 			f->users_diffs_before_sync = n;
-		if (row[1])
-			sk_wipe(row[1], strlen(row[1])); /* credentials: passwords, never kept */
-	}
-	if (res)
-		mysql_free_result(res);
-	return 0;
-}
-
-static int read_families(struct pxadmin *a, const char *table, const char *cols, size_t ncols, const deadline_t *dl,
-			 struct px_families *out, struct db_err *e)
-{
-	MYSQL_RES *res;
-	MYSQL_ROW row;
-	char sql[300];
-
-	sk_fmt(sql, sizeof(sql), "SELECT %s FROM runtime_%s", cols, table);
-	if (db_query(&a->db, sql, dl, &res, e) < 0)
-		return -1;
-	while (res && (row = mysql_fetch_row(res)) != NULL) {
-		struct px_family *fam;
-
-		out->v = xrealloc(out->v, (out->n + 1) * sizeof(*out->v));
-		fam = &out->v[out->n++];
-		memset(fam, 0, sizeof(*fam));
-		sk_strlcpy(fam->table, table, sizeof(fam->table));
-		for (size_t k = 0; k < ncols; k++)
-			fam->hg[fam->n++] = col_long(row[k], -1);
+		if (row[2])
+			sk_wipe(row[2], strlen(row[2])); /* credentials: passwords, never kept */
 	}
 	if (res)
 		mysql_free_result(res);
@@ -262,32 +240,42 @@ static int read_families(struct pxadmin *a, const char *table, const char *cols,
 
 int pxadmin_read_facts(struct pxadmin *a, const deadline_t *dl, struct px_facts *f, struct db_err *e)
 {
-	static const struct {
-		const char *table, *cols;
-		size_t n;
-	} monitors[] = {
-		{ "mysql_replication_hostgroups", "writer_hostgroup, reader_hostgroup", 2 },
-		{ "mysql_galera_hostgroups",
-		  "writer_hostgroup, backup_writer_hostgroup, reader_hostgroup, offline_hostgroup", 4 },
-		{ "mysql_group_replication_hostgroups",
-		  "writer_hostgroup, backup_writer_hostgroup, reader_hostgroup, offline_hostgroup", 4 },
-		{ "mysql_aws_aurora_hostgroups", "writer_hostgroup, reader_hostgroup", 2 },
-	};
+	/* The rows of the four monitor hostgroup tables (writer first) and the cluster's size, in
+	 * one query: each runtime table it names is regenerated for it. */
+	static const char monitors[] =
+		"SELECT 'mysql_replication_hostgroups', writer_hostgroup, reader_hostgroup, -1, -1 "
+		"FROM runtime_mysql_replication_hostgroups UNION ALL "
+		"SELECT 'mysql_galera_hostgroups', writer_hostgroup, backup_writer_hostgroup, reader_hostgroup, "
+		"offline_hostgroup FROM runtime_mysql_galera_hostgroups UNION ALL "
+		"SELECT 'mysql_group_replication_hostgroups', writer_hostgroup, backup_writer_hostgroup, "
+		"reader_hostgroup, offline_hostgroup FROM runtime_mysql_group_replication_hostgroups UNION ALL "
+		"SELECT 'mysql_aws_aurora_hostgroups', writer_hostgroup, reader_hostgroup, -1, -1 "
+		"FROM runtime_mysql_aws_aurora_hostgroups UNION ALL "
+		"SELECT '', COUNT(*), -1, -1, -1 FROM runtime_proxysql_servers";
 	MYSQL_RES *res;
 	MYSQL_ROW row;
 
 	memset(f, 0, sizeof(*f));
-	if (read_identity(a, "global_variables", dl, f, e) < 0 ||
-	    read_identity(a, "runtime_global_variables", dl, f, e) < 0)
+	if (read_identity(a, dl, f, e) < 0)
 		goto fail;
 	px_names_sort(&f->protected_users);
-	for (size_t i = 0; i < SK_ARRAY_LEN(monitors); i++)
-		if (read_families(a, monitors[i].table, monitors[i].cols, monitors[i].n, dl, &f->families, e) < 0)
-			goto fail;
-	if (db_query(&a->db, "SELECT COUNT(*) FROM runtime_proxysql_servers", dl, &res, e) < 0)
+	if (db_query(&a->db, monitors, dl, &res, e) < 0)
 		goto fail;
-	if (res && (row = mysql_fetch_row(res)) != NULL)
-		f->cluster_peers = col_long(row[0], 0);
+	while (res && (row = mysql_fetch_row(res)) != NULL) {
+		struct px_family *fam;
+
+		if (!row[0] || !*row[0]) {
+			f->cluster_peers = col_long(row[1], 0);
+			continue;
+		}
+		f->families.v = xrealloc(f->families.v, (f->families.n + 1) * sizeof(*f->families.v));
+		fam = &f->families.v[f->families.n++];
+		memset(fam, 0, sizeof(*fam));
+		sk_strlcpy(fam->table, row[0], sizeof(fam->table));
+		for (size_t k = 1; k <= 4; k++)
+			if (col_long(row[k], -1) >= 0)
+				fam->hg[fam->n++] = col_long(row[k], -1);
+	}
 	if (res)
 		mysql_free_result(res);
 	return 0;
