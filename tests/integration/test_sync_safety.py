@@ -118,9 +118,11 @@ def test_invalid_values_keep_what_proxysql_has(consul, px, workdir):
 
 # ---- 3. reconnect at once -------------------------------------------------------------------
 
+@pytest.mark.fault
 def test_proxysql_down_40s_then_back_empty_gets_its_config_within_1s(consul, px, workdir):
-    """However long ProxySQL was away, a refused connection is retried every 200-300 ms: the empty
-    ProxySQL that comes back has its config within 1 s of its admin answering."""
+    """Retried every 200-300 ms however long it was away: config back within 1 s of the admin answering.
+
+    A refused connection is a ProxySQL that is down or restarting; the backoff never grows for it."""
     put_topology(consul)
     agent = Agent(consul, [px], workdir).start()
     try:
@@ -139,9 +141,12 @@ def test_proxysql_down_40s_then_back_empty_gets_its_config_within_1s(consul, px,
 
 # ---- 4. in sync, judged from ProxySQL itself -----------------------------------------------
 
+@pytest.mark.fault
 def test_hand_edits_of_runtime_and_disk_are_repaired(consul, px, workdir):
-    """Someone LOADs a change by hand and puts memory back (servers and users), or SAVEs another
-    state to disk: each is repaired within one resync-interval, and /readyz is 200 only then."""
+    """Each repaired within one resync-interval (a LOAD, a SAVE), judged from ProxySQL; /readyz 200 only then.
+
+    Someone LOADs a change by hand and puts memory back (servers and users), or SAVEs another
+    state to disk."""
     put_topology(consul)
     agent = Agent(consul, [px], workdir, extra=RESYNC).start()
     try:
@@ -190,9 +195,11 @@ def test_reconnect_and_quiet_resyncs_send_no_load(consul, px, workdir):
 
 
 @pytest.mark.parametrize("how", ["sigterm", "dropped"])
+@pytest.mark.fault
 def test_apply_interrupted_between_dml_and_load_is_repaired(consul, px, workdir, how):
-    """An apply stopped after its DML and before its LOAD (SIGTERM, or the connection dropped) leaves
-    memory ahead of runtime: the next run or resync sees it and LOADs."""
+    """Memory is left ahead of runtime; the next run or reconnect sees it and sends the LOAD alone.
+
+    An apply stopped after its DML and before its LOAD: SIGTERM, or the connection dropped."""
     put_topology(consul, users=False)
     agent = Agent(consul, [px], workdir, extra=RESYNC + "admin-timeout = 30.0\n").start()
     first_sync(px, agent)
@@ -238,10 +245,12 @@ def test_once_reports_a_runtime_behind_memory_and_repairs_it(consul, px, workdir
 # ---- 5. someone else's staged edits --------------------------------------------------------
 
 @pytest.mark.parametrize("mode", ["publish", "hold"])
+@pytest.mark.fault
 def test_rows_staged_by_someone_else(consul, px, workdir, mode):
-    """A row staged in a hostgroup the agent does not own is counted before the agent's apply; with
-    publish the agent's LOAD carries it, with hold nothing of mysql_servers is loaded (503 with the
-    reason) until it is loaded or removed by whoever staged it."""
+    """Counted and logged; publish: the agent's LOAD carries them; hold: no LOAD of the table, /readyz 503 with the reason.
+
+    A row staged in a hostgroup the agent does not own, before an apply of the agent's; with hold
+    nothing of mysql_servers is loaded until whoever staged it loads or removes it."""
     put_topology(consul, users=False)
     agent = Agent(consul, [px], workdir, extra=RESYNC + 'foreign-edits = "%s"\n' % mode).start()
     try:
@@ -372,28 +381,35 @@ def test_check_config_refuses_destructive_setups(workdir):
 
 # ---- 9. backoff on answers not believed, reloads that never block /healthz ----------------
 
+@pytest.mark.fault
 def test_no_leader_answers_back_off(consul, px, workdir):
-    """Answers without a known leader are retried with a growing backoff, not 4-8 times a second."""
+    """Retried with a growing backoff like errors, not 4-8 times a second; nothing applied meanwhile."""
     if not consul.is_fake:
         pytest.skip("needs the Consul double's fault hooks (CONSUL_BIN is set)")
     put_topology(consul, users=False)
     agent = Agent(consul, [px], workdir, extra="wait = 1.0\n").start()
     try:
         wait_until("the first sync", lambda: synced(px))
+        px.clear_statements()
         consul.fault("leader", known=0, reads="ok")
+        consul.put("mysql/replica/shop/eu/db7:3306", b"")
         time.sleep(1)
         consul.fault("requests", method="DELETE")
         time.sleep(8)
         reads = [r for r in consul.fault("requests", method="GET") if "/v1/kv/" in r.get("path", "")]
         # three prefixes; without backoff: 3 x 8 s x 4..8 = 96..192 reads
         assert len(reads) <= 3 * 8, len(reads)
+        assert writes(px) == []
         consul.fault("leader", known=1)
+        wait_until("db7 once a leader is known", lambda: ("11", "db7", "3306", "ONLINE") in runtime_servers(px),
+                   timeout=40)
     finally:
         stop_and_check(agent)
 
 
+@pytest.mark.fault
 def test_reload_never_blocks_healthz(consul, px, workdir):
-    """A SIGHUP while the admin hangs: /healthz keeps answering at once, /readyz says it reloads."""
+    """/healthz keeps answering at once, /readyz 503 "reloading"; ready again once the admin answers."""
     put_topology(consul, users=False)
     agent = Agent(consul, [px], workdir, extra="admin-timeout = 4.0\n" + RESYNC).start()
     try:
