@@ -392,7 +392,6 @@ def test_no_leader_answers_back_off(consul, px, workdir):
         wait_until("the first sync", lambda: synced(px))
         px.clear_statements()
         consul.fault("leader", known=0, reads="ok")
-        consul.put("mysql/replica/shop/eu/db7:3306", b"")
         time.sleep(1)
         consul.fault("requests", method="DELETE")
         time.sleep(8)
@@ -401,6 +400,7 @@ def test_no_leader_answers_back_off(consul, px, workdir):
         assert len(reads) <= 3 * 8, len(reads)
         assert writes(px) == []
         consul.fault("leader", known=1)
+        consul.put("mysql/replica/shop/eu/db7:3306", b"")
         wait_until("db7 once a leader is known", lambda: ("11", "db7", "3306", "ONLINE") in runtime_servers(px),
                    timeout=40)
     finally:
