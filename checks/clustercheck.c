@@ -432,7 +432,9 @@ static int session_ensure(struct registrar *g, const deadline_t *dl, char *err, 
 		log_info("session %s is gone (expired or destroyed): creating a new one", g->session);
 		g->session[0] = '\0';
 	}
-	if (consul_session_create(g->consul, g->session_name, g->ttl_s, "delete", "0s", dl, g->session,
+	/* No serfHealth check: a restart of the local Consul agent must not delete every node's key at
+	 * once; a dead node's key goes when its TTL lapses. */
+	if (consul_session_create(g->consul, g->session_name, g->ttl_s, "delete", "0s", false, dl, g->session,
 				  sizeof(g->session), err, errlen) < 0)
 		return -1;
 	log_debug("session %s created (TTL %lds, behavior delete)", g->session, g->ttl_s);

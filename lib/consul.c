@@ -807,7 +807,7 @@ static bool session_id_ok(const char *id)
 }
 
 int consul_session_create(struct consul *c, const char *name, long ttl_s, const char *behavior, const char *lock_delay,
-			  const deadline_t *dl, char *id, size_t idlen, char *err, size_t errlen)
+			  bool node_health, const deadline_t *dl, char *id, size_t idlen, char *err, size_t errlen)
 {
 	const char *what = "PUT /v1/session/create";
 	cJSON *doc = NULL, *jid;
@@ -826,7 +826,8 @@ int consul_session_create(struct consul *c, const char *name, long ttl_s, const 
 	if (!sk_buf_add(&body, "{\"Name\":", 8) || !sk_buf_add_json_str(&body, name ? name : "") ||
 	    (ttl_s > 0 && !sk_buf_addf(&body, ",\"TTL\":\"%lds\"", ttl_s)) ||
 	    (behavior && !sk_buf_addf(&body, ",\"Behavior\":\"%s\"", behavior)) ||
-	    (lock_delay && !sk_buf_addf(&body, ",\"LockDelay\":\"%s\"", lock_delay)) || !sk_buf_add(&body, "}", 1)) {
+	    (lock_delay && !sk_buf_addf(&body, ",\"LockDelay\":\"%s\"", lock_delay)) ||
+	    (!node_health && !sk_buf_addf(&body, ",\"NodeChecks\":[],\"Checks\":[]")) || !sk_buf_add(&body, "}", 1)) {
 		sk_err(err, errlen, "%s: session name too long", what);
 		goto out;
 	}

@@ -154,9 +154,14 @@ int consul_kv_delete(struct consul *c, const char *key, bool recurse, const dead
 
 /* Create a session (PUT /v1/session/create) named `name` with a TTL of ttl_s seconds (0: none),
  * `behavior` "delete" or "release" (what happens to its keys when it ends) and `lock_delay`
- * (a Go duration such as "0s" or "15s"). Writes its ID into id[idlen]. Returns 0 or -1. */
+ * (a Go duration such as "0s" or "15s"). With `node_health` the session has Consul's default
+ * check, the node's serfHealth, and ends when the node does (a restart of the local Consul agent
+ * included); without, it has no check ("NodeChecks" and, for Consul before 1.7, "Checks" empty)
+ * and lives as long as it is renewed within its TTL. Writes its ID into id[idlen]. Returns 0 or
+ * -1. */
 int consul_session_create(struct consul *c, const char *name, long ttl_s, const char *behavior, const char *lock_delay,
-			  const deadline_t *dl, char *id, size_t idlen, char *err, size_t errlen) SK_MUST_CHECK;
+			  bool node_health, const deadline_t *dl, char *id, size_t idlen, char *err,
+			  size_t errlen) SK_MUST_CHECK;
 
 /* Renew a TTL session. When Consul no longer knows it (404: expired or destroyed) returns 0
  * with *gone true; the caller creates a new one. Returns -1 on any other failure. */

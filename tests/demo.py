@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -59,7 +60,8 @@ def probe(name, node, creds, *extra):
     ms = (time.monotonic() - t0) * 1000
     try:
         v = json.loads(r.stdout.strip().splitlines()[-1])
-        return "%s (%d ms) %s" % ("UP  " if v["up"] else "DOWN", ms, v["message"].split(": ", 1)[-1][:48])
+        reason = textwrap.shorten(v["message"].split(": ", 1)[-1], 76, placeholder=" ...")  # whole words
+        return "%s (%d ms) %s" % ("UP  " if v["up"] else "DOWN", ms, reason)
     except (ValueError, IndexError, KeyError):
         return "exit %d %s" % (r.returncode, (r.stdout + r.stderr).strip()[:60])
 
@@ -124,8 +126,10 @@ def main():
         probe_table(cluster, creds)
 
         title("node2 desynced (donor), node3 cut off from the others (non-Primary)")
-        cluster[2].desync(True)
+        # node3 first: the view change that isolating it causes would end node2's desync
         cluster[3].isolate()
+        cluster[2].desync(True)
+        wait_for("node2 Donor/Desynced", lambda: cluster[2].status().get("wsrep_local_state") == "2")
         probe_table(cluster, creds)
         say("  readiness allows a donor by default (AVAILABLE_WHEN_DONOR=1); liveness restarts only a non-Primary node")
 

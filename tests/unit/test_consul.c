@@ -642,15 +642,17 @@ static void test_writes_and_sessions(void **state)
 
 	canned_expect(&s, "HTTP/1.1 200 OK\r\nContent-Length: 47\r\nConnection: close\r\n\r\n"
 			  "{\"ID\":\"adf4238a-882b-9ddc-4a9d-5b6758e4159e\"}\n  ");
-	assert_int_equal(consul_session_create(c, "clustercheck \"h\"", 15, "delete", "0s", &dl, id, sizeof(id), err,
-					       sizeof(err)),
+	assert_int_equal(consul_session_create(c, "clustercheck \"h\"", 15, "delete", "0s", false, &dl, id, sizeof(id),
+					       err, sizeof(err)),
 			 0);
 	canned_wait(&s);
 	assert_string_equal(id, sid);
 	assert_non_null(strstr(s.request, "PUT /v1/session/create HTTP/1.1\r\n"));
 	assert_non_null(strstr(s.request, "\r\n\r\n{\"Name\":\"clustercheck "
-					  "\\\"h\\\"\",\"TTL\":\"15s\",\"Behavior\":\"delete\",\"LockDelay\":\"0s\"}"));
-	assert_int_equal(consul_session_create(c, "n", 15, "explode", "0s", &dl, id, sizeof(id), err, sizeof(err)), -1);
+					  "\\\"h\\\"\",\"TTL\":\"15s\",\"Behavior\":\"delete\",\"LockDelay\":\"0s\","
+					  "\"NodeChecks\":[],\"Checks\":[]}"));
+	assert_int_equal(
+		consul_session_create(c, "n", 15, "explode", "0s", true, &dl, id, sizeof(id), err, sizeof(err)), -1);
 
 	canned_expect(&s, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n[]");
 	assert_int_equal(consul_session_renew(c, sid, &dl, &gone, err, sizeof(err)), 0);
