@@ -56,6 +56,10 @@ struct shrink_hold {
 
 enum { TABLE_SERVERS, TABLE_USERS, TABLE_COUNT };
 
+/* What a target refuses to let the agent write: a table its ProxySQL Cluster pulls (cluster-mode =
+ * refuse), a cluster the monitor's rows and the cluster's roles disagree on. */
+enum { REFUSED_CLUSTER_SERVERS = 1, REFUSED_CLUSTER_USERS = 2, REFUSED_MONITOR = 4 };
+
 /* One ProxySQL admin interface and what the agent knows about it. */
 struct target {
 	struct agent *ag;
@@ -78,6 +82,7 @@ struct target {
 	size_t protected_now, conflicts_now, foreign_now[TABLE_COUNT];
 	long cluster_peers, diffs_before_sync[TABLE_COUNT];
 	size_t monitor_rows; /* monitor hostgroup rows that name an owned hostgroup */
+	unsigned refused_now; /* what this target refuses (target.c REFUSED_* bits), logged when it changes */
 	/* metrics */
 	atomic_ulong applies, errors_read, errors_apply, errors_verify, errors_connect, writer_guard;
 	atomic_ulong foreign_staged_total[TABLE_COUNT], loads_owed, saves_owed;

@@ -52,6 +52,12 @@ const struct opt_def sync_options[] = {
 	{"resync-interval", 0, OPT_NUMBER, "SECONDS", "30", NULL, 1, 86400, NULL, "Compare each target with the desired state at least this often.", 0},
 	{"adopt-users", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Let a KV user replace a user of the same name that the agent does not own (by default it is reported and left alone).", 0},
 	{"foreign-edits", 0, OPT_ENUM, "MODE", "publish", NULL, 0, 0, "publish|hold", "Rows someone else staged in memory without loading them: publish them with the agent's LOAD, or hold (no LOAD of that table while they are there).", 0},
+	{"cluster-mode", 0, OPT_ENUM, "MODE", "refuse", NULL, 0, 0, "refuse|disable-pull|single-writer", "A target in a ProxySQL Cluster that pulls a table the agent manages: refuse to write it, disable-pull (set its admin-cluster_<table>_diffs_before_sync to 0), or single-writer (one agent of the cluster writes, elected through cluster-lock-key). A target's cluster_mode overrides it.", 0},
+	{"cluster-lock-key", 0, OPT_STRING, "KEY", "proxysql-sync/cluster-lock", NULL, 0, 0, NULL, "With cluster-mode = single-writer: the Consul key whose session lock elects the one agent that writes.", 0},
+	{"cluster-lock-ttl", 0, OPT_NUMBER, "SECONDS", "15", NULL, 10, 86400, NULL, "single-writer: the TTL of the lock's session (renewed at a third of it).", 0},
+	{"cluster-lock-delay", 0, OPT_NUMBER, "SECONDS", "5", NULL, 0, 60, NULL, "single-writer: Consul's lock-delay on the key after the holder's session ends.", 0},
+	{"cluster-converge-timeout", 0, OPT_NUMBER, "SECONDS", "30", NULL, 1, 86400, NULL, "single-writer: a follower whose target stays different from the desired state this long is not ready.", 0},
+	{"cluster-leader-grace", 0, OPT_NUMBER, "SECONDS", "20", NULL, 1, 86400, NULL, "single-writer: the holder gives the lock up when its own target has been unreachable this long.", 0},
 	{"user-tag", 0, OPT_STRING, "TEXT", "proxysql-sync", NULL, 0, 0, NULL, "Comment prefix marking the users this agent owns (and may delete).", 0},
 	{"default-weight", 0, OPT_INT, "N", "1", NULL, 0, 10000000, NULL, "Server weight unless KV says otherwise.", 0},
 	{"default-max-connections", 0, OPT_INT, "N", "1000", NULL, 0, 2147483647, NULL, "Server max_connections unless KV says otherwise.", 0},
@@ -129,9 +135,11 @@ static int check_members(config_setting_t *s, const char *const *allowed, size_t
 
 static int load_cluster(struct layout_cluster *cl, config_setting_t *s, char *err, size_t errlen)
 {
-	static const char *const allowed[] = { "alias", "writer_hostgroup", "reader_hostgroup", "writer_is_reader",
-					       "remote_readers" };
+	static const char *const allowed[] = {
+		"alias", "writer_hostgroup", "reader_hostgroup", "writer_is_reader", "remote_readers", "roles"
+	};
 	config_setting_t *remote;
+	char *roles = NULL;
 	int b = 0;
 
 	cl->reader_hostgroup = -1;
@@ -145,6 +153,15 @@ static int load_cluster(struct layout_cluster *cl, config_setting_t *s, char *er
 		return -1;
 	if (config_setting_lookup_bool(s, "writer_is_reader", &b))
 		cl->writer_is_reader = b;
+	if (setting_str(s, "roles", false, &roles, err, errlen) < 0)
+		return -1;
+	if (roles && strcmp(roles, "kv") != 0 && strcmp(roles, "monitor") != 0) {
+		sk_err(err, errlen, "line %d: roles '%s' is not kv or monitor", config_setting_source_line(s), roles);
+		free(roles);
+		return -1;
+	}
+	cl->monitor_roles = roles && strcmp(roles, "monitor") == 0;
+	free(roles);
 	remote = config_setting_get_member(s, "remote_readers");
 	if (remote) {
 		if (!config_setting_is_list(remote))
@@ -170,7 +187,7 @@ static int load_cluster(struct layout_cluster *cl, config_setting_t *s, char *er
 
 static int load_target(struct sync_target *t, config_setting_t *s, char *err, size_t errlen)
 {
-	static const char *const allowed[] = { "name", "address", "user", "password", "password_file" };
+	static const char *const allowed[] = { "name", "address", "user", "password", "password_file", "cluster_mode" };
 	char *addr = NULL, *pwfile = NULL, host[256], why[300];
 	const char *bad;
 
@@ -182,8 +199,15 @@ static int load_target(struct sync_target *t, config_setting_t *s, char *err, si
 	    setting_str(s, "name", false, &t->name, err, errlen) < 0 ||
 	    setting_str(s, "user", false, &t->user, err, errlen) < 0 ||
 	    setting_str(s, "password", false, &t->password, err, errlen) < 0 ||
-	    setting_str(s, "password_file", false, &pwfile, err, errlen) < 0)
+	    setting_str(s, "password_file", false, &pwfile, err, errlen) < 0 ||
+	    setting_str(s, "cluster_mode", false, &t->cluster_mode, err, errlen) < 0)
 		goto fail;
+	if (t->cluster_mode && strcmp(t->cluster_mode, "refuse") != 0 && strcmp(t->cluster_mode, "disable-pull") != 0 &&
+	    strcmp(t->cluster_mode, "single-writer") != 0) {
+		sk_err(err, errlen, "line %d: cluster_mode '%s' is not refuse, disable-pull or single-writer",
+		       config_setting_source_line(s), t->cluster_mode);
+		goto fail;
+	}
 	if ((bad = model_split_address(addr, 6032, host, sizeof(host), &t->port)) != NULL) {
 		sk_err(err, errlen, "line %d: target address '%s' %s", config_setting_source_line(s), addr, bad);
 		goto fail;
@@ -331,6 +355,11 @@ static int check_whole(struct sync_config *c, char *err, size_t errlen)
 
 		if (a->reader_hostgroup == a->writer_hostgroup)
 			return sk_err(err, errlen, "cluster %s: reader_hostgroup equals writer_hostgroup", a->alias);
+		if (a->monitor_roles && a->writer_is_reader)
+			return sk_err(
+				err, errlen,
+				"cluster %s: writer_is_reader with roles = \"monitor\": the monitor decides who reads",
+				a->alias);
 		for (size_t j = 0; j < i; j++) {
 			const struct layout_cluster *b = &l->clusters[j];
 
@@ -472,6 +501,7 @@ void sync_config_free(struct sync_config *c)
 		free(c->targets[i].name);
 		free(c->targets[i].host);
 		free(c->targets[i].user);
+		free(c->targets[i].cluster_mode);
 		if (c->targets[i].password)
 			sk_wipe(c->targets[i].password, strlen(c->targets[i].password));
 		free(c->targets[i].password);

@@ -17,6 +17,7 @@ struct sync_target {
 	long port;
 	char *user;
 	char *password;
+	char *cluster_mode; /* NULL: the top-level cluster-mode */
 };
 
 struct sync_config {

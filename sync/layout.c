@@ -280,6 +280,7 @@ static void replica(const struct layout_config *cfg, const struct kv_pair *kv, s
 	const char *slash1 = strchr(rest, '/'), *slash2, *addr;
 	const struct layout_cluster *cl;
 	long hg = -1;
+	bool local;
 
 	if (!slash1)
 		return; /* a folder key or the cluster level */
@@ -294,8 +295,9 @@ static void replica(const struct layout_config *cfg, const struct kv_pair *kv, s
 		reject(r, kv->key, "deeper than <alias>/<region>/<host:port>");
 		return;
 	}
-	if (cfg->region && strlen(cfg->region) == (size_t)(slash2 - slash1 - 1) &&
-	    strncmp(cfg->region, slash1 + 1, (size_t)(slash2 - slash1 - 1)) == 0) {
+	local = cfg->region && strlen(cfg->region) == (size_t)(slash2 - slash1 - 1) &&
+		strncmp(cfg->region, slash1 + 1, (size_t)(slash2 - slash1 - 1)) == 0;
+	if (local) {
 		hg = cl->reader_hostgroup;
 	} else {
 		for (size_t i = 0; i < cl->nremote; i++)
@@ -303,6 +305,10 @@ static void replica(const struct layout_config *cfg, const struct kv_pair *kv, s
 			    strncmp(cl->remote[i].region, slash1 + 1, (size_t)(slash2 - slash1 - 1)) == 0)
 				hg = cl->remote[i].hostgroup;
 	}
+	/* roles = "monitor": a member of a configured region goes into the writer hostgroup once; the
+	 * monitor moves it to a reader hostgroup when it is read-only. */
+	if (cl->monitor_roles && (local || hg >= 0))
+		hg = cl->writer_hostgroup;
 	if (hg < 0)
 		return; /* a region this agent does not route to */
 	server_entry(cfg, r, kv, hg, addr);
@@ -551,6 +557,8 @@ size_t layout_owned_hostgroups(const struct layout_config *cfg, long *out, size_
 	} while (0)
 	for (size_t i = 0; i < cfg->nclusters; i++) {
 		PUSH(cfg->clusters[i].writer_hostgroup);
+		if (cfg->clusters[i].monitor_roles)
+			continue; /* its other hostgroups are the monitor's */
 		PUSH(cfg->clusters[i].reader_hostgroup);
 		for (size_t j = 0; j < cfg->clusters[i].nremote; j++)
 			PUSH(cfg->clusters[i].remote[j].hostgroup);

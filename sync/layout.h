@@ -25,6 +25,9 @@ struct layout_cluster {
 	long writer_hostgroup;
 	long reader_hostgroup; /* < 0: the local region's replicas are not used */
 	bool writer_is_reader; /* the writer also serves reads in reader_hostgroup */
+	/* roles = "monitor": KV decides membership only; every member goes into writer_hostgroup and
+	 * ProxySQL's monitor (a mysql_*_hostgroups row) moves it between its hostgroups. */
+	bool monitor_roles;
 	struct layout_remote *remote;
 	size_t nremote;
 };

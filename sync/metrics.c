@@ -71,6 +71,25 @@ static bool target_facts(struct agent *ag, sk_buf *b)
 	for (size_t i = 0; i < ag->ntargets; i++)
 		ok = ok && sk_buf_addf(b, "proxysql_sync_monitor_hostgroup_rows{target=\"%s\"} %zu\n",
 				       ag->targets[i].pt.name, ag->targets[i].monitor_rows);
+	ok = ok &&
+	     sk_buf_addf(b, "# HELP proxysql_sync_target_refused 1 while the target refuses the agent a table "
+			    "(reason cluster: its ProxySQL Cluster pulls it; monitor: a cluster and the monitor's "
+			    "rows disagree on roles).\n# TYPE proxysql_sync_target_refused gauge\n");
+	for (size_t i = 0; i < ag->ntargets; i++) {
+		unsigned r = ag->targets[i].refused_now;
+		const char *n = ag->targets[i].pt.name;
+
+		ok = ok &&
+		     sk_buf_addf(
+			     b,
+			     "proxysql_sync_target_refused{target=\"%s\",table=\"mysql_servers\",reason=\"cluster\"} "
+			     "%d\n"
+			     "proxysql_sync_target_refused{target=\"%s\",table=\"mysql_users\",reason=\"cluster\"} %d\n"
+			     "proxysql_sync_target_refused{target=\"%s\",table=\"mysql_servers\",reason=\"monitor\"} "
+			     "%d\n",
+			     n, !!(r & REFUSED_CLUSTER_SERVERS), n, !!(r & REFUSED_CLUSTER_USERS), n,
+			     !!(r & REFUSED_MONITOR));
+	}
 	return ok;
 }
 

@@ -335,6 +335,11 @@ int pxadmin_apply(struct pxadmin *a, const struct plan *p, const deadline_t *dl,
 	return 0;
 }
 
+int pxadmin_exec(struct pxadmin *a, const char *sql, const deadline_t *dl, struct db_err *e)
+{
+	return db_exec(&a->db, sql, dl, e);
+}
+
 int pxadmin_ping(struct pxadmin *a, const deadline_t *dl, struct db_err *e)
 {
 	return db_exec(&a->db, "SELECT 1", dl, e);

@@ -72,6 +72,9 @@ int pxadmin_conn_used(struct pxadmin *a, const deadline_t *dl, const struct px_s
 int pxadmin_apply(struct pxadmin *a, const struct plan *p, const deadline_t *dl, const atomic_bool *stop, size_t *done,
 		  struct db_err *e) SK_MUST_CHECK;
 
+/* One statement that returns no rows (SET, LOAD, SAVE). */
+int pxadmin_exec(struct pxadmin *a, const char *sql, const deadline_t *dl, struct db_err *e) SK_MUST_CHECK;
+
 /* A cheap question that tells whether the connection and the admin still answer. */
 int pxadmin_ping(struct pxadmin *a, const deadline_t *dl, struct db_err *e) SK_MUST_CHECK;
 

@@ -23,10 +23,10 @@ static struct drain_rec *drain_find(struct target *t, const struct px_server *s)
 	return NULL;
 }
 
-static bool owned(const struct agent *ag, long hg)
+static bool in_list(const long *v, size_t n, long hg)
 {
-	for (size_t i = 0; i < ag->nowned; i++)
-		if (ag->owned[i] == hg)
+	for (size_t i = 0; i < n; i++)
+		if (v[i] == hg)
 			return true;
 	return false;
 }
@@ -38,7 +38,8 @@ static bool wanted(const struct px_servers *want, const struct px_server *s)
 
 /* Never empty a writer hostgroup: when the desired state has no server in one that ProxySQL
  * has servers in, keep those. Returns how many hostgroups were held. */
-static int keep_writers(struct agent *ag, struct px_servers *want, const struct px_servers *have)
+static int keep_writers(struct agent *ag, const long *owned, size_t nowned, struct px_servers *want,
+			const struct px_servers *have)
 {
 	int held = 0;
 
@@ -48,6 +49,8 @@ static int keep_writers(struct agent *ag, struct px_servers *want, const struct 
 		long hg = ag->cfg->layout.clusters[c].writer_hostgroup;
 		bool any = false;
 
+		if (!in_list(owned, nowned, hg))
+			continue; /* not written on this target */
 		for (size_t i = 0; i < want->n && !any; i++)
 			any = want->v[i].hostgroup == hg;
 		if (any)
@@ -74,7 +77,129 @@ struct tstate {
 	struct px_servers mem_s, rt_s;
 	struct px_users mem_u, rt_u;
 	bool have_rt_s;
+	/* What this target lets the agent write (scope()): the owned hostgroups less those of
+	 * clusters refused here, the tables refused, and why. */
+	long owned[AGENT_MAX_HOSTGROUPS];
+	size_t nowned;
+	bool refuse[TABLE_COUNT];
+	unsigned refused; /* REFUSED_* bits */
+	char refused_why[240];
 };
+
+static const char *const table_names[TABLE_COUNT] = { "mysql_servers", "mysql_users" };
+
+static const char *cluster_mode(const struct target *t)
+{
+	return t->cfg->cluster_mode ? t->cfg->cluster_mode : opt_str(&t->ag->cfg->o, "cluster-mode");
+}
+
+static bool family_has(const struct px_family *f, long hg)
+{
+	return hg >= 0 && in_list(f->hg, f->n, hg);
+}
+
+/* Who owns what on this target. A table that its ProxySQL Cluster pulls from peers is not written
+ * (cluster-mode = refuse); a cluster with roles = "kv" whose hostgroups a monitor row covers is
+ * not written, nor one with roles = "monitor" that no monitor row has as its writer. */
+static void scope(struct agent *ag, struct target *t, struct tstate *st)
+{
+	const struct layout_config *l = &ag->cfg->layout;
+	bool managed[TABLE_COUNT] = { ag->nowned > 0, *l->users_prefix != '\0' };
+	long pulled[TABLE_COUNT] = { st->facts.servers_diffs_before_sync, st->facts.users_diffs_before_sync };
+	size_t k = 0;
+
+	st->nowned = ag->nowned;
+	memcpy(st->owned, ag->owned, ag->nowned * sizeof(long));
+	st->refused_why[0] = '\0';
+	for (int tb = 0; tb < TABLE_COUNT; tb++) {
+		st->refuse[tb] = managed[tb] && st->facts.cluster_peers > 0 && pulled[tb] > 0 &&
+				 strcmp(cluster_mode(t), "refuse") == 0;
+		if (!st->refuse[tb])
+			continue;
+		st->refused |= tb == TABLE_SERVERS ? REFUSED_CLUSTER_SERVERS : REFUSED_CLUSTER_USERS;
+		snprintf(st->refused_why, sizeof(st->refused_why),
+			 "in a ProxySQL Cluster that pulls %s from its peers (admin-cluster_%s_diffs_before_sync=%ld): "
+			 "not "
+			 "written; choose cluster-mode = \"disable-pull\" or \"single-writer\"",
+			 table_names[tb], table_names[tb], pulled[tb]);
+	}
+	for (size_t c = 0; c < l->nclusters; c++) {
+		const struct layout_cluster *cl = &l->clusters[c];
+		const struct px_family *hit = NULL;
+		bool refused;
+
+		for (size_t i = 0; i < st->facts.families.n && !hit; i++) {
+			const struct px_family *f = &st->facts.families.v[i];
+
+			if (cl->monitor_roles
+				    ? f->hg[0] == cl->writer_hostgroup
+				    : family_has(f, cl->writer_hostgroup) || family_has(f, cl->reader_hostgroup))
+				hit = f;
+			for (size_t r = 0; r < cl->nremote && !hit && !cl->monitor_roles; r++)
+				if (family_has(f, cl->remote[r].hostgroup))
+					hit = f;
+		}
+		refused = cl->monitor_roles ? hit == NULL : hit != NULL;
+		if (!refused)
+			continue;
+		st->refused |= REFUSED_MONITOR;
+		if (cl->monitor_roles)
+			snprintf(st->refused_why, sizeof(st->refused_why),
+				 "cluster %s has roles = \"monitor\" but no monitor hostgroup row here has "
+				 "writer_hostgroup "
+				 "%ld: not written",
+				 cl->alias, cl->writer_hostgroup);
+		else
+			snprintf(
+				st->refused_why, sizeof(st->refused_why),
+				"cluster %s: a %s row (writer %ld) covers its hostgroups, ProxySQL's monitor moves its "
+				"servers: not written; set roles = \"monitor\" for it",
+				cl->alias, hit->table, hit->hg[0]);
+		for (size_t i = 0; i < st->nowned; i++)
+			if (st->owned[i] == cl->writer_hostgroup || st->owned[i] == cl->reader_hostgroup)
+				st->owned[i] = -1;
+		for (size_t r = 0; r < cl->nremote; r++)
+			for (size_t i = 0; i < st->nowned; i++)
+				if (st->owned[i] == cl->remote[r].hostgroup)
+					st->owned[i] = -1;
+	}
+	for (size_t i = 0; i < st->nowned; i++)
+		if (st->owned[i] >= 0)
+			st->owned[k++] = st->owned[i];
+	st->nowned = k;
+	if (st->refuse[TABLE_SERVERS])
+		st->nowned = 0;
+}
+
+/* cluster-mode = disable-pull: the target stops pulling the tables the agent manages from its
+ * peers; the tables it does not manage keep syncing. */
+static int disable_pull(struct agent *ag, struct target *t, struct tstate *st, const deadline_t *dl, struct db_err *e)
+{
+	bool managed[TABLE_COUNT] = { ag->nowned > 0, *ag->cfg->layout.users_prefix != '\0' };
+	long *pulled[TABLE_COUNT] = { &st->facts.servers_diffs_before_sync, &st->facts.users_diffs_before_sync };
+	bool changed = false;
+
+	if (strcmp(cluster_mode(t), "disable-pull") != 0 || st->facts.cluster_peers <= 0)
+		return 0;
+	for (int tb = 0; tb < TABLE_COUNT; tb++) {
+		char sql[120];
+
+		if (!managed[tb] || *pulled[tb] <= 0)
+			continue;
+		sk_fmt(sql, sizeof(sql), "SET admin-cluster_%s_diffs_before_sync=0", table_names[tb]);
+		if (pxadmin_exec(&t->px, sql, dl, e) < 0)
+			return -1;
+		log_info("target %s: ProxySQL Cluster member: no longer pulls %s from its peers (cluster-mode = "
+			 "disable-pull; was admin-cluster_%s_diffs_before_sync=%ld)",
+			 t->pt.name, table_names[tb], table_names[tb], *pulled[tb]);
+		*pulled[tb] = 0;
+		changed = true;
+	}
+	if (changed && (pxadmin_exec(&t->px, "LOAD ADMIN VARIABLES TO RUNTIME", dl, e) < 0 ||
+			pxadmin_exec(&t->px, "SAVE ADMIN VARIABLES TO DISK", dl, e) < 0))
+		return -1;
+	return 0;
+}
 
 static void tstate_free(struct tstate *st)
 {
@@ -110,8 +235,8 @@ static void plan_state(struct agent *ag, const struct tstate *st, const struct p
 	struct sync_config *cfg = ag->cfg;
 	bool users = *cfg->layout.users_prefix != '\0';
 	struct plan_options po = {
-		.owned_hostgroups = ag->owned,
-		.nowned = ag->nowned,
+		.owned_hostgroups = st->owned,
+		.nowned = st->nowned,
 		.user_tag = cfg->layout.user_tag,
 		.drain_timeout_ms = (int64_t)(opt_num(&cfg->o, "drain-timeout") * 1000),
 		.save_to_disk = opt_flag(&cfg->o, "save-to-disk"),
@@ -122,10 +247,10 @@ static void plan_state(struct agent *ag, const struct tstate *st, const struct p
 		.hold_foreign = strcmp(opt_str(&cfg->o, "foreign-edits"), "hold") == 0,
 	};
 	struct plan_inputs in = {
-		.want_servers = want_s,
+		.want_servers = st->refuse[TABLE_SERVERS] ? NULL : want_s,
 		.have_servers = &st->mem_s,
 		.runtime_servers = st->have_rt_s ? &st->rt_s : NULL,
-		.want_users = users ? &want->users : NULL,
+		.want_users = users && !st->refuse[TABLE_USERS] ? &want->users : NULL,
 		.have_users = users ? &st->mem_u : NULL,
 		.runtime_users = users ? &st->rt_u : NULL,
 		.families = &st->facts.families,
@@ -172,14 +297,15 @@ static bool serving(const struct px_server *s)
  * shrink-fraction, compared with what this target has now (so the first snapshot after a start, a
  * reload or --once has a baseline too), keeps the target's servers until `confirmations` further
  * reads of every prefix agree. Returns the number of hostgroups held. */
-static int guard_hostgroups(struct agent *ag, struct target *t, struct px_servers *want, const struct px_servers *have)
+static int guard_hostgroups(struct agent *ag, struct target *t, const struct tstate *st, struct px_servers *want,
+			    const struct px_servers *have)
 {
 	double fraction = opt_num(&ag->cfg->o, "shrink-fraction");
 	unsigned long confirmations = (unsigned long)opt_int(&ag->cfg->o, "confirmations"), reads = reads_now(ag);
 	int held = 0;
 
-	for (size_t g = 0; g < ag->nowned; g++) {
-		long hg = ag->owned[g];
+	for (size_t g = 0; g < st->nowned; g++) {
+		long hg = st->owned[g];
 		size_t have_n = 0, want_n = 0;
 		struct shrink_hold *h = hold_find(t, hg);
 		bool shrink;
@@ -289,7 +415,7 @@ static void report(struct agent *ag, struct target *t, const struct tstate *st, 
 	}
 	for (size_t i = 0; i < st->facts.families.n; i++)
 		for (size_t k = 0; k < st->facts.families.v[i].n; k++)
-			if (owned(ag, st->facts.families.v[i].hg[k])) {
+			if (in_list(ag->owned, ag->nowned, st->facts.families.v[i].hg[k])) {
 				monitor_rows++;
 				break;
 			}
@@ -374,19 +500,36 @@ int agent_reconcile(struct agent *ag, struct target *t, const struct agent_want 
 		log_info("target %s: connected", t->pt.name);
 	t->reachable = true;
 
-	px_servers_copy(&want_s, &want->servers);
-	held = keep_writers(ag, &want_s, &st.mem_s);
+	if (disable_pull(ag, t, &st, &dl, &e) < 0) {
+		log_warn("target %s: disabling its ProxySQL Cluster pull failed: %s", t->pt.name, e.msg);
+		t->errors_apply++;
+		t->last_failure = e.reason;
+		set_why(ag, t, "disabling its ProxySQL Cluster pull failed: %s", e.msg);
+		goto out;
+	}
+	scope(ag, t, &st);
+	if (st.refused != t->refused_now) {
+		if (st.refused)
+			log_warn("target %s: %s", t->pt.name, st.refused_why);
+		t->refused_now = st.refused;
+	}
+	/* Only the hostgroups written here. */
+	for (size_t i = 0; i < want->servers.n; i++)
+		if (in_list(st.owned, st.nowned, want->servers.v[i].hostgroup))
+			px_servers_add(&want_s, &want->servers.v[i]);
+	held = keep_writers(ag, st.owned, st.nowned, &want_s, &st.mem_s);
 	if (held) {
 		t->writer_guard++;
 		log_warn("guard: target %s: %d writer hostgroup(s) would be empty; keeping their servers", t->pt.name,
 			 held);
 	}
-	guarded = guard_hostgroups(ag, t, &want_s, &st.mem_s);
+	guarded = guard_hostgroups(ag, t, &st, &want_s, &st.mem_s);
 	/* Servers being drained: how many connections still use them, and since when. */
 	for (size_t i = 0; i < st.mem_s.n; i++) {
 		const struct px_server *s = &st.mem_s.v[i];
 
-		if (owned(ag, s->hostgroup) && !wanted(&want_s, s) && sk_streq_ci(s->status, "OFFLINE_SOFT")) {
+		if (in_list(st.owned, st.nowned, s->hostgroup) && !wanted(&want_s, s) &&
+		    sk_streq_ci(s->status, "OFFLINE_SOFT")) {
 			draining = xrealloc(draining, (nd + 1) * sizeof(*draining));
 			draining[nd++] = s;
 		}
@@ -460,6 +603,7 @@ int agent_reconcile(struct agent *ag, struct target *t, const struct agent_want 
 			set_why(ag, t, "reading its tables after the apply failed: %s", e.msg);
 			goto out;
 		}
+		scope(ag, t, &st);
 		plan_state(ag, &st, &want_s, want, dinfo, nd, &check, &ds, &du);
 		if (!only_drains(&check) || check.servers_held || check.users_held) {
 			for (size_t i = 0; i < check.n; i++)
@@ -493,6 +637,12 @@ int agent_reconcile(struct agent *ag, struct target *t, const struct agent_want 
 		t->in_sync = false;
 		set_why(ag, t, "%s held: rows staged by someone else are not loaded (foreign-edits = hold)",
 			plan.servers_held ? "mysql_servers" : "mysql_users");
+		rc = 1;
+		goto out;
+	}
+	if (st.refused) {
+		t->in_sync = false;
+		set_why(ag, t, "%s", st.refused_why);
 		rc = 1;
 		goto out;
 	}
