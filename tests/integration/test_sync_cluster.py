@@ -1,0 +1,144 @@
+"""proxysql-sync beside the two ProxySQL features that rewrite what it writes: ProxySQL Cluster (a
+member pulls mysql_servers / mysql_users from its peers) and the monitor (mysql_*_hostgroups rows
+move servers between hostgroups in runtime). Each test starts its own Consul, ProxySQL (double, or
+real with PROXYSQL_BIN) and agent on loopback.
+"""
+
+import time
+
+import pytest
+
+from test_sync import (Agent, consul, first_sync, memory_servers, put_topology, px,  # noqa: F401
+                       runtime_servers, stop_and_check, synced, wait_until, workdir, writes)
+from test_sync_safety import metric
+
+
+def make_member(px, peer_port=16999):
+    """List a peer in proxysql_servers and load it: the target is then a ProxySQL Cluster member
+    (runtime_proxysql_servers non-empty) pulling with the default diffs_before_sync = 3. The peer
+    does not exist; nothing is pulled, which is all these tests need."""
+    px.query("INSERT INTO proxysql_servers (hostname, port, weight, comment) VALUES ('127.0.0.1', %d, 0, 'peer')"
+             % peer_port)
+    px.query("LOAD PROXYSQL SERVERS TO RUNTIME")
+
+
+def runtime_variable(px, name):
+    rows = px.query("SELECT variable_value FROM runtime_global_variables WHERE variable_name='%s'" % name)
+    return rows[0][0] if rows else None
+
+
+def test_cluster_member_that_pulls_is_refused(consul, px, workdir):
+    """cluster-mode = refuse (the default): a target whose cluster pulls mysql_servers and mysql_users
+    gets nothing written; /readyz 503 says "cluster" and names the setting; metric and log."""
+    make_member(px)
+    put_topology(consul)
+    px.clear_statements()
+    agent = Agent(consul, [px], workdir).start()
+    try:
+        wait_until("the refusal", lambda: metric(agent, "proxysql_sync_target_refused", target="px1",
+                                                 table="mysql_servers", reason="cluster") == 1)
+        assert metric(agent, "proxysql_sync_target_refused", target="px1", table="mysql_users",
+                      reason="cluster") == 1
+        assert metric(agent, "proxysql_sync_cluster_peers", target="px1") == 1
+        assert metric(agent, "proxysql_sync_cluster_diffs_before_sync", target="px1", table="mysql_servers") == 3
+        status, body = agent.http("/readyz")
+        assert status == 503 and "ProxySQL Cluster" in body and "cluster-mode" in body, body
+        time.sleep(1)
+        assert memory_servers(px) == [] and writes(px) == []
+        assert len([x for x in agent.logs().splitlines() if "pulls mysql_" in x]) == 1, agent.logs()
+    finally:
+        stop_and_check(agent)
+
+
+def test_cluster_member_with_disable_pull_is_managed(consul, px, workdir):
+    """cluster-mode = disable-pull: the agent sets the pull of each managed table to 0 (LOAD and SAVE
+    ADMIN VARIABLES), logs it, then manages the target like a standalone one; a target override wins."""
+    make_member(px)
+    put_topology(consul)
+    agent = Agent(consul, [px], workdir)
+    agent.text = agent.text.replace('password_file = "', 'cluster_mode = "disable-pull"; password_file = "')
+    agent.write_config()
+    agent.start()
+    try:
+        first_sync(px, agent)
+        for table in ("mysql_servers", "mysql_users"):
+            assert runtime_variable(px, "admin-cluster_%s_diffs_before_sync" % table) == "0"
+        assert runtime_variable(px, "admin-cluster_mysql_query_rules_diffs_before_sync") == "3"   # not ours
+        disk = px.query("SELECT variable_value FROM disk.global_variables "
+                        "WHERE variable_name='admin-cluster_mysql_servers_diffs_before_sync'")
+        assert disk and disk[0][0] == "0", disk
+        assert "no longer pulls mysql_servers from its peers" in agent.logs()
+        assert metric(agent, "proxysql_sync_target_refused", target="px1", table="mysql_servers",
+                      reason="cluster") == 0
+    finally:
+        stop_and_check(agent)
+
+
+def test_kv_roles_beside_a_replication_hostgroup_are_refused(consul, px, workdir):
+    """roles = "kv" (the default) and a mysql_replication_hostgroups row over the cluster's
+    hostgroups: the cluster is not written there; /readyz 503 names the row and the setting."""
+    px.query("INSERT INTO mysql_replication_hostgroups (writer_hostgroup, reader_hostgroup) VALUES (10, 11)")
+    px.query("LOAD MYSQL SERVERS TO RUNTIME")
+    put_topology(consul)
+    agent = Agent(consul, [px], workdir).start()
+    try:
+        wait_until("the refusal", lambda: metric(agent, "proxysql_sync_target_refused", target="px1",
+                                                 table="mysql_servers", reason="monitor") == 1)
+        status, body = agent.http("/readyz")
+        assert status == 503 and "mysql_replication_hostgroups" in body and "roles" in body, body
+        assert metric(agent, "proxysql_sync_monitor_hostgroup_rows", target="px1") == 1
+        time.sleep(1)
+        assert memory_servers(px) == []
+        # the users are not the monitor's: they still apply
+        assert len(px.query("SELECT username FROM main.mysql_users")) == 2
+    finally:
+        stop_and_check(agent)
+
+
+def test_monitor_roles_write_every_member_into_the_writer_hostgroup(consul, px, workdir):
+    """roles = "monitor": the master and the replicas of the configured regions go into the writer
+    hostgroup once, never into the reader hostgroup; the monitor's moves in runtime cause no write."""
+    px.query("INSERT INTO mysql_replication_hostgroups (writer_hostgroup, reader_hostgroup) VALUES (10, 11)")
+    px.query("LOAD MYSQL SERVERS TO RUNTIME")
+    put_topology(consul, users=False)
+    agent = Agent(consul, [px], workdir, extra="resync-interval = 1.0\n")
+    agent.text = agent.text.replace('reader_hostgroup = 11; }', 'reader_hostgroup = 11; roles = "monitor"; }')
+    agent.write_config()
+    agent.start()
+    try:
+        wait_until("the members", lambda: memory_servers(px) == [
+            ("10", "db1", "3306", "ONLINE"), ("10", "db2", "3306", "ONLINE"), ("10", "db3", "3306", "ONLINE")])
+        wait_until("/readyz", agent.ready)
+        px.clear_statements()
+        time.sleep(2.5)                     # resyncs find nothing to do
+        assert writes(px) == []
+        consul.delete("mysql/replica/shop/eu/db3:3306")
+        wait_until("db3 drained", lambda: ("10", "db3", "3306", "ONLINE") not in memory_servers(px))
+    finally:
+        stop_and_check(agent)
+
+
+def test_monitor_roles_without_a_monitor_row_are_refused(consul, px, workdir):
+    """roles = "monitor" on a target with no monitor row for the writer hostgroup: refused, with the reason."""
+    put_topology(consul, users=False)
+    agent = Agent(consul, [px], workdir)
+    agent.text = agent.text.replace('reader_hostgroup = 11; }', 'reader_hostgroup = 11; roles = "monitor"; }')
+    agent.write_config()
+    agent.start()
+    try:
+        wait_until("the refusal", lambda: "no monitor hostgroup row" in agent.http("/readyz")[1])
+        assert memory_servers(px) == []
+    finally:
+        stop_and_check(agent)
+
+
+@pytest.mark.parametrize("bad, want", [
+    ('roles = "auto";', "roles 'auto' is not kv or monitor"),
+    ('roles = "monitor"; writer_is_reader = true;', "writer_is_reader with roles"),
+])
+def test_bad_roles_are_refused_by_check_config(consul, px, workdir, bad, want):
+    agent = Agent(consul, [px], workdir)
+    agent.text = agent.text.replace('reader_hostgroup = 11; }', 'reader_hostgroup = 11; %s }' % bad)
+    agent.write_config()
+    r = agent.run("--check-config")
+    assert r.returncode == 2 and want in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
