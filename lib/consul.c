@@ -787,6 +787,15 @@ int consul_kv_put(struct consul *c, const char *key, const void *value, size_t l
 			done, err, errlen);
 }
 
+int consul_kv_release(struct consul *c, const char *key, const char *session, const deadline_t *dl, bool *done,
+		      char *err, size_t errlen)
+{
+	*done = false;
+	if (!session || !*session)
+		return sk_err(err, errlen, "PUT /v1/kv/%.200s: empty session ID", key);
+	return kv_write(c, "PUT", key, "release", session, "", 0, dl, done, err, errlen);
+}
+
 int consul_kv_delete(struct consul *c, const char *key, bool recurse, const deadline_t *dl, char *err, size_t errlen)
 {
 	bool done;

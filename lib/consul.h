@@ -148,6 +148,11 @@ uint64_t consul_next_index(uint64_t prev, uint64_t got);
 int consul_kv_put(struct consul *c, const char *key, const void *value, size_t len, const char *acquire_session,
 		  const deadline_t *dl, bool *done, char *err, size_t errlen) SK_MUST_CHECK;
 
+/* Release the lock `session` holds on `key` (PUT ?release=, the value emptied); *done is false when
+ * the session did not hold it. Returns 0, or -1 with err set. */
+int consul_kv_release(struct consul *c, const char *key, const char *session, const deadline_t *dl, bool *done,
+		      char *err, size_t errlen) SK_MUST_CHECK;
+
 /* Delete `key`, or every key under it with `recurse`. Deleting a missing key succeeds. */
 int consul_kv_delete(struct consul *c, const char *key, bool recurse, const deadline_t *dl, char *err,
 		     size_t errlen) SK_MUST_CHECK;

@@ -264,6 +264,8 @@ static void agent_release(struct agent *ag)
 		free(ag->targets[i].holds);
 	}
 	free(ag->targets);
+	if (ag->lock.c)
+		consul_free(ag->lock.c);
 	for (size_t i = 0; i < ag->nlogged; i++)
 		free(ag->logged_rejects[i]);
 	free(ag->logged_rejects);
@@ -301,6 +303,13 @@ int agent_start(struct agent *ag, struct sync_config *cfg, char *err, size_t err
 		}
 		consul_set_cancel_fd(w->c, w->wake_fd);
 	}
+	if (agent_single_writer(ag)) {
+		ag->lock.enabled = true;
+		ag->lock.c = consul_new(&ag->cfg->consul, err, errlen);
+		if (!ag->lock.c)
+			goto fail;
+		consul_set_cancel_fd(ag->lock.c, ag->cancel_fd);
+	}
 	log_info("watching %s at %s (%s consistency); %zu target(s)", ag->watches[0].prefix,
 		 consul_url(ag->watches[0].c), opt_str(&cfg->o, "consistency"), ag->ntargets);
 	for (size_t i = 0; i < ag->nwatches; i++)
@@ -308,6 +317,8 @@ int agent_start(struct agent *ag, struct sync_config *cfg, char *err, size_t err
 	pthread_create(&ag->coordinator, NULL, coordinator_main, ag);
 	for (size_t i = 0; i < ag->ntargets; i++)
 		pthread_create(&ag->targets[i].tid, NULL, target_main, &ag->targets[i]);
+	if (ag->lock.enabled)
+		pthread_create(&ag->lock.tid, NULL, lock_main, ag);
 	return 0;
 fail:
 	agent_release(ag);
@@ -348,6 +359,8 @@ bool agent_stop(struct agent *ag, bool wait_targets)
 			 ag->targets[i].pt.name);
 		pthread_join(ag->targets[i].tid, NULL);
 	}
+	if (ag->lock.enabled) /* after the targets: the lock is released once nobody writes */
+		pthread_join(ag->lock.tid, NULL);
 	agent_release(ag);
 	return true;
 }

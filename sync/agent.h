@@ -77,6 +77,8 @@ struct target {
 	struct shrink_hold *holds;
 	size_t nholds;
 	enum db_reason last_failure; /* of the last failed reconcile: how soon to try again */
+	_Atomic int64_t unreachable_since_us; /* 0 while reachable */
+	int64_t diverged_since_us; /* single-writer follower: since when its target differs from desired */
 	char why[240]; /* why the target is not in sync, for /readyz (under ag->mu) */
 	/* What the last reconcile found, logged when it changes (and in /metrics). */
 	size_t protected_now, conflicts_now, foreign_now[TABLE_COUNT];
@@ -89,6 +91,17 @@ struct target {
 	atomic_ulong hist[AGENT_HIST_BUCKETS + 1];
 	atomic_ulong hist_sum_us; /* microseconds */
 	atomic_ulong hist_count;
+};
+
+/* cluster-mode = single-writer (lock.c): this agent's side of the election. */
+struct cluster_lock {
+	bool enabled;
+	pthread_t tid;
+	struct consul *c;
+	char session[CONSUL_SESSION_ID_MAX];
+	atomic_bool holder;
+	_Atomic int64_t valid_until_us; /* the holder writes only until then */
+	atomic_ulong takeovers;
 };
 
 struct agent {
@@ -113,6 +126,7 @@ struct agent {
 	struct target *targets;
 	size_t ntargets;
 	pthread_t coordinator;
+	struct cluster_lock lock;
 	long owned[AGENT_MAX_HOSTGROUPS];
 	size_t nowned;
 	/* metrics (under mu) */
@@ -170,8 +184,14 @@ void agent_wake_watchers(struct agent *ag);
 /* The wait before retry number `attempt` (from 0): 250 ms doubling up to `cap_ms`, with jitter
  * (half to the whole of it). */
 long agent_backoff_ms(int attempt, long cap_ms);
-/* The thread bodies: a struct watch * (watch.c), a struct target * (target.c). */
+/* The thread bodies: a struct watch * (watch.c), a struct target * (target.c), the agent (lock.c). */
 void *watch_main(void *arg);
 void *target_main(void *arg);
+void *lock_main(void *arg);
+
+/* single-writer (lock.c): whether a target of this agent uses it, and whether this agent holds the
+ * cluster lock now (and may write). */
+bool agent_single_writer(const struct agent *ag);
+bool agent_may_write(struct agent *ag);
 
 #endif

@@ -54,7 +54,7 @@ const struct opt_def sync_options[] = {
 	{"foreign-edits", 0, OPT_ENUM, "MODE", "publish", NULL, 0, 0, "publish|hold", "Rows someone else staged in memory without loading them: publish them with the agent's LOAD, or hold (no LOAD of that table while they are there).", 0},
 	{"cluster-mode", 0, OPT_ENUM, "MODE", "refuse", NULL, 0, 0, "refuse|disable-pull|single-writer", "A target in a ProxySQL Cluster that pulls a table the agent manages: refuse to write it, disable-pull (set its admin-cluster_<table>_diffs_before_sync to 0), or single-writer (one agent of the cluster writes, elected through cluster-lock-key). A target's cluster_mode overrides it.", 0},
 	{"cluster-lock-key", 0, OPT_STRING, "KEY", "proxysql-sync/cluster-lock", NULL, 0, 0, NULL, "With cluster-mode = single-writer: the Consul key whose session lock elects the one agent that writes.", 0},
-	{"cluster-lock-ttl", 0, OPT_NUMBER, "SECONDS", "15", NULL, 10, 86400, NULL, "single-writer: the TTL of the lock's session (renewed at a third of it).", 0},
+	{"cluster-lock-ttl", 0, OPT_NUMBER, "SECONDS", "15", NULL, 1, 86400, NULL, "single-writer: the TTL of the lock's session (renewed at a third of it; Consul refuses less than its session_ttl_min, 10 s by default).", 0},
 	{"cluster-lock-delay", 0, OPT_NUMBER, "SECONDS", "5", NULL, 0, 60, NULL, "single-writer: Consul's lock-delay on the key after the holder's session ends.", 0},
 	{"cluster-converge-timeout", 0, OPT_NUMBER, "SECONDS", "30", NULL, 1, 86400, NULL, "single-writer: a follower whose target stays different from the desired state this long is not ready.", 0},
 	{"cluster-leader-grace", 0, OPT_NUMBER, "SECONDS", "20", NULL, 1, 86400, NULL, "single-writer: the holder gives the lock up when its own target has been unreachable this long.", 0},
@@ -409,6 +409,18 @@ static int check_whole(struct sync_config *c, char *err, size_t errlen)
 		return sk_err(err, errlen,
 			      "%zu hostgroups owned (writer, reader, remote and managed hostgroups); at most %d", owned,
 			      AGENT_MAX_HOSTGROUPS);
+	for (size_t i = 0; i <= c->ntargets; i++) {
+		const char *m = i < c->ntargets ? c->targets[i].cluster_mode : opt_str(&c->o, "cluster-mode");
+
+		/* A writer that lost its session may still be inside an apply: Consul's lock-delay must
+		 * cover that apply before another agent can start one. */
+		if (m && strcmp(m, "single-writer") == 0 &&
+		    opt_num(&c->o, "cluster-lock-delay") < opt_num(&c->o, "admin-timeout"))
+			return sk_err(err, errlen,
+				      "cluster-lock-delay (%.0fs) is shorter than admin-timeout (%.1fs): a writer that "
+				      "lost the lock could still be applying when the next one starts",
+				      opt_num(&c->o, "cluster-lock-delay"), opt_num(&c->o, "admin-timeout"));
+	}
 	if (opt_num(&c->o, "quiescence-max") < opt_num(&c->o, "quiescence-min"))
 		return sk_err(err, errlen, "quiescence-max is smaller than quiescence-min");
 	return 0;

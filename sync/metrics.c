@@ -71,6 +71,14 @@ static bool target_facts(struct agent *ag, sk_buf *b)
 	for (size_t i = 0; i < ag->ntargets; i++)
 		ok = ok && sk_buf_addf(b, "proxysql_sync_monitor_hostgroup_rows{target=\"%s\"} %zu\n",
 				       ag->targets[i].pt.name, ag->targets[i].monitor_rows);
+	if (ag->lock.enabled)
+		ok = ok && sk_buf_addf(b,
+				       "# HELP proxysql_sync_cluster_writer 1 while this agent holds cluster-lock-key "
+				       "(single-writer).\n# TYPE proxysql_sync_cluster_writer gauge\n"
+				       "proxysql_sync_cluster_writer %d\n"
+				       "# TYPE proxysql_sync_cluster_lock_acquired_total counter\n"
+				       "proxysql_sync_cluster_lock_acquired_total %lu\n",
+				       agent_may_write(ag), ag->lock.takeovers);
 	ok = ok &&
 	     sk_buf_addf(b, "# HELP proxysql_sync_target_refused 1 while the target refuses the agent a table "
 			    "(reason cluster: its ProxySQL Cluster pulls it; monitor: a cluster and the monitor's "

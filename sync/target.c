@@ -88,6 +88,13 @@ struct tstate {
 
 static const char *const table_names[TABLE_COUNT] = { "mysql_servers", "mysql_users" };
 
+static void mark_unreachable(struct target *t)
+{
+	if (t->reachable || !t->unreachable_since_us)
+		t->unreachable_since_us = deadline_now_us();
+	t->reachable = false;
+}
+
 static const char *cluster_mode(const struct target *t)
 {
 	return t->cfg->cluster_mode ? t->cfg->cluster_mode : opt_str(&t->ag->cfg->o, "cluster-mode");
@@ -431,6 +438,43 @@ static void report(struct agent *ag, struct target *t, const struct tstate *st, 
 	t->diffs_before_sync[TABLE_USERS] = st->facts.users_diffs_before_sync;
 }
 
+/* single-writer, not the writer: write nothing; the target is in sync once the cluster has carried
+ * the writer's change to it (its plan is empty), not when it stays different longer than
+ * cluster-converge-timeout. Returns 0 (in sync) or 1 (look again soon). */
+static int follow(struct agent *ag, struct target *t, const struct plan *p)
+{
+	int64_t now = deadline_now_us(), limit = (int64_t)(opt_num(&ag->cfg->o, "cluster-converge-timeout") * 1e6);
+
+	if (p->n == 0 && !p->servers_held && !p->users_held) {
+		if (t->diverged_since_us && !t->in_sync)
+			log_info("target %s: the cluster carried the writer's state here", t->pt.name);
+		t->diverged_since_us = 0;
+		pthread_mutex_lock(&ag->mu);
+		t->why[0] = '\0';
+		pthread_mutex_unlock(&ag->mu);
+		t->in_sync = true;
+		t->synced_once = true;
+		t->last_sync_unix = agent_unix_now();
+		return 0;
+	}
+	if (!t->diverged_since_us)
+		t->diverged_since_us = now;
+	if (now - t->diverged_since_us > limit) {
+		if (t->in_sync)
+			log_warn("target %s: single-writer follower: still %zu statement(s) from this agent's desired "
+				 "state after %.0f s (cluster-converge-timeout); every member's agent must compute the "
+				 "same desired state (the same configuration)",
+				 t->pt.name, p->n, (double)limit / 1e6);
+		t->in_sync = false;
+		set_why(ag, t,
+			"single-writer follower: differs from the desired state for longer than "
+			"cluster-converge-timeout");
+	} else if (!t->synced_once) {
+		set_why(ag, t, "single-writer follower: waiting for the cluster to carry the writer's state");
+	}
+	return 1;
+}
+
 /* Only drains (and the LOAD and SAVE that follow them) left to do. */
 static bool only_drains(const struct plan *p)
 {
@@ -480,7 +524,7 @@ int agent_reconcile(struct agent *ag, struct target *t, const struct agent_want 
 	if (pxadmin_connect(&t->px, &t->pt, &dl, &e) < 0) {
 		if (t->reachable || !t->last_check_us)
 			log_warn("target %s: cannot connect: %s", t->pt.name, e.msg);
-		t->reachable = false;
+		mark_unreachable(t);
 		t->last_failure = e.reason;
 		t->errors_connect++;
 		set_why(ag, t, "unreachable: %s", e.msg);
@@ -491,7 +535,7 @@ int agent_reconcile(struct agent *ag, struct target *t, const struct agent_want 
 		t->errors_read++;
 		t->last_failure = e.reason;
 		pxadmin_close(&t->px);
-		t->reachable = false;
+		mark_unreachable(t);
 		set_why(ag, t, "reading its tables failed: %s", e.msg);
 		tstate_free(&st);
 		return -1;
@@ -499,6 +543,7 @@ int agent_reconcile(struct agent *ag, struct target *t, const struct agent_want 
 	if (!t->reachable)
 		log_info("target %s: connected", t->pt.name);
 	t->reachable = true;
+	t->unreachable_since_us = 0;
 
 	if (disable_pull(ag, t, &st, &dl, &e) < 0) {
 		log_warn("target %s: disabling its ProxySQL Cluster pull failed: %s", t->pt.name, e.msg);
@@ -570,6 +615,10 @@ int agent_reconcile(struct agent *ag, struct target *t, const struct agent_want 
 		fflush(stdout);
 		free(text);
 		rc = 0;
+		goto out;
+	}
+	if (strcmp(cluster_mode(t), "single-writer") == 0 && !agent_may_write(ag)) {
+		rc = follow(ag, t, &plan);
 		goto out;
 	}
 	for (size_t i = 0; i < plan.n; i++) {
@@ -714,7 +763,7 @@ void *target_main(void *arg)
 			if (pxadmin_ping(&t->px, &dl, &e) < 0) {
 				log_warn("target %s: admin stopped answering (%s); reconnecting", t->pt.name, e.msg);
 				pxadmin_close(&t->px);
-				t->reachable = false;
+				mark_unreachable(t);
 				need = true;
 			}
 		} else {

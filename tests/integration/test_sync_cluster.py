@@ -142,3 +142,107 @@ def test_bad_roles_are_refused_by_check_config(consul, px, workdir, bad, want):
     agent.write_config()
     r = agent.run("--check-config")
     assert r.returncode == 2 and want in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+# ---- single-writer ---------------------------------------------------------------------------
+
+SINGLE_WRITER = ('cluster-mode = "single-writer"\ncluster-lock-ttl = 2.0\ncluster-lock-delay = 1.0\n'
+                 'admin-timeout = 1.0\ncluster-converge-timeout = 3.0\ncluster-leader-grace = 3.0\n')
+
+
+@pytest.fixture
+def fast_consul():
+    from fakes.consul import Consul
+    c = Consul(session_ttl_min="1s")
+    c.start()
+    yield c
+    c.close()
+
+
+def writer_of(agents):
+    return [a for a in agents if metric(a, "proxysql_sync_cluster_writer") == 1]
+
+
+def test_single_writer_elects_one_agent_and_hands_over(fast_consul, workdir):
+    """single-writer: of two agents exactly one holds cluster-lock-key and writes, to its own target;
+    the other writes nothing (its target does not converge here: there is no cluster to carry the
+    change, so it turns not ready after cluster-converge-timeout). The writer stopped (SIGTERM:
+    released) or killed (its session expires): the other takes over and writes, and a KV change
+    after that reaches its target."""
+    import os
+    from fakes.proxysql import ProxySQL
+    from test_sync import ADMIN_PASSWORD
+    consul = fast_consul
+    pxs = [ProxySQL(admin_password=ADMIN_PASSWORD).start() for _ in range(2)]
+    agents = []
+    try:
+        put_topology(consul, users=False)
+        for i, p in enumerate(pxs):
+            d = os.path.join(workdir, "a%d" % i)
+            os.makedirs(d)
+            agents.append(Agent(consul, [p], d, extra=SINGLE_WRITER).start())
+        wait_until("one writer", lambda: len(writer_of(agents)) == 1, timeout=15)
+        time.sleep(2)
+        assert len(writer_of(agents)) == 1
+        w = writer_of(agents)[0]
+        f = agents[1 - agents.index(w)]
+        wp, fp = pxs[agents.index(w)], pxs[agents.index(f)]
+        wait_until("the writer's target synced", lambda: synced(wp))
+        assert memory_servers(fp) == []
+        wait_until("the follower not ready after cluster-converge-timeout",
+                   lambda: "cluster-converge-timeout" in f.http("/readyz")[1], timeout=10)
+        # SIGTERM: the lock is released at once
+        stop_and_check(w)
+        t0 = time.monotonic()
+        wait_until("the other takes over", lambda: metric(f, "proxysql_sync_cluster_writer") == 1, timeout=10)
+        print("takeover after SIGTERM: %.2f s" % (time.monotonic() - t0))
+        wait_until("the new writer's target synced", lambda: synced(fp))
+        wait_until("/readyz", f.ready)
+        # SIGKILL of the new writer: its session lapses (TTL), then lock-delay; the first takes over
+        w.start()
+        time.sleep(1.5)
+        assert writer_of([w]) == []
+        f.proc.kill()
+        f.proc.wait(5)
+        t0 = time.monotonic()
+        wait_until("takeover after a kill", lambda: metric(w, "proxysql_sync_cluster_writer") == 1, timeout=20)
+        print("takeover after SIGKILL: %.2f s (TTL 2 s, lock-delay 1 s)" % (time.monotonic() - t0))
+        consul.put("mysql/replica/shop/eu/db5:3306", b"")
+        wait_until("the change on the writer's target",
+                   lambda: ("11", "db5", "3306", "ONLINE") in runtime_servers(wp))
+    finally:
+        for a in agents:
+            a.stop()
+            print(a.logs())
+        for p in pxs:
+            p.close()
+
+
+def test_single_writer_gives_the_lock_up_when_its_proxysql_is_gone(fast_consul, workdir):
+    """A writer whose own ProxySQL has been unreachable longer than cluster-leader-grace releases the
+    lock: one dead ProxySQL never freezes the whole cluster's config."""
+    import os
+    from fakes.proxysql import ProxySQL
+    from test_sync import ADMIN_PASSWORD
+    consul = fast_consul
+    pxs = [ProxySQL(admin_password=ADMIN_PASSWORD).start() for _ in range(2)]
+    agents = []
+    try:
+        put_topology(consul, users=False)
+        for i, p in enumerate(pxs):
+            d = os.path.join(workdir, "a%d" % i)
+            os.makedirs(d)
+            agents.append(Agent(consul, [p], d, extra=SINGLE_WRITER).start())
+        wait_until("one writer", lambda: len(writer_of(agents)) == 1, timeout=15)
+        w = writer_of(agents)[0]
+        other = agents[1 - agents.index(w)]
+        pxs[agents.index(w)].stop()
+        wait_until("the lock given up", lambda: "cluster-leader-grace" in w.logs(), timeout=15)
+        wait_until("the other writes", lambda: metric(other, "proxysql_sync_cluster_writer") == 1, timeout=10)
+        wait_until("its target synced", lambda: synced(pxs[agents.index(other)]))
+    finally:
+        for a in agents:
+            a.stop()
+            print(a.logs())
+        for p in pxs:
+            p.close()
