@@ -168,6 +168,22 @@ static void server_entry(const struct layout_config *cfg, struct layout_result *
 		px_keeps_add(&r->keep_servers, hg, host, s.port);
 		return;
 	}
+	/* A key without a port (the form Consul versions that refuse ':' in keys need) takes it from a
+	 * "host:port" value, which clustercheck --register writes. */
+	if (!strchr(addr, ':') && kv->len && kv->value[0] != '{') {
+		char vhost[MODEL_HOST_MAX + 1];
+		long vport;
+
+		if ((bad = model_split_address(kv->value, s.port, vhost, sizeof(vhost), &vport)) != NULL) {
+			reject(r, kv->key, "value %s", bad);
+			return;
+		}
+		if (!sk_streq_ci(vhost, host)) {
+			reject(r, kv->key, "value names host '%.60s', the key '%.60s'", vhost, host);
+			return;
+		}
+		s.port = vport;
+	}
 	s.comment = xstrdup(cfg->server_defaults.comment ? cfg->server_defaults.comment : "");
 	if ((bad = server_attrs(kv->value, kv->len, &s, why, sizeof(why))) != NULL) {
 		reject(r, kv->key, "%s", bad);
