@@ -1325,3 +1325,156 @@ int consul_config_from_opts(struct consul_config *c, const struct opts *o, char 
 			consul_config_set((char **)((char *)c + map[i].off), opt_str(o, map[i].opt));
 	return 0;
 }
+
+/* ---- health-checked services ---------------------------------------------------------------- */
+
+static const char *json_str(const cJSON *o, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* One entry of /v1/health/service/<name> as a KV pair: key "<address>:<port>" (Service.Address,
+ * else Node.Address; "[v6]:port"), value a JSON object {"node", "id", "weight" (Weights.Passing),
+ * "meta" (Service.Meta)}. */
+static int health_item(const cJSON *it, size_t n, struct consul_kv *out, char *err, size_t errlen)
+{
+	const cJSON *node = cJSON_GetObjectItemCaseSensitive(it, "Node");
+	const cJSON *svc = cJSON_GetObjectItemCaseSensitive(it, "Service");
+	const cJSON *port = svc ? cJSON_GetObjectItemCaseSensitive(svc, "Port") : NULL;
+	const cJSON *weights = svc ? cJSON_GetObjectItemCaseSensitive(svc, "Weights") : NULL;
+	const cJSON *passing = weights ? cJSON_GetObjectItemCaseSensitive(weights, "Passing") : NULL;
+	const cJSON *meta = svc ? cJSON_GetObjectItemCaseSensitive(svc, "Meta") : NULL;
+	const char *addr = svc ? json_str(svc, "Address") : NULL;
+	cJSON *value;
+	char *text, key[400];
+
+	if (!cJSON_IsObject(it) || !cJSON_IsObject(node) || !cJSON_IsObject(svc))
+		return sk_err(err, errlen, "entry %zu: not an object with Node and Service", n);
+	if (!addr || !*addr)
+		addr = json_str(node, "Address");
+	if (!addr || !*addr || strlen(addr) > 255)
+		return sk_err(err, errlen, "entry %zu: no Service.Address or Node.Address", n);
+	if (!cJSON_IsNumber(port) || port->valuedouble < 1 || port->valuedouble > 65535 ||
+	    port->valuedouble != (double)(long)port->valuedouble)
+		return sk_err(err, errlen, "entry %zu: Service.Port is not a port number", n);
+	snprintf(key, sizeof(key), strchr(addr, ':') ? "[%s]:%ld" : "%s:%ld", addr, (long)port->valuedouble);
+	value = cJSON_CreateObject();
+	if (!value)
+		sk_oom();
+	if (json_str(node, "Node"))
+		cJSON_AddStringToObject(value, "node", json_str(node, "Node"));
+	if (json_str(svc, "ID"))
+		cJSON_AddStringToObject(value, "id", json_str(svc, "ID"));
+	if (cJSON_IsNumber(passing))
+		cJSON_AddNumberToObject(value, "weight", passing->valuedouble);
+	if (cJSON_IsObject(meta))
+		cJSON_AddItemToObject(value, "meta", cJSON_Duplicate(meta, true));
+	text = cJSON_PrintUnformatted(value);
+	cJSON_Delete(value);
+	if (!text)
+		sk_oom();
+	memset(out, 0, sizeof(*out));
+	out->key = xstrdup(key);
+	out->len = strlen(text);
+	out->value = xstrdup(text);
+	cJSON_free(text);
+	return 0;
+}
+
+int consul_parse_health_json(const char *body, size_t len, struct consul_kv_list *out, char *err, size_t errlen)
+{
+	cJSON *doc = cJSON_ParseWithLength(body, len);
+	size_t n = 0;
+	int ret = -1;
+
+	out->n = 0;
+	out->items = NULL;
+	if (!doc) {
+		sk_err(err, errlen, len ? "not valid JSON" : "empty answer");
+		goto out;
+	}
+	if (!cJSON_IsArray(doc)) {
+		sk_err(err, errlen, "not a JSON array");
+		goto out;
+	}
+	for (const cJSON *it = doc->child; it; it = it->next)
+		if (++n > CONSUL_KV_MAX_ITEMS) {
+			sk_err(err, errlen, "more than %d entries", CONSUL_KV_MAX_ITEMS);
+			goto out;
+		}
+	out->items = xcalloc(n ? n : 1, sizeof(*out->items));
+	n = 0;
+	for (const cJSON *it = doc->child; it; it = it->next, n++) {
+		if (health_item(it, n, &out->items[n], err, errlen) < 0) {
+			out->n = n;
+			consul_kv_list_free(out);
+			goto out;
+		}
+	}
+	out->n = n;
+	ret = 0;
+out:
+	cJSON_Delete(doc);
+	return ret;
+}
+
+int consul_health_service(struct consul *c, const struct consul_service_query *q, uint64_t index, long wait_ms,
+			  enum consul_consistency mode, const deadline_t *dl, struct consul_kv_list *out,
+			  struct consul_meta *meta, char *err, size_t errlen)
+{
+	sk_buf path;
+	char what[300];
+	int ret = -1;
+	bool ok;
+
+	out->n = 0;
+	out->items = NULL;
+	memset(meta, 0, sizeof(*meta));
+	snprintf(what, sizeof(what), "GET /v1/health/service/%.200s", q->name);
+	if (!q->name || !*q->name || strchr(q->name, '/'))
+		return sk_err(err, errlen, "%s: bad service name", what);
+	sk_buf_init(&path, 16384);
+	ok = sk_buf_add(&path, "/v1/health/service/", 19) && add_escaped(&path, q->name, false) &&
+	     sk_buf_add(&path, "?passing", 8);
+	for (size_t i = 0; ok && i < q->ntags; i++)
+		ok = sk_buf_add(&path, "&tag=", 5) && add_escaped(&path, q->tags[i], false);
+	for (size_t i = 0; ok && i < q->nnode_meta; i++)
+		ok = sk_buf_add(&path, "&node-meta=", 11) && add_escaped(&path, q->node_meta[i], false);
+	ok = ok && (!q->near || (sk_buf_add(&path, "&near=", 6) && add_escaped(&path, q->near, false))) &&
+	     (!q->filter || (sk_buf_add(&path, "&filter=", 8) && add_escaped(&path, q->filter, false))) &&
+	     (!q->datacenter || (sk_buf_add(&path, "&dc=", 4) && add_escaped(&path, q->datacenter, false))) &&
+	     (index == 0 || sk_buf_addf(&path, "&index=%" PRIu64, index)) &&
+	     (index == 0 || wait_ms <= 0 || sk_buf_addf(&path, "&wait=%ldms", wait_ms)) &&
+	     (mode == CONSUL_DEFAULT || sk_buf_addf(&path, "&%s", consul_consistency_str(mode)));
+	if (!ok) {
+		sk_err(err, errlen, "%s: query too long", what);
+		goto out;
+	}
+	if (request(c, "GET", path.data, what, NULL, NULL, 0, dl, err, errlen) < 0)
+		goto out;
+	if (c->meta.http_status != 200) {
+		status_error(c, what, err, errlen);
+		goto out;
+	}
+	if (!c->index_seen) {
+		sk_err(err, errlen, "%s: answer without a valid X-Consul-Index header", what);
+		goto out;
+	}
+	{
+		char why[200];
+
+		if (consul_parse_health_json(c->body.data ? c->body.data : "", c->body.len, out, why, sizeof(why)) <
+		    0) {
+			sk_err(err, errlen, "%s: bad answer: %s", what, why);
+			goto out;
+		}
+	}
+	ret = 0;
+out:
+	*meta = c->meta;
+	sk_buf_free(&path);
+	release_big_body(c);
+	return ret;
+}

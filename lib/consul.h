@@ -119,6 +119,30 @@ int consul_kv_list(struct consul *c, const char *prefix, uint64_t index, long wa
 		   const deadline_t *dl, struct consul_kv_list *out, struct consul_meta *meta, char *err,
 		   size_t errlen) SK_MUST_CHECK;
 
+/* A health-checked service to read: GET /v1/health/service/<name>?passing, with each tag (every
+ * one must match), node-meta "key:value" pairs, near, Consul's filter expression and a datacenter
+ * (NULL: the agent's). */
+struct consul_service_query {
+	const char *name;
+	char *const *tags;
+	size_t ntags;
+	char *const *node_meta;
+	size_t nnode_meta;
+	const char *near, *filter, *datacenter;
+};
+
+/* The instances of a service whose checks all pass, as KV pairs: the key "<address>:<port>"
+ * (Service.Address, else Node.Address), the value a JSON object {"node", "id", "weight" (its
+ * Weights.Passing), "meta" (Service.Meta)}. Blocking (index, wait_ms), consistency, meta and
+ * failures as consul_kv_list. */
+int consul_health_service(struct consul *c, const struct consul_service_query *q, uint64_t index, long wait_ms,
+			  enum consul_consistency mode, const deadline_t *dl, struct consul_kv_list *out,
+			  struct consul_meta *meta, char *err, size_t errlen) SK_MUST_CHECK;
+
+/* The parsing half of consul_health_service (pure; fuzzed). */
+int consul_parse_health_json(const char *body, size_t len, struct consul_kv_list *out, char *err,
+			     size_t errlen) SK_MUST_CHECK;
+
 /* The deadline a blocking query with `wait_ms` needs: the wait, Consul's jitter (wait/16) and
  * a margin for the network. */
 long consul_wait_budget_ms(long wait_ms);

@@ -18,6 +18,12 @@ static void oom(size_t n)
 	abort();
 }
 
+void sk_oom(void)
+{
+	oom(0);
+	abort();
+}
+
 void *xmalloc(size_t n)
 {
 	void *p = malloc(n ? n : 1);

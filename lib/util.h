@@ -16,6 +16,8 @@ void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t n);
 char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
+/* The same policy for a library allocation (cJSON) that returned NULL. */
+void sk_oom(void) __attribute__((noreturn));
 
 /* Copy src into dst of size n, always NUL-terminated. Returns false when src was truncated. */
 bool sk_strlcpy(char *dst, const char *src, size_t n);

@@ -230,7 +230,17 @@ static void agent_init(struct agent *ag, struct sync_config *cfg)
 			w->ag = ag;
 			w->ok = true;
 			w->wake_fd = -1;
+			w->svc = -1;
 		}
+	}
+	for (size_t i = 0; i < cfg->layout.nservices && ag->nwatches < AGENT_MAX_WATCHES; i++) {
+		struct watch *w = &ag->watches[ag->nwatches++];
+
+		w->prefix = xstrdup(cfg->layout.services[i].label);
+		w->svc = (int)i;
+		w->ag = ag;
+		w->ok = true;
+		w->wake_fd = -1;
 	}
 	ag->ntargets = cfg->ntargets;
 	ag->targets = xcalloc(cfg->ntargets, sizeof(*ag->targets));

@@ -12,7 +12,7 @@
 #include "layout.h"
 #include "proxysql.h"
 
-#define AGENT_MAX_WATCHES 4
+#define AGENT_MAX_WATCHES (4 + LAYOUT_MAX_SERVICES) /* the four KV prefixes and the services */
 #define AGENT_HIST_BUCKETS 10
 
 struct agent;
@@ -20,7 +20,8 @@ struct agent;
 /* One watched prefix: a blocking-query loop and the last snapshot that passed the guards. */
 struct watch {
 	struct agent *ag;
-	char *prefix;
+	char *prefix; /* a KV prefix, or the label of a service */
+	int svc; /* the index of the service in layout.services; -1: a KV prefix */
 	pthread_t tid;
 	struct consul *c;
 	uint64_t index;
@@ -179,6 +180,11 @@ extern const double agent_hist_bounds_ms[AGENT_HIST_BUCKETS];
 double agent_unix_now(void);
 /* Sleep up to `ms`, returning early (true) once the agent stops. */
 bool agent_nap(struct agent *ag, long ms);
+/* One read of a watch's source (a KV prefix or a service, whose instances get the keys the layout
+ * expects: SERVICE_KEY_PREFIX "<index>/<address>"), as consul_kv_list. */
+int agent_watch_read(struct watch *w, uint64_t index, long wait_ms, const deadline_t *dl, struct consul_kv_list *out,
+		     struct consul_meta *meta, char *err, size_t errlen) SK_MUST_CHECK;
+
 /* End every watcher's request in flight: each then re-reads (or stops, when the agent does). */
 void agent_wake_watchers(struct agent *ag);
 /* The wait before retry number `attempt` (from 0): 250 ms doubling up to `cap_ms`, with jitter

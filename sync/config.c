@@ -133,7 +133,83 @@ static int check_members(config_setting_t *s, const char *const *allowed, size_t
 	return 0;
 }
 
-static int load_cluster(struct layout_cluster *cl, config_setting_t *s, char *err, size_t errlen)
+/* A list of strings ( "a", "b" ) or [ "a", "b" ]; absent: none. */
+static int string_list(config_setting_t *s, const char *name, char ***out, size_t *n, char *err, size_t errlen)
+{
+	config_setting_t *l = config_setting_get_member(s, name);
+
+	*out = NULL;
+	*n = 0;
+	if (!l)
+		return 0;
+	if (!config_setting_is_aggregate(l))
+		return sk_err(err, errlen, "line %d: %s is a list of strings", config_setting_source_line(l), name);
+	for (int i = 0; i < config_setting_length(l); i++) {
+		const char *v = config_setting_get_string_elem(l, i);
+
+		if (!v || !*v || strlen(v) > 200)
+			return sk_err(err, errlen, "line %d: %s holds something other than short strings",
+				      config_setting_source_line(l), name);
+		*out = xrealloc(*out, (*n + 1) * sizeof(char *));
+		(*out)[(*n)++] = xstrdup(v);
+	}
+	return 0;
+}
+
+/* One service source: { name = "mysql"; tags = ["replica"]; hostgroup = 11; ... } (a cluster's
+ * writer_service / reader_service has no hostgroup: the cluster's). */
+static int load_service(struct layout_service *sv, config_setting_t *s, long hostgroup, const char *what, char *err,
+			size_t errlen)
+{
+	static const char *const allowed[] = { "name",   "tags",      "hostgroup",   "datacenter", "near",
+					       "filter", "node_meta", "meta_prefix", "weights" };
+	char label[300];
+	int b = 0;
+
+	if (!config_setting_is_group(s))
+		return sk_err(err, errlen, "line %d: a service is a group { name = ...; }",
+			      config_setting_source_line(s));
+	sv->hostgroup = hostgroup;
+	if (check_members(s, allowed, SK_ARRAY_LEN(allowed), err, errlen) < 0 ||
+	    setting_str(s, "name", true, &sv->name, err, errlen) < 0 ||
+	    string_list(s, "tags", &sv->tags, &sv->ntags, err, errlen) < 0 ||
+	    string_list(s, "node_meta", &sv->node_meta, &sv->nnode_meta, err, errlen) < 0 ||
+	    setting_str(s, "datacenter", false, &sv->datacenter, err, errlen) < 0 ||
+	    setting_str(s, "near", false, &sv->near, err, errlen) < 0 ||
+	    setting_str(s, "filter", false, &sv->filter, err, errlen) < 0 ||
+	    setting_str(s, "meta_prefix", false, &sv->meta_prefix, err, errlen) < 0)
+		return -1;
+	if (hostgroup < 0) {
+		if (setting_long(s, "hostgroup", true, 0, 2147483647L, &sv->hostgroup, err, errlen) < 0)
+			return -1;
+	} else if (config_setting_get_member(s, "hostgroup")) {
+		return sk_err(err, errlen, "line %d: %s takes the cluster's hostgroup; no hostgroup here",
+			      config_setting_source_line(s), what);
+	}
+	if (config_setting_lookup_bool(s, "weights", &b))
+		sv->weights = b;
+	if (!sv->name[0] || strchr(sv->name, '/') || strlen(sv->name) > 200)
+		return sk_err(err, errlen, "line %d: service name '%s' is not a Consul service name",
+			      config_setting_source_line(s), sv->name);
+	for (size_t i = 0; i < sv->nnode_meta; i++)
+		if (!strchr(sv->node_meta[i], ':'))
+			return sk_err(err, errlen, "line %d: node_meta '%s' is not key:value",
+				      config_setting_source_line(s), sv->node_meta[i]);
+	snprintf(label, sizeof(label), "service %s%s%s%s", sv->name, sv->ntags ? " [" : "",
+		 sv->ntags ? sv->tags[0] : "", sv->ntags ? (sv->ntags > 1 ? ",...]" : "]") : "");
+	sv->label = xstrdup(label);
+	return 0;
+}
+
+static struct layout_service *add_service(struct layout_config *l)
+{
+	l->services = xrealloc(l->services, (l->nservices + 1) * sizeof(*l->services));
+	memset(&l->services[l->nservices], 0, sizeof(*l->services));
+	return &l->services[l->nservices++];
+}
+
+static int load_cluster(struct layout_config *l, struct layout_cluster *cl, config_setting_t *s, char *err,
+			size_t errlen)
 {
 	static const char *const allowed[] = {
 		"alias", "writer_hostgroup", "reader_hostgroup", "writer_is_reader", "remote_readers", "roles"
@@ -162,6 +238,23 @@ static int load_cluster(struct layout_cluster *cl, config_setting_t *s, char *er
 	}
 	cl->monitor_roles = roles && strcmp(roles, "monitor") == 0;
 	free(roles);
+	for (int role = 0; role < 2; role++) {
+		const char *name = role ? "reader_service" : "writer_service";
+		config_setting_t *svc = config_setting_get_member(s, name);
+		long hg = role ? cl->reader_hostgroup : cl->writer_hostgroup;
+
+		if (!svc)
+			continue;
+		if (hg < 0)
+			return sk_err(err, errlen, "line %d: reader_service needs a reader_hostgroup",
+				      config_setting_source_line(svc));
+		if (l->nservices >= LAYOUT_MAX_SERVICES)
+			return sk_err(err, errlen, "line %d: more than %d services", config_setting_source_line(svc),
+				      LAYOUT_MAX_SERVICES);
+		if (load_service(add_service(l), svc, hg, name, err, errlen) < 0)
+			return -1;
+		*(role ? &cl->reader_from_service : &cl->writer_from_service) = true;
+	}
 	remote = config_setting_get_member(s, "remote_readers");
 	if (remote) {
 		if (!config_setting_is_list(remote))
@@ -250,8 +343,8 @@ static int file_hook(void *ctx, config_setting_t *s, char *err, size_t errlen)
 		c->layout.clusters = xcalloc(n ? n : 1, sizeof(*c->layout.clusters));
 		for (size_t i = 0; i < n; i++) {
 			c->layout.nclusters = i + 1;
-			if (load_cluster(&c->layout.clusters[i], config_setting_get_elem(s, (unsigned)i), why,
-					 sizeof(why)) < 0)
+			if (load_cluster(&c->layout, &c->layout.clusters[i], config_setting_get_elem(s, (unsigned)i),
+					 why, sizeof(why)) < 0)
 				return sk_err(err, errlen, "config file clusters: %s", why);
 		}
 		return 0;
@@ -267,7 +360,18 @@ static int file_hook(void *ctx, config_setting_t *s, char *err, size_t errlen)
 		}
 		return 0;
 	}
-	return sk_err(err, errlen, "config file line %d: unknown setting '%s' (lists: clusters, targets)",
+	if (strcmp(name, "services") == 0 && config_setting_is_list(s)) {
+		for (int i = 0; i < config_setting_length(s); i++) {
+			if (c->layout.nservices >= LAYOUT_MAX_SERVICES)
+				return sk_err(err, errlen, "config file services: more than %d services",
+					      LAYOUT_MAX_SERVICES);
+			if (load_service(add_service(&c->layout), config_setting_get_elem(s, (unsigned)i), -1,
+					 "a service", why, sizeof(why)) < 0)
+				return sk_err(err, errlen, "config file services: %s", why);
+		}
+		return 0;
+	}
+	return sk_err(err, errlen, "config file line %d: unknown setting '%s' (lists: clusters, targets, services)",
 		      config_setting_source_line(s), name);
 }
 
@@ -344,7 +448,7 @@ static int check_whole(struct sync_config *c, char *err, size_t errlen)
 
 	if (c->ntargets == 0)
 		return sk_err(err, errlen, "no ProxySQL target: set --admin-addr or a targets list in the config file");
-	if (!*l->master_prefix && !*l->replica_prefix && !*l->servers_prefix && !*l->users_prefix)
+	if (!*l->master_prefix && !*l->replica_prefix && !*l->servers_prefix && !*l->users_prefix && !l->nservices)
 		return sk_err(err, errlen, "nothing to watch: every prefix is empty");
 	if ((*l->master_prefix || *l->replica_prefix) && l->nclusters == 0)
 		return sk_err(err, errlen,
@@ -394,6 +498,34 @@ static int check_whole(struct sync_config *c, char *err, size_t errlen)
 			    l->managed_hostgroups[i] == l->clusters[k].reader_hostgroup)
 				return sk_err(err, errlen, "managed hostgroup %ld is also a hostgroup of cluster %s",
 					      l->managed_hostgroups[i], l->clusters[k].alias);
+	/* A hostgroup has exactly one source: a service of the services list owns its hostgroup alone. */
+	for (size_t i = 0; i < l->nservices; i++) {
+		const struct layout_service *a = &l->services[i];
+		bool of_cluster = false;
+		const char *who;
+
+		for (size_t k = 0; k < l->nclusters; k++)
+			of_cluster = of_cluster || ((l->clusters[k].writer_from_service &&
+						     a->hostgroup == l->clusters[k].writer_hostgroup) ||
+						    (l->clusters[k].reader_from_service &&
+						     a->hostgroup == l->clusters[k].reader_hostgroup));
+		if (of_cluster)
+			continue;
+		if ((who = hostgroup_user(l, a->hostgroup)) != NULL)
+			return sk_err(err, errlen,
+				      "%s: hostgroup %ld is also a hostgroup of %s (one source per hostgroup)",
+				      a->label, a->hostgroup, who);
+		for (size_t k = 0; k < l->nclusters; k++)
+			for (size_t r = 0; r < l->clusters[k].nremote; r++)
+				if (l->clusters[k].remote[r].hostgroup == a->hostgroup)
+					return sk_err(err, errlen,
+						      "%s: hostgroup %ld is also a remote_readers hostgroup of %s",
+						      a->label, a->hostgroup, l->clusters[k].alias);
+		for (size_t j = 0; j < i; j++)
+			if (l->services[j].hostgroup == a->hostgroup)
+				return sk_err(err, errlen, "%s and %s share hostgroup %ld (one source per hostgroup)",
+					      l->services[j].label, a->label, a->hostgroup);
+	}
 	if (*l->replica_prefix && !*l->region)
 		for (size_t k = 0; k < l->nclusters; k++)
 			if (l->clusters[k].reader_hostgroup >= 0)

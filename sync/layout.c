@@ -48,6 +48,13 @@ static const struct layout_cluster *find_cluster(const struct layout_config *cfg
 	return NULL;
 }
 
+static const char *json_str_item(const cJSON *o, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+
+	return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
 static void add_server(struct layout_result *r, const struct px_server *s, const char *key)
 {
 	for (size_t i = 0; i < r->servers.n; i++) {
@@ -227,6 +234,8 @@ static void masters(const struct layout_config *cfg, const struct kv_pair *kv, s
 
 		while (n && cfg->master_prefix[n - 1] == '/')
 			n--;
+		if (cl->writer_from_service)
+			continue;
 		snprintf(key, sizeof(key), "%.*s/%s", (int)n, cfg->master_prefix, cl->alias);
 		main_kv = find_key(kv, nkv, key);
 		snprintf(key, sizeof(key), "%.*s/%s/hostname", (int)n, cfg->master_prefix, cl->alias);
@@ -314,6 +323,8 @@ static void replica(const struct layout_config *cfg, const struct kv_pair *kv, s
 	local = cfg->region && strlen(cfg->region) == (size_t)(slash2 - slash1 - 1) &&
 		strncmp(cfg->region, slash1 + 1, (size_t)(slash2 - slash1 - 1)) == 0;
 	if (local) {
+		if (cl->reader_from_service)
+			return; /* its local readers come from reader_service */
 		hg = cl->reader_hostgroup;
 	} else {
 		for (size_t i = 0; i < cl->nremote; i++)
@@ -328,6 +339,73 @@ static void replica(const struct layout_config *cfg, const struct kv_pair *kv, s
 	if (hg < 0)
 		return; /* a region this agent does not route to */
 	server_entry(cfg, r, kv, hg, addr);
+}
+
+/* SERVICE_KEY_PREFIX<index>/<address>:<port> = {"node", "id", "weight", "meta"}: a passing instance. */
+static void service_instance(const struct layout_config *cfg, const struct kv_pair *kv, struct layout_result *r,
+			     const char *rest)
+{
+	static const char *const ints[] = { "weight",  "max_connections", "max_replication_lag",
+					    "use_ssl", "compression",     "max_latency_ms" };
+	char *end = NULL, label[400];
+	long i = strtol(rest, &end, 10);
+	const struct layout_service *sv;
+	cJSON *doc, *attrs, *meta;
+	struct kv_pair one;
+	const char *bad = NULL;
+	char why[200];
+
+	if (!end || *end != '/' || i < 0 || (size_t)i >= cfg->nservices)
+		return;
+	sv = &cfg->services[i];
+	snprintf(label, sizeof(label), "%s: %s", sv->label, end + 1);
+	doc = cJSON_ParseWithLength(kv->value, kv->len);
+	attrs = cJSON_CreateObject();
+	if (!attrs)
+		sk_oom();
+	meta = doc ? cJSON_GetObjectItemCaseSensitive(doc, "meta") : NULL;
+	if (sv->weights && doc && cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(doc, "weight")))
+		cJSON_AddNumberToObject(attrs, "weight", cJSON_GetObjectItemCaseSensitive(doc, "weight")->valuedouble);
+	/* Service.Meta values are strings: numbers are read as numbers, then validated like KV values. */
+	for (size_t k = 0; sv->meta_prefix && cJSON_IsObject(meta) && k < SK_ARRAY_LEN(ints) + 1 && !bad; k++) {
+		const char *attr = k < SK_ARRAY_LEN(ints) ? ints[k] : "comment";
+		char mkey[200];
+		const char *v;
+		long n;
+
+		snprintf(mkey, sizeof(mkey), "%s%s", sv->meta_prefix, attr);
+		v = json_str_item(meta, mkey);
+		if (!v)
+			continue;
+		if (k == SK_ARRAY_LEN(ints)) {
+			cJSON_AddStringToObject(attrs, "comment", v);
+		} else if (sk_parse_long(v, 0, 2147483647L, &n)) {
+			cJSON_DeleteItemFromObjectCaseSensitive(attrs, attr);
+			cJSON_AddNumberToObject(attrs, attr, (double)n);
+		} else {
+			snprintf(why, sizeof(why), "Service.Meta.%.60s '%.40s' is not a number", mkey, v);
+			bad = why;
+		}
+	}
+	cJSON_Delete(doc);
+	if (bad) {
+		char host[MODEL_HOST_MAX + 1];
+		long port;
+
+		reject(r, label, "%s", bad);
+		if (!model_split_address(end + 1, 3306, host, sizeof(host), &port))
+			px_keeps_add(&r->keep_servers, sv->hostgroup, host, port);
+		cJSON_Delete(attrs);
+		return;
+	}
+	one.key = label;
+	one.value = cJSON_PrintUnformatted(attrs);
+	cJSON_Delete(attrs);
+	if (!one.value)
+		sk_oom();
+	one.len = strlen(one.value);
+	server_entry(cfg, r, &one, sv->hostgroup, end + 1);
+	cJSON_free(one.value);
 }
 
 static bool managed(const struct layout_config *cfg, long hg)
@@ -521,7 +599,9 @@ void layout_build(const struct layout_config *cfg, const struct kv_pair *kv, siz
 	for (size_t i = 0; i < nkv; i++) {
 		const char *rest;
 
-		if ((rest = under(kv[i].key, cfg->replica_prefix)) != NULL)
+		if (strncmp(kv[i].key, SERVICE_KEY_PREFIX, sizeof(SERVICE_KEY_PREFIX) - 1) == 0)
+			service_instance(cfg, &kv[i], out, kv[i].key + sizeof(SERVICE_KEY_PREFIX) - 1);
+		else if ((rest = under(kv[i].key, cfg->replica_prefix)) != NULL)
 			replica(cfg, &kv[i], out, rest);
 		else if ((rest = under(kv[i].key, cfg->servers_prefix)) != NULL)
 			generic(cfg, &kv[i], out, rest);
@@ -560,7 +640,7 @@ static int long_cmp(const void *a, const void *b)
 
 size_t layout_owned_hostgroups(const struct layout_config *cfg, long *out, size_t max)
 {
-	size_t n = 0, k = 0, cap = cfg->nmanaged + 1;
+	size_t n = 0, k = 0, cap = cfg->nmanaged + cfg->nservices + 1;
 	long *all;
 
 	for (size_t i = 0; i < cfg->nclusters; i++)
@@ -581,6 +661,8 @@ size_t layout_owned_hostgroups(const struct layout_config *cfg, long *out, size_
 	}
 	for (size_t i = 0; i < cfg->nmanaged; i++)
 		PUSH(cfg->managed_hostgroups[i]);
+	for (size_t i = 0; i < cfg->nservices; i++)
+		PUSH(cfg->services[i].hostgroup);
 #undef PUSH
 	qsort(all, n, sizeof(long), long_cmp);
 	for (size_t i = 0; i < n; i++)
@@ -614,9 +696,29 @@ void layout_config_free(struct layout_config *cfg)
 		free(cfg->clusters[i].remote);
 	}
 	free(cfg->clusters);
+	for (size_t i = 0; i < cfg->nservices; i++)
+		layout_service_free(&cfg->services[i]);
+	free(cfg->services);
 	free(cfg->managed_hostgroups);
 	free(cfg->server_defaults.comment);
 	free(cfg->user_defaults.default_schema);
 	free(cfg->user_tag);
 	memset(cfg, 0, sizeof(*cfg));
+}
+
+void layout_service_free(struct layout_service *sv)
+{
+	free(sv->name);
+	for (size_t i = 0; i < sv->ntags; i++)
+		free(sv->tags[i]);
+	free(sv->tags);
+	for (size_t i = 0; i < sv->nnode_meta; i++)
+		free(sv->node_meta[i]);
+	free(sv->node_meta);
+	free(sv->near);
+	free(sv->filter);
+	free(sv->datacenter);
+	free(sv->meta_prefix);
+	free(sv->label);
+	memset(sv, 0, sizeof(*sv));
 }

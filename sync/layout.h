@@ -7,6 +7,11 @@
 
 #include "model.h"
 
+/* The key a service watcher gives its instances: SERVICE_KEY_PREFIX "<service index>/<address>:<port>"
+ * (a Consul key never starts with '/'). */
+#define SERVICE_KEY_PREFIX "/service/"
+#define LAYOUT_MAX_SERVICES 16
+
 /* One Consul KV entry as the layout sees it. */
 struct kv_pair {
 	char *key;
@@ -19,6 +24,20 @@ struct layout_remote {
 	long hostgroup;
 };
 
+/* A health-checked Consul service as a source of servers (the instances whose checks all pass). */
+struct layout_service {
+	char *name;
+	char **tags; /* every one must match */
+	size_t ntags;
+	char **node_meta; /* "key:value" */
+	size_t nnode_meta;
+	char *near, *filter, *datacenter; /* NULL: not given */
+	long hostgroup;
+	char *meta_prefix; /* Service.Meta "<prefix>weight", "<prefix>max_connections"... become attributes; NULL: none */
+	bool weights; /* weight from Service.Weights.Passing */
+	char *label; /* for logs and /metrics: "service mysql [replica]" */
+};
+
 /* One orchestrator cluster alias and where its servers go. */
 struct layout_cluster {
 	char *alias;
@@ -28,6 +47,9 @@ struct layout_cluster {
 	/* roles = "monitor": KV decides membership only; every member goes into writer_hostgroup and
 	 * ProxySQL's monitor (a mysql_*_hostgroups row) moves it between its hostgroups. */
 	bool monitor_roles;
+	/* The writer / the local readers come from a service (writer_service, reader_service), not
+	 * from the master key / the replica prefix. */
+	bool writer_from_service, reader_from_service;
 	struct layout_remote *remote;
 	size_t nremote;
 };
@@ -40,6 +62,8 @@ struct layout_config {
 	char *region; /* the local region (replicas of other regions need a remote mapping) */
 	struct layout_cluster *clusters;
 	size_t nclusters;
+	struct layout_service *services; /* the services list, then the clusters' writer/reader services */
+	size_t nservices;
 	long *managed_hostgroups; /* hostgroups the generic servers prefix may fill */
 	size_t nmanaged;
 	struct px_server server_defaults; /* weight, max_connections, ... for every server */
@@ -81,5 +105,6 @@ size_t layout_owned_hostgroups(const struct layout_config *cfg, long *out, size_
 bool layout_is_writer_hostgroup(const struct layout_config *cfg, long hg);
 
 void layout_config_free(struct layout_config *cfg);
+void layout_service_free(struct layout_service *sv);
 
 #endif

@@ -49,6 +49,35 @@ static void watch_ignore(struct watch *w, const char *reason, const char *detail
 	w->index = 0;
 }
 
+int agent_watch_read(struct watch *w, uint64_t index, long wait_ms, const deadline_t *dl, struct consul_kv_list *out,
+		     struct consul_meta *meta, char *err, size_t errlen)
+{
+	const struct layout_service *sv;
+	struct consul_service_query q;
+
+	if (w->svc < 0)
+		return consul_kv_list(w->c, w->prefix, index, wait_ms, w->ag->mode, dl, out, meta, err, errlen);
+	sv = &w->ag->cfg->layout.services[w->svc];
+	q = (struct consul_service_query){ .name = sv->name,
+					   .tags = sv->tags,
+					   .ntags = sv->ntags,
+					   .node_meta = sv->node_meta,
+					   .nnode_meta = sv->nnode_meta,
+					   .near = sv->near,
+					   .filter = sv->filter,
+					   .datacenter = sv->datacenter };
+	if (consul_health_service(w->c, &q, index, wait_ms, w->ag->mode, dl, out, meta, err, errlen) < 0)
+		return -1;
+	for (size_t i = 0; i < out->n; i++) { /* the key the layout maps to this service's hostgroup */
+		char key[512];
+
+		snprintf(key, sizeof(key), SERVICE_KEY_PREFIX "%d/%s", w->svc, out->items[i].key);
+		free(out->items[i].key);
+		out->items[i].key = xstrdup(key);
+	}
+	return 0;
+}
+
 /* Clear the watch's wake descriptor; true when it had been written. */
 static bool woken(struct watch *w)
 {
@@ -93,8 +122,7 @@ void *watch_main(void *arg)
 		}
 		idle_answer = true;
 
-		if (consul_kv_list(w->c, w->prefix, w->index, wait_ms, ag->mode, &dl, &list, &meta, err, sizeof(err)) <
-		    0) {
+		if (agent_watch_read(w, w->index, wait_ms, &dl, &list, &meta, err, sizeof(err)) < 0) {
 			if (ag->stop)
 				break;
 			if (woken(w)) { /* a guard wants a fresh read: not a failure */

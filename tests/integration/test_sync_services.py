@@ -1,0 +1,132 @@
+"""proxysql-sync with health-checked Consul services as a source: /v1/health/service/<name>?passing
+with tags and filters, mapped to a hostgroup, mixed with KV, under every guard. Consul (double, or
+real with CONSUL_BIN: services are registered through the agent API) -> the agent -> ProxySQL
+(double, or real with PROXYSQL_BIN).
+"""
+
+import json
+import time
+
+from test_sync import (Agent, consul, memory_servers, put_topology, px, runtime_servers,  # noqa: F401
+                       stop_and_check, wait_until, workdir)
+from test_sync_safety import metric
+
+
+def register(consul, sid, addr, port=3306, name="mysql", tags=("replica",), meta=None, weights=None,
+             status="passing"):
+    body = {"ID": sid, "Name": name, "Address": addr, "Port": port, "Tags": list(tags), "Meta": meta or {},
+            "Check": {"CheckID": "chk-" + sid, "Name": "mysql " + sid, "TTL": "3600s", "Status": status}}
+    if weights:
+        body["Weights"] = weights
+    r = consul.request("PUT", "/v1/agent/service/register", body=json.dumps(body))
+    assert r.status == 200, r
+
+
+def check(consul, sid, state):
+    r = consul.request("PUT", "/v1/agent/check/%s/chk-%s" % (state, sid))
+    assert r.status == 200, r
+
+
+def served(px, hg):
+    return sorted((r[1], r[2]) for r in runtime_servers(px) if r[0] == str(hg) and r[3] == "ONLINE")
+
+
+SERVICES = 'services = ( { name = "mysql"; tags = ["replica"]; hostgroup = 31; meta_prefix = "proxysql_"; weights = true; } );\n'
+
+
+def test_passing_instances_fill_a_hostgroup_and_a_critical_check_drains(consul, px, workdir):
+    """Instances whose checks all pass, with the tag, go into the hostgroup (Service.Address, its port,
+    Weights.Passing and Service.Meta attributes); one whose check turns critical drains out and
+    comes back when it passes; other tags and services stay out."""
+    put_topology(consul, users=False)
+    register(consul, "r1", "10.0.0.1", weights={"Passing": 7, "Warning": 1}, meta={"proxysql_max_connections": "50"})
+    register(consul, "r2", "10.0.0.2", 3307)
+    register(consul, "r3", "10.0.0.3")
+    register(consul, "p1", "10.0.0.9", tags=("primary",))
+    register(consul, "x1", "10.0.0.8", name="other")
+    agent = Agent(consul, [px], workdir, extra=SERVICES + "drain-timeout = 0.0\n").start()
+    try:
+        wait_until("the instances", lambda: served(px, 31) == [("10.0.0.1", "3306"), ("10.0.0.2", "3307"),
+                                                              ("10.0.0.3", "3306")])
+        row = px.query("SELECT weight, max_connections FROM main.mysql_servers WHERE hostname='10.0.0.1'")
+        assert row == [("7", "50")], row
+        check(consul, "r2", "fail")
+        wait_until("r2 gone", lambda: served(px, 31) == [("10.0.0.1", "3306"), ("10.0.0.3", "3306")])
+        check(consul, "r2", "pass")
+        wait_until("r2 back", lambda: ("10.0.0.2", "3307") in served(px, 31))
+        assert metric(agent, "proxysql_sync_consul_up", prefix="service mysql [replica]") == 1
+    finally:
+        stop_and_check(agent)
+
+
+def test_filter_and_a_bad_meta_value(consul, px, workdir):
+    """Consul's filter expression selects instances; a Service.Meta attribute that is not a number
+    is rejected alone, and what the target has for that instance is kept."""
+    put_topology(consul, users=False)
+    register(consul, "r1", "10.0.0.1", meta={"rack": "a"})
+    register(consul, "r2", "10.0.0.2", meta={"rack": "b"})
+    extra = ('services = ( { name = "mysql"; tags = ["replica"]; hostgroup = 31; meta_prefix = "proxysql_";\n'
+             '  filter = "Service.Meta.rack == a"; } );\n')
+    agent = Agent(consul, [px], workdir, extra=extra).start()
+    try:
+        wait_until("the filtered instance", lambda: served(px, 31) == [("10.0.0.1", "3306")])
+        register(consul, "r1", "10.0.0.1", meta={"rack": "a", "proxysql_weight": "heavy"})
+        wait_until("the rejection", lambda: metric(agent, "proxysql_sync_rejected_entries") == 1)
+        time.sleep(1)
+        assert served(px, 31) == [("10.0.0.1", "3306")]
+    finally:
+        stop_and_check(agent)
+
+
+def test_writer_service_empty_keeps_the_writer_and_readers_need_confirmations(consul, px, workdir):
+    """A cluster's writer_service and reader_service: the writer hostgroup is never emptied when the
+    writer service has no passing instance; every reader failing at once is confirmed first."""
+    register(consul, "w1", "10.0.1.1", tags=("primary",))
+    for i in (1, 2, 3):
+        register(consul, "rr%d" % i, "10.0.1.%d" % (10 + i))
+    agent = Agent(consul, [px], workdir, extra="master-prefix = \"\"\nreplica-prefix = \"\"\n")
+    agent.text = agent.text.replace(
+        'reader_hostgroup = 11; }',
+        'reader_hostgroup = 11;\n writer_service = { name = "mysql"; tags = ["primary"]; };\n'
+        ' reader_service = { name = "mysql"; tags = ["replica"]; }; }')
+    agent.write_config()
+    agent.start()
+    try:
+        wait_until("writer and readers", lambda: served(px, 10) == [("10.0.1.1", "3306")] and len(served(px, 11)) == 3)
+        check(consul, "w1", "fail")
+        time.sleep(1.5)
+        assert served(px, 10) == [("10.0.1.1", "3306")]
+        assert "writer hostgroup(s) would be empty" in agent.logs()
+        for i in (1, 2, 3):
+            check(consul, "rr%d" % i, "fail")
+        wait_until("the guard", lambda: "went from 3 to 0 keys" in agent.logs()
+                   or "hostgroup 11 would go from 3 to 0" in agent.logs())
+        wait_until("readers drained after confirmations", lambda: served(px, 11) == [], timeout=20)
+    finally:
+        stop_and_check(agent)
+
+
+def test_mixed_kv_and_services(consul, px, workdir):
+    """KV (orchestrator's master key) for the writer, a service for a hostgroup of its own, KV users."""
+    put_topology(consul)
+    register(consul, "r1", "10.0.0.1")
+    agent = Agent(consul, [px], workdir, extra=SERVICES).start()
+    try:
+        wait_until("both sources", lambda: ("10", "db1", "3306", "ONLINE") in runtime_servers(px)
+                   and served(px, 31) == [("10.0.0.1", "3306")])
+        wait_until("/readyz", agent.ready)
+        assert len(px.query("SELECT username FROM main.mysql_users")) == 2
+    finally:
+        stop_and_check(agent)
+
+
+def test_one_source_per_hostgroup(consul, px, workdir):
+    """--check-config refuses a hostgroup with two sources (a service and a cluster, two services)."""
+    for extra, want in (
+            ('services = ( { name = "mysql"; hostgroup = 11; } );\n', "one source per hostgroup"),
+            ('services = ( { name = "a"; hostgroup = 40; }, { name = "b"; hostgroup = 40; } );\n', "share hostgroup 40"),
+            ('services = ( { name = "a/b"; hostgroup = 40; } );\n', "not a Consul service name"),
+            ('services = ( { name = "a"; } );\n', "hostgroup is missing")):
+        agent = Agent(consul, [px], workdir, extra=extra)
+        r = agent.run("--check-config")
+        assert r.returncode == 2 and want in r.stderr and len(r.stderr.strip().splitlines()) == 1, (extra, r.stderr)
