@@ -108,6 +108,9 @@ static void publish(struct agent *ag, struct layout_result *lr)
 	px_users_free(&ag->want_users);
 	px_keeps_free(&ag->want_keep_servers);
 	px_names_free(&ag->want_keep_users);
+	px_peers_free(&ag->want_peers);
+	ag->want_peers = lr->peers;
+	memset(&lr->peers, 0, sizeof(lr->peers));
 	ag->want_servers = lr->servers;
 	ag->want_users = lr->users;
 	ag->want_keep_servers = lr->keep_servers;
@@ -125,6 +128,7 @@ void agent_want_copy(struct agent *ag, struct agent_want *w)
 	px_users_copy(&w->users, &ag->want_users);
 	px_keeps_copy(&w->keep_servers, &ag->want_keep_servers);
 	px_names_copy(&w->keep_users, &ag->want_keep_users);
+	px_peers_copy(&w->peers, &ag->want_peers);
 }
 
 void agent_want_free(struct agent_want *w)
@@ -133,6 +137,7 @@ void agent_want_free(struct agent_want *w)
 	px_users_free(&w->users);
 	px_keeps_free(&w->keep_servers);
 	px_names_free(&w->keep_users);
+	px_peers_free(&w->peers);
 }
 
 static void *coordinator_main(void *arg)
@@ -206,7 +211,7 @@ static int consul_setup(struct agent *ag, char *err, size_t errlen)
 static void agent_init(struct agent *ag, struct sync_config *cfg)
 {
 	const char *prefixes[] = { cfg->layout.master_prefix, cfg->layout.replica_prefix, cfg->layout.servers_prefix,
-				   cfg->layout.users_prefix };
+				   cfg->layout.users_prefix, cfg->layout.announce_prefix };
 
 	memset(ag, 0, sizeof(*ag));
 	ag->cfg = cfg;
@@ -276,6 +281,8 @@ static void agent_release(struct agent *ag)
 	free(ag->targets);
 	if (ag->lock.c)
 		consul_free(ag->lock.c);
+	if (ag->announce_c)
+		consul_free(ag->announce_c);
 	for (size_t i = 0; i < ag->nlogged; i++)
 		free(ag->logged_rejects[i]);
 	free(ag->logged_rejects);
@@ -283,6 +290,7 @@ static void agent_release(struct agent *ag)
 	px_users_free(&ag->want_users);
 	px_keeps_free(&ag->want_keep_servers);
 	px_names_free(&ag->want_keep_users);
+	px_peers_free(&ag->want_peers);
 	if (ag->cancel_fd >= 0)
 		close(ag->cancel_fd);
 	pthread_cond_destroy(&ag->cv);
@@ -313,6 +321,12 @@ int agent_start(struct agent *ag, struct sync_config *cfg, char *err, size_t err
 		}
 		consul_set_cancel_fd(w->c, w->wake_fd);
 	}
+	if (*opt_str(&cfg->o, "announce-address")) {
+		ag->announce_c = consul_new(&ag->cfg->consul, err, errlen);
+		if (!ag->announce_c)
+			goto fail;
+		consul_set_cancel_fd(ag->announce_c, ag->cancel_fd);
+	}
 	if (agent_single_writer(ag)) {
 		ag->lock.enabled = true;
 		ag->lock.c = consul_new(&ag->cfg->consul, err, errlen);
@@ -329,6 +343,8 @@ int agent_start(struct agent *ag, struct sync_config *cfg, char *err, size_t err
 		pthread_create(&ag->targets[i].tid, NULL, target_main, &ag->targets[i]);
 	if (ag->lock.enabled)
 		pthread_create(&ag->lock.tid, NULL, lock_main, ag);
+	if (ag->announce_c)
+		pthread_create(&ag->announce_tid, NULL, announce_main, ag);
 	return 0;
 fail:
 	agent_release(ag);
@@ -371,6 +387,8 @@ bool agent_stop(struct agent *ag, bool wait_targets)
 	}
 	if (ag->lock.enabled) /* after the targets: the lock is released once nobody writes */
 		pthread_join(ag->lock.tid, NULL);
+	if (ag->announce_c)
+		pthread_join(ag->announce_tid, NULL);
 	agent_release(ag);
 	return true;
 }

@@ -12,7 +12,7 @@
 #include "layout.h"
 #include "proxysql.h"
 
-#define AGENT_MAX_WATCHES (4 + LAYOUT_MAX_SERVICES) /* the four KV prefixes and the services */
+#define AGENT_MAX_WATCHES (5 + LAYOUT_MAX_SERVICES) /* the five KV prefixes and the services */
 #define AGENT_HIST_BUCKETS 10
 
 struct agent;
@@ -121,6 +121,7 @@ struct agent {
 	struct px_users want_users;
 	struct px_keeps want_keep_servers;
 	struct px_names want_keep_users;
+	struct px_peers want_peers;
 	int64_t reread_until_us; /* a target confirms a shrink: watchers re-read at once until then */
 	unsigned long desired_gen;
 	bool have_desired;
@@ -128,6 +129,8 @@ struct agent {
 	size_t ntargets;
 	pthread_t coordinator;
 	struct cluster_lock lock;
+	struct consul *announce_c; /* announce-address: announce.c's client; NULL: not announcing */
+	pthread_t announce_tid;
 	long owned[AGENT_MAX_HOSTGROUPS];
 	size_t nowned;
 	/* metrics (under mu) */
@@ -157,6 +160,7 @@ int agent_once(struct sync_config *cfg, bool dry_run);
 struct agent_want {
 	struct px_servers servers;
 	struct px_users users;
+	struct px_peers peers; /* the announced fleet, for proxysql_servers */
 	struct px_keeps keep_servers;
 	struct px_names keep_users;
 };
@@ -194,6 +198,7 @@ long agent_backoff_ms(int attempt, long cap_ms);
 void *watch_main(void *arg);
 void *target_main(void *arg);
 void *lock_main(void *arg);
+void *announce_main(void *arg);
 
 /* single-writer (lock.c): whether a target of this agent uses it, and whether this agent holds the
  * cluster lock now (and may write). */

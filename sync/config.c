@@ -35,6 +35,12 @@ const struct opt_def sync_options[] = {
 	{"replica-prefix", 0, OPT_STRING, "PREFIX", "mysql/replica", NULL, 0, 0, NULL, "Replicas as <prefix>/<alias>/<region>/<host:port> ('' to ignore).", 0},
 	{"servers-prefix", 0, OPT_STRING, "PREFIX", "", NULL, 0, 0, NULL, "Generic servers as <prefix>/<hostgroup>/<host:port> = JSON attributes ('' to ignore).", 0},
 	{"users-prefix", 0, OPT_STRING, "PREFIX", "", NULL, 0, 0, NULL, "Users as <prefix>/<username> = JSON ('' to ignore).", 0},
+	{"announce-prefix", 0, OPT_STRING, "PREFIX", "", NULL, 0, 0, NULL, "ProxySQL hosts announce themselves as <prefix>/<host>_<port> = {hostname, port, weight, comment}; with proxysql-servers, every target's proxysql_servers follows it ('' to turn off).", 0},
+	{"announce-address", 0, OPT_STRING, "HOST:PORT", "", "PROXYSQL_SYNC_ANNOUNCE_ADDRESS", 0, 0, NULL, "Announce this ProxySQL under announce-prefix, as its peers reach its admin port (a key under a TTL session that ends with the node or the agent; '' to not announce).", 0},
+	{"announce-weight", 0, OPT_INT, "N", "0", NULL, 0, 10000000, NULL, "The weight announced with announce-address.", 0},
+	{"announce-comment", 0, OPT_STRING, "TEXT", "", NULL, 0, 0, NULL, "The comment announced with announce-address.", 0},
+	{"announce-ttl", 0, OPT_NUMBER, "SECONDS", "15", NULL, 1, 86400, NULL, "The TTL of the announce key's session (renewed at a third of it).", 0},
+	{"proxysql-servers", 0, OPT_FLAG, NULL, "1", NULL, 0, 0, NULL, "With announce-prefix: keep each target's proxysql_servers equal to the announced fleet (the target itself always stays).", 0},
 	{"region", 0, OPT_STRING, "NAME", "", "PROXYSQL_SYNC_REGION", 0, 0, NULL, "This ProxySQL's region: its replicas go to each cluster's reader_hostgroup.", 0},
 	{"managed-hostgroups", 0, OPT_STRING, "ID[,ID...]", "", NULL, 0, 0, NULL, "Hostgroups the generic servers prefix may fill.", 0},
 	{"admin-addr", 0, OPT_STRING, "HOST:PORT", NULL, "PROXYSQL_ADMIN_ADDR", 0, 0, NULL, "One ProxySQL admin target (more in the config file's targets list).", 0},
@@ -448,7 +454,22 @@ static int check_whole(struct sync_config *c, char *err, size_t errlen)
 
 	if (c->ntargets == 0)
 		return sk_err(err, errlen, "no ProxySQL target: set --admin-addr or a targets list in the config file");
-	if (!*l->master_prefix && !*l->replica_prefix && !*l->servers_prefix && !*l->users_prefix && !l->nservices)
+	if (*opt_str(&c->o, "announce-address")) {
+		char host[256];
+		long port;
+		const char *bad =
+			model_split_address(opt_str(&c->o, "announce-address"), 6032, host, sizeof(host), &port);
+
+		if (bad || !strchr(opt_str(&c->o, "announce-address"), ':'))
+			return sk_err(err, errlen, "announce-address '%s' %s", opt_str(&c->o, "announce-address"),
+				      bad ? bad : "needs a port (HOST:PORT)");
+		if (!*opt_str(&c->o, "announce-prefix"))
+			return sk_err(err, errlen, "announce-address needs an announce-prefix");
+		if (model_check_text(opt_str(&c->o, "announce-comment"), MODEL_COMMENT_MAX))
+			return sk_err(err, errlen, "announce-comment is not printable text of at most 255 bytes");
+	}
+	if (!*l->master_prefix && !*l->replica_prefix && !*l->servers_prefix && !*l->users_prefix && !l->nservices &&
+	    !*l->announce_prefix)
 		return sk_err(err, errlen, "nothing to watch: every prefix is empty");
 	if ((*l->master_prefix || *l->replica_prefix) && l->nclusters == 0)
 		return sk_err(err, errlen,
@@ -582,6 +603,7 @@ enum opts_result sync_config_load(struct sync_config *c, int argc, char **argv, 
 	l->replica_prefix = xstrdup(opt_str(&c->o, "replica-prefix"));
 	l->servers_prefix = xstrdup(opt_str(&c->o, "servers-prefix"));
 	l->users_prefix = xstrdup(opt_str(&c->o, "users-prefix"));
+	l->announce_prefix = xstrdup(opt_flag(&c->o, "proxysql-servers") ? opt_str(&c->o, "announce-prefix") : "");
 	l->region = xstrdup(opt_str(&c->o, "region"));
 	l->user_tag = xstrdup(opt_str(&c->o, "user-tag"));
 	if (parse_id_list(opt_str(&c->o, "managed-hostgroups"), &l->managed_hostgroups, &l->nmanaged) < 0) {

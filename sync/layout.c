@@ -408,6 +408,39 @@ static void service_instance(const struct layout_config *cfg, const struct kv_pa
 	cJSON_free(one.value);
 }
 
+/* <announce prefix>/<id> = {"hostname": ..., "port": ..., "weight": ..., "comment": ...} */
+static void announced(const struct kv_pair *kv, struct layout_result *r)
+{
+	cJSON *doc;
+	const cJSON *port, *weight;
+	const char *host, *comment, *bad = NULL;
+	long w = 0;
+
+	if (!value_ok(r, kv))
+		return;
+	doc = cJSON_ParseWithLength(kv->value, kv->len);
+	host = doc ? json_str_item(doc, "hostname") : NULL;
+	port = doc ? cJSON_GetObjectItemCaseSensitive(doc, "port") : NULL;
+	weight = doc ? cJSON_GetObjectItemCaseSensitive(doc, "weight") : NULL;
+	comment = doc ? json_str_item(doc, "comment") : NULL;
+	if (!cJSON_IsObject(doc))
+		bad = "value is not a JSON object";
+	else if (!host || (bad = model_check_host(host)) != NULL)
+		bad = bad ? bad : "has no hostname";
+	else if (!cJSON_IsNumber(port) || port->valuedouble < 1 || port->valuedouble > 65535 ||
+		 port->valuedouble != (double)(long)port->valuedouble)
+		bad = "port is not a number from 1 to 65535";
+	else if (weight && (int_attr(weight, 0, 10000000, &w) != NULL))
+		bad = "weight is not a number from 0 to 10000000";
+	else if (comment && model_check_text(comment, MODEL_COMMENT_MAX))
+		bad = "comment is not printable text";
+	if (bad)
+		reject(r, kv->key, "%s", bad);
+	else
+		px_peers_add(&r->peers, host, (long)port->valuedouble, w, comment);
+	cJSON_Delete(doc);
+}
+
 static bool managed(const struct layout_config *cfg, long hg)
 {
 	for (size_t i = 0; i < cfg->nmanaged; i++)
@@ -607,11 +640,14 @@ void layout_build(const struct layout_config *cfg, const struct kv_pair *kv, siz
 			generic(cfg, &kv[i], out, rest);
 		else if ((rest = under(kv[i].key, cfg->users_prefix)) != NULL)
 			user(cfg, &kv[i], out, rest);
+		else if ((rest = under(kv[i].key, cfg->announce_prefix)) != NULL && *rest && !strchr(rest, '/'))
+			announced(&kv[i], out);
 	}
 	px_servers_sort(&out->servers);
 	px_users_sort(&out->users);
 	unique_users(&out->users);
 	px_names_sort(&out->keep_users);
+	px_peers_sort(&out->peers);
 }
 
 void layout_result_free(struct layout_result *r)
@@ -628,6 +664,7 @@ void layout_result_free(struct layout_result *r)
 	free(r->unsettled);
 	px_keeps_free(&r->keep_servers);
 	px_names_free(&r->keep_users);
+	px_peers_free(&r->peers);
 	memset(r, 0, sizeof(*r));
 }
 
@@ -688,6 +725,7 @@ void layout_config_free(struct layout_config *cfg)
 	free(cfg->replica_prefix);
 	free(cfg->servers_prefix);
 	free(cfg->users_prefix);
+	free(cfg->announce_prefix);
 	free(cfg->region);
 	for (size_t i = 0; i < cfg->nclusters; i++) {
 		free(cfg->clusters[i].alias);

@@ -59,6 +59,7 @@ struct layout_config {
 	char *replica_prefix; /* <prefix>/<alias>/<region>/<host[:port]>; "" = off */
 	char *servers_prefix; /* <prefix>/<hostgroup>/<host[:port]> = optional JSON attributes; "" = off */
 	char *users_prefix; /* <prefix>/<username> = JSON; "" = off */
+	char *announce_prefix; /* <prefix>/<id> = {"hostname", "port", "weight", "comment"}: the ProxySQL fleet; "" = off */
 	char *region; /* the local region (replicas of other regions need a remote mapping) */
 	struct layout_cluster *clusters;
 	size_t nclusters;
@@ -89,6 +90,7 @@ struct layout_result {
 	 * writer hostgroup, a user), to be left as each target has it. */
 	struct px_keeps keep_servers;
 	struct px_names keep_users; /* sorted */
+	struct px_peers peers; /* the announced ProxySQL fleet (proxysql_servers); sorted */
 };
 
 /* Build the desired state from `kv` (any order). Invalid entries are rejected one by one with a

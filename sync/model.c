@@ -383,3 +383,62 @@ const struct px_family *px_family_of(const struct px_families *f, long hg)
 				return &f->v[i];
 	return NULL;
 }
+
+void px_peers_add(struct px_peers *a, const char *host, long port, long weight, const char *comment)
+{
+	a->v = xrealloc(a->v, (a->n + 1) * sizeof(*a->v));
+	a->v[a->n].host = xstrdup(host);
+	a->v[a->n].port = port;
+	a->v[a->n].weight = weight;
+	a->v[a->n].comment = xstrdup(comment ? comment : "");
+	a->n++;
+}
+
+static int peer_cmp(const void *x, const void *y)
+{
+	const struct px_peer *a = x, *b = y;
+	int c = strcmp(a->host, b->host);
+
+	return c ? c : a->port < b->port ? -1 : a->port > b->port;
+}
+
+void px_peers_sort(struct px_peers *a)
+{
+	size_t k = 0;
+
+	if (a->n > 1)
+		qsort(a->v, a->n, sizeof(*a->v), peer_cmp);
+	for (size_t i = 0; i < a->n; i++) {
+		if (k && peer_cmp(&a->v[k - 1], &a->v[i]) == 0) {
+			free(a->v[i].host);
+			free(a->v[i].comment);
+			continue;
+		}
+		a->v[k++] = a->v[i];
+	}
+	a->n = k;
+}
+
+const struct px_peer *px_peers_find(const struct px_peers *a, const char *host, long port)
+{
+	struct px_peer key = { .host = (char *)host, .port = port };
+
+	return a->n ? bsearch(&key, a->v, a->n, sizeof(*a->v), peer_cmp) : NULL;
+}
+
+void px_peers_copy(struct px_peers *dst, const struct px_peers *src)
+{
+	memset(dst, 0, sizeof(*dst));
+	for (size_t i = 0; i < src->n; i++)
+		px_peers_add(dst, src->v[i].host, src->v[i].port, src->v[i].weight, src->v[i].comment);
+}
+
+void px_peers_free(struct px_peers *a)
+{
+	for (size_t i = 0; i < a->n; i++) {
+		free(a->v[i].host);
+		free(a->v[i].comment);
+	}
+	free(a->v);
+	memset(a, 0, sizeof(*a));
+}

@@ -82,6 +82,24 @@ bool model_sql_quote(sk_buf *b, const char *s) SK_MUST_CHECK;
 /* Split "host:port", "[v6]:port" or "host" (port = default_port). Returns NULL or a reason. */
 const char *model_split_address(const char *addr, long default_port, char *host, size_t hostlen, long *port);
 
+/* One proxysql_servers row: a member of this ProxySQL's ProxySQL Cluster. */
+struct px_peer {
+	char *host;
+	long port, weight;
+	char *comment;
+};
+
+struct px_peers {
+	size_t n;
+	struct px_peer *v;
+};
+
+void px_peers_add(struct px_peers *a, const char *host, long port, long weight, const char *comment);
+void px_peers_sort(struct px_peers *a); /* by host, port; duplicates dropped (the first stands) */
+const struct px_peer *px_peers_find(const struct px_peers *a, const char *host, long port);
+void px_peers_copy(struct px_peers *dst, const struct px_peers *src);
+void px_peers_free(struct px_peers *a);
+
 /* A server key the agent must leave as the target has it (a KV key whose value was rejected):
  * host NULL means every server of the hostgroup. */
 struct px_keep {

@@ -581,3 +581,75 @@ void plan_target(const struct plan_inputs *in, struct plan_options *o, struct pl
 	plan_build(in->want_servers, users ? in->want_users : NULL, in->have_servers, users ? in->have_users : NULL,
 		   in->drains, in->ndrains, o, out);
 }
+
+/* ---- proxysql_servers ------------------------------------------------------------------- */
+
+static bool where_peer(sk_buf *b, const struct px_peer *x)
+{
+	return ADD_LIT(b, " WHERE hostname=") && model_sql_quote(b, x->host) &&
+	       sk_buf_addf(b, " AND port=%ld", x->port);
+}
+
+static void peer_step(struct plan *p, const char *verb, const struct px_peer *x)
+{
+	sk_buf b;
+	bool ok;
+
+	sk_buf_init(&b, SQL_MAX);
+	if (strcmp(verb, "INSERT") == 0)
+		ok = ADD_LIT(&b, "INSERT INTO proxysql_servers (hostname, port, weight, comment) VALUES (") &&
+		     model_sql_quote(&b, x->host) && sk_buf_addf(&b, ", %ld, %ld, ", x->port, x->weight) &&
+		     model_sql_quote(&b, x->comment) && ADD_LIT(&b, ")");
+	else if (strcmp(verb, "UPDATE") == 0)
+		ok = sk_buf_addf(&b, "UPDATE proxysql_servers SET weight=%ld, comment=", x->weight) &&
+		     model_sql_quote(&b, x->comment) && where_peer(&b, x);
+	else
+		ok = ADD_LIT(&b, "DELETE FROM proxysql_servers") && where_peer(&b, x);
+	if (ok)
+		add_step(p, &b, NULL);
+	else
+		sk_buf_free(&b);
+}
+
+static bool same_peers(const struct px_peers *a, const struct px_peers *b)
+{
+	if (a->n != b->n)
+		return false;
+	for (size_t i = 0; i < a->n; i++)
+		if (strcmp(a->v[i].host, b->v[i].host) != 0 || a->v[i].port != b->v[i].port ||
+		    a->v[i].weight != b->v[i].weight || strcmp(a->v[i].comment, b->v[i].comment) != 0)
+			return false;
+	return true;
+}
+
+void plan_peers(const struct px_peers *want, const struct px_peers *have, const struct px_peers *runtime,
+		const struct px_peer *self, bool save_to_disk, struct plan *p)
+{
+	size_t before = p->n;
+
+	for (size_t i = 0; i < want->n; i++) {
+		const struct px_peer *h = px_peers_find(have, want->v[i].host, want->v[i].port);
+
+		if (!h) {
+			peer_step(p, "INSERT", &want->v[i]);
+			p->peer_inserts++;
+		} else if (h->weight != want->v[i].weight || strcmp(h->comment, want->v[i].comment) != 0) {
+			peer_step(p, "UPDATE", &want->v[i]);
+			p->peer_updates++;
+		}
+	}
+	for (size_t i = 0; i < have->n; i++) {
+		const struct px_peer *h = &have->v[i];
+
+		if (px_peers_find(want, h->host, h->port) ||
+		    (self && strcmp(self->host, h->host) == 0 && self->port == h->port))
+			continue;
+		peer_step(p, "DELETE", h);
+		p->peer_deletes++;
+	}
+	if (p->n > before || (runtime && !same_peers(have, runtime))) {
+		add_literal(p, "LOAD PROXYSQL SERVERS TO RUNTIME");
+		if (save_to_disk)
+			add_literal(p, "SAVE PROXYSQL SERVERS TO DISK");
+	}
+}

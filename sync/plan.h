@@ -54,6 +54,7 @@ struct plan {
 	/* Counts for logs and metrics. */
 	size_t server_inserts, server_updates, server_drains, server_deletes, draining;
 	size_t user_inserts, user_updates, user_deletes;
+	size_t peer_inserts, peer_updates, peer_deletes;
 	bool servers_changed, users_changed;
 	/* Left alone: KV users that collide with a user that is not the agent's (adopt_users off),
 	 * KV users named like a protected login; the first name of each, for the log. */
@@ -73,6 +74,12 @@ struct plan {
 void plan_build(const struct px_servers *want_servers, const struct px_users *want_users,
 		const struct px_servers *have_servers, const struct px_users *have_users,
 		const struct plan_drain *drains, size_t ndrains, const struct plan_options *o, struct plan *out);
+
+/* proxysql_servers: make `have` (memory) equal `want` (the announced fleet), never removing `self`
+ * (the target itself; NULL: none); LOAD PROXYSQL SERVERS TO RUNTIME when a row changed or runtime
+ * differs from memory, SAVE ... TO DISK with save_to_disk. Appends to `p`. Pure. */
+void plan_peers(const struct px_peers *want, const struct px_peers *have, const struct px_peers *runtime,
+		const struct px_peer *self, bool save_to_disk, struct plan *p);
 
 /* Memory against runtime. Servers: runtime's SHUNNED counts as ONLINE, OFFLINE_HARD rows (removed,
  * still in the pool) are left out on both sides, and the hostgroups of one monitor row count as

@@ -117,6 +117,26 @@ int pxadmin_read_runtime(struct pxadmin *a, const deadline_t *dl, struct px_serv
 	return read_layer(a, "runtime_mysql_", dl, servers, users, e);
 }
 
+int pxadmin_read_peers(struct pxadmin *a, bool runtime, const deadline_t *dl, struct px_peers *out, struct db_err *e)
+{
+	MYSQL_RES *res;
+	MYSQL_ROW row;
+
+	memset(out, 0, sizeof(*out));
+	if (db_query(&a->db,
+		     runtime ? "SELECT hostname, port, weight, comment FROM runtime_proxysql_servers"
+			     : "SELECT hostname, port, weight, comment FROM main.proxysql_servers",
+		     dl, &res, e) < 0)
+		return -1;
+	while (res && (row = mysql_fetch_row(res)) != NULL)
+		px_peers_add(out, row[0] ? row[0] : "", col_long(row[1], 6032), col_long(row[2], 0),
+			     row[3] ? row[3] : "");
+	if (res)
+		mysql_free_result(res);
+	px_peers_sort(out);
+	return 0;
+}
+
 /* "0x248FC739B0B507DA" (or "0x00" for an empty table) as a number; 0 when unreadable. */
 static uint64_t checksum_value(const char *v)
 {
@@ -203,7 +223,8 @@ static int read_identity(struct pxadmin *a, const deadline_t *dl, struct px_fact
 	static const char names[] = "variable_name IN ('admin-admin_credentials', 'admin-stats_credentials', "
 				    "'admin-cluster_username', 'mysql-monitor_username', "
 				    "'admin-cluster_mysql_servers_diffs_before_sync', "
-				    "'admin-cluster_mysql_users_diffs_before_sync')";
+				    "'admin-cluster_mysql_users_diffs_before_sync', "
+				    "'admin-cluster_proxysql_servers_diffs_before_sync')";
 	MYSQL_RES *res;
 	MYSQL_ROW row;
 	char sql[900];
@@ -230,6 +251,9 @@ static int read_identity(struct pxadmin *a, const deadline_t *dl, struct px_fact
 		else if (runtime && strcmp(name, "admin-cluster_mysql_users_diffs_before_sync") == 0 &&
 			 sk_parse_long(v, 0, 2147483647L, &n))
 			f->users_diffs_before_sync = n;
+		else if (runtime && strcmp(name, "admin-cluster_proxysql_servers_diffs_before_sync") == 0 &&
+			 sk_parse_long(v, 0, 2147483647L, &n))
+			f->peers_diffs_before_sync = n;
 		if (row[2])
 			sk_wipe(row[2], strlen(row[2])); /* credentials: passwords, never kept */
 	}

@@ -36,6 +36,10 @@ int pxadmin_read(struct pxadmin *a, const deadline_t *dl, struct px_servers *ser
 int pxadmin_read_runtime(struct pxadmin *a, const deadline_t *dl, struct px_servers *servers, struct px_users *users,
 			 struct db_err *e) SK_MUST_CHECK;
 
+/* proxysql_servers of memory (main) or runtime; sorted. */
+int pxadmin_read_peers(struct pxadmin *a, bool runtime, const deadline_t *dl, struct px_peers *out,
+		       struct db_err *e) SK_MUST_CHECK;
+
 /* What the target says of itself, read at every reconcile. */
 struct px_facts {
 	struct px_names protected_users; /* the user names of admin-admin_credentials, admin-stats_credentials,
@@ -43,7 +47,7 @@ struct px_facts {
 					    runtime); sorted. The passwords are never kept. */
 	struct px_families families; /* the rows of the four monitor hostgroup tables (runtime) */
 	long cluster_peers; /* rows of runtime_proxysql_servers: > 0 when it is in a ProxySQL Cluster */
-	long servers_diffs_before_sync, users_diffs_before_sync; /* > 0: the table is pulled from peers */
+	long servers_diffs_before_sync, users_diffs_before_sync, peers_diffs_before_sync; /* > 0: pulled from peers */
 };
 
 int pxadmin_read_facts(struct pxadmin *a, const deadline_t *dl, struct px_facts *f, struct db_err *e) SK_MUST_CHECK;

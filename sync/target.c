@@ -76,6 +76,7 @@ struct tstate {
 	struct px_checksums ck;
 	struct px_servers mem_s, rt_s;
 	struct px_users mem_u, rt_u;
+	struct px_peers mem_p, rt_p; /* proxysql_servers, when the agent manages it */
 	bool have_rt_s;
 	/* What this target lets the agent write (scope()): the owned hostgroups less those of
 	 * clusters refused here, the tables refused, and why. */
@@ -202,6 +203,16 @@ static int disable_pull(struct agent *ag, struct target *t, struct tstate *st, c
 		*pulled[tb] = 0;
 		changed = true;
 	}
+	if (*ag->cfg->layout.announce_prefix && st->facts.peers_diffs_before_sync > 0) {
+		/* proxysql_servers follows the announced fleet: the agent's too */
+		if (pxadmin_exec(&t->px, "SET admin-cluster_proxysql_servers_diffs_before_sync=0", dl, e) < 0)
+			return -1;
+		log_info("target %s: ProxySQL Cluster member: no longer pulls proxysql_servers from its peers "
+			 "(cluster-mode = disable-pull; the agent keeps it equal to announce-prefix)",
+			 t->pt.name);
+		st->facts.peers_diffs_before_sync = 0;
+		changed = true;
+	}
 	if (changed && (pxadmin_exec(&t->px, "LOAD ADMIN VARIABLES TO RUNTIME", dl, e) < 0 ||
 			pxadmin_exec(&t->px, "SAVE ADMIN VARIABLES TO DISK", dl, e) < 0))
 		return -1;
@@ -215,12 +226,16 @@ static void tstate_free(struct tstate *st)
 	px_servers_free(&st->rt_s);
 	px_users_free(&st->mem_u);
 	px_users_free(&st->rt_u);
+	px_peers_free(&st->mem_p);
+	px_peers_free(&st->rt_p);
 	memset(st, 0, sizeof(*st));
 }
 
 static int read_state(struct target *t, bool users, bool disk, const deadline_t *dl, struct tstate *st,
 		      struct db_err *e)
 {
+	bool peers = *t->ag->cfg->layout.announce_prefix != '\0';
+
 	memset(st, 0, sizeof(*st));
 	if (pxadmin_read_facts(&t->px, dl, &st->facts, e) < 0 ||
 	    pxadmin_read(&t->px, dl, &st->mem_s, users ? &st->mem_u : NULL, e) < 0 ||
@@ -229,6 +244,9 @@ static int read_state(struct target *t, bool users, bool disk, const deadline_t 
 	/* Equal checksums: runtime was loaded from this memory and the monitor has moved nothing. */
 	st->have_rt_s = st->ck.servers_memory != st->ck.servers_runtime;
 	if (pxadmin_read_runtime(&t->px, dl, st->have_rt_s ? &st->rt_s : NULL, users ? &st->rt_u : NULL, e) < 0)
+		return -1;
+	if (peers && (pxadmin_read_peers(&t->px, false, dl, &st->mem_p, e) < 0 ||
+		      pxadmin_read_peers(&t->px, true, dl, &st->rt_p, e) < 0))
 		return -1;
 	return 0;
 }
@@ -268,6 +286,27 @@ static void plan_state(struct agent *ag, const struct tstate *st, const struct p
 	};
 
 	plan_target(&in, &po, out, ds, du);
+	if (*cfg->layout.announce_prefix) {
+		/* The announced fleet, this target itself always in it (announce-address). */
+		struct px_peers fleet;
+		struct px_peer self = { 0 };
+		char host[256];
+		bool have_self = *opt_str(&cfg->o, "announce-address") &&
+				 !model_split_address(opt_str(&cfg->o, "announce-address"), 6032, host, sizeof(host),
+						      &self.port);
+
+		px_peers_copy(&fleet, &want->peers);
+		if (have_self) {
+			self.host = host;
+			self.weight = opt_int(&cfg->o, "announce-weight");
+			self.comment = (char *)opt_str(&cfg->o, "announce-comment");
+			px_peers_add(&fleet, self.host, self.port, self.weight, self.comment);
+			px_peers_sort(&fleet);
+		}
+		plan_peers(&fleet, &st->mem_p, &st->rt_p, have_self ? &self : NULL, opt_flag(&cfg->o, "save-to-disk"),
+			   out);
+		px_peers_free(&fleet);
+	}
 }
 
 static unsigned long reads_now(struct agent *ag)
