@@ -1081,3 +1081,280 @@ def test_fault_wipe(fresh, ns):
     r = fresh.get(ns + "k")
     assert r.status == 404 and r.index == 1
     assert fresh.get("", recurse=True).status == 404
+
+
+# ---------------------------------------------------------------------------
+# Services, checks and /v1/health/service (health.mdx, agent/service.mdx,
+# agent/check.mdx, catalog.mdx; agent/health_endpoint.go and state/catalog.go
+# where the docs are silent)
+# ---------------------------------------------------------------------------
+
+@pytest.fixture
+def svc():
+    """A service name of this test's own."""
+    return "svc-" + uuid.uuid4().hex[:10]
+
+
+def register(c, name, sid=None, token=None, **fields):
+    body = dict({"Name": name, "ID": sid or name}, **fields)
+    r = c.request("PUT", "/v1/agent/service/register", body=json.dumps(body), token=token)
+    assert r.status == 200, r
+    return body["ID"]
+
+
+def health(c, name, query="", **params):
+    """GET /v1/health/service/<name>; query is a raw string for repeated
+    parameters (tag=a&tag=b)."""
+    path = "/v1/health/service/" + name + ("?" + query if query else "")
+    return c.request("GET", path, params=params, timeout=params.pop("timeout", 30) if "timeout" in params
+                     else 30)
+
+
+def check_pass(c, check_id, verb="pass", note=None):
+    r = c.request("PUT", "/v1/agent/check/%s/%s" % (verb, check_id), params={"note": note})
+    assert r.status == 200, r
+
+
+def test_health_service_shape(consul, svc):
+    """health.mdx "List Service Instances for Service": an array of {Node,
+    Service, Checks}; Checks holds the service's checks and the node's
+    serfHealth ("Serf Health Status", ServiceTags []); a check registered with
+    a service gets the ID "service:<id>" and the name "Service '<name>' check"
+    (agent/service.mdx); Weights default to Passing 1, Warning 1."""
+    register(consul, svc, svc + "-1", Tags=["primary"], Address="10.0.0.5", Port=3306,
+             Meta={"role": "writer"}, Check={"TTL": "30s"})
+    r = health(consul, svc)
+    assert r.status == 200 and r.header("Content-Type") == "application/json"
+    assert r.index >= 1 and r.header("X-Consul-KnownLeader") == "true"
+    [row] = r.json()
+    assert list(row) == ["Node", "Service", "Checks"]
+    node = row["Node"]
+    assert {"ID", "Node", "Address", "Datacenter", "TaggedAddresses", "Meta", "CreateIndex",
+            "ModifyIndex"} <= set(node)
+    assert node["Node"] == consul.node and node["Datacenter"] == consul.dc
+    s = row["Service"]
+    assert {"ID", "Service", "Tags", "Address", "Meta", "Port", "Weights", "EnableTagOverride",
+            "CreateIndex", "ModifyIndex"} <= set(s)
+    assert (s["ID"], s["Service"], s["Tags"], s["Address"], s["Port"], s["Meta"]) == (
+        svc + "-1", svc, ["primary"], "10.0.0.5", 3306, {"role": "writer"})
+    assert s["Weights"] == {"Passing": 1, "Warning": 1}
+    checks = {c["CheckID"]: c for c in row["Checks"]}
+    assert set(checks) == {"serfHealth", "service:%s-1" % svc}
+    serf = checks["serfHealth"]
+    assert (serf["Name"], serf["Status"], serf["ServiceID"], serf["ServiceName"], serf["ServiceTags"]) == (
+        "Serf Health Status", "passing", "", "", [])
+    mine = checks["service:%s-1" % svc]
+    assert mine["Name"] == "Service '%s' check" % svc
+    assert (mine["ServiceID"], mine["ServiceName"], mine["ServiceTags"]) == (svc + "-1", svc, ["primary"])
+    assert mine["Status"] == "critical"            # agent/check.mdx: TTL checks start critical
+    assert {"Node", "CheckID", "Name", "Status", "Notes", "Output", "ServiceID", "ServiceName",
+            "ServiceTags", "Type", "CreateIndex", "ModifyIndex"} <= set(mine)
+    assert mine["Type"] == "ttl"
+
+
+def test_health_unknown_service_and_missing_name(consul, svc):
+    """An unknown service answers 200 [] with an index (never 0);
+    health_endpoint.go: no name -> 400 "Missing service name"."""
+    r = health(consul, svc)
+    assert r.status == 200 and r.json() == [] and r.index >= 1
+    r = consul.request("GET", "/v1/health/service/")
+    assert r.status == 400 and r.text == "Missing service name"
+
+
+def test_health_passing_and_ttl_check_states(consul, svc):
+    """health.mdx passing: "only nodes with all checks in the passing state";
+    agent/check.mdx TTL Check Pass / Warn / Fail set the status, `note` the
+    output; a bare ?passing is true, a bad value 400 (getBoolQueryParam)."""
+    sid = register(consul, svc, Check={"TTL": "60s"})
+    cid = "service:" + sid
+    assert health(consul, svc, passing=True).json() == []
+    check_pass(consul, cid, "pass", note="all good")
+    [row] = health(consul, svc, passing=True).json()
+    [c] = [c for c in row["Checks"] if c["CheckID"] == cid]
+    assert c["Status"] == "passing" and c["Output"] == "all good"
+    check_pass(consul, cid, "warn")
+    assert health(consul, svc, passing=True).json() == []
+    assert len(health(consul, svc, passing="false").json()) == 1
+    assert [c["Status"] for c in health(consul, svc).json()[0]["Checks"] if c["CheckID"] == cid] == ["warning"]
+    check_pass(consul, cid, "fail")
+    assert health(consul, svc, passing="1").json() == []
+    r = health(consul, svc, passing="maybe")
+    assert r.status == 400 and r.text == "Invalid value for ?passing"
+    r = consul.request("PUT", "/v1/agent/check/update/" + cid,
+                       body=json.dumps({"Status": "passing", "Output": "via update"}))
+    assert r.status == 200
+    [c] = [c for c in health(consul, svc, passing=True).json()[0]["Checks"] if c["CheckID"] == cid]
+    assert c["Output"] == "via update"
+
+
+def test_ttl_check_expires_to_critical(fast, svc):
+    """agent/check.mdx TTL: "if the check is not set to the passing state
+    before the TTL expires, the check is set to critical" (output "TTL expired")."""
+    sid = register(fast, svc, Check={"TTL": "1s"})
+    check_pass(fast, "service:" + sid)
+    assert len(health(fast, svc, passing=True).json()) == 1
+    time.sleep(1.6)
+    [row] = health(fast, svc).json()
+    [c] = [c for c in row["Checks"] if c["CheckID"] == "service:" + sid]
+    assert c["Status"] == "critical" and c["Output"] == "TTL expired"
+
+
+def test_health_tag_filter_is_repeatable(consul, svc):
+    """health.mdx tag: "Can be used multiple times ... returning only the
+    results that include all of the tag values provided"."""
+    register(consul, svc, svc + "-a", Tags=["eu", "replica"])
+    register(consul, svc, svc + "-b", Tags=["eu"])
+    register(consul, svc, svc + "-c", Tags=["us", "replica"])
+    ids = lambda r: sorted(x["Service"]["ID"] for x in r.json())  # noqa: E731
+    assert ids(health(consul, svc, "tag=eu")) == [svc + "-a", svc + "-b"]
+    assert ids(health(consul, svc, "tag=eu&tag=replica")) == [svc + "-a"]
+    assert ids(health(consul, svc, "tag=nowhere")) == []
+
+
+def test_health_filter_expressions(consul, svc):
+    """features/filtering.mdx and health.mdx "Filtering": selectors
+    Service.Tags, Service.Meta.<k>, Node.Meta.<k>, Checks.Status, Service.ID
+    with ==, !=, in, contains, not, and, or, parentheses; Checks.Status
+    matches when any check does; an unknown selector is refused (400)."""
+    register(consul, svc, svc + "-w", Tags=["primary"], Meta={"role": "writer"}, Check={"TTL": "60s"})
+    register(consul, svc, svc + "-r", Tags=["replica"], Meta={"role": "reader"}, Check={"TTL": "60s"})
+    check_pass(consul, "service:%s-w" % svc)
+
+    def ids(expr):
+        r = health(consul, svc, filter=expr)
+        assert r.status == 200, (expr, r)
+        return sorted(x["Service"]["ID"] for x in r.json())
+    w, rd = svc + "-w", svc + "-r"
+    assert ids('Service.Meta.role == "writer"') == [w]
+    assert ids('Service.Meta.role != "writer"') == [rd]
+    assert ids('"replica" in Service.Tags') == [rd]
+    assert ids('"replica" not in Service.Tags') == [w]
+    assert ids('Service.Tags contains "primary"') == [w]
+    assert ids('Service.ID == "%s"' % rd) == [rd]
+    assert ids('Checks.Status == critical') == [rd]
+    assert ids('not (Checks.Status == critical)') == [w]
+    assert ids('Service.Meta.role == "writer" or "replica" in Service.Tags') == [rd, w]
+    assert ids('Service.Meta.role == "writer" and Checks.Status == critical') == []
+    assert ids('Node.Meta.nowhere == "x"') == []
+    assert ids('Node.Node == "%s" and Service.Tags is not empty' % consul.node) == [rd, w]
+    r = health(consul, svc, filter="Service.NoSuchField == 1")
+    assert r.status == 400 and "Selector" in r.text
+    r = health(consul, svc, filter="Service.ID ==")
+    assert r.status == 400
+
+
+def test_health_node_meta_dc_and_near(consul, svc):
+    """health.mdx: node-meta key:value (repeatable) filters on node metadata,
+    dc another datacenter (500 "No path to datacenter" when unknown), near
+    sorts by round trip time (accepted; one node here); catalog.mdx register
+    adds an external node with NodeMeta."""
+    r = consul.request("PUT", "/v1/catalog/register", body=json.dumps({
+        "Node": "ext-" + svc, "Address": "192.0.2.10", "NodeMeta": {"rack": "r1", "zone": "z"},
+        "Service": {"ID": svc + "-ext", "Service": svc, "Port": 3306}}))
+    assert r.status == 200 and r.json() is True
+    register(consul, svc, svc + "-local")
+    ids = lambda r: sorted(x["Service"]["ID"] for x in r.json())  # noqa: E731
+    assert ids(health(consul, svc, "node-meta=rack:r1")) == [svc + "-ext"]
+    assert ids(health(consul, svc, "node-meta=rack:r1&node-meta=zone:z")) == [svc + "-ext"]
+    assert ids(health(consul, svc, "node-meta=rack:r2")) == []
+    assert ids(health(consul, svc, filter='Node.Meta.rack == "r1"')) == [svc + "-ext"]
+    ext = [x for x in health(consul, svc).json() if x["Service"]["ID"] == svc + "-ext"][0]
+    assert ext["Node"]["Address"] == "192.0.2.10" and ext["Checks"] == []
+    assert health(consul, svc, near="_agent").status == 200
+    assert health(consul, svc, dc=consul.dc).status == 200
+    r = health(consul, svc, dc="elsewhere")
+    assert r.status == 500 and "No path to datacenter" in r.text
+    consul.request("PUT", "/v1/catalog/deregister", body=json.dumps({"Node": "ext-" + svc}))
+    assert ids(health(consul, svc)) == [svc + "-local"]
+
+
+def test_health_blocking_wakes_on_check_change(consul, svc, ns):
+    """blocking.mdx: health queries block on ?index; X-Consul-Index is the
+    raft index, one for the whole store: a KV write elsewhere does not wake
+    a health query, a check of the service changing does, and later KV
+    writes take higher indexes than the health answer's."""
+    sid = register(consul, svc, Check={"TTL": "60s"})
+    idx = health(consul, svc).index
+    fut = in_background(health, consul, svc, index=idx, wait="2s")
+    time.sleep(0.3)
+    consul.put(ns + "elsewhere", b"x")
+    elapsed, r = fut.result(timeout=10)
+    assert elapsed >= 1.9 and r.index == idx
+    fut = in_background(health, consul, svc, index=idx, wait="20s")
+    time.sleep(0.3)
+    assert not fut.done()
+    check_pass(consul, "service:" + sid)
+    elapsed, r = fut.result(timeout=10)
+    assert elapsed < 5 and r.index > idx
+    assert [c["Status"] for c in r.json()[0]["Checks"] if c["ServiceID"] == sid] == ["passing"]
+    consul.put(ns + "after", b"y")
+    assert consul.get(ns + "after").index > r.index
+
+
+def test_health_blocking_wakes_on_register_and_deregister(consul, svc):
+    """A blocking query on a service with no instances wakes when one is
+    registered; deregistering wakes it again (agent/service.mdx; unknown ID:
+    404 "Unknown service ID")."""
+    r = health(consul, svc)
+    fut = in_background(health, consul, svc, index=r.index, wait="20s")
+    time.sleep(0.3)
+    sid = register(consul, svc)
+    elapsed, r2 = fut.result(timeout=10)
+    assert elapsed < 5 and [x["Service"]["ID"] for x in r2.json()] == [sid]
+    fut = in_background(health, consul, svc, index=r2.index, wait="20s")
+    time.sleep(0.3)
+    assert consul.request("PUT", "/v1/agent/service/deregister/" + sid).status == 200
+    elapsed, r3 = fut.result(timeout=10)
+    assert elapsed < 5 and r3.json() == [] and r3.index > r2.index
+    r = consul.request("PUT", "/v1/agent/service/deregister/" + sid)
+    assert r.status == 404 and "Unknown service ID" in r.text
+
+
+def test_health_blocking_wakes_on_the_nodes_serf_health(fresh, svc):
+    """state/catalog.go: a node-level check (serfHealth) changing moves the
+    index of every service on that node, so their health queries wake."""
+    register(fresh, svc)
+    idx = health(fresh, svc).index
+    fut = in_background(health, fresh, svc, index=idx, wait="20s")
+    time.sleep(0.3)
+    fresh.fault("check", id="serfHealth", status="critical")
+    elapsed, r = fut.result(timeout=10)
+    assert elapsed < 5 and r.index > idx
+    assert [c["Status"] for c in r.json()[0]["Checks"] if c["CheckID"] == "serfHealth"] == ["critical"]
+    assert health(fresh, svc, passing=True).json() == []
+
+
+def test_catalog_service_shape(consul, svc):
+    """catalog.mdx "List Nodes for Service": ServiceNode rows (Node, Address,
+    NodeMeta, ServiceID, ServiceName, ServiceTags, ServicePort, ServiceMeta,
+    ServiceWeights ...); tag and filter apply; no health filtering."""
+    register(consul, svc, svc + "-1", Tags=["a"], Port=5432, Meta={"k": "v"}, Check={"TTL": "60s"})
+    register(consul, svc, svc + "-2", Tags=["b"])
+    r = consul.request("GET", "/v1/catalog/service/" + svc)
+    assert r.status == 200 and r.index >= 1
+    rows = {x["ServiceID"]: x for x in r.json()}
+    assert set(rows) == {svc + "-1", svc + "-2"}
+    one = rows[svc + "-1"]
+    assert (one["Node"], one["ServiceName"], one["ServiceTags"], one["ServicePort"], one["ServiceMeta"]) == (
+        consul.node, svc, ["a"], 5432, {"k": "v"})
+    assert one["ServiceWeights"] == {"Passing": 1, "Warning": 1}
+    assert {"ID", "Address", "Datacenter", "TaggedAddresses", "NodeMeta", "ServiceAddress",
+            "ServiceEnableTagOverride", "CreateIndex", "ModifyIndex"} <= set(one)
+    r = consul.request("GET", "/v1/catalog/service/%s?tag=b" % svc)
+    assert [x["ServiceID"] for x in r.json()] == [svc + "-2"]
+    r = consul.request("GET", "/v1/catalog/service/" + svc, params={"filter": 'ServiceMeta.k == "v"'})
+    assert [x["ServiceID"] for x in r.json()] == [svc + "-1"]
+
+
+def test_register_weights_and_bad_bodies(consul, svc):
+    """agent/service.mdx Weights {Passing, Warning}; structs.ValidateWeights:
+    Passing must be greater than 0 (400)."""
+    register(consul, svc, Weights={"Passing": 10, "Warning": 1})
+    assert health(consul, svc).json()[0]["Service"]["Weights"] == {"Passing": 10, "Warning": 1}
+    r = consul.request("PUT", "/v1/agent/service/register",
+                       body=json.dumps({"Name": svc, "Weights": {"Passing": 0, "Warning": 1}}))
+    assert r.status == 400
+    r = consul.request("PUT", "/v1/agent/service/register", body=json.dumps({"Port": 1}))
+    assert r.status == 400 and "Missing service name" in r.text
+    r = consul.request("PUT", "/v1/agent/check/pass/no-such-check")
+    assert r.status in (404, 500) and "no-such-check" in r.text
