@@ -37,6 +37,7 @@ import json
 import os
 import random
 import re
+import resource
 import signal
 import socket
 import sys
@@ -72,6 +73,7 @@ ANONYMOUS_ACCESSOR = "00000000-0000-0000-0000-000000000002"
 SERF_HEALTH = "serfHealth"
 FAKE_CONSUL_VERSION = "1.20.1"
 STATE_FORMAT = 1
+THREAD_STACK_SIZE = 512 * 1024              # per connection thread (Linux default: 8 MiB of address space)
 
 
 # ---------------------------------------------------------------------------
@@ -2730,7 +2732,7 @@ class Handler(BaseHTTPRequestHandler):
 class Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
-    request_queue_size = 512
+    request_queue_size = 1024               # listen backlog: hundreds of agents connect at once
 
 
 def parse_listen(text):
@@ -2792,6 +2794,14 @@ def main(argv=None):
     p.add_argument("--consul-version", default=FAKE_CONSUL_VERSION, help="version reported by /v1/agent/self")
     p.add_argument("--verbose", action="store_true", help="log every request to stderr")
     args = p.parse_args(argv)
+    # A few hundred blocking clients each hold a connection (a thread and a
+    # file descriptor here, as a goroutine and an fd in Consul): lift the
+    # soft fd limit to the hard one and keep thread stacks small.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = hard if hard != resource.RLIM_INFINITY else 65536
+    if soft != resource.RLIM_INFINITY and soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    threading.stack_size(THREAD_STACK_SIZE)
     try:
         server, store, faults = make_server(args)
     except (ValueError, OSError) as e:

@@ -1358,3 +1358,55 @@ def test_register_weights_and_bad_bodies(consul, svc):
     assert r.status == 400 and "Missing service name" in r.text
     r = consul.request("PUT", "/v1/agent/check/pass/no-such-check")
     assert r.status in (404, 500) and "no-such-check" in r.text
+
+
+def test_300_concurrent_blocking_queries_wake_on_one_write(consul, ns, svc):
+    """blocking.mdx: many clients block on the same data; here 300 at once
+    (half KV, half health), each on its own connection, all woken by one
+    write of each kind; the double keeps one thread and one fd per client."""
+    consul.put(ns + "k", b"1")
+    kv_idx = consul.get(ns + "k").index
+    sid = register(consul, svc, Check={"TTL": "120s"})
+    h_idx = health(consul, svc).index
+    socks = []
+    try:
+        for i in range(300):
+            s = socket.create_connection(("127.0.0.1", consul.port), timeout=30)
+            if i % 2:
+                path = "/v1/health/service/%s?index=%d&wait=30s" % (svc, h_idx)
+            else:
+                path = "%s?index=%d&wait=30s" % (consul.key_path(ns + "k"), kv_idx)
+            s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % path).encode())
+            socks.append(s)
+        deadline = time.monotonic() + 20
+        while need_fake_state(consul) < 300 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for s in socks:
+            s.setblocking(False)
+            with pytest.raises(BlockingIOError):
+                s.recv(1)                     # nobody answered yet
+            s.setblocking(True)
+        t0 = time.monotonic()
+        consul.put(ns + "k", b"2")
+        check_pass(consul, "service:" + sid)
+        statuses = []
+        for s in socks:
+            with s.makefile("rb") as f:
+                data = f.read()           # Connection: close: the answer ends with the connection
+            head = data.split(b"\r\n\r\n", 1)[0].decode()
+            statuses.append((head.split()[1], int(re.search(r"X-Consul-Index: (\d+)", head).group(1))))
+        elapsed = time.monotonic() - t0
+    finally:
+        for s in socks:
+            s.close()
+    assert all(code == "200" for code, _ in statuses)
+    assert all(i > (kv_idx if n % 2 == 0 else h_idx) for n, (_, i) in enumerate(statuses))
+    assert elapsed < 15
+
+
+def need_fake_state(c):
+    """Blocked queries the double reports (300 on real Consul: it cannot say)."""
+    if not c.is_fake:
+        time.sleep(2)
+        return 300
+    return c.request("GET", "/_fake/state").json()["blocked_queries"]
