@@ -71,6 +71,10 @@ GZIP_MIN_SIZE = 1400                        # NYTimes/gziphandler DefaultMinSize
 INITIAL_RAFT_INDEX = 10                     # a fresh server has applied a few raft entries
 ANONYMOUS_ACCESSOR = "00000000-0000-0000-0000-000000000002"
 SERF_HEALTH = "serfHealth"
+RPC_HOLD_TIMEOUT_DEFAULT = 7 * SECOND       # agent config rpc_hold_timeout (7s)
+# Consul 1.21.5 (hashicorp/consul#22682, reverted in #22850): KV keys had to match this
+KEY_PATTERN_1_21_5 = r"^[a-zA-Z0-9,_./\-?&=]+$"
+KEY_VALIDATION = ("none", "1.21.5", "relaxed")
 FAKE_CONSUL_VERSION = "1.20.1"
 STATE_FORMAT = 1
 THREAD_STACK_SIZE = 512 * 1024              # per connection thread (Linux default: 8 MiB of address space)
@@ -1206,6 +1210,8 @@ class Faults:
         self.slow_ms = 0
         self.stale_empty_count, self.stale_empty_index = 0, 1
         self.leader_known, self.leaderless_since, self.leaderless_reads = True, 0.0, "fail"
+        self.consistent_reads = "ok"          # ok | verifying | lost
+        self.counts = {}                      # API requests by endpoint (first two path segments after /v1/)
         self.requests = []
 
     def take_fail(self, method, path):
@@ -1242,6 +1248,17 @@ class Faults:
             self.release_gen += 1
             self.cond.notify_all()
 
+    def wait_until(self, pred, seconds, stopping):
+        """Wait (up to seconds) for pred() to hold; pred is read under the lock."""
+        deadline = time.monotonic() + seconds
+        with self.cond:
+            while not pred():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or stopping():
+                    return False
+                self.cond.wait(remaining)
+            return True
+
     def take_stale_empty(self):
         with self.lock:
             if self.stale_empty_count <= 0:
@@ -1250,9 +1267,12 @@ class Faults:
             return self.stale_empty_index
 
     def log(self, record):
+        parts = record["path"].split("/")
+        group = "/".join(parts[:4]) if len(parts) > 3 else record["path"]
         with self.lock:
             self.requests.append(record)
             del self.requests[:-10000]
+            self.counts[group] = self.counts.get(group, 0) + 1
 
 
 # ---------------------------------------------------------------------------
@@ -1346,8 +1366,11 @@ class ConsulAPI:
     }
 
     def __init__(self, store, faults, kv_max_value_size=KV_MAX_VALUE_SIZE,
-                 txn_max_ops=TXN_MAX_OPS_DEFAULT, version=FAKE_CONSUL_VERSION):
+                 txn_max_ops=TXN_MAX_OPS_DEFAULT, version=FAKE_CONSUL_VERSION,
+                 rpc_hold_timeout=RPC_HOLD_TIMEOUT_DEFAULT, key_validation="none", default_token=""):
         self.store, self.faults = store, faults
+        self.rpc_hold_timeout = rpc_hold_timeout
+        self.key_validation, self.default_token = key_validation, default_token
         self.kv_max_value_size, self.txn_max_ops = kv_max_value_size, txn_max_ops
         self.version = version
         self.node_id = str(uuid.uuid5(uuid.NAMESPACE_DNS, store.node))
@@ -1444,7 +1467,9 @@ class ConsulAPI:
         parts = auth.split(" ")
         if len(parts) > 1 and parts[0].lower() == "bearer":
             return " ".join(parts[1:]).strip().split(" ")[0].strip()
-        return ""
+        # No token: the agent's default token (acl.tokens.default), if set, is
+        # sent on to the servers in its place (agent/http.go parseToken).
+        return self.default_token
 
     def parse(self, req):
         """s.parse(): dc, token, consistency, wait and index."""
@@ -1469,11 +1494,49 @@ class ConsulAPI:
         """Checks made on the way to the leader: datacenter, leader, token."""
         if opts.dc != self.store.dc:
             raise ApiError(500, "No path to datacenter")
-        if not self.faults.leader_known:
-            if write or not (opts.stale or self.faults.leaderless_reads == "ok"):
+        f = self.faults
+        hold = self.rpc_hold_timeout / SECOND
+        stopping = lambda: self.store.stopping  # noqa: E731
+        # rpc.go ForwardRPC / canRetry: without a leader, writes and
+        # non-stale reads are retried for up to rpc_hold_timeout before
+        # "No cluster leader"; a leader elected meanwhile serves them.
+        if write or not (opts.stale or f.leaderless_reads == "ok"):
+            if not f.wait_until(lambda: f.leader_known, hold, stopping):
                 raise no_leader()
+        # rpc.go consistentRead: ?consistent verifies leadership first; a lost
+        # verification fails at once, a leader not yet ready for consistent
+        # reads (its barrier not written) is waited on for rpc_hold_timeout.
+        if opts.consistent and not write:
+            if f.consistent_reads == "lost":
+                raise ApiError(500, "leadership lost while committing log")
+            if not f.wait_until(lambda: f.consistent_reads == "ok", hold, stopping):
+                raise ApiError(500, "Not ready to serve consistent reads")
+        if self.store.stopping:
+            raise Stopping()
         with self.store.lock:
             return self.store.resolve_token(opts.token)
+
+    def validate_key(self, key):
+        """KV key validation of some Consul releases (--kv-key-validation)."""
+        if key == "" or self.key_validation == "none":
+            return
+        if self.key_validation == "1.21.5":
+            # agent/kvs_endpoint.go in 1.21.5: a plain error, so 500
+            if not re.fullmatch(KEY_PATTERN_1_21_5, key):
+                raise ApiError(500, "invalid key name, keys should respect the %s format" % go_quote(KEY_PATTERN_1_21_5))
+            if ".." in key:
+                raise ApiError(500, "invalid key name, keys should not contain %s" % go_quote(".."))
+            return
+        # hashicorp/consul#22850 (1.21.6 and later): any character, but no
+        # traversal and no leading or trailing space (disable_kv_key_validation
+        # turns it off: --kv-key-validation none)
+        low = key.lower()
+        if "../" in key or "..\\" in key or key in ("..",) or key.endswith("/.."):
+            raise ApiError(400, "key contains path traversal sequence")
+        if any(t in low for t in ("%2e%2e%2f", "%2e%2e/", "..%2f", "%2e%2e%5c")):
+            raise ApiError(400, "key contains encoded path traversal sequence")
+        if key != key.strip(" "):
+            raise ApiError(400, "key must not begin or end with a space")
 
     def set_meta(self, resp, opts, index, filtered=False, authz=None):
         """agent/http.go setMeta(): headers of every blocking read."""
@@ -1499,6 +1562,7 @@ class ConsulAPI:
         if "../" in req.path or "..\\" in req.path:
             raise ApiError(400, "URL path contains invalid traversal sequence")
         key = req.path[len("/v1/kv/"):]
+        self.validate_key(key)
         if req.method == "GET":
             if req.has("keys"):
                 return self.kv_get_keys(req, opts, key)
@@ -1507,8 +1571,14 @@ class ConsulAPI:
             return self.kv_put(req, opts, key)
         return self.kv_delete(req, opts, key)
 
-    def stale_empty(self, req, opts, listing):
-        """Fault: a follower with empty state answering (hashicorp/consul#3975)."""
+    def stale_empty(self, req, opts, listing, key):
+        """Fault: a follower with empty state answering (hashicorp/consul#3975).
+        Only reads that would find something take it: for a prefix that is
+        empty anyway such an answer tells nothing false."""
+        with self.store.lock:
+            found = any(k.startswith(key) for k in self.store.kv) if listing else key in self.store.kv
+        if not found:
+            return None
         index = self.faults.take_stale_empty()
         if index is None:
             return None
@@ -1516,12 +1586,23 @@ class ConsulAPI:
         self.set_meta(resp, opts, index)
         return resp
 
+    def list_watch(self, prefix):
+        """The watch of a KVS.List / ListKeys: the prefix while it has keys,
+        else the radix node memdb's prefix iterator lands on (Store.radix_watch)."""
+        store = self.store
+
+        def watch():
+            if any(k.startswith(prefix) for k in store.kv):
+                return Watch("prefix", prefix)
+            return Watch("radix", prefix, node=store.radix_watch(prefix))
+        return watch
+
     def kv_get(self, req, opts, key):
         recurse = req.has("recurse")
         if not recurse and key == "":
             raise ApiError(400, "Missing key name")
         authz = self.rpc(opts, write=False)
-        faked = self.stale_empty(req, opts, listing=recurse)
+        faked = self.stale_empty(req, opts, listing=recurse, key=key)
         if faked:
             return faked
         store = self.store
@@ -1541,7 +1622,7 @@ class ConsulAPI:
             return QueryResult(idx or 1, visible, filtered=len(visible) != len(entries))
 
         if recurse:
-            res = store.query(get_list, ("prefix", key), opts.min_index, opts.wait_ns)
+            res = store.query(get_list, self.list_watch(key), opts.min_index, opts.wait_ns)
         else:
             res = store.query(get_one, ("key", key), opts.min_index, opts.wait_ns)
         entries = res.value or []
@@ -1559,7 +1640,7 @@ class ConsulAPI:
     def kv_get_keys(self, req, opts, prefix):
         sep = req.get("separator") if req.has("separator") else req.get("seperator")
         authz = self.rpc(opts, write=False)
-        faked = self.stale_empty(req, opts, listing=True)
+        faked = self.stale_empty(req, opts, listing=True, key=prefix)
         if faked:
             return faked
         store = self.store
@@ -1581,7 +1662,7 @@ class ConsulAPI:
                     keys.append(e.key[:cut + len(sep)])
             return QueryResult(idx, keys, filtered=len(visible) != len(entries))
 
-        res = store.query(list_keys, ("prefix", prefix), opts.min_index, opts.wait_ns)
+        res = store.query(list_keys, self.list_watch(prefix), opts.min_index, opts.wait_ns)
         # 404 for no keys, except at the root which answers [] (KVSGetKeys)
         if not res.value and prefix != "":
             resp = Response(404)
@@ -2396,7 +2477,8 @@ class ConsulAPI:
                        "Server": True, "Version": self.version, "BuildDate": "2024-01-01T00:00:00Z"},
             "DebugConfig": {"Datacenter": s.dc, "NodeName": s.node, "ServerMode": True,
                             "ACLsEnabled": s.acl_master is not None,
-                            "SessionTTLMin": format_go_duration(s.session_ttl_min)},
+                            "SessionTTLMin": format_go_duration(s.session_ttl_min),
+                            "RPCHoldTimeout": format_go_duration(self.rpc_hold_timeout)},
             "Coord": {"Vec": [0, 0, 0, 0, 0, 0, 0, 0], "Error": 1.5, "Adjustment": 0, "Height": 1e-05},
             "Member": {"Name": s.node, "Addr": "127.0.0.1", "Port": 8301,
                        "Tags": {"acls": "1" if s.acl_master is not None else "0", "build": build,
@@ -2482,11 +2564,23 @@ class FakeControl:
         reads = req.get("reads", "fail")
         if reads not in ("fail", "ok"):
             raise ValueError("reads must be fail or ok")
+        consistent = req.get("consistent", "ok")
+        if consistent not in ("ok", "verifying", "lost"):
+            raise ValueError("consistent must be ok, verifying or lost")
         with f.lock:
             if f.leader_known and not known:
                 f.leaderless_since = time.monotonic()
-            f.leader_known, f.leaderless_reads = known, reads
-        return self.reply({"known": known, "reads": reads})
+            f.leader_known, f.leaderless_reads, f.consistent_reads = known, reads, consistent
+            f.cond.notify_all()
+        return self.reply({"known": known, "reads": reads, "consistent": consistent})
+
+    def do_counters(self, req):
+        """API requests counted by endpoint group (/v1/kv, /v1/health, ...)."""
+        with self.faults.lock:
+            if req.method == "DELETE":
+                self.faults.counts = {}
+            counts = dict(self.faults.counts)
+        return self.reply({"total": sum(counts.values()), "by_endpoint": counts})
 
     def do_index_backwards(self, req):
         """Like a snapshot restore of older data: every index drops to <= to."""
@@ -2761,7 +2855,9 @@ def make_server(args):
                   tombstone_ttl=parse_go_duration(args.tombstone_ttl))
     faults = Faults()
     api = ConsulAPI(store, faults, kv_max_value_size=args.kv_max_value_size,
-                    txn_max_ops=args.txn_max_ops, version=args.consul_version)
+                    txn_max_ops=args.txn_max_ops, version=args.consul_version,
+                    rpc_hold_timeout=parse_go_duration(args.rpc_hold_timeout),
+                    key_validation=args.kv_key_validation, default_token=args.acl_default_token)
     handler = type("BoundHandler", (Handler,), {"api": api, "control": FakeControl(api),
                                                 "verbose": args.verbose})
     server_cls = Server
@@ -2792,6 +2888,13 @@ def main(argv=None):
                    help="operations allowed in one /v1/txn (default 64; Consul >= 1.x uses 128)")
     p.add_argument("--kv-max-value-size", type=int, default=KV_MAX_VALUE_SIZE)
     p.add_argument("--consul-version", default=FAKE_CONSUL_VERSION, help="version reported by /v1/agent/self")
+    p.add_argument("--rpc-hold-timeout", default="7s",
+                   help="how long reads and writes wait for a leader before 500 (default 7s, rpc_hold_timeout)")
+    p.add_argument("--kv-key-validation", default="none", choices=KEY_VALIDATION,
+                   help="KV key rules: none (before 1.21.5, or disable_kv_key_validation), 1.21.5 (the "
+                        "character regex), relaxed (#22850: no traversal, no leading/trailing space)")
+    p.add_argument("--acl-default-token", default="",
+                   help="the agent's default token, used for requests that carry none")
     p.add_argument("--verbose", action="store_true", help="log every request to stderr")
     args = p.parse_args(argv)
     # A few hundred blocking clients each hold a connection (a thread and a

@@ -1016,11 +1016,21 @@ def test_fault_stale_empty(fresh, ns):
     assert len(fresh.get(ns, recurse=True).json()) == 1
 
 
-def test_fault_leader(fresh, ns):
+def test_fault_leader(tmp_path, ns):
     """/_fake/leader?known=0: no leader. status/leader is "", stale reads are
     served with X-Consul-KnownLeader: false, other reads and writes fail with
     500 "No cluster leader" (consistency.mdx: stale "works without a leader");
-    reads=ok serves every read; known=1 restores."""
+    reads=ok serves every read; known=1 restores. (rpc_hold_timeout 0 here:
+    see test_no_leader_holds_requests_for_rpc_hold_timeout.)"""
+    fresh = Consul(use_double=True, workdir=str(tmp_path), extra_args=["--rpc-hold-timeout", "0s"])
+    fresh.start()
+    try:
+        fault_leader_checks(fresh, ns)
+    finally:
+        fresh.close()
+
+
+def fault_leader_checks(fresh, ns):
     fresh.put(ns + "k", b"v")
     fresh.fault("leader", known=0)
     assert fresh.request("GET", "/v1/status/leader").json() == ""
@@ -1410,3 +1420,226 @@ def need_fake_state(c):
         time.sleep(2)
         return 300
     return c.request("GET", "/_fake/state").json()["blocked_queries"]
+
+
+# ---------------------------------------------------------------------------
+# What real Consul does beyond the docs (each from its source)
+# ---------------------------------------------------------------------------
+
+def double_with(tmp_path, *args, **kwargs):
+    """A private double started with extra command-line options."""
+    c = Consul(use_double=True, workdir=str(tmp_path), extra_args=list(args), **kwargs)
+    return c.start()
+
+
+def test_empty_prefix_answers_the_whole_kv_index(fresh, ns):
+    """state/kvs.go kvsListTxn: a prefix with no keys (and no tombstones)
+    answers the KV table's index, so every KV write anywhere raises it;
+    agent/consul/kvs_endpoint.go KVS.List: still 404 with that index."""
+    fresh.put("elsewhere/a", b"1")
+    r = fresh.get(ns + "users/", recurse=True)
+    assert r.status == 404 and r.index == fresh.get("elsewhere/a").index
+    fresh.put("elsewhere/b", b"2")
+    r2 = fresh.get(ns + "users/", recurse=True)
+    assert r2.status == 404 and r2.index == fresh.get("elsewhere/b").index > r.index
+    r3 = fresh.get(ns + "users/", keys=True)
+    assert r3.status == 404 and r3.index == r2.index
+
+
+def test_blocking_list_on_an_empty_prefix_wakes_on_writes_near_it(fresh, ns):
+    """state/kvs.go kvsListEntriesTxn watches the memdb prefix iterator; for
+    a prefix with no keys go-immutable-radix SeekPrefixWatch hands back the
+    channel of the nearest node on the way (its closest existing ancestor, or
+    the sibling whose edge diverges). A write far away does not wake the
+    query; a write next to the prefix does, and as the index of an empty
+    prefix is the whole KV index the answer is 404 with a higher index."""
+    fresh.put(ns + "mysql/master/shop", b"db1")
+    fresh.put("zzz-far/a", b"1")
+    r = fresh.get(ns + "mysql/users/", recurse=True)
+    assert r.status == 404
+    fut = in_background(fresh.get, ns + "mysql/users/", recurse=True, index=r.index, wait="2s")
+    time.sleep(0.3)
+    fresh.put("zzz-far/b", b"2")                      # another branch of the tree: no wake
+    elapsed, r2 = fut.result(timeout=10)
+    assert elapsed >= 1.9 and r2.status == 404 and r2.index == r.index
+    r = fresh.get(ns + "mysql/users/", recurse=True)   # the far write moved the KV index
+    assert r.index > r2.index
+    fut = in_background(fresh.get, ns + "mysql/users/", recurse=True, index=r.index, wait="20s")
+    time.sleep(0.3)
+    assert not fut.done()
+    fresh.put(ns + "mysql/replica/shop/db2", b"")      # next to the prefix: wakes it
+    elapsed, r3 = fut.result(timeout=10)
+    assert elapsed < 5 and r3.status == 404 and r3.index > r.index
+    assert r3.index == fresh.get(ns + "mysql/replica/shop/db2").index
+    fut = in_background(fresh.get, ns + "mysql/users/", keys=True, index=r3.index, wait="20s")
+    time.sleep(0.3)
+    fresh.put(ns + "mysql/users/app", b"{}")           # under the prefix: 200 now
+    elapsed, r4 = fut.result(timeout=10)
+    assert elapsed < 5 and r4.status == 200 and r4.json() == [ns + "mysql/users/app"]
+
+
+def test_blocking_list_on_an_emptied_prefix_keeps_its_tombstone_index(fresh, ns):
+    """kvsListTxn: the graveyard's highest index under the prefix wins over
+    the table index, so after its last key is deleted an empty prefix keeps
+    that index and a blocking query on it does not return for writes near
+    it (blockingQuery loops while the index is not above ?index)."""
+    fresh.put(ns + "users/a", b"1")
+    fresh.delete(ns + "users/a")
+    r = fresh.get(ns + "users/", recurse=True)
+    assert r.status == 404
+    fresh.put(ns + "servers/x", b"1")
+    assert fresh.get(ns + "users/", recurse=True).index == r.index
+    fut = in_background(fresh.get, ns + "users/", recurse=True, index=r.index, wait="1500ms")
+    time.sleep(0.3)
+    fresh.put(ns + "servers/y", b"2")
+    elapsed, r2 = fut.result(timeout=10)
+    assert elapsed >= 1.4 and r2.index == r.index
+
+
+def test_key_validation_of_consul_1_21_5(tmp_path, ns):
+    """Consul 1.21.5 (hashicorp/consul#22682) answered every KV request on a
+    key outside ^[a-zA-Z0-9,_./\\-?&=]+$ with 500 "invalid key name, keys
+    should respect the ... format" - existing keys could be neither read nor
+    deleted (hashicorp/consul#22822, #22835). --kv-key-validation 1.21.5."""
+    c = double_with(tmp_path)
+    try:
+        need_fake(c, "a command-line option of the double")
+        for k in ("acme - host", "foo%2Fbar", "fooçbar"):
+            assert c.put(ns + k, b"old").json() is True
+        c.extra_args = ["--kv-key-validation", "1.21.5"]
+        c.restart()
+        for k in ("acme - host", "foo%2Fbar", "fooçbar", "con..fig"):
+            for r in (c.get(ns + k), c.put(ns + k, b"v"), c.delete(ns + k)):
+                assert r.status == 500, (k, r)
+        r = c.get(ns + "acme - host")
+        assert r.text == 'invalid key name, keys should respect the "^[a-zA-Z0-9,_./\\\\-?&=]+$" format'
+        assert c.put(ns + "mysql/master/shop,a-b_c.d?e&f=g", b"ok").json() is True
+        assert len(c.get(ns, recurse=True).json()) == 4       # the listing still shows them
+    finally:
+        c.close()
+
+
+def test_key_validation_after_the_fix(tmp_path, ns):
+    """hashicorp/consul#22850 (backports #22931, #22939): every character is
+    allowed again, but not path traversal (plain or URL-encoded) nor leading
+    or trailing spaces. --kv-key-validation relaxed."""
+    c = double_with(tmp_path, "--kv-key-validation", "relaxed")
+    try:
+        need_fake(c, "a command-line option of the double")
+        for k in ("acme - host", "foo%bar", "fooçbar", "con..fig", "a:b;c"):
+            assert c.put(ns + k, b"v").json() is True, k
+            assert c.get(ns + k).status == 200
+        for k in (" " + ns + "lead", ns + "trail ", ns + "x/..%2fetc", ns + "x/%2e%2e%2fetc"):
+            assert c.put(k, b"v").status == 400, k
+        assert c.get(ns + "trail ").status == 400
+    finally:
+        c.close()
+
+
+def test_no_leader_holds_requests_for_rpc_hold_timeout(tmp_path, ns):
+    """agent/consul/rpc.go ForwardRPC/canRetry: without a leader, writes and
+    default-consistency reads are retried for rpc_hold_timeout (7s by
+    default) before 500 "No cluster leader"; a leader elected meanwhile
+    serves them; stale reads answer at once. --rpc-hold-timeout."""
+    default = double_with(tmp_path / "default")
+    try:
+        need_fake(default, "a command-line option of the double")
+        assert default.request("GET", "/v1/agent/self").json()["DebugConfig"]["RPCHoldTimeout"] == "7s"
+    finally:
+        default.close()
+    c = double_with(tmp_path / "short", "--rpc-hold-timeout", "1s")
+    try:
+        c.put(ns + "k", b"v")
+        c.fault("leader", known=0)
+        t0 = time.monotonic()
+        r = c.get(ns + "k")
+        assert r.status == 500 and r.text == "No cluster leader" and 1.0 <= time.monotonic() - t0 < 3
+        t0 = time.monotonic()
+        assert c.put(ns + "k", b"w").status == 500 and time.monotonic() - t0 >= 1.0
+        t0 = time.monotonic()
+        assert c.get(ns + "k", stale=True).status == 200 and time.monotonic() - t0 < 0.5
+        c.extra_args = ["--rpc-hold-timeout", "5s"]
+        c.restart()
+        c.fault("leader", known=0)
+        fut = in_background(c.get, ns + "k")
+        time.sleep(0.5)
+        c.fault("leader", known=1)
+        elapsed, r = fut.result(timeout=10)
+        assert r.status == 200 and elapsed < 3
+    finally:
+        c.close()
+
+
+def test_consistent_reads_while_leadership_is_verified(tmp_path, ns):
+    """rpc.go consistentRead: ?consistent first verifies leadership with a
+    quorum; a lost verification fails at once (raft ErrLeadershipLost), a new
+    leader not yet ready for consistent reads is waited on for
+    rpc_hold_timeout, then 500 "Not ready to serve consistent reads";
+    default and stale reads are served meanwhile."""
+    c = double_with(tmp_path, "--rpc-hold-timeout", "1s")
+    try:
+        c.put(ns + "k", b"v")
+        c.fault("leader", known=1, consistent="verifying")
+        t0 = time.monotonic()
+        r = c.get(ns + "k", consistent=True)
+        assert r.status == 500 and r.text == "Not ready to serve consistent reads"
+        assert time.monotonic() - t0 >= 1.0
+        assert c.get(ns + "k").status == 200 and c.get(ns + "k", stale=True).status == 200
+        c.fault("leader", known=1, consistent="lost")
+        t0 = time.monotonic()
+        r = c.get(ns + "k", consistent=True)
+        assert r.status == 500 and "leadership lost" in r.text and time.monotonic() - t0 < 0.5
+        c.fault("leader", known=1)
+        assert c.get(ns + "k", consistent=True).status == 200
+    finally:
+        c.close()
+
+
+def test_sessions_die_with_their_nodes_serf_health(fresh, ns):
+    """session.mdx: NodeChecks default to ["serfHealth"]; "If any of the
+    health checks go to the critical state, the session is invalidated":
+    Behavior=release frees its locks, Behavior=delete deletes its keys; a
+    session without checks survives; a new session on a node whose
+    serfHealth is critical is refused (state/session.go: "Check 'serfHealth'
+    is in critical state")."""
+    rel = fresh.session_create(LockDelay="0s")
+    dele = fresh.session_create(LockDelay="0s", Behavior="delete")
+    bare = fresh.session_create(LockDelay="0s", NodeChecks=[])
+    [info] = fresh.request("GET", "/v1/session/info/" + rel).json()
+    assert info["NodeChecks"] == ["serfHealth"]
+    assert fresh.put(ns + "rel", b"1", acquire=rel).json() is True
+    assert fresh.put(ns + "del", b"1", acquire=dele).json() is True
+    assert fresh.put(ns + "bare", b"1", acquire=bare).json() is True
+    idx = fresh.request("GET", "/v1/session/list").index
+    fut = in_background(fresh.request, "GET", "/v1/session/list", params={"index": idx, "wait": "20s"})
+    time.sleep(0.3)
+    fresh.fault("check", id="serfHealth", status="critical")
+    elapsed, r = fut.result(timeout=10)
+    assert elapsed < 5 and [s["ID"] for s in r.json()] == [bare]
+    assert "Session" not in entry(fresh, ns + "rel")
+    assert fresh.get(ns + "del").status == 404
+    assert entry(fresh, ns + "bare")["Session"] == bare
+    r = fresh.request("PUT", "/v1/session/create", body=json.dumps({"Name": "late"}))
+    assert r.status == 500 and r.text == "Check 'serfHealth' is in critical state"
+    fresh.fault("check", id="serfHealth", status="passing")
+    assert fresh.session_create(Name="later")
+
+
+def test_filtered_header_with_an_agent_default_token(tmp_path, ns):
+    """rpc.go maskResultsFilteredByACLs hides X-Consul-Results-Filtered-By-ACLs
+    only for the anonymous token; an agent with a default token sends that
+    token for requests without one, so they do see the header.
+    --acl-default-token."""
+    default = "dflt-" + uuid.uuid4().hex
+    c = double_with(tmp_path, "--acl-default-token", default, acl_master_token=MASTER)
+    try:
+        need_fake(c, "a command-line option of the double")
+        c.fault("acl", token=default, prefix=ns + "pub/", policy="read")
+        for k in ("pub/a", "secret/b"):
+            c.put(ns + k, b"v", token=MASTER)
+        r = c.get(ns, recurse=True)
+        assert r.status == 200 and [e["Key"] for e in r.json()] == [ns + "pub/a"]
+        assert r.header("X-Consul-Results-Filtered-By-ACLs") == "true"
+        assert c.get(ns + "secret/b").status == 403
+    finally:
+        c.close()
