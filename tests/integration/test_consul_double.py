@@ -1112,12 +1112,11 @@ def register(c, name, sid=None, token=None, **fields):
     return body["ID"]
 
 
-def health(c, name, query="", **params):
+def health(c, name, query="", token=None, timeout=30, **params):
     """GET /v1/health/service/<name>; query is a raw string for repeated
     parameters (tag=a&tag=b)."""
     path = "/v1/health/service/" + name + ("?" + query if query else "")
-    return c.request("GET", path, params=params, timeout=params.pop("timeout", 30) if "timeout" in params
-                     else 30)
+    return c.request("GET", path, params=params, token=token, timeout=timeout)
 
 
 def check_pass(c, check_id, verb="pass", note=None):
@@ -1643,3 +1642,34 @@ def test_filtered_header_with_an_agent_default_token(tmp_path, ns):
         assert c.get(ns + "secret/b").status == 403
     finally:
         c.close()
+
+
+def test_health_acl_filtering(acl, svc):
+    """health.mdx ACL: node:read,service:read; rows the token cannot read are
+    dropped and X-Consul-Results-Filtered-By-ACLs is set (token given);
+    registering needs service:write."""
+    r = acl.request("PUT", "/v1/agent/service/register", body=json.dumps({"Name": svc}))
+    assert r.status == 403
+    register(acl, svc, svc + "-a", token=MASTER)
+    tok = acl.create_token([("service", svc, "read"), ("node", "", "read")])
+    r = health(acl, svc, token=tok)
+    assert r.status == 200 and [x["Service"]["ID"] for x in r.json()] == [svc + "-a"]
+    assert r.header("X-Consul-Results-Filtered-By-ACLs") is None
+    only_node = acl.create_token([("node", "", "read")])
+    r = health(acl, svc, token=only_node)
+    assert r.status == 200 and r.json() == []
+    assert r.header("X-Consul-Results-Filtered-By-ACLs") == "true"
+
+
+def test_restart_keeps_services_and_checks(fresh, svc):
+    """The catalog is server state: services, checks and their statuses
+    survive a restart with the data dir; TTL timers start afresh."""
+    sid = register(fresh, svc, Tags=["t"], Check={"TTL": "60s"})
+    check_pass(fresh, "service:" + sid, note="before")
+    idx = health(fresh, svc).index
+    fresh.restart(keep_data=True)
+    r = health(fresh, svc)
+    [row] = r.json()
+    assert row["Service"]["Tags"] == ["t"] and r.index == idx
+    assert [c["Output"] for c in row["Checks"] if c["CheckID"] == "service:" + sid] == ["before"]
+    check_pass(fresh, "service:" + sid, "warn")
