@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""A faithful test double of Consul's KV HTTP API (single server, stdlib only).
+"""A faithful test double of Consul's HTTP API for KV and health clients (one server, stdlib only).
 
-It implements what a KV client sees from one Consul server agent:
+It implements what a KV or service-health client sees from one Consul server agent:
 
   /v1/kv/<key>        GET (recurse, keys, separator, raw, index/wait, stale,
                       consistent, leader, dc), PUT (flags, cas, acquire,
@@ -11,8 +11,16 @@ It implements what a KV client sees from one Consul server agent:
                       2 x TTL, release/delete behaviour, lock delay)
   /v1/status/leader, /v1/status/peers, /v1/agent/self,
   /v1/catalog/datacenters
+  /v1/agent/service/register, /v1/agent/service/deregister/<id>,
+  /v1/agent/check/pass|warn|fail|update/<id> (TTL checks that expire),
+  /v1/catalog/register, /v1/catalog/deregister
+  /v1/health/service/<name>, /v1/catalog/service/<name>
+                      blocking, passing, tag, node-meta, filter (a go-bexpr
+                      subset), the agent node's serfHealth check
   ACLs                optional (--acl-master-token), default deny, simple
-                      per-token prefix rules set through the control API
+                      per-token prefix rules set through the control API;
+                      --acl-default-token for requests without one
+  Version differences --rpc-hold-timeout, --kv-key-validation
 
 and the fault hooks under /_fake/ (see docs/consul-double.md).
 
@@ -20,7 +28,9 @@ Semantics follow Consul's documentation (website/content/api-docs/kv.mdx,
 session.mdx, txn.mdx, features/blocking.mdx, features/consistency.mdx) and,
 where the docs are silent, the server code (agent/kvs_endpoint.go,
 agent/http.go, agent/consul/kvs_endpoint.go, agent/consul/state/kvs.go,
-agent/consul/state/txn.go, agent/session_endpoint.go, agent/blockingquery).
+agent/consul/state/txn.go, agent/session_endpoint.go, agent/blockingquery,
+agent/health_endpoint.go, agent/consul/state/catalog.go, agent/structs, and
+go-immutable-radix for the watch of a prefix without keys).
 Comments name the source of each rule.
 
 Run:  /usr/bin/python3 tests/fakes/consul_kv.py --listen 127.0.0.1:0 \
