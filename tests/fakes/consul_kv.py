@@ -2349,9 +2349,9 @@ class ConsulAPI:
                 for (n, cid), c in list(store.checks.items()):
                     if n == store.node and c["ServiceID"] == svc["ID"] and cid not in keep:
                         store.delete_check(idx, n, cid)
-            for c, ttl in checks:
+            for d, (c, ttl) in zip(defs, checks):
                 prev = store.checks.get((store.node, c["CheckID"]))
-                if prev is not None and not self.field(defs[0] if defs else {}, "Status", str):
+                if prev is not None and not self.field(d, "Status", str):
                     c = dict(c, Status=prev["Status"], Output=prev["Output"])   # a re-registration keeps the state
                 store.ensure_check(idx, c)
                 if ttl:
