@@ -845,9 +845,17 @@ class Store:
     # wakes on writes near it, and then answers the whole KV index (kvsListTxn),
     # which every KV write has moved: 404 with a higher X-Consul-Index.
 
+    def _tree_keys(self):
+        """The stored keys as memdb indexes them (key + "\x00"), sorted; cached until the KV
+        table changes (every change moves its index or replaces the dict)."""
+        stamp = (id(self.kv), self.table_index["kvs"], len(self.kv))
+        if getattr(self, "_tree_stamp", None) != stamp:
+            self._tree_cache, self._tree_stamp = sorted(k + "\x00" for k in self.kv), stamp
+        return self._tree_cache
+
     def radix_watch(self, prefix):
         """(watched node path, parent node path) for a prefix with no keys."""
-        keys = sorted(k + "\x00" for k in self.kv)
+        keys = self._tree_keys()
         node, parent = "", None
         while len(node) < len(prefix):
             edge = node + prefix[len(node)]
