@@ -9,8 +9,8 @@ dist/grafana/proxysql-sync-dashboard.json (a link to k8s/monitoring's copy).
   not before, and clears;
 * every dashboard query is PromQL that promtool accepts (each becomes a recording rule of a
   generated rules file, Grafana's $__rate_interval replaced by 5m);
-* every metric the rules and the dashboard read is one the agent exports (sync/agent.c
-  agent_metrics) or one of the two being added (foreign staged rows, refused tables), and the
+* every metric the rules and the dashboard read is one the agent exports (written in sync/*.c)
+  or one of the two being added (foreign staged rows, refused tables), and the
   running agent's /metrics passes `promtool check metrics`;
 * k8s/monitoring renders with `kubectl kustomize` and passes yamllint.
 
@@ -37,7 +37,7 @@ MONITORING = os.path.join(REPO, "k8s", "monitoring")
 PROMETHEUS_RULE = os.path.join(MONITORING, "prometheusrule.yaml")
 DASHBOARD = os.path.join(MONITORING, "proxysql-sync-dashboard.json")
 DIST_DASHBOARD = os.path.join(REPO, "dist", "grafana", "proxysql-sync-dashboard.json")
-AGENT_C = os.path.join(REPO, "sync", "agent.c")
+SYNC_DIR = os.path.join(REPO, "sync")
 BIN = os.environ.get("SIDEKICK_BIN", os.path.join(REPO, "bin"))
 PROMTOOL = shutil.which("promtool")
 # Metrics another change adds to the agent; the rules already use them.
@@ -99,8 +99,11 @@ def metric_names(expr):
 
 
 def exported_metrics():
-    with open(AGENT_C) as f:
-        src = f.read()
+    src = ""
+    for name in sorted(os.listdir(SYNC_DIR)):
+        if name.endswith(".c"):
+            with open(os.path.join(SYNC_DIR, name)) as f:
+                src += f.read()
     return set(re.findall(r"(proxysql_sync_[a-z_]+?)(?:_bucket|_sum|_count)?(?=[{ \\])", src))
 
 
