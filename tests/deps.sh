@@ -10,6 +10,7 @@ mariadb-server mariadb-client galera-4 rsync iproute2 iptables procps psmisc str
 python3 python3-pytest python3-pymysql
 musl-tools cmake dpkg-dev binutils
 systemd yamllint buildah podman runc debootstrap
+prometheus python3-yaml
 "
 # Node.js and npm for the manifest tests: Debian's npm unless a node install brings its own.
 command -v npm >/dev/null 2>&1 || packages="$packages npm"
@@ -39,6 +40,10 @@ DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o Acquire::Retries=5 install -y -q
 # The packaged mariadb service is not used by the tests; they start their own servers on loopback.
 if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet mariadb 2>/dev/null; then
 	$SUDO systemctl disable --now mariadb >/dev/null 2>&1 || true
+fi
+# Package prometheus is there for promtool (tests/integration/test_alerts.py); its service is not used.
+if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet prometheus 2>/dev/null; then
+	$SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true
 fi
 npm_deps
 echo "deps: done"

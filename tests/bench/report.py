@@ -10,7 +10,9 @@ Runs, one after the other, on loopback:
 2. tests/bench/health_bench.py: proxysql-sync's /healthz, /readyz and /metrics under a
    bounded load;
 3. tests/bench/sync_bench.py: proxysql-sync against the Consul and ProxySQL doubles (again with
-   the static build when bin/static/ has it).
+   the static build when bin/static/ has it);
+4. tests/bench/fanout_bench.py: 50, 100 and 200 agents on one Consul double (a short run: 5 s
+   blocking waits, 3 timed changes and 2 counted rounds per fleet, about 1.5 min).
 
 Each prints Markdown; this script puts the outputs under one header with the machine's facts
 (cores, load average at the start, kernel, date), writes the report and prints it. It
@@ -91,6 +93,8 @@ def main():
     ap.add_argument("--servers", type=int, default=2000, help="servers in the initial sync (default 2000)")
     ap.add_argument("--initial-runs", type=int, default=3, help="initial syncs, each against a fresh ProxySQL "
                     "(default 3)")
+    ap.add_argument("--fanout", default="50,100,200", help="fan-out fleet sizes (default 50,100,200)")
+    ap.add_argument("--fanout-changes", type=int, default=3, help="KV changes timed per fleet (default 3)")
     a = ap.parse_args()
 
     bin_dir = os.path.abspath(os.environ.get("SIDEKICK_BIN", os.path.join(ROOT, "bin")))
@@ -109,6 +113,9 @@ def main():
     if os.path.exists(os.path.join(static_dir, "proxysql-sync")):
         sections.append(("proxysql-sync: Consul KV -> ProxySQL (static, musl)", sync_argv,
                          dict(env, SIDEKICK_BIN=static_dir)))
+    sections.append(("proxysql-sync fan-out: many agents, one Consul",
+                     [PYTHON, os.path.join(HERE, "fanout_bench.py"), "--agents", a.fanout,
+                      "--changes", str(a.fanout_changes), "--quiet-changes", "2", "--idle", "8"], env))
     t_start = time.monotonic()
     parts, failed = [], []
     for title, argv, section_env in sections:

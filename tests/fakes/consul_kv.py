@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""A faithful test double of Consul's KV HTTP API (single server, stdlib only).
+"""A faithful test double of Consul's HTTP API for KV and health clients (one server, stdlib only).
 
-It implements what a KV client sees from one Consul server agent:
+It implements what a KV or service-health client sees from one Consul server agent:
 
   /v1/kv/<key>        GET (recurse, keys, separator, raw, index/wait, stale,
                       consistent, leader, dc), PUT (flags, cas, acquire,
@@ -11,8 +11,16 @@ It implements what a KV client sees from one Consul server agent:
                       2 x TTL, release/delete behaviour, lock delay)
   /v1/status/leader, /v1/status/peers, /v1/agent/self,
   /v1/catalog/datacenters
+  /v1/agent/service/register, /v1/agent/service/deregister/<id>,
+  /v1/agent/check/pass|warn|fail|update/<id> (TTL checks that expire),
+  /v1/catalog/register, /v1/catalog/deregister
+  /v1/health/service/<name>, /v1/catalog/service/<name>
+                      blocking, passing, tag, node-meta, filter (a go-bexpr
+                      subset), the agent node's serfHealth check
   ACLs                optional (--acl-master-token), default deny, simple
-                      per-token prefix rules set through the control API
+                      per-token prefix rules set through the control API;
+                      --acl-default-token for requests without one
+  Version differences --rpc-hold-timeout, --kv-key-validation
 
 and the fault hooks under /_fake/ (see docs/consul-double.md).
 
@@ -20,7 +28,9 @@ Semantics follow Consul's documentation (website/content/api-docs/kv.mdx,
 session.mdx, txn.mdx, features/blocking.mdx, features/consistency.mdx) and,
 where the docs are silent, the server code (agent/kvs_endpoint.go,
 agent/http.go, agent/consul/kvs_endpoint.go, agent/consul/state/kvs.go,
-agent/consul/state/txn.go, agent/session_endpoint.go, agent/blockingquery).
+agent/consul/state/txn.go, agent/session_endpoint.go, agent/blockingquery,
+agent/health_endpoint.go, agent/consul/state/catalog.go, agent/structs, and
+go-immutable-radix for the watch of a prefix without keys).
 Comments name the source of each rule.
 
 Run:  /usr/bin/python3 tests/fakes/consul_kv.py --listen 127.0.0.1:0 \
@@ -29,6 +39,7 @@ Run:  /usr/bin/python3 tests/fakes/consul_kv.py --listen 127.0.0.1:0 \
 
 import argparse
 import base64
+import bisect
 import dataclasses
 import gzip
 import ipaddress
@@ -36,6 +47,7 @@ import json
 import os
 import random
 import re
+import resource
 import signal
 import socket
 import sys
@@ -69,8 +81,13 @@ GZIP_MIN_SIZE = 1400                        # NYTimes/gziphandler DefaultMinSize
 INITIAL_RAFT_INDEX = 10                     # a fresh server has applied a few raft entries
 ANONYMOUS_ACCESSOR = "00000000-0000-0000-0000-000000000002"
 SERF_HEALTH = "serfHealth"
+RPC_HOLD_TIMEOUT_DEFAULT = 7 * SECOND       # agent config rpc_hold_timeout (7s)
+# Consul 1.21.5 (hashicorp/consul#22682, reverted in #22850): KV keys had to match this
+KEY_PATTERN_1_21_5 = r"^[a-zA-Z0-9,_./\-?&=]+$"
+KEY_VALIDATION = ("none", "1.21.5", "relaxed")
 FAKE_CONSUL_VERSION = "1.20.1"
 STATE_FORMAT = 1
+THREAD_STACK_SIZE = 512 * 1024              # per connection thread (Linux default: 8 MiB of address space)
 
 
 # ---------------------------------------------------------------------------
@@ -321,16 +338,23 @@ class Session:
 
 @dataclasses.dataclass(eq=False)          # hashed by identity: kept in a set
 class Watch:
-    """One blocked query's interest: an exact key, a key prefix, or sessions."""
-    kind: str            # "key" | "prefix" | "sessions"
+    """One blocked query's interest: an exact key, a key prefix, sessions,
+    a service's instances (health, catalog) or, for a prefix with no keys,
+    the radix-tree node Consul's memdb watch lands on (see Store.radix_watch)."""
+    kind: str            # "key" | "prefix" | "sessions" | "service" | "radix"
     target: str = ""
+    node: tuple = ()     # radix: (watched node path, its parent's path)
     fired: bool = False
 
-    def matches(self, keys, sessions_changed):
+    def matches(self, store, keys, sessions_changed, services_changed):
         if self.kind == "sessions":
             return sessions_changed
+        if self.kind == "service":
+            return self.target in services_changed
         if self.kind == "key":
             return self.target in keys
+        if self.kind == "radix":
+            return store.radix_touched(self.target, self.node, keys)
         return any(k.startswith(self.target) for k in keys)
 
 
@@ -343,10 +367,228 @@ class QueryResult:
 
 
 # ---------------------------------------------------------------------------
+# Filter expressions (?filter=, go-bexpr as Consul uses it: api-docs
+# features/filtering.mdx). Selectors are dotted paths into the JSON answer;
+# through a list (Checks.Status) a match holds when any element matches.
+# ---------------------------------------------------------------------------
+
+class FilterError(Exception):
+    pass
+
+
+_FILTER_TOKEN = re.compile(r'\s*(?:(==|!=|\(|\))|"((?:[^"\\]|\\.)*)"|`([^`]*)`|([^\s()"`=!]+))')
+
+
+def _filter_tokens(text):
+    pos, out = 0, []
+    text = text.rstrip()
+    while pos < len(text):
+        m = _FILTER_TOKEN.match(text, pos)
+        if not m or m.end() == pos:
+            raise FilterError("1:%d (%d): no match found, expected: a match expression" % (pos + 1, pos))
+        op, dq, bq, word = m.groups()
+        if op:
+            out.append(("op", op))
+        elif dq is not None:
+            out.append(("str", json.loads('"%s"' % dq)))
+        elif bq is not None:
+            out.append(("str", bq))
+        else:
+            out.append(("word", word))
+        pos = m.end()
+    return out
+
+
+class FilterExpr:
+    """A parsed expression: parse once, then .match(obj) for every result row.
+
+    Grammar (a subset of go-bexpr's): or / and / not / parentheses over
+    `Sel == v`, `Sel != v`, `v in Sel`, `v not in Sel`, `Sel contains v`,
+    `Sel not contains v`, `Sel is empty`, `Sel is not empty`, `Sel matches re`,
+    `Sel not matches re`. valid(selector) says whether a selector exists.
+    """
+
+    def __init__(self, text, valid):
+        self.toks, self.pos, self.valid = _filter_tokens(text), 0, valid
+        if not self.toks:
+            raise FilterError("empty expression")
+        self.tree = self._or()
+        if self.pos != len(self.toks):
+            raise FilterError("unexpected %r" % (self.toks[self.pos][1],))
+
+    # -- parser --
+    def _peek(self, k=0):
+        i = self.pos + k
+        return self.toks[i] if i < len(self.toks) else (None, None)
+
+    def _word(self, w, k=0):
+        t = self._peek(k)
+        return t[0] == "word" and t[1].lower() == w
+
+    def _take(self):
+        t = self._peek()
+        if t[0] is None:
+            raise FilterError("unexpected end of expression")
+        self.pos += 1
+        return t
+
+    def _binary(self, word, operand):
+        node = operand()
+        while self._word(word):
+            self.pos += 1
+            node = (word, node, operand())
+        return node
+
+    def _or(self):
+        return self._binary("or", self._and)
+
+    def _and(self):
+        return self._binary("and", self._unary)
+
+    def _unary(self):
+        if self._word("not"):
+            self.pos += 1
+            return ("not", self._unary())
+        if self._peek() == ("op", "("):
+            self.pos += 1
+            node = self._or()
+            if self._take() != ("op", ")"):
+                raise FilterError("expected )")
+            return node
+        return self._match()
+
+    def _selector(self):
+        kind, text = self._take()
+        if kind != "word" or not re.fullmatch(r"[A-Za-z_][\w.\-]*", text):
+            raise FilterError("expected a selector, got %r" % (text,))
+        if not self.valid(text.split(".")):
+            raise FilterError('Selector "%s" is not valid' % text)
+        return text.split(".")
+
+    def _value(self):
+        kind, text = self._take()
+        if kind not in ("str", "word"):
+            raise FilterError("expected a value, got %r" % (text,))
+        return text
+
+    def _match(self):
+        # value [not] in Selector
+        if self._word("in", 1) or (self._word("not", 1) and self._word("in", 2)):
+            value = self._value()
+            neg = self._word("not")
+            self.pos += 2 if neg else 1
+            return ("in", self._selector(), value, neg)
+        sel = self._selector()
+        t = self._peek()
+        if t in (("op", "=="), ("op", "!=")):
+            self.pos += 1
+            return ("eq", sel, self._value(), t[1] == "!=")
+        neg = False
+        if self._word("is"):
+            self.pos += 1
+            if self._word("not"):
+                self.pos, neg = self.pos + 1, True
+            if not self._word("empty"):
+                raise FilterError("expected empty")
+            self.pos += 1
+            return ("empty", sel, None, neg)
+        if self._word("not"):
+            self.pos, neg = self.pos + 1, True
+        if self._word("contains"):
+            self.pos += 1
+            return ("in", sel, self._value(), neg)
+        if self._word("matches"):
+            self.pos += 1
+            pattern = self._value()
+            try:
+                return ("re", sel, re.compile(pattern), neg)
+            except re.error as e:
+                raise FilterError("invalid regular expression: %s" % e)
+        raise FilterError("expected a match operator after %s" % ".".join(sel))
+
+    # -- evaluation --
+    @staticmethod
+    def _resolve(obj, path):
+        """Values the selector reaches (several when it passes through a list)."""
+        vals = [obj]
+        for name in path:
+            nxt = []
+            for v in vals:
+                for item in (v if isinstance(v, list) else [v]):
+                    if isinstance(item, dict) and name in item:
+                        nxt.append(item[name])
+            vals = nxt
+        return vals
+
+    @staticmethod
+    def _same(have, want):
+        if isinstance(have, bool):
+            return want.lower() == ("true" if have else "false")
+        if isinstance(have, (int, float)):
+            try:
+                return have == type(have)(want)
+            except ValueError:
+                return False
+        return isinstance(have, str) and have == want
+
+    def _eval(self, node, obj):
+        kind = node[0]
+        if kind == "or":
+            return self._eval(node[1], obj) or self._eval(node[2], obj)
+        if kind == "and":
+            return self._eval(node[1], obj) and self._eval(node[2], obj)
+        if kind == "not":
+            return not self._eval(node[1], obj)
+        _, sel, value, neg = node
+        vals = self._resolve(obj, sel)
+        if kind == "eq":
+            hit = any(self._same(v, value) for v in vals)
+        elif kind == "in":
+            hit = any((value in v) if isinstance(v, (list, dict, str)) else False for v in vals)
+        elif kind == "empty":
+            hit = all(not v for v in vals)
+        else:
+            hit = any(isinstance(v, str) and value.search(v) for v in vals)
+        return hit != neg
+
+    def match(self, obj):
+        return self._eval(self.tree, obj)
+
+
+def filter_selector_checker(schema):
+    """valid(path) against a schema: {field: 1 (a value) | "*" (a map: any
+    key below) | {sub-schema}}, as each endpoint's "Filtering" table lists."""
+    def valid(path):
+        node = schema
+        for i, name in enumerate(path):
+            if node == "*":
+                return i == len(path) - 1
+            if not isinstance(node, dict) or name not in node:
+                return False
+            node = node[name]
+        return True
+    return valid
+
+
+def same_record(old, new):
+    """Equal but for CreateIndex / ModifyIndex: such a write changes nothing."""
+    return old is not None and {k: v for k, v in old.items() if not k.endswith("Index")} == \
+        {k: v for k, v in new.items() if not k.endswith("Index")}
+
+
+def health_check(node, check_id, name, status, *, service_id="", service_name="", tags=None,
+                 check_type="", notes="", output="", interval="", timeout=""):
+    """structs.HealthCheck in its JSON field order."""
+    return {"Node": node, "CheckID": check_id, "Name": name, "Status": status, "Notes": notes,
+            "Output": output, "ServiceID": service_id, "ServiceName": service_name,
+            "ServiceTags": list(tags or []), "Type": check_type, "Interval": interval,
+            "Timeout": timeout, "ExposedPort": 0, "Definition": {}}
+
+# ---------------------------------------------------------------------------
 # ACLs (a simple stand-in for Consul's policy engine: prefix rules only)
 # ---------------------------------------------------------------------------
 
-RESOURCES = ("key", "session", "agent", "node")
+RESOURCES = ("key", "session", "agent", "node", "service")
 POLICIES = ("read", "write", "deny")
 
 
@@ -413,8 +655,11 @@ class Authorizer:
 
 class Store:
     def __init__(self, datadir=None, dc="dc1", node="fake-node", acl_master=None,
-                 session_ttl_min=SESSION_TTL_MIN_DEFAULT, tombstone_ttl=TOMBSTONE_TTL_DEFAULT):
+                 session_ttl_min=SESSION_TTL_MIN_DEFAULT, tombstone_ttl=TOMBSTONE_TTL_DEFAULT,
+                 version=FAKE_CONSUL_VERSION):
         self.datadir, self.dc, self.node = datadir, dc, node
+        self.version = version
+        self.node_id = str(uuid.uuid5(uuid.NAMESPACE_DNS, node))
         self.acl_master = acl_master
         self.session_ttl_min, self.tombstone_ttl = session_ttl_min, tombstone_ttl
         self.lock = threading.Lock()
@@ -425,6 +670,7 @@ class Store:
         self.stopping = False
         self._reset_state()
         self._load()
+        self.register_agent_node()
         # Like a new leader (initializeSessionTimers), give every TTL session a full 2 x TTL.
         now = time.monotonic()
         for s in self.sessions.values():
@@ -435,14 +681,21 @@ class Store:
 
     def _reset_state(self):
         self.raft_index = INITIAL_RAFT_INDEX
-        self.table_index = {"kvs": 0, "tombstones": 0, "sessions": 0}
+        self.table_index = {"kvs": 0, "tombstones": 0, "sessions": 0, "nodes": 0, "services": 0,
+                            "checks": 0, "service_extinction": 0}
         self.kv = {}                # key -> Entry
         self.tombstones = {}        # key -> [index, reap deadline (monotonic)]
         self.sessions = {}          # id -> Session
         self.session_deadline = {}  # id -> monotonic time of invalidation
         self.lock_delays = {}       # key -> monotonic expiry (not persisted, like Consul)
         self.acl_tokens = {}        # secret -> {"accessor": ..., "rules": {...}}
+        self.nodes = {}             # node name -> structs.Node as JSON
+        self.services = {}          # (node, service ID) -> service record (see ensure_service)
+        self.checks = {}            # (node, check ID) -> structs.HealthCheck as JSON
+        self.check_ttl = {}         # (node, check ID) -> [TTL ns, monotonic expiry or None]
+        self.service_index = {}     # service name -> index of its last change ("service.<name>")
         self._changed_keys = set()
+        self._changed_services = set()
         self._sessions_changed = False
         self._dirty = False
 
@@ -461,11 +714,19 @@ class Store:
             raise SystemExit("consul_kv: unknown state format in %s" % path)
         now = time.monotonic()
         self.raft_index = d["raft_index"]
-        self.table_index = d["table_index"]
+        self.table_index.update(d["table_index"])
         self.kv = {e["Key"]: Entry.from_disk(e) for e in d["kv"]}
         self.tombstones = {k: [i, now + self.tombstone_ttl / SECOND] for k, i in d["tombstones"].items()}
         self.sessions = {s["ID"]: Session.from_disk(s) for s in d["sessions"]}
         self.acl_tokens = d.get("acl_tokens", {})
+        cat = d.get("catalog", {})
+        self.nodes = {n["Node"]: n for n in cat.get("nodes", [])}
+        self.services = {(v["Node"], v["ID"]): v for v in cat.get("services", [])}
+        self.checks = {(c["Node"], c["CheckID"]): c for c in cat.get("checks", [])}
+        self.service_index = cat.get("service_index", {})
+        now = time.monotonic()
+        self.check_ttl = {tuple(k.split("\x00", 1)): [t, now + t / SECOND] for k, t in cat.get("ttl", {}).items()
+                          if tuple(k.split("\x00", 1)) in self.checks}
 
     def _persist(self):
         path = self._state_file()
@@ -476,7 +737,10 @@ class Store:
              "kv": [e.to_disk() for e in self.kv.values()],
              "tombstones": {k: v[0] for k, v in self.tombstones.items()},
              "sessions": [s.to_api() for s in self.sessions.values()],
-             "acl_tokens": self.acl_tokens}
+             "acl_tokens": self.acl_tokens,
+             "catalog": {"nodes": list(self.nodes.values()), "services": list(self.services.values()),
+                         "checks": list(self.checks.values()), "service_index": self.service_index,
+                         "ttl": {"%s\x00%s" % k: v[0] for k, v in self.check_ttl.items()}}}
         tmp = path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(d, f)
@@ -492,14 +756,14 @@ class Store:
 
     def commit(self):
         """After a write (lock held): persist and wake the matching watches."""
-        keys, sess = self._changed_keys, self._sessions_changed
-        self._changed_keys, self._sessions_changed = set(), False
+        keys, sess, svcs = self._changed_keys, self._sessions_changed, self._changed_services
+        self._changed_keys, self._sessions_changed, self._changed_services = set(), False, set()
         if self._dirty:
             self._persist()
             self._dirty = False
-        if keys or sess:
+        if keys or sess or svcs:
             for w in self.watches:
-                if not w.fired and w.matches(keys, sess):
+                if not w.fired and w.matches(self, keys, sess, svcs):
                     w.fired = True
             self.changed.notify_all()
 
@@ -535,7 +799,7 @@ class Store:
                     seen_not_found = True
                 if res.index > min_index:
                     return res
-                w = Watch(*watch)
+                w = watch() if callable(watch) else Watch(*watch)
                 self.watches.add(w)
                 try:
                     while not w.fired and self.epoch == epoch and not self.stopping:
@@ -569,6 +833,50 @@ class Store:
 
     def entries_with_prefix(self, prefix):
         return [self.kv[k] for k in sorted(self.kv) if k.startswith(prefix)]
+
+    # -- the watch of a prefix without keys (go-immutable-radix SeekPrefixWatch) --
+    #
+    # memdb stores each key as key + "\x00" in a radix tree; a prefix query
+    # watches the mutate channel of the deepest node its walk reaches. When no
+    # key has the prefix, that is its nearest existing ancestor, or the child
+    # whose edge diverges from the prefix. A write closes the channels of the
+    # nodes it rewrites: every node on the path to the written key, and a node
+    # whose edge is split or merged. So a blocking list on an empty prefix
+    # wakes on writes near it, and then answers the whole KV index (kvsListTxn),
+    # which every KV write has moved: 404 with a higher X-Consul-Index.
+
+    def _tree_keys(self):
+        """The stored keys as memdb indexes them (key + "\x00"), sorted; cached until the KV
+        table changes (every change moves its index or replaces the dict)."""
+        stamp = (id(self.kv), self.table_index["kvs"], len(self.kv))
+        if getattr(self, "_tree_stamp", None) != stamp:
+            self._tree_cache, self._tree_stamp = sorted(k + "\x00" for k in self.kv), stamp
+        return self._tree_cache
+
+    def radix_watch(self, prefix):
+        """(watched node path, parent node path) for a prefix with no keys."""
+        keys = self._tree_keys()
+        node, parent = "", None
+        while len(node) < len(prefix):
+            edge = node + prefix[len(node)]
+            lo = bisect.bisect_left(keys, edge)
+            hi = bisect.bisect_left(keys, edge + "\U0010ffff")
+            if lo == hi:
+                break
+            child = os.path.commonprefix([keys[lo], keys[hi - 1]])
+            if not prefix.startswith(child):
+                return child, node
+            node, parent = child, node
+        return node, parent
+
+    def radix_touched(self, prefix, watched, changed_keys):
+        node, parent = watched
+        floor = len(parent) if parent is not None else -1
+        for k in changed_keys:
+            k0 = k + "\x00"
+            if k0.startswith(node) or len(os.path.commonprefix([k0, node])) > floor:
+                return True
+        return self.radix_watch(prefix) != watched
 
     # -- KV primitives (state/kvs.go); lock held, idx = this write's index -----
 
@@ -712,12 +1020,177 @@ class Store:
                 now = time.monotonic()
                 for sid in [sid for sid, due in self.session_deadline.items() if due <= now]:
                     self.session_invalidate(sid)
+                self.expire_ttl_checks(now)
                 self.reap_tombstones()
                 self.commit()
                 dues = list(self.session_deadline.values()) + [t[1] for t in self.tombstones.values()]
+                dues += [t[1] for t in self.check_ttl.values() if t[1] is not None]
                 timeout = (min(dues) - time.monotonic()) if dues else None
                 if timeout is None or timeout > 0:
                     self.timers.wait(timeout)
+
+    # -- catalog: nodes, services, checks (state/catalog.go) --------------------
+    #
+    # One raft index for everything: every catalog write takes the next index,
+    # as KV writes do. A service name's index ("service.<name>" in the index
+    # table) moves when one of its instances, their checks or their node's
+    # checks change; health and catalog queries on that name answer it and
+    # block on it.
+
+    def catalog_max_index(self):
+        return max(self.table_index["nodes"], self.table_index["services"], self.table_index["checks"])
+
+    def service_query_index(self, name, exists):
+        """maxIndexForService: the name's index; for a name without instances
+        the last extinction index, else the whole catalog's."""
+        if not exists and self.table_index["service_extinction"]:
+            return self.table_index["service_extinction"]
+        return self.service_index.get(name) or self.catalog_max_index()
+
+    def _touch_service(self, idx, name):
+        self.service_index[name] = idx
+        self._changed_services.add(name)
+
+    def _touch_node_services(self, idx, node):
+        for (n, _), svc in self.services.items():
+            if n == node:
+                self._touch_service(idx, svc["Service"])
+
+    def ensure_node(self, idx, node):
+        """node: structs.Node fields. A registration that changes nothing writes nothing."""
+        old = self.nodes.get(node["Node"])
+        new = dict(node, CreateIndex=old["CreateIndex"] if old else idx, ModifyIndex=idx)
+        if same_record(old, new):
+            return
+        self.nodes[node["Node"]] = new
+        self.table_index["nodes"] = idx
+        self._touch_node_services(idx, node["Node"])
+
+    def ensure_service(self, idx, node, svc):
+        """svc: ID, Service, Tags, Address, Port, Meta, Weights, EnableTagOverride."""
+        key = (node, svc["ID"])
+        old = self.services.get(key)
+        new = dict(svc, Node=node, CreateIndex=old["CreateIndex"] if old else idx, ModifyIndex=idx)
+        if same_record(old, new):
+            return
+        self.services[key] = new
+        self.table_index["services"] = idx
+        self._touch_service(idx, svc["Service"])
+        if old is not None and old["Service"] != svc["Service"]:
+            self._touch_service(idx, old["Service"])
+            self._note_extinction(idx, old["Service"])
+
+    def ensure_check(self, idx, check):
+        """check: structs.HealthCheck JSON fields (Node, CheckID, Status, ...).
+        A check turning critical invalidates the sessions that name it."""
+        key = (check["Node"], check["CheckID"])
+        old = self.checks.get(key)
+        new = dict(check, CreateIndex=old["CreateIndex"] if old else idx, ModifyIndex=idx)
+        if same_record(old, new):
+            return
+        self.checks[key] = new
+        self.table_index["checks"] = idx
+        svc = self.services.get((check["Node"], check["ServiceID"])) if check["ServiceID"] else None
+        if svc is not None:
+            self._touch_service(idx, svc["Service"])
+        elif not check["ServiceID"]:
+            self._touch_node_services(idx, check["Node"])
+        if new["Status"] == "critical":
+            self._invalidate_sessions_of_check(idx, check["Node"], check["CheckID"])
+
+    def _invalidate_sessions_of_check(self, idx, node, check_id):
+        """state/catalog.go ensureCheckTxn: a critical check (or a deleted one)
+        invalidates every session that lists it."""
+        for sid, s in list(self.sessions.items()):
+            if s.node == node and check_id in (s.node_checks or []):
+                self.session_invalidate(sid, idx)
+
+    def _note_extinction(self, idx, name):
+        if not any(v["Service"] == name for v in self.services.values()):
+            self.table_index["service_extinction"] = idx
+
+    def delete_check(self, idx, node, check_id):
+        c = self.checks.pop((node, check_id), None)
+        self.check_ttl.pop((node, check_id), None)
+        if c is None:
+            return False
+        self.table_index["checks"] = idx
+        svc = self.services.get((node, c["ServiceID"])) if c["ServiceID"] else None
+        if svc is not None:
+            self._touch_service(idx, svc["Service"])
+        elif not c["ServiceID"]:
+            self._touch_node_services(idx, node)
+        self._invalidate_sessions_of_check(idx, node, check_id)
+        return True
+
+    def delete_service(self, idx, node, service_id):
+        svc = self.services.pop((node, service_id), None)
+        if svc is None:
+            return False
+        for (n, cid), c in list(self.checks.items()):
+            if n == node and c["ServiceID"] == service_id:
+                self.delete_check(idx, n, cid)
+        self.table_index["services"] = idx
+        self._touch_service(idx, svc["Service"])
+        self._note_extinction(idx, svc["Service"])
+        return True
+
+    def delete_node(self, idx, node):
+        if node not in self.nodes:
+            return False
+        for (n, sid) in [k for k in self.services if k[0] == node]:
+            self.delete_service(idx, n, sid)
+        for (n, cid) in [k for k in self.checks if k[0] == node]:
+            self.delete_check(idx, n, cid)
+        del self.nodes[node]
+        self.table_index["nodes"] = idx
+        for sid, s in list(self.sessions.items()):
+            if s.node == node:
+                self.session_invalidate(sid, idx)
+        return True
+
+    def register_agent_node(self):
+        """The agent's own node and its serfHealth check, as the leader
+        registers every LAN member (leader.go reconcileMember)."""
+        with self.lock:
+            self._register_agent_node()
+
+    def _register_agent_node(self):
+        if self.node in self.nodes and (self.node, SERF_HEALTH) in self.checks:
+            return
+        idx = self.next_index()
+        self.ensure_node(idx, {
+            "ID": self.node_id, "Node": self.node, "Address": "127.0.0.1", "Datacenter": self.dc,
+            "TaggedAddresses": {"lan": "127.0.0.1", "lan_ipv4": "127.0.0.1",
+                                "wan": "127.0.0.1", "wan_ipv4": "127.0.0.1"},
+            "Meta": {"consul-network-segment": "", "consul-version": self.version}})
+        self.ensure_check(idx, health_check(self.node, SERF_HEALTH, "Serf Health Status",
+                                            "passing", output="Agent alive and reachable"))
+        self.commit()
+
+    def set_check_status(self, idx, node, check_id, status, output=None):
+        c = self.checks[(node, check_id)]
+        self.ensure_check(idx, dict(c, Status=status, Output=c["Output"] if output is None else output))
+
+    def expire_ttl_checks(self, now):
+        """A TTL check not updated within its TTL turns critical (agent/checks CheckTTL)."""
+        due = [k for k, (_, at) in self.check_ttl.items() if at is not None and at <= now]
+        if not due:
+            return
+        idx = self.next_index()
+        for k in due:
+            self.check_ttl[k][1] = None
+            self.set_check_status(idx, k[0], k[1], "critical", "TTL expired")
+
+    def health_rows(self, name):
+        """CheckServiceNodes of a service name, ordered by node and service ID."""
+        rows = []
+        for (node, sid) in sorted(k for k, v in self.services.items() if v["Service"] == name):
+            svc = self.services[(node, sid)]
+            checks = [self.checks[k] for k in sorted(self.checks)
+                      if k[0] == node and self.checks[k]["ServiceID"] in ("", sid)]
+            rows.append((self.nodes.get(node), svc, checks))
+        return rows
 
     # -- ACL token table ----------------------------------------------------
 
@@ -755,6 +1228,8 @@ class Faults:
         self.slow_ms = 0
         self.stale_empty_count, self.stale_empty_index = 0, 1
         self.leader_known, self.leaderless_since, self.leaderless_reads = True, 0.0, "fail"
+        self.consistent_reads = "ok"          # ok | verifying | lost
+        self.counts = {}                      # API requests by endpoint (first two path segments after /v1/)
         self.requests = []
 
     def take_fail(self, method, path):
@@ -791,6 +1266,17 @@ class Faults:
             self.release_gen += 1
             self.cond.notify_all()
 
+    def wait_until(self, pred, seconds, stopping):
+        """Wait (up to seconds) for pred() to hold; pred is read under the lock."""
+        deadline = time.monotonic() + seconds
+        with self.cond:
+            while not pred():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or stopping():
+                    return False
+                self.cond.wait(remaining)
+            return True
+
     def take_stale_empty(self):
         with self.lock:
             if self.stale_empty_count <= 0:
@@ -799,9 +1285,12 @@ class Faults:
             return self.stale_empty_index
 
     def log(self, record):
+        parts = record["path"].split("/")
+        group = "/".join(parts[:4]) if len(parts) > 3 else record["path"]
         with self.lock:
             self.requests.append(record)
             del self.requests[:-10000]
+            self.counts[group] = self.counts.get(group, 0) + 1
 
 
 # ---------------------------------------------------------------------------
@@ -882,11 +1371,24 @@ class ConsulAPI:
         "/v1/status/peers": ("GET",),
         "/v1/agent/self": ("GET",),
         "/v1/catalog/datacenters": ("GET",),
+        "/v1/catalog/service/": ("GET",),
+        "/v1/catalog/register": ("PUT",),
+        "/v1/catalog/deregister": ("PUT",),
+        "/v1/health/service/": ("GET",),
+        "/v1/agent/service/register": ("PUT",),
+        "/v1/agent/service/deregister/": ("PUT",),
+        "/v1/agent/check/pass/": ("PUT",),
+        "/v1/agent/check/warn/": ("PUT",),
+        "/v1/agent/check/fail/": ("PUT",),
+        "/v1/agent/check/update/": ("PUT",),
     }
 
     def __init__(self, store, faults, kv_max_value_size=KV_MAX_VALUE_SIZE,
-                 txn_max_ops=TXN_MAX_OPS_DEFAULT, version=FAKE_CONSUL_VERSION):
+                 txn_max_ops=TXN_MAX_OPS_DEFAULT, version=FAKE_CONSUL_VERSION,
+                 rpc_hold_timeout=RPC_HOLD_TIMEOUT_DEFAULT, key_validation="none", default_token=""):
         self.store, self.faults = store, faults
+        self.rpc_hold_timeout = rpc_hold_timeout
+        self.key_validation, self.default_token = key_validation, default_token
         self.kv_max_value_size, self.txn_max_ops = kv_max_value_size, txn_max_ops
         self.version = version
         self.node_id = str(uuid.uuid5(uuid.NAMESPACE_DNS, store.node))
@@ -897,6 +1399,12 @@ class ConsulAPI:
             "/v1/session/node/": self.session_node, "/v1/session/list": self.session_list,
             "/v1/status/leader": self.status_leader, "/v1/status/peers": self.status_peers,
             "/v1/agent/self": self.agent_self, "/v1/catalog/datacenters": self.catalog_dcs,
+            "/v1/catalog/service/": self.catalog_service, "/v1/catalog/register": self.catalog_register,
+            "/v1/catalog/deregister": self.catalog_deregister, "/v1/health/service/": self.health_service,
+            "/v1/agent/service/register": self.agent_service_register,
+            "/v1/agent/service/deregister/": self.agent_service_deregister,
+            "/v1/agent/check/pass/": self.agent_check_update, "/v1/agent/check/warn/": self.agent_check_update,
+            "/v1/agent/check/fail/": self.agent_check_update, "/v1/agent/check/update/": self.agent_check_update,
         }
 
     # -- routing (net/http ServeMux + agent/http.go wrap) ----------------------
@@ -977,7 +1485,9 @@ class ConsulAPI:
         parts = auth.split(" ")
         if len(parts) > 1 and parts[0].lower() == "bearer":
             return " ".join(parts[1:]).strip().split(" ")[0].strip()
-        return ""
+        # No token: the agent's default token (acl.tokens.default), if set, is
+        # sent on to the servers in its place (agent/http.go parseToken).
+        return self.default_token
 
     def parse(self, req):
         """s.parse(): dc, token, consistency, wait and index."""
@@ -1002,11 +1512,49 @@ class ConsulAPI:
         """Checks made on the way to the leader: datacenter, leader, token."""
         if opts.dc != self.store.dc:
             raise ApiError(500, "No path to datacenter")
-        if not self.faults.leader_known:
-            if write or not (opts.stale or self.faults.leaderless_reads == "ok"):
+        f = self.faults
+        hold = self.rpc_hold_timeout / SECOND
+        stopping = lambda: self.store.stopping  # noqa: E731
+        # rpc.go ForwardRPC / canRetry: without a leader, writes and
+        # non-stale reads are retried for up to rpc_hold_timeout before
+        # "No cluster leader"; a leader elected meanwhile serves them.
+        if write or not (opts.stale or f.leaderless_reads == "ok"):
+            if not f.wait_until(lambda: f.leader_known, hold, stopping):
                 raise no_leader()
+        # rpc.go consistentRead: ?consistent verifies leadership first; a lost
+        # verification fails at once, a leader not yet ready for consistent
+        # reads (its barrier not written) is waited on for rpc_hold_timeout.
+        if opts.consistent and not write:
+            if f.consistent_reads == "lost":
+                raise ApiError(500, "leadership lost while committing log")
+            if not f.wait_until(lambda: f.consistent_reads == "ok", hold, stopping):
+                raise ApiError(500, "Not ready to serve consistent reads")
+        if self.store.stopping:
+            raise Stopping()
         with self.store.lock:
             return self.store.resolve_token(opts.token)
+
+    def validate_key(self, key):
+        """KV key validation of some Consul releases (--kv-key-validation)."""
+        if key == "" or self.key_validation == "none":
+            return
+        if self.key_validation == "1.21.5":
+            # agent/kvs_endpoint.go in 1.21.5: a plain error, so 500
+            if not re.fullmatch(KEY_PATTERN_1_21_5, key):
+                raise ApiError(500, "invalid key name, keys should respect the %s format" % go_quote(KEY_PATTERN_1_21_5))
+            if ".." in key:
+                raise ApiError(500, "invalid key name, keys should not contain %s" % go_quote(".."))
+            return
+        # hashicorp/consul#22850 (1.21.6 and later): any character, but no
+        # traversal and no leading or trailing space (disable_kv_key_validation
+        # turns it off: --kv-key-validation none)
+        low = key.lower()
+        if "../" in key or "..\\" in key or key in ("..",) or key.endswith("/.."):
+            raise ApiError(400, "key contains path traversal sequence")
+        if any(t in low for t in ("%2e%2e%2f", "%2e%2e/", "..%2f", "%2e%2e%5c")):
+            raise ApiError(400, "key contains encoded path traversal sequence")
+        if key != key.strip(" "):
+            raise ApiError(400, "key must not begin or end with a space")
 
     def set_meta(self, resp, opts, index, filtered=False, authz=None):
         """agent/http.go setMeta(): headers of every blocking read."""
@@ -1032,6 +1580,7 @@ class ConsulAPI:
         if "../" in req.path or "..\\" in req.path:
             raise ApiError(400, "URL path contains invalid traversal sequence")
         key = req.path[len("/v1/kv/"):]
+        self.validate_key(key)
         if req.method == "GET":
             if req.has("keys"):
                 return self.kv_get_keys(req, opts, key)
@@ -1040,8 +1589,14 @@ class ConsulAPI:
             return self.kv_put(req, opts, key)
         return self.kv_delete(req, opts, key)
 
-    def stale_empty(self, req, opts, listing):
-        """Fault: a follower with empty state answering (hashicorp/consul#3975)."""
+    def stale_empty(self, req, opts, listing, key):
+        """Fault: a follower with empty state answering (hashicorp/consul#3975).
+        Only reads that would find something take it: for a prefix that is
+        empty anyway such an answer tells nothing false."""
+        with self.store.lock:
+            found = any(k.startswith(key) for k in self.store.kv) if listing else key in self.store.kv
+        if not found:
+            return None
         index = self.faults.take_stale_empty()
         if index is None:
             return None
@@ -1049,12 +1604,23 @@ class ConsulAPI:
         self.set_meta(resp, opts, index)
         return resp
 
+    def list_watch(self, prefix):
+        """The watch of a KVS.List / ListKeys: the prefix while it has keys,
+        else the radix node memdb's prefix iterator lands on (Store.radix_watch)."""
+        store = self.store
+
+        def watch():
+            if any(k.startswith(prefix) for k in store.kv):
+                return Watch("prefix", prefix)
+            return Watch("radix", prefix, node=store.radix_watch(prefix))
+        return watch
+
     def kv_get(self, req, opts, key):
         recurse = req.has("recurse")
         if not recurse and key == "":
             raise ApiError(400, "Missing key name")
         authz = self.rpc(opts, write=False)
-        faked = self.stale_empty(req, opts, listing=recurse)
+        faked = self.stale_empty(req, opts, listing=recurse, key=key)
         if faked:
             return faked
         store = self.store
@@ -1074,7 +1640,7 @@ class ConsulAPI:
             return QueryResult(idx or 1, visible, filtered=len(visible) != len(entries))
 
         if recurse:
-            res = store.query(get_list, ("prefix", key), opts.min_index, opts.wait_ns)
+            res = store.query(get_list, self.list_watch(key), opts.min_index, opts.wait_ns)
         else:
             res = store.query(get_one, ("key", key), opts.min_index, opts.wait_ns)
         entries = res.value or []
@@ -1092,7 +1658,7 @@ class ConsulAPI:
     def kv_get_keys(self, req, opts, prefix):
         sep = req.get("separator") if req.has("separator") else req.get("seperator")
         authz = self.rpc(opts, write=False)
-        faked = self.stale_empty(req, opts, listing=True)
+        faked = self.stale_empty(req, opts, listing=True, key=prefix)
         if faked:
             return faked
         store = self.store
@@ -1114,7 +1680,7 @@ class ConsulAPI:
                     keys.append(e.key[:cut + len(sep)])
             return QueryResult(idx, keys, filtered=len(visible) != len(entries))
 
-        res = store.query(list_keys, ("prefix", prefix), opts.min_index, opts.wait_ns)
+        res = store.query(list_keys, self.list_watch(prefix), opts.min_index, opts.wait_ns)
         # 404 for no keys, except at the root which answers [] (KVSGetKeys)
         if not res.value and prefix != "":
             resp = Response(404)
@@ -1462,9 +2028,17 @@ class ConsulAPI:
             if ttl != 0 and (ttl < store.session_ttl_min or ttl > SESSION_TTL_MAX):
                 raise ApiError(500, "Invalid Session TTL '%d', must be between [%s=%s]" % (
                     ttl, format_go_duration(store.session_ttl_min), format_go_duration(SESSION_TTL_MAX)))
-        if sess["node"] != store.node:
-            raise ApiError(500, "Missing node registration")
         with store.lock:
+            # state/session.go sessionCreateTxn: the node and every check must
+            # exist, and no check may be critical.
+            if sess["node"] not in store.nodes:
+                raise ApiError(500, "Missing node registration")
+            for cid in sess["checks"] or []:
+                c = store.checks.get((sess["node"], cid))
+                if c is None:
+                    raise ApiError(500, "Missing check '%s' registration" % cid)
+                if c["Status"] == "critical":
+                    raise ApiError(500, "Check '%s' is in critical state" % cid)
             idx = store.next_index()
             s = Session(id=str(uuid.uuid4()), name=sess["name"], node=sess["node"],
                         lock_delay=sess["lock_delay"], behavior=sess["behavior"], ttl=sess["ttl"],
@@ -1553,6 +2127,350 @@ class ConsulAPI:
         opts = self.parse(req)
         return self._sessions_query(req, opts, lambda: list(self.store.sessions.values()))
 
+    # -- catalog, health and agent service endpoints -----------------------------
+    # (agent/health_endpoint.go, agent/catalog_endpoint.go, agent/agent_endpoint.go,
+    # agent/consul/health_endpoint.go, agent/consul/state/catalog.go)
+
+    HEALTH_SCHEMA = {
+        "Node": {"ID": 1, "Node": 1, "Address": 1, "Datacenter": 1, "TaggedAddresses": "*", "Meta": "*"},
+        "Service": {"Kind": 1, "ID": 1, "Service": 1, "Tags": 1, "Address": 1, "TaggedAddresses": "*",
+                    "Meta": "*", "Port": 1, "Weights": {"Passing": 1, "Warning": 1},
+                    "EnableTagOverride": 1},
+        "Checks": {"CheckID": 1, "Name": 1, "Node": 1, "Notes": 1, "Output": 1, "ServiceID": 1,
+                   "ServiceName": 1, "ServiceTags": 1, "Status": 1, "Type": 1},
+    }
+    CATALOG_SCHEMA = {"ID": 1, "Node": 1, "Address": 1, "Datacenter": 1, "TaggedAddresses": "*",
+                      "NodeMeta": "*", "ServiceKind": 1, "ServiceID": 1, "ServiceName": 1,
+                      "ServiceTags": 1, "ServiceAddress": 1, "ServiceMeta": "*", "ServicePort": 1,
+                      "ServiceWeights": {"Passing": 1, "Warning": 1}, "ServiceEnableTagOverride": 1}
+
+    @staticmethod
+    def service_api(svc):
+        """structs.NodeService as the health endpoint writes it (Port omitempty)."""
+        out = {"ID": svc["ID"], "Service": svc["Service"], "Tags": list(svc["Tags"] or []),
+               "Address": svc["Address"], "Meta": dict(svc["Meta"] or {})}
+        if svc["Port"]:
+            out["Port"] = svc["Port"]
+        out.update({"Weights": dict(svc["Weights"]), "EnableTagOverride": svc["EnableTagOverride"],
+                    "Proxy": {"Mode": "", "MeshGateway": {}, "Expose": {}}, "Connect": {},
+                    "PeerName": "", "CreateIndex": svc["CreateIndex"], "ModifyIndex": svc["ModifyIndex"]})
+        return out
+
+    @staticmethod
+    def service_node_api(node, svc):
+        """structs.ServiceNode, the row of /v1/catalog/service/<name>."""
+        return {"ID": node["ID"], "Node": node["Node"], "Address": node["Address"],
+                "Datacenter": node["Datacenter"], "TaggedAddresses": node["TaggedAddresses"],
+                "NodeMeta": node["Meta"], "ServiceKind": "", "ServiceID": svc["ID"],
+                "ServiceName": svc["Service"], "ServiceTags": list(svc["Tags"] or []),
+                "ServiceAddress": svc["Address"], "ServiceWeights": dict(svc["Weights"]),
+                "ServiceMeta": dict(svc["Meta"] or {}), "ServicePort": svc["Port"],
+                "ServiceSocketPath": "", "ServiceEnableTagOverride": svc["EnableTagOverride"],
+                "ServiceProxy": {"Mode": "", "MeshGateway": {}, "Expose": {}}, "ServiceConnect": {},
+                "ServiceLocality": None, "CreateIndex": svc["CreateIndex"],
+                "ModifyIndex": svc["ModifyIndex"]}
+
+    @staticmethod
+    def parse_bool_param(req, name):
+        """getBoolQueryParam: a bare ?passing is true, else strconv.ParseBool."""
+        if not req.has(name):
+            return False
+        v = req.get(name)
+        if v == "":
+            return True
+        if v in ("1", "t", "T", "TRUE", "true", "True"):
+            return True
+        if v in ("0", "f", "F", "FALSE", "false", "False"):
+            return False
+        raise ApiError(400, "Invalid value for ?%s" % name)
+
+    @staticmethod
+    def parse_node_meta(req):
+        """parseMetaFilter: node-meta=key:value, repeatable."""
+        out = {}
+        for item in req.query.get("node-meta", []):
+            k, _, v = item.partition(":")
+            out[k] = v
+        return out
+
+    def parse_filter(self, req, schema):
+        if not req.get("filter"):
+            return None
+        try:
+            return FilterExpr(req.get("filter"), filter_selector_checker(schema))
+        except FilterError as e:
+            raise ApiError(400, "Failed to create boolean expression evaluator: %s" % e)
+
+    def service_query(self, req, prefix, build, schema):
+        """Shared by /v1/health/service and /v1/catalog/service: blocking on the
+        service name's index, the tag / node-meta / filter / passing filters,
+        ACL filtering on node:read and service:read."""
+        name = req.path[len(prefix):]
+        opts = self.parse(req)
+        if name == "":
+            raise ApiError(400, "Missing service name")
+        tags = req.query.get("tag") if req.has("tag") else None
+        node_meta = self.parse_node_meta(req)
+        expr = self.parse_filter(req, schema)
+        passing = self.parse_bool_param(req, "passing") if prefix == "/v1/health/service/" else False
+        authz = self.rpc(opts, write=False)
+        store = self.store
+
+        def run():
+            rows = store.health_rows(name)
+            idx = store.service_query_index(name, bool(rows))
+            out, filtered = [], False
+            for node, svc, checks in rows:
+                if node is None:
+                    continue
+                if tags is not None and not all(t in (svc["Tags"] or []) for t in tags):
+                    continue
+                if any(node["Meta"].get(k) != v for k, v in node_meta.items()):
+                    continue
+                if not (authz.allowed("node", "read", node["Node"]) and
+                        authz.allowed("service", "read", svc["Service"])):
+                    filtered = True
+                    continue
+                row = build(node, svc, checks)
+                if expr is not None and not expr.match(row):
+                    continue
+                if passing and any(c["Status"] != "passing" for c in checks):
+                    continue
+                out.append(row)
+            return QueryResult(idx, out, filtered=filtered)
+
+        res = store.query(run, ("service", name), opts.min_index, opts.wait_ns)
+        resp = json_response(res.value, req)
+        self.set_meta(resp, opts, res.index, res.filtered)
+        return resp
+
+    def health_service(self, req):
+        def build(node, svc, checks):
+            return {"Node": {k: node[k] for k in ("ID", "Node", "Address", "Datacenter", "TaggedAddresses",
+                                                  "Meta", "CreateIndex", "ModifyIndex")},
+                    "Service": self.service_api(svc), "Checks": [dict(c) for c in checks]}
+        return self.service_query(req, "/v1/health/service/", build, self.HEALTH_SCHEMA)
+
+    def catalog_service(self, req):
+        return self.service_query(req, "/v1/catalog/service/",
+                                  lambda node, svc, checks: self.service_node_api(node, svc),
+                                  self.CATALOG_SCHEMA)
+
+    # -- registration ------------------------------------------------------------
+
+    @staticmethod
+    def decode_object(req, what):
+        try:
+            raw = json.loads(req.body().decode("utf-8") or "null")
+        except (ValueError, UnicodeDecodeError) as e:
+            raise ApiError(400, "Request decode failed: %s" % e)
+        if not isinstance(raw, dict):
+            raise ApiError(400, "Request decode failed: json: cannot unmarshal %s into Go value of type %s"
+                           % (json_type(raw), what))
+        return raw
+
+    @staticmethod
+    def field(obj, name, kind, default=None):
+        """A field, matched case-insensitively as Go's decoder does, of a JSON type."""
+        for k, v in obj.items():
+            if k.lower() == name.lower():
+                if v is None:
+                    return default
+                if kind is int and (isinstance(v, bool) or not isinstance(v, int)):
+                    raise ApiError(400, "Request decode failed: %s: expected a number" % name)
+                if kind is not int and not isinstance(v, kind):
+                    raise ApiError(400, "Request decode failed: %s: wrong type %s" % (name, json_type(v)))
+                return v
+        return default
+
+    def service_def(self, body):
+        """An agent or catalog service definition -> the stored record."""
+        f = self.field
+        name = f(body, "Name", str) or f(body, "Service", str) or ""
+        if name == "":
+            raise ApiError(400, "Missing service name")
+        weights = f(body, "Weights", dict)
+        if weights is None:
+            weights = {"Passing": 1, "Warning": 1}
+        else:
+            weights = {"Passing": f(weights, "Passing", int, 0), "Warning": f(weights, "Warning", int, 0)}
+            if weights["Passing"] < 1:
+                raise ApiError(400, "Invalid Weights: Passing must be greater than 0")
+            if weights["Warning"] < 0:
+                raise ApiError(400, "Invalid Weights: Warning must be greater or equal than 0")
+        meta = f(body, "Meta", dict, {})
+        if not all(isinstance(v, str) for v in meta.values()):
+            raise ApiError(400, "Request decode failed: Meta values must be strings")
+        tags = f(body, "Tags", list, [])
+        return {"ID": f(body, "ID", str) or name, "Service": name, "Tags": tags,
+                "Address": f(body, "Address", str, ""), "Port": f(body, "Port", int, 0),
+                "Meta": meta, "Weights": weights,
+                "EnableTagOverride": bool(f(body, "EnableTagOverride", bool, False))}
+
+    def check_def(self, node, svc, body, default_id, default_name):
+        """A check definition -> (structs.HealthCheck JSON, TTL ns or 0)."""
+        f = self.field
+        ttl_text = f(body, "TTL", str, "")
+        ttl = 0
+        if ttl_text:
+            try:
+                ttl = parse_go_duration(ttl_text)
+            except ValueError as e:
+                raise ApiError(400, "Invalid check: %s" % e)
+        status = f(body, "Status", str, "") or "critical"       # checks start critical
+        if status not in ("passing", "warning", "critical"):
+            raise ApiError(400, "Invalid check status: \"%s\"" % status)
+        kind = "ttl" if ttl else ("http" if f(body, "HTTP", str) else "tcp" if f(body, "TCP", str) else "")
+        return health_check(node, f(body, "CheckID", str) or f(body, "ID", str) or default_id,
+                            f(body, "Name", str) or default_name, status,
+                            service_id=svc["ID"] if svc else "", service_name=svc["Service"] if svc else "",
+                            tags=svc["Tags"] if svc else None, check_type=kind,
+                            notes=f(body, "Notes", str, ""), output=f(body, "Output", str, ""),
+                            interval=f(body, "Interval", str, ""), timeout=f(body, "Timeout", str, "")), ttl
+
+    def write_rpc(self, req):
+        opts = QueryOptions(req.get("dc") or self.store.dc, self.parse_token(req), False, False, 0, 0)
+        return self.rpc(opts, write=True)
+
+    def agent_service_register(self, req):
+        body = self.decode_object(req, "structs.ServiceDefinition")
+        svc = self.service_def(body)
+        defs = []
+        one = self.field(body, "Check", dict)
+        many = self.field(body, "Checks", list, [])
+        if one:
+            defs.append(one)
+        defs.extend(many)
+        checks = []
+        for i, d in enumerate(defs):
+            cid = "service:%s" % svc["ID"] + (":%d" % (i + 1) if len(defs) > 1 else "")
+            checks.append(self.check_def(self.store.node, svc, d, cid, "Service '%s' check" % svc["Service"]))
+        authz = self.write_rpc(req)
+        authz.require("service", "write", svc["Service"])
+        store = self.store
+        with store.lock:
+            idx = store.next_index()
+            old = store.services.get((store.node, svc["ID"]))
+            store.ensure_service(idx, store.node, svc)
+            keep = {c["CheckID"] for c, _ in checks}
+            if req.has("replace-existing-checks") or old is None:
+                for (n, cid), c in list(store.checks.items()):
+                    if n == store.node and c["ServiceID"] == svc["ID"] and cid not in keep:
+                        store.delete_check(idx, n, cid)
+            for d, (c, ttl) in zip(defs, checks):
+                prev = store.checks.get((store.node, c["CheckID"]))
+                if prev is not None and not self.field(d, "Status", str):
+                    c = dict(c, Status=prev["Status"], Output=prev["Output"])   # a re-registration keeps the state
+                store.ensure_check(idx, c)
+                if ttl:
+                    store.check_ttl[(store.node, c["CheckID"])] = [ttl, time.monotonic() + ttl / SECOND]
+                    store.timers.notify_all()
+                else:
+                    store.check_ttl.pop((store.node, c["CheckID"]), None)
+            store.commit()
+        return Response(200)
+
+    def agent_service_deregister(self, req):
+        sid = req.path[len("/v1/agent/service/deregister/"):]
+        authz = self.write_rpc(req)
+        store = self.store
+        with store.lock:
+            svc = store.services.get((store.node, sid))
+            if svc is None:
+                raise ApiError(404, "Unknown service ID %s. Ensure that the service ID is passed, "
+                                    "not the service name." % go_quote(sid))
+            authz.require("service", "write", svc["Service"])
+            store.delete_service(store.next_index(), store.node, sid)
+            store.commit()
+        return Response(200)
+
+    def agent_check_update(self, req):
+        """/v1/agent/check/pass|warn|fail/<id>?note=, /v1/agent/check/update/<id> {Status, Output}."""
+        verb, _, cid = req.path[len("/v1/agent/check/"):].partition("/")
+        if verb == "update":
+            body = self.decode_object(req, "checkUpdate")
+            status = self.field(body, "Status", str, "")
+            output = self.field(body, "Output", str, "")
+            if status not in ("passing", "warning", "critical"):
+                raise ApiError(400, "Invalid check status: \"%s\"" % status)
+        else:
+            status = {"pass": "passing", "warn": "warning", "fail": "critical"}[verb]
+            output = req.get("note")
+        authz = self.write_rpc(req)
+        store = self.store
+        with store.lock:
+            key = (store.node, cid)
+            if key not in store.check_ttl:
+                raise ApiError(500, "CheckID %s does not have associated TTL" % go_quote(cid))
+            c = store.checks[key]
+            authz.require("service" if c["ServiceID"] else "node", "write",
+                          c["ServiceName"] if c["ServiceID"] else store.node)
+            ttl = store.check_ttl[key][0]
+            store.check_ttl[key][1] = time.monotonic() + ttl / SECOND
+            store.timers.notify_all()
+            store.set_check_status(store.next_index(), store.node, cid, status, output)
+            store.commit()
+        return Response(200)
+
+    def catalog_register(self, req):
+        body = self.decode_object(req, "structs.RegisterRequest")
+        f = self.field
+        node = f(body, "Node", str, "")
+        if node == "":
+            raise ApiError(400, "Missing node name")
+        address = f(body, "Address", str, "")
+        if address == "":
+            raise ApiError(400, "Missing node address")
+        svc_body = f(body, "Service", dict)
+        svc = self.service_def(svc_body) if svc_body else None
+        check_bodies = ([f(body, "Check", dict)] if f(body, "Check", dict) else []) + f(body, "Checks", list, [])
+        authz = self.write_rpc(req)
+        authz.require("node", "write", node)
+        if svc:
+            authz.require("service", "write", svc["Service"])
+        store = self.store
+        with store.lock:
+            idx = store.next_index()
+            old = store.nodes.get(node, {})
+            store.ensure_node(idx, {
+                "ID": f(body, "ID", str, "") or old.get("ID", ""), "Node": node, "Address": address,
+                "Datacenter": store.dc, "TaggedAddresses": f(body, "TaggedAddresses", dict, {}),
+                "Meta": f(body, "NodeMeta", dict, {})})
+            if svc:
+                store.ensure_service(idx, node, svc)
+            for cb in check_bodies:
+                sid = f(cb, "ServiceID", str, "")
+                target = store.services.get((node, sid)) if sid else None
+                if sid and target is None:
+                    raise ApiError(500, "Unknown service ID %s for check ID %s" % (
+                        go_quote(sid), go_quote(f(cb, "CheckID", str, ""))))
+                c, _ = self.check_def(node, target, cb, f(cb, "CheckID", str, ""), f(cb, "Name", str, ""))
+                if not f(cb, "Status", str):
+                    c["Status"] = "critical"
+                store.ensure_check(idx, c)
+            store.commit()
+        return json_response(True, req)
+
+    def catalog_deregister(self, req):
+        body = self.decode_object(req, "structs.DeregisterRequest")
+        node = self.field(body, "Node", str, "")
+        if node == "":
+            raise ApiError(400, "Missing node name")
+        authz = self.write_rpc(req)
+        authz.require("node", "write", node)
+        store = self.store
+        with store.lock:
+            idx = store.next_index()
+            sid, cid = self.field(body, "ServiceID", str, ""), self.field(body, "CheckID", str, "")
+            if sid:
+                store.delete_service(idx, node, sid)
+            if cid:
+                store.delete_check(idx, node, cid)
+            if not sid and not cid:
+                store.delete_node(idx, node)
+            store.commit()
+        return json_response(True, req)
+
     # -- status, agent, catalog ------------------------------------------------
 
     def status_leader(self, req):
@@ -1577,7 +2495,8 @@ class ConsulAPI:
                        "Server": True, "Version": self.version, "BuildDate": "2024-01-01T00:00:00Z"},
             "DebugConfig": {"Datacenter": s.dc, "NodeName": s.node, "ServerMode": True,
                             "ACLsEnabled": s.acl_master is not None,
-                            "SessionTTLMin": format_go_duration(s.session_ttl_min)},
+                            "SessionTTLMin": format_go_duration(s.session_ttl_min),
+                            "RPCHoldTimeout": format_go_duration(self.rpc_hold_timeout)},
             "Coord": {"Vec": [0, 0, 0, 0, 0, 0, 0, 0], "Error": 1.5, "Adjustment": 0, "Height": 1e-05},
             "Member": {"Name": s.node, "Addr": "127.0.0.1", "Port": 8301,
                        "Tags": {"acls": "1" if s.acl_master is not None else "0", "build": build,
@@ -1663,11 +2582,23 @@ class FakeControl:
         reads = req.get("reads", "fail")
         if reads not in ("fail", "ok"):
             raise ValueError("reads must be fail or ok")
+        consistent = req.get("consistent", "ok")
+        if consistent not in ("ok", "verifying", "lost"):
+            raise ValueError("consistent must be ok, verifying or lost")
         with f.lock:
             if f.leader_known and not known:
                 f.leaderless_since = time.monotonic()
-            f.leader_known, f.leaderless_reads = known, reads
-        return self.reply({"known": known, "reads": reads})
+            f.leader_known, f.leaderless_reads, f.consistent_reads = known, reads, consistent
+            f.cond.notify_all()
+        return self.reply({"known": known, "reads": reads, "consistent": consistent})
+
+    def do_counters(self, req):
+        """API requests counted by endpoint group (/v1/kv, /v1/health, ...)."""
+        with self.faults.lock:
+            if req.method == "DELETE":
+                self.faults.counts = {}
+            counts = dict(self.faults.counts)
+        return self.reply({"total": sum(counts.values()), "by_endpoint": counts})
 
     def do_index_backwards(self, req):
         """Like a snapshot restore of older data: every index drops to <= to."""
@@ -1743,9 +2674,28 @@ class FakeControl:
             acl = s.acl_tokens
             s._reset_state()
             s.acl_tokens = acl                  # ACL config is not part of "data"
+            s._register_agent_node()            # the agent registers itself again
             s._persist()
             s.abandon()
         return self.reply({"wiped": True, "raft_index": s.raft_index})
+
+    def do_check(self, req):
+        """Set any check's status (serfHealth included: a node failing its
+        gossip health, which invalidates the node's sessions)."""
+        s = self.store
+        node = req.get("node") or s.node
+        cid = req.get("id") or SERF_HEALTH
+        status = req.get("status")
+        if status not in ("passing", "warning", "critical"):
+            raise ValueError("status must be passing, warning or critical")
+        with s.lock:
+            if (node, cid) not in s.checks:
+                raise KeyError("no check %r on node %r" % (cid, node))
+            idx = s.next_index()
+            output = req.get("output") if req.has("output") else None
+            s.set_check_status(idx, node, cid, status, output)
+            s.commit()
+        return self.reply({"node": node, "check": cid, "status": status, "index": idx})
 
     def do_state(self, req):
         s = self.store
@@ -1894,7 +2844,7 @@ class Handler(BaseHTTPRequestHandler):
 class Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
-    request_queue_size = 512
+    request_queue_size = 1024               # listen backlog: hundreds of agents connect at once
 
 
 def parse_listen(text):
@@ -1917,13 +2867,15 @@ def make_server(args):
     host, port, version = parse_listen(args.listen)
     if args.datadir:
         os.makedirs(args.datadir, exist_ok=True)
-    store = Store(datadir=args.datadir, dc=args.dc, node=args.node,
+    store = Store(datadir=args.datadir, dc=args.dc, node=args.node, version=args.consul_version,
                   acl_master=args.acl_master_token,
                   session_ttl_min=parse_go_duration(args.session_ttl_min),
                   tombstone_ttl=parse_go_duration(args.tombstone_ttl))
     faults = Faults()
     api = ConsulAPI(store, faults, kv_max_value_size=args.kv_max_value_size,
-                    txn_max_ops=args.txn_max_ops, version=args.consul_version)
+                    txn_max_ops=args.txn_max_ops, version=args.consul_version,
+                    rpc_hold_timeout=parse_go_duration(args.rpc_hold_timeout),
+                    key_validation=args.kv_key_validation, default_token=args.acl_default_token)
     handler = type("BoundHandler", (Handler,), {"api": api, "control": FakeControl(api),
                                                 "verbose": args.verbose})
     server_cls = Server
@@ -1954,8 +2906,23 @@ def main(argv=None):
                    help="operations allowed in one /v1/txn (default 64; Consul >= 1.x uses 128)")
     p.add_argument("--kv-max-value-size", type=int, default=KV_MAX_VALUE_SIZE)
     p.add_argument("--consul-version", default=FAKE_CONSUL_VERSION, help="version reported by /v1/agent/self")
+    p.add_argument("--rpc-hold-timeout", default="7s",
+                   help="how long reads and writes wait for a leader before 500 (default 7s, rpc_hold_timeout)")
+    p.add_argument("--kv-key-validation", default="none", choices=KEY_VALIDATION,
+                   help="KV key rules: none (before 1.21.5, or disable_kv_key_validation), 1.21.5 (the "
+                        "character regex), relaxed (#22850: no traversal, no leading/trailing space)")
+    p.add_argument("--acl-default-token", default="",
+                   help="the agent's default token, used for requests that carry none")
     p.add_argument("--verbose", action="store_true", help="log every request to stderr")
     args = p.parse_args(argv)
+    # A few hundred blocking clients each hold a connection (a thread and a
+    # file descriptor here, as a goroutine and an fd in Consul): lift the
+    # soft fd limit to the hard one and keep thread stacks small.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = hard if hard != resource.RLIM_INFINITY else 65536
+    if soft != resource.RLIM_INFINITY and soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    threading.stack_size(THREAD_STACK_SIZE)
     try:
         server, store, faults = make_server(args)
     except (ValueError, OSError) as e:

@@ -1016,11 +1016,21 @@ def test_fault_stale_empty(fresh, ns):
     assert len(fresh.get(ns, recurse=True).json()) == 1
 
 
-def test_fault_leader(fresh, ns):
+def test_fault_leader(tmp_path, ns):
     """/_fake/leader?known=0: no leader. status/leader is "", stale reads are
     served with X-Consul-KnownLeader: false, other reads and writes fail with
     500 "No cluster leader" (consistency.mdx: stale "works without a leader");
-    reads=ok serves every read; known=1 restores."""
+    reads=ok serves every read; known=1 restores. (rpc_hold_timeout 0 here:
+    see test_no_leader_holds_requests_for_rpc_hold_timeout.)"""
+    fresh = Consul(use_double=True, workdir=str(tmp_path), extra_args=["--rpc-hold-timeout", "0s"])
+    fresh.start()
+    try:
+        fault_leader_checks(fresh, ns)
+    finally:
+        fresh.close()
+
+
+def fault_leader_checks(fresh, ns):
     fresh.put(ns + "k", b"v")
     fresh.fault("leader", known=0)
     assert fresh.request("GET", "/v1/status/leader").json() == ""
@@ -1081,3 +1091,585 @@ def test_fault_wipe(fresh, ns):
     r = fresh.get(ns + "k")
     assert r.status == 404 and r.index == 1
     assert fresh.get("", recurse=True).status == 404
+
+
+# ---------------------------------------------------------------------------
+# Services, checks and /v1/health/service (health.mdx, agent/service.mdx,
+# agent/check.mdx, catalog.mdx; agent/health_endpoint.go and state/catalog.go
+# where the docs are silent)
+# ---------------------------------------------------------------------------
+
+@pytest.fixture
+def svc():
+    """A service name of this test's own."""
+    return "svc-" + uuid.uuid4().hex[:10]
+
+
+def register(c, name, sid=None, token=None, **fields):
+    body = dict({"Name": name, "ID": sid or name}, **fields)
+    r = c.request("PUT", "/v1/agent/service/register", body=json.dumps(body), token=token)
+    assert r.status == 200, r
+    return body["ID"]
+
+
+def health(c, name, query="", token=None, timeout=30, **params):
+    """GET /v1/health/service/<name>; query is a raw string for repeated
+    parameters (tag=a&tag=b)."""
+    path = "/v1/health/service/" + name + ("?" + query if query else "")
+    return c.request("GET", path, params=params, token=token, timeout=timeout)
+
+
+def check_pass(c, check_id, verb="pass", note=None):
+    r = c.request("PUT", "/v1/agent/check/%s/%s" % (verb, check_id), params={"note": note})
+    assert r.status == 200, r
+
+
+def test_health_service_shape(consul, svc):
+    """health.mdx "List Service Instances for Service": an array of {Node,
+    Service, Checks}; Checks holds the service's checks and the node's
+    serfHealth ("Serf Health Status", ServiceTags []); a check registered with
+    a service gets the ID "service:<id>" and the name "Service '<name>' check"
+    (agent/service.mdx); Weights default to Passing 1, Warning 1."""
+    register(consul, svc, svc + "-1", Tags=["primary"], Address="10.0.0.5", Port=3306,
+             Meta={"role": "writer"}, Check={"TTL": "30s"})
+    r = health(consul, svc)
+    assert r.status == 200 and r.header("Content-Type") == "application/json"
+    assert r.index >= 1 and r.header("X-Consul-KnownLeader") == "true"
+    [row] = r.json()
+    assert list(row) == ["Node", "Service", "Checks"]
+    node = row["Node"]
+    assert {"ID", "Node", "Address", "Datacenter", "TaggedAddresses", "Meta", "CreateIndex",
+            "ModifyIndex"} <= set(node)
+    assert node["Node"] == consul.node and node["Datacenter"] == consul.dc
+    s = row["Service"]
+    assert {"ID", "Service", "Tags", "Address", "Meta", "Port", "Weights", "EnableTagOverride",
+            "CreateIndex", "ModifyIndex"} <= set(s)
+    assert (s["ID"], s["Service"], s["Tags"], s["Address"], s["Port"], s["Meta"]) == (
+        svc + "-1", svc, ["primary"], "10.0.0.5", 3306, {"role": "writer"})
+    assert s["Weights"] == {"Passing": 1, "Warning": 1}
+    checks = {c["CheckID"]: c for c in row["Checks"]}
+    assert set(checks) == {"serfHealth", "service:%s-1" % svc}
+    serf = checks["serfHealth"]
+    assert (serf["Name"], serf["Status"], serf["ServiceID"], serf["ServiceName"], serf["ServiceTags"]) == (
+        "Serf Health Status", "passing", "", "", [])
+    mine = checks["service:%s-1" % svc]
+    assert mine["Name"] == "Service '%s' check" % svc
+    assert (mine["ServiceID"], mine["ServiceName"], mine["ServiceTags"]) == (svc + "-1", svc, ["primary"])
+    assert mine["Status"] == "critical"            # agent/check.mdx: TTL checks start critical
+    assert {"Node", "CheckID", "Name", "Status", "Notes", "Output", "ServiceID", "ServiceName",
+            "ServiceTags", "Type", "CreateIndex", "ModifyIndex"} <= set(mine)
+    assert mine["Type"] == "ttl"
+
+
+def test_health_unknown_service_and_missing_name(consul, svc):
+    """An unknown service answers 200 [] with an index (never 0);
+    health_endpoint.go: no name -> 400 "Missing service name"."""
+    r = health(consul, svc)
+    assert r.status == 200 and r.json() == [] and r.index >= 1
+    r = consul.request("GET", "/v1/health/service/")
+    assert r.status == 400 and r.text == "Missing service name"
+
+
+def test_health_passing_and_ttl_check_states(consul, svc):
+    """health.mdx passing: "only nodes with all checks in the passing state";
+    agent/check.mdx TTL Check Pass / Warn / Fail set the status, `note` the
+    output; a bare ?passing is true, a bad value 400 (getBoolQueryParam)."""
+    sid = register(consul, svc, Check={"TTL": "60s"})
+    cid = "service:" + sid
+    assert health(consul, svc, passing=True).json() == []
+    check_pass(consul, cid, "pass", note="all good")
+    [row] = health(consul, svc, passing=True).json()
+    [c] = [c for c in row["Checks"] if c["CheckID"] == cid]
+    assert c["Status"] == "passing" and c["Output"] == "all good"
+    check_pass(consul, cid, "warn")
+    assert health(consul, svc, passing=True).json() == []
+    assert len(health(consul, svc, passing="false").json()) == 1
+    assert [c["Status"] for c in health(consul, svc).json()[0]["Checks"] if c["CheckID"] == cid] == ["warning"]
+    check_pass(consul, cid, "fail")
+    assert health(consul, svc, passing="1").json() == []
+    r = health(consul, svc, passing="maybe")
+    assert r.status == 400 and r.text == "Invalid value for ?passing"
+    r = consul.request("PUT", "/v1/agent/check/update/" + cid,
+                       body=json.dumps({"Status": "passing", "Output": "via update"}))
+    assert r.status == 200
+    [c] = [c for c in health(consul, svc, passing=True).json()[0]["Checks"] if c["CheckID"] == cid]
+    assert c["Output"] == "via update"
+
+
+def test_ttl_check_expires_to_critical(fast, svc):
+    """agent/check.mdx TTL: "if the check is not set to the passing state
+    before the TTL expires, the check is set to critical" (output "TTL expired")."""
+    sid = register(fast, svc, Check={"TTL": "1s"})
+    check_pass(fast, "service:" + sid)
+    assert len(health(fast, svc, passing=True).json()) == 1
+    time.sleep(1.6)
+    [row] = health(fast, svc).json()
+    [c] = [c for c in row["Checks"] if c["CheckID"] == "service:" + sid]
+    assert c["Status"] == "critical" and c["Output"] == "TTL expired"
+
+
+def test_health_tag_filter_is_repeatable(consul, svc):
+    """health.mdx tag: "Can be used multiple times ... returning only the
+    results that include all of the tag values provided"."""
+    register(consul, svc, svc + "-a", Tags=["eu", "replica"])
+    register(consul, svc, svc + "-b", Tags=["eu"])
+    register(consul, svc, svc + "-c", Tags=["us", "replica"])
+    ids = lambda r: sorted(x["Service"]["ID"] for x in r.json())  # noqa: E731
+    assert ids(health(consul, svc, "tag=eu")) == [svc + "-a", svc + "-b"]
+    assert ids(health(consul, svc, "tag=eu&tag=replica")) == [svc + "-a"]
+    assert ids(health(consul, svc, "tag=nowhere")) == []
+
+
+def test_health_filter_expressions(consul, svc):
+    """features/filtering.mdx and health.mdx "Filtering": selectors
+    Service.Tags, Service.Meta.<k>, Node.Meta.<k>, Checks.Status, Service.ID
+    with ==, !=, in, contains, not, and, or, parentheses; Checks.Status
+    matches when any check does; an unknown selector is refused (400)."""
+    register(consul, svc, svc + "-w", Tags=["primary"], Meta={"role": "writer"}, Check={"TTL": "60s"})
+    register(consul, svc, svc + "-r", Tags=["replica"], Meta={"role": "reader"}, Check={"TTL": "60s"})
+    check_pass(consul, "service:%s-w" % svc)
+
+    def ids(expr):
+        r = health(consul, svc, filter=expr)
+        assert r.status == 200, (expr, r)
+        return sorted(x["Service"]["ID"] for x in r.json())
+    w, rd = svc + "-w", svc + "-r"
+    assert ids('Service.Meta.role == "writer"') == [w]
+    assert ids('Service.Meta.role != "writer"') == [rd]
+    assert ids('"replica" in Service.Tags') == [rd]
+    assert ids('"replica" not in Service.Tags') == [w]
+    assert ids('Service.Tags contains "primary"') == [w]
+    assert ids('Service.ID == "%s"' % rd) == [rd]
+    assert ids('Checks.Status == critical') == [rd]
+    assert ids('not (Checks.Status == critical)') == [w]
+    assert ids('Service.Meta.role == "writer" or "replica" in Service.Tags') == [rd, w]
+    assert ids('Service.Meta.role == "writer" and Checks.Status == critical') == []
+    assert ids('Node.Meta.nowhere == "x"') == []
+    assert ids('Node.Node == "%s" and Service.Tags is not empty' % consul.node) == [rd, w]
+    r = health(consul, svc, filter="Service.NoSuchField == 1")
+    assert r.status == 400 and "Selector" in r.text
+    r = health(consul, svc, filter="Service.ID ==")
+    assert r.status == 400
+
+
+def test_health_node_meta_dc_and_near(consul, svc):
+    """health.mdx: node-meta key:value (repeatable) filters on node metadata,
+    dc another datacenter (500 "No path to datacenter" when unknown), near
+    sorts by round trip time (accepted; one node here); catalog.mdx register
+    adds an external node with NodeMeta."""
+    r = consul.request("PUT", "/v1/catalog/register", body=json.dumps({
+        "Node": "ext-" + svc, "Address": "192.0.2.10", "NodeMeta": {"rack": "r1", "zone": "z"},
+        "Service": {"ID": svc + "-ext", "Service": svc, "Port": 3306}}))
+    assert r.status == 200 and r.json() is True
+    register(consul, svc, svc + "-local")
+    ids = lambda r: sorted(x["Service"]["ID"] for x in r.json())  # noqa: E731
+    assert ids(health(consul, svc, "node-meta=rack:r1")) == [svc + "-ext"]
+    assert ids(health(consul, svc, "node-meta=rack:r1&node-meta=zone:z")) == [svc + "-ext"]
+    assert ids(health(consul, svc, "node-meta=rack:r2")) == []
+    assert ids(health(consul, svc, filter='Node.Meta.rack == "r1"')) == [svc + "-ext"]
+    ext = [x for x in health(consul, svc).json() if x["Service"]["ID"] == svc + "-ext"][0]
+    assert ext["Node"]["Address"] == "192.0.2.10" and ext["Checks"] == []
+    assert health(consul, svc, near="_agent").status == 200
+    assert health(consul, svc, dc=consul.dc).status == 200
+    r = health(consul, svc, dc="elsewhere")
+    assert r.status == 500 and "No path to datacenter" in r.text
+    consul.request("PUT", "/v1/catalog/deregister", body=json.dumps({"Node": "ext-" + svc}))
+    assert ids(health(consul, svc)) == [svc + "-local"]
+
+
+def test_health_blocking_wakes_on_check_change(consul, svc, ns):
+    """blocking.mdx: health queries block on ?index; X-Consul-Index is the
+    raft index, one for the whole store: a KV write elsewhere does not wake
+    a health query, a check of the service changing does, and later KV
+    writes take higher indexes than the health answer's."""
+    sid = register(consul, svc, Check={"TTL": "60s"})
+    idx = health(consul, svc).index
+    fut = in_background(health, consul, svc, index=idx, wait="2s")
+    time.sleep(0.3)
+    consul.put(ns + "elsewhere", b"x")
+    elapsed, r = fut.result(timeout=10)
+    assert elapsed >= 1.9 and r.index == idx
+    fut = in_background(health, consul, svc, index=idx, wait="20s")
+    time.sleep(0.3)
+    assert not fut.done()
+    check_pass(consul, "service:" + sid)
+    elapsed, r = fut.result(timeout=10)
+    assert elapsed < 5 and r.index > idx
+    assert [c["Status"] for c in r.json()[0]["Checks"] if c["ServiceID"] == sid] == ["passing"]
+    consul.put(ns + "after", b"y")
+    assert consul.get(ns + "after").index > r.index
+
+
+def test_health_blocking_wakes_on_register_and_deregister(consul, svc):
+    """A blocking query on a service with no instances wakes when one is
+    registered; deregistering wakes it again (agent/service.mdx; unknown ID:
+    404 "Unknown service ID")."""
+    r = health(consul, svc)
+    fut = in_background(health, consul, svc, index=r.index, wait="20s")
+    time.sleep(0.3)
+    sid = register(consul, svc)
+    elapsed, r2 = fut.result(timeout=10)
+    assert elapsed < 5 and [x["Service"]["ID"] for x in r2.json()] == [sid]
+    fut = in_background(health, consul, svc, index=r2.index, wait="20s")
+    time.sleep(0.3)
+    assert consul.request("PUT", "/v1/agent/service/deregister/" + sid).status == 200
+    elapsed, r3 = fut.result(timeout=10)
+    assert elapsed < 5 and r3.json() == [] and r3.index > r2.index
+    r = consul.request("PUT", "/v1/agent/service/deregister/" + sid)
+    assert r.status == 404 and "Unknown service ID" in r.text
+
+
+def test_health_blocking_wakes_on_the_nodes_serf_health(fresh, svc):
+    """state/catalog.go: a node-level check (serfHealth) changing moves the
+    index of every service on that node, so their health queries wake."""
+    register(fresh, svc)
+    idx = health(fresh, svc).index
+    fut = in_background(health, fresh, svc, index=idx, wait="20s")
+    time.sleep(0.3)
+    fresh.fault("check", id="serfHealth", status="critical")
+    elapsed, r = fut.result(timeout=10)
+    assert elapsed < 5 and r.index > idx
+    assert [c["Status"] for c in r.json()[0]["Checks"] if c["CheckID"] == "serfHealth"] == ["critical"]
+    assert health(fresh, svc, passing=True).json() == []
+
+
+def test_catalog_service_shape(consul, svc):
+    """catalog.mdx "List Nodes for Service": ServiceNode rows (Node, Address,
+    NodeMeta, ServiceID, ServiceName, ServiceTags, ServicePort, ServiceMeta,
+    ServiceWeights ...); tag and filter apply; no health filtering."""
+    register(consul, svc, svc + "-1", Tags=["a"], Port=5432, Meta={"k": "v"}, Check={"TTL": "60s"})
+    register(consul, svc, svc + "-2", Tags=["b"])
+    r = consul.request("GET", "/v1/catalog/service/" + svc)
+    assert r.status == 200 and r.index >= 1
+    rows = {x["ServiceID"]: x for x in r.json()}
+    assert set(rows) == {svc + "-1", svc + "-2"}
+    one = rows[svc + "-1"]
+    assert (one["Node"], one["ServiceName"], one["ServiceTags"], one["ServicePort"], one["ServiceMeta"]) == (
+        consul.node, svc, ["a"], 5432, {"k": "v"})
+    assert one["ServiceWeights"] == {"Passing": 1, "Warning": 1}
+    assert {"ID", "Address", "Datacenter", "TaggedAddresses", "NodeMeta", "ServiceAddress",
+            "ServiceEnableTagOverride", "CreateIndex", "ModifyIndex"} <= set(one)
+    r = consul.request("GET", "/v1/catalog/service/%s?tag=b" % svc)
+    assert [x["ServiceID"] for x in r.json()] == [svc + "-2"]
+    r = consul.request("GET", "/v1/catalog/service/" + svc, params={"filter": 'ServiceMeta.k == "v"'})
+    assert [x["ServiceID"] for x in r.json()] == [svc + "-1"]
+
+
+def test_register_weights_and_bad_bodies(consul, svc):
+    """agent/service.mdx Weights {Passing, Warning}; structs.ValidateWeights:
+    Passing must be greater than 0 (400)."""
+    register(consul, svc, Weights={"Passing": 10, "Warning": 1})
+    assert health(consul, svc).json()[0]["Service"]["Weights"] == {"Passing": 10, "Warning": 1}
+    r = consul.request("PUT", "/v1/agent/service/register",
+                       body=json.dumps({"Name": svc, "Weights": {"Passing": 0, "Warning": 1}}))
+    assert r.status == 400
+    r = consul.request("PUT", "/v1/agent/service/register", body=json.dumps({"Port": 1}))
+    assert r.status == 400 and "Missing service name" in r.text
+    r = consul.request("PUT", "/v1/agent/check/pass/no-such-check")
+    assert r.status in (404, 500) and "no-such-check" in r.text
+
+
+def test_300_concurrent_blocking_queries_wake_on_one_write(consul, ns, svc):
+    """blocking.mdx: many clients block on the same data; here 300 at once
+    (half KV, half health), each on its own connection, all woken by one
+    write of each kind; the double keeps one thread and one fd per client."""
+    consul.put(ns + "k", b"1")
+    kv_idx = consul.get(ns + "k").index
+    sid = register(consul, svc, Check={"TTL": "120s"})
+    h_idx = health(consul, svc).index
+    socks = []
+    try:
+        for i in range(300):
+            s = socket.create_connection(("127.0.0.1", consul.port), timeout=30)
+            if i % 2:
+                path = "/v1/health/service/%s?index=%d&wait=30s" % (svc, h_idx)
+            else:
+                path = "%s?index=%d&wait=30s" % (consul.key_path(ns + "k"), kv_idx)
+            s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % path).encode())
+            socks.append(s)
+        deadline = time.monotonic() + 20
+        while need_fake_state(consul) < 300 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for s in socks:
+            s.setblocking(False)
+            with pytest.raises(BlockingIOError):
+                s.recv(1)                     # nobody answered yet
+            s.setblocking(True)
+        t0 = time.monotonic()
+        consul.put(ns + "k", b"2")
+        check_pass(consul, "service:" + sid)
+        statuses = []
+        for s in socks:
+            with s.makefile("rb") as f:
+                data = f.read()           # Connection: close: the answer ends with the connection
+            head = data.split(b"\r\n\r\n", 1)[0].decode()
+            statuses.append((head.split()[1], int(re.search(r"X-Consul-Index: (\d+)", head).group(1))))
+        elapsed = time.monotonic() - t0
+    finally:
+        for s in socks:
+            s.close()
+    assert all(code == "200" for code, _ in statuses)
+    assert all(i > (kv_idx if n % 2 == 0 else h_idx) for n, (_, i) in enumerate(statuses))
+    assert elapsed < 15
+
+
+def need_fake_state(c):
+    """Blocked queries the double reports (300 on real Consul: it cannot say)."""
+    if not c.is_fake:
+        time.sleep(2)
+        return 300
+    return c.request("GET", "/_fake/state").json()["blocked_queries"]
+
+
+# ---------------------------------------------------------------------------
+# What real Consul does beyond the docs (each from its source)
+# ---------------------------------------------------------------------------
+
+def double_with(tmp_path, *args, **kwargs):
+    """A private double started with extra command-line options."""
+    c = Consul(use_double=True, workdir=str(tmp_path), extra_args=list(args), **kwargs)
+    return c.start()
+
+
+def test_empty_prefix_answers_the_whole_kv_index(fresh, ns):
+    """state/kvs.go kvsListTxn: a prefix with no keys (and no tombstones)
+    answers the KV table's index, so every KV write anywhere raises it;
+    agent/consul/kvs_endpoint.go KVS.List: still 404 with that index."""
+    fresh.put("elsewhere/a", b"1")
+    r = fresh.get(ns + "users/", recurse=True)
+    assert r.status == 404 and r.index == fresh.get("elsewhere/a").index
+    fresh.put("elsewhere/b", b"2")
+    r2 = fresh.get(ns + "users/", recurse=True)
+    assert r2.status == 404 and r2.index == fresh.get("elsewhere/b").index > r.index
+    r3 = fresh.get(ns + "users/", keys=True)
+    assert r3.status == 404 and r3.index == r2.index
+
+
+def test_blocking_list_on_an_empty_prefix_wakes_on_writes_near_it(fresh, ns):
+    """state/kvs.go kvsListEntriesTxn watches the memdb prefix iterator; for
+    a prefix with no keys go-immutable-radix SeekPrefixWatch hands back the
+    channel of the nearest node on the way (its closest existing ancestor, or
+    the sibling whose edge diverges). A write far away does not wake the
+    query; a write next to the prefix does, and as the index of an empty
+    prefix is the whole KV index the answer is 404 with a higher index."""
+    fresh.put(ns + "mysql/master/shop", b"db1")
+    fresh.put("zzz-far/a", b"1")
+    r = fresh.get(ns + "mysql/users/", recurse=True)
+    assert r.status == 404
+    fut = in_background(fresh.get, ns + "mysql/users/", recurse=True, index=r.index, wait="2s")
+    time.sleep(0.3)
+    fresh.put("zzz-far/b", b"2")                      # another branch of the tree: no wake
+    elapsed, r2 = fut.result(timeout=10)
+    assert elapsed >= 1.9 and r2.status == 404 and r2.index == r.index
+    r = fresh.get(ns + "mysql/users/", recurse=True)   # the far write moved the KV index
+    assert r.index > r2.index
+    fut = in_background(fresh.get, ns + "mysql/users/", recurse=True, index=r.index, wait="20s")
+    time.sleep(0.3)
+    assert not fut.done()
+    fresh.put(ns + "mysql/replica/shop/db2", b"")      # next to the prefix: wakes it
+    elapsed, r3 = fut.result(timeout=10)
+    assert elapsed < 5 and r3.status == 404 and r3.index > r.index
+    assert r3.index == fresh.get(ns + "mysql/replica/shop/db2").index
+    fut = in_background(fresh.get, ns + "mysql/users/", keys=True, index=r3.index, wait="20s")
+    time.sleep(0.3)
+    fresh.put(ns + "mysql/users/app", b"{}")           # under the prefix: 200 now
+    elapsed, r4 = fut.result(timeout=10)
+    assert elapsed < 5 and r4.status == 200 and r4.json() == [ns + "mysql/users/app"]
+
+
+def test_blocking_list_on_an_emptied_prefix_keeps_its_tombstone_index(fresh, ns):
+    """kvsListTxn: the graveyard's highest index under the prefix wins over
+    the table index, so after its last key is deleted an empty prefix keeps
+    that index and a blocking query on it does not return for writes near
+    it (blockingQuery loops while the index is not above ?index)."""
+    fresh.put(ns + "users/a", b"1")
+    fresh.delete(ns + "users/a")
+    r = fresh.get(ns + "users/", recurse=True)
+    assert r.status == 404
+    fresh.put(ns + "servers/x", b"1")
+    assert fresh.get(ns + "users/", recurse=True).index == r.index
+    fut = in_background(fresh.get, ns + "users/", recurse=True, index=r.index, wait="1500ms")
+    time.sleep(0.3)
+    fresh.put(ns + "servers/y", b"2")
+    elapsed, r2 = fut.result(timeout=10)
+    assert elapsed >= 1.4 and r2.index == r.index
+
+
+def test_key_validation_of_consul_1_21_5(tmp_path, ns):
+    """Consul 1.21.5 (hashicorp/consul#22682) answered every KV request on a
+    key outside ^[a-zA-Z0-9,_./\\-?&=]+$ with 500 "invalid key name, keys
+    should respect the ... format" - existing keys could be neither read nor
+    deleted (hashicorp/consul#22822, #22835). --kv-key-validation 1.21.5."""
+    c = double_with(tmp_path)
+    try:
+        need_fake(c, "a command-line option of the double")
+        for k in ("acme - host", "foo%2Fbar", "fooçbar"):
+            assert c.put(ns + k, b"old").json() is True
+        c.extra_args = ["--kv-key-validation", "1.21.5"]
+        c.restart()
+        for k in ("acme - host", "foo%2Fbar", "fooçbar", "con..fig"):
+            for r in (c.get(ns + k), c.put(ns + k, b"v"), c.delete(ns + k)):
+                assert r.status == 500, (k, r)
+        r = c.get(ns + "acme - host")
+        assert r.text == 'invalid key name, keys should respect the "^[a-zA-Z0-9,_./\\\\-?&=]+$" format'
+        assert c.put(ns + "mysql/master/shop,a-b_c.d?e&f=g", b"ok").json() is True
+        assert len(c.get(ns, recurse=True).json()) == 4       # the listing still shows them
+    finally:
+        c.close()
+
+
+def test_key_validation_after_the_fix(tmp_path, ns):
+    """hashicorp/consul#22850 (backports #22931, #22939): every character is
+    allowed again, but not path traversal (plain or URL-encoded) nor leading
+    or trailing spaces. --kv-key-validation relaxed."""
+    c = double_with(tmp_path, "--kv-key-validation", "relaxed")
+    try:
+        need_fake(c, "a command-line option of the double")
+        for k in ("acme - host", "foo%bar", "fooçbar", "con..fig", "a:b;c"):
+            assert c.put(ns + k, b"v").json() is True, k
+            assert c.get(ns + k).status == 200
+        for k in (" " + ns + "lead", ns + "trail ", ns + "x/..%2fetc", ns + "x/%2e%2e%2fetc"):
+            assert c.put(k, b"v").status == 400, k
+        assert c.get(ns + "trail ").status == 400
+    finally:
+        c.close()
+
+
+def test_no_leader_holds_requests_for_rpc_hold_timeout(tmp_path, ns):
+    """agent/consul/rpc.go ForwardRPC/canRetry: without a leader, writes and
+    default-consistency reads are retried for rpc_hold_timeout (7s by
+    default) before 500 "No cluster leader"; a leader elected meanwhile
+    serves them; stale reads answer at once. --rpc-hold-timeout."""
+    default = double_with(tmp_path / "default")
+    try:
+        need_fake(default, "a command-line option of the double")
+        assert default.request("GET", "/v1/agent/self").json()["DebugConfig"]["RPCHoldTimeout"] == "7s"
+    finally:
+        default.close()
+    c = double_with(tmp_path / "short", "--rpc-hold-timeout", "1s")
+    try:
+        c.put(ns + "k", b"v")
+        c.fault("leader", known=0)
+        t0 = time.monotonic()
+        r = c.get(ns + "k")
+        assert r.status == 500 and r.text == "No cluster leader" and 1.0 <= time.monotonic() - t0 < 3
+        t0 = time.monotonic()
+        assert c.put(ns + "k", b"w").status == 500 and time.monotonic() - t0 >= 1.0
+        t0 = time.monotonic()
+        assert c.get(ns + "k", stale=True).status == 200 and time.monotonic() - t0 < 0.5
+        c.extra_args = ["--rpc-hold-timeout", "5s"]
+        c.restart()
+        c.fault("leader", known=0)
+        fut = in_background(c.get, ns + "k")
+        time.sleep(0.5)
+        c.fault("leader", known=1)
+        elapsed, r = fut.result(timeout=10)
+        assert r.status == 200 and elapsed < 3
+    finally:
+        c.close()
+
+
+def test_consistent_reads_while_leadership_is_verified(tmp_path, ns):
+    """rpc.go consistentRead: ?consistent first verifies leadership with a
+    quorum; a lost verification fails at once (raft ErrLeadershipLost), a new
+    leader not yet ready for consistent reads is waited on for
+    rpc_hold_timeout, then 500 "Not ready to serve consistent reads";
+    default and stale reads are served meanwhile."""
+    c = double_with(tmp_path, "--rpc-hold-timeout", "1s")
+    try:
+        c.put(ns + "k", b"v")
+        c.fault("leader", known=1, consistent="verifying")
+        t0 = time.monotonic()
+        r = c.get(ns + "k", consistent=True)
+        assert r.status == 500 and r.text == "Not ready to serve consistent reads"
+        assert time.monotonic() - t0 >= 1.0
+        assert c.get(ns + "k").status == 200 and c.get(ns + "k", stale=True).status == 200
+        c.fault("leader", known=1, consistent="lost")
+        t0 = time.monotonic()
+        r = c.get(ns + "k", consistent=True)
+        assert r.status == 500 and "leadership lost" in r.text and time.monotonic() - t0 < 0.5
+        c.fault("leader", known=1)
+        assert c.get(ns + "k", consistent=True).status == 200
+    finally:
+        c.close()
+
+
+def test_sessions_die_with_their_nodes_serf_health(fresh, ns):
+    """session.mdx: NodeChecks default to ["serfHealth"]; "If any of the
+    health checks go to the critical state, the session is invalidated":
+    Behavior=release frees its locks, Behavior=delete deletes its keys; a
+    session without checks survives; a new session on a node whose
+    serfHealth is critical is refused (state/session.go: "Check 'serfHealth'
+    is in critical state")."""
+    rel = fresh.session_create(LockDelay="0s")
+    dele = fresh.session_create(LockDelay="0s", Behavior="delete")
+    bare = fresh.session_create(LockDelay="0s", NodeChecks=[])
+    [info] = fresh.request("GET", "/v1/session/info/" + rel).json()
+    assert info["NodeChecks"] == ["serfHealth"]
+    assert fresh.put(ns + "rel", b"1", acquire=rel).json() is True
+    assert fresh.put(ns + "del", b"1", acquire=dele).json() is True
+    assert fresh.put(ns + "bare", b"1", acquire=bare).json() is True
+    idx = fresh.request("GET", "/v1/session/list").index
+    fut = in_background(fresh.request, "GET", "/v1/session/list", params={"index": idx, "wait": "20s"})
+    time.sleep(0.3)
+    fresh.fault("check", id="serfHealth", status="critical")
+    elapsed, r = fut.result(timeout=10)
+    assert elapsed < 5 and [s["ID"] for s in r.json()] == [bare]
+    assert "Session" not in entry(fresh, ns + "rel")
+    assert fresh.get(ns + "del").status == 404
+    assert entry(fresh, ns + "bare")["Session"] == bare
+    r = fresh.request("PUT", "/v1/session/create", body=json.dumps({"Name": "late"}))
+    assert r.status == 500 and r.text == "Check 'serfHealth' is in critical state"
+    fresh.fault("check", id="serfHealth", status="passing")
+    assert fresh.session_create(Name="later")
+
+
+def test_filtered_header_with_an_agent_default_token(tmp_path, ns):
+    """rpc.go maskResultsFilteredByACLs hides X-Consul-Results-Filtered-By-ACLs
+    only for the anonymous token; an agent with a default token sends that
+    token for requests without one, so they do see the header.
+    --acl-default-token."""
+    default = "dflt-" + uuid.uuid4().hex
+    c = double_with(tmp_path, "--acl-default-token", default, acl_master_token=MASTER)
+    try:
+        need_fake(c, "a command-line option of the double")
+        c.fault("acl", token=default, prefix=ns + "pub/", policy="read")
+        for k in ("pub/a", "secret/b"):
+            c.put(ns + k, b"v", token=MASTER)
+        r = c.get(ns, recurse=True)
+        assert r.status == 200 and [e["Key"] for e in r.json()] == [ns + "pub/a"]
+        assert r.header("X-Consul-Results-Filtered-By-ACLs") == "true"
+        assert c.get(ns + "secret/b").status == 403
+    finally:
+        c.close()
+
+
+def test_health_acl_filtering(acl, svc):
+    """health.mdx ACL: node:read,service:read; rows the token cannot read are
+    dropped and X-Consul-Results-Filtered-By-ACLs is set (token given);
+    registering needs service:write."""
+    r = acl.request("PUT", "/v1/agent/service/register", body=json.dumps({"Name": svc}))
+    assert r.status == 403
+    register(acl, svc, svc + "-a", token=MASTER)
+    tok = acl.create_token([("service", svc, "read"), ("node", "", "read")])
+    r = health(acl, svc, token=tok)
+    assert r.status == 200 and [x["Service"]["ID"] for x in r.json()] == [svc + "-a"]
+    assert r.header("X-Consul-Results-Filtered-By-ACLs") is None
+    only_node = acl.create_token([("node", "", "read")])
+    r = health(acl, svc, token=only_node)
+    assert r.status == 200 and r.json() == []
+    assert r.header("X-Consul-Results-Filtered-By-ACLs") == "true"
+
+
+def test_restart_keeps_services_and_checks(fresh, svc):
+    """The catalog is server state: services, checks and their statuses
+    survive a restart with the data dir; TTL timers start afresh."""
+    sid = register(fresh, svc, Tags=["t"], Check={"TTL": "60s"})
+    check_pass(fresh, "service:" + sid, note="before")
+    idx = health(fresh, svc).index
+    fresh.restart(keep_data=True)
+    r = health(fresh, svc)
+    [row] = r.json()
+    assert row["Service"]["Tags"] == ["t"] and r.index == idx
+    assert [c["Output"] for c in row["Checks"] if c["CheckID"] == "service:" + sid] == ["before"]
+    check_pass(fresh, "service:" + sid, "warn")
