@@ -208,4 +208,4 @@ fuzz-test: fuzz-build
 images: static
 	@containers/build-images.sh
 integration: images
--include $(LIB_OBJ:.o=.d) $(SYNC_OBJ:.o=.d) $(BUILD)/checks/*.d $(wildcard $(BUILD)/bin/fuzz_*.d)
+-include $(LIB_OBJ:.o=.d) $(SYNC_OBJ:.o=.d) $(BUILD)/sync/main.d $(BUILD)/checks/*.d $(wildcard $(BUILD)/bin/fuzz_*.d)
