@@ -218,7 +218,8 @@ static int load_cluster(struct layout_config *l, struct layout_cluster *cl, conf
 			size_t errlen)
 {
 	static const char *const allowed[] = {
-		"alias", "writer_hostgroup", "reader_hostgroup", "writer_is_reader", "remote_readers", "roles"
+		"alias", "writer_hostgroup", "reader_hostgroup", "writer_is_reader", "remote_readers",
+		"roles", "writer_service",   "reader_service"
 	};
 	config_setting_t *remote;
 	char *roles = NULL;

@@ -44,7 +44,10 @@ def test_passing_instances_fill_a_hostgroup_and_a_critical_check_drains(consul, 
     register(consul, "r3", "10.0.0.3")
     register(consul, "p1", "10.0.0.9", tags=("primary",))
     register(consul, "x1", "10.0.0.8", name="other")
-    agent = Agent(consul, [px], workdir, extra=SERVICES + "drain-timeout = 0.0\n").start()
+    agent = Agent(consul, [px], workdir, extra=SERVICES)
+    agent.text = agent.text.replace("drain-timeout = 30.0", "drain-timeout = 0.0")
+    agent.write_config()
+    agent.start()
     try:
         wait_until("the instances", lambda: served(px, 31) == [("10.0.0.1", "3306"), ("10.0.0.2", "3307"),
                                                               ("10.0.0.3", "3306")])
