@@ -271,6 +271,8 @@ static void set_err(MYSQL *m, bool timed_out, const char *step, struct db_err *e
 	unsigned code = mysql_errno(m);
 
 	e->code = code;
+	if (!timed_out && code)
+		sk_strlcpy(e->sqlstate, mysql_sqlstate(m), sizeof(e->sqlstate));
 	if (timed_out) {
 		e->reason = DB_TIMEOUT;
 		sk_fmt(e->msg, sizeof(e->msg), "timed out %s", step);

@@ -27,6 +27,7 @@ const char *db_reason_str(enum db_reason r);
 struct db_err {
 	enum db_reason reason;
 	unsigned code; /* server or client error number, 0 for our own timeouts */
+	char sqlstate[6]; /* the server's SQLSTATE ("28000": access denied), "" for our own timeouts */
 	char msg[256]; /* one line, never contains the password */
 };
 

@@ -1,0 +1,392 @@
+"""healthcheck (the MariaDB image's healthcheck.sh, with a deadline) against the real Galera cluster
+and async pair: every test in every state of the probe state table, argument order and the final
+implicit connect, option-file precedence, --su-mysql as root, unknown options, one connection per
+run, and the upstream script side by side (HEALTHCHECK_SH, see test_differential_*).
+
+The expected answers are data: healthcheck_cases.py (the same table docs/probes.md shows).
+
+Run: make all && /usr/bin/python3 -m pytest -q tests/integration/test_healthcheck.py
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import pwd
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+import healthcheck_cases as hcc
+import probes_cases as pc
+
+HC = os.path.join(pc.BIN, "healthcheck")
+UPSTREAM = os.environ.get("HEALTHCHECK_SH", "")
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _secrets(mysql_creds):
+    pc.register_secret(mysql_creds.password)
+
+
+def write_cnf(path, node, creds, password=None, group="client", extra=""):
+    """A [client] option file for `node`: its socket and port, the monitor account."""
+    with open(path, "w") as f:
+        f.write(f"[{group}]\nsocket={node.socket}\nport={node.port}\nuser={creds.user}\n"
+                f"password={creds.password if password is None else password}\n{extra}")
+    os.chmod(path, 0o600)
+    return str(path)
+
+
+def hc(args, env=None, timeout=30):
+    return pc.run([HC, *args], env=env, timeout=timeout)
+
+
+def check_cases(state, node, creds, tmp_path):
+    """Run every row of `state` against `node`; return the rows that misbehaved."""
+    cnf = write_cnf(tmp_path / "node.cnf", node, creds)
+    bad = write_cnf(tmp_path / "bad.cnf", node, creds, password=pc.WRONG_PASSWORD)
+    problems = []
+    for row in hcc.STATES[state]:
+        args = [a.format(cnf=cnf, bad=bad, datadir=node.datadir, cell=tmp_path) for a in row.args]
+        r = hc(args, env=row.env)
+        lines = r.errtext.splitlines()
+        want = [hcc.line_regex(w, ip=node.ip, port=node.port, socket=node.socket) for w in row.stderr]
+        ok = r.rc == row.rc and len(lines) == len(want) and all(w.fullmatch(l) for w, l in zip(want, lines))
+        if row.within is not None and not (row.within <= r.wall <= row.within + pc.SLACK):
+            ok = False
+        if not ok:
+            problems.append(f"{row}\n{r}")
+    return problems
+
+
+def assert_state(state, node, creds, tmp_path):
+    problems = check_cases(state, node, creds, tmp_path)
+    assert not problems, f"state {state!r}: {len(problems)} row(s) misbehaved:\n\n" + "\n\n".join(problems)
+
+
+# -- Galera states ---------------------------------------------------------------------------
+def test_healthy(healthy_galera, mysql_creds, tmp_path):
+    node = healthy_galera[2]
+    assert_state("healthy", node, mysql_creds, tmp_path)
+    status = node.value("SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS "
+                        "WHERE VARIABLE_NAME='Innodb_buffer_pool_load_status'")
+    r = hc([f"--defaults-file={write_cnf(tmp_path / 'n.cnf', node, mysql_creds)}",
+            "--innodb_buffer_pool_loaded"])
+    assert r.rc == (0 if "load completed" in status else 1), r
+
+
+def test_desynced(healthy_galera, mysql_creds, tmp_path):
+    node = healthy_galera[2]
+    node.desync()
+    try:
+        assert_state("desynced", node, mysql_creds, tmp_path)
+    finally:
+        node.desync(False)
+
+
+def test_isolated_non_primary(healthy_galera, mysql_creds, tmp_path):
+    node = healthy_galera[3]
+    node.isolate()
+    try:
+        assert_state("isolated", node, mysql_creds, tmp_path)
+    finally:
+        node.unisolate(wait=False)
+
+
+def test_sigstopped(healthy_galera, mysql_creds, tmp_path):
+    node = healthy_galera[2]
+    node.sigstop()
+    try:
+        assert_state("sigstopped", node, mysql_creds, tmp_path)
+    finally:
+        node.sigcont()
+
+
+def test_stopped(healthy_galera, mysql_creds, tmp_path):
+    node = healthy_galera[3]
+    node.stop()
+    assert_state("stopped", node, mysql_creds, tmp_path)
+
+
+def test_read_only(healthy_galera, mysql_creds, tmp_path):
+    node = healthy_galera[2]
+    node.set_read_only(True)
+    try:
+        assert_state("read-only", node, mysql_creds, tmp_path)
+    finally:
+        node.set_read_only(False)
+
+
+def test_joiner_during_sst(healthy_galera, mysql_creds, tmp_path):
+    with healthy_galera.held_sst(healthy_galera[3]) as held:
+        assert_state("joiner", held.joiner, mysql_creds, tmp_path)
+        assert_state("desynced", held.donor, mysql_creds, tmp_path)
+
+
+def test_wrong_password(healthy_galera, mysql_creds, tmp_path):
+    # Node 1 listens on 127.0.0.1: the connect test's TCP fallback reaches it and is denied,
+    # which counts as connected. Node 2 is on 127.0.0.2: the fallback finds nothing on localhost.
+    assert_state("wrong-password", healthy_galera[1], mysql_creds, tmp_path)
+    assert_state("wrong-password-no-tcp", healthy_galera[2], mysql_creds, tmp_path)
+
+
+# -- async replica states --------------------------------------------------------------------
+def test_replica_healthy_and_not_a_replica(healthy_async_pair, mysql_creds, tmp_path):
+    assert_state("replica-healthy", healthy_async_pair.replica, mysql_creds, tmp_path)
+    assert_state("not-a-replica", healthy_async_pair.primary, mysql_creds, tmp_path)
+
+
+def test_replica_lagging(healthy_async_pair, mysql_creds, tmp_path):
+    with healthy_async_pair.lagging(3):
+        assert_state("replica-lagging", healthy_async_pair.replica, mysql_creds, tmp_path)
+
+
+def test_replica_sql_stopped(healthy_async_pair, mysql_creds, tmp_path):
+    pair = healthy_async_pair
+    pair.stop_sql_thread()
+    try:
+        assert_state("replica-sql-stopped", pair.replica, mysql_creds, tmp_path)
+    finally:
+        pair.start_sql_thread()
+
+
+def test_replica_io_stopped(healthy_async_pair, mysql_creds, tmp_path):
+    pair = healthy_async_pair
+    pair.replica.sql("STOP SLAVE IO_THREAD")
+    try:
+        assert_state("replica-io-stopped", pair.replica, mysql_creds, tmp_path)
+    finally:
+        pair.replica.sql("START SLAVE IO_THREAD")
+
+
+def test_replica_primary_down_io_connecting(healthy_async_pair, mysql_creds, tmp_path):
+    pair = healthy_async_pair
+    pair.stop_primary()
+    try:
+        pair.replica.wait("Slave_IO_Running=Connecting",
+                          lambda: pair.replica_status().get("Slave_IO_Running") == "Connecting", 30)
+        assert_state("replica-io-connecting", pair.replica, mysql_creds, tmp_path)
+    finally:
+        pair.heal()
+
+
+def test_replica_delayed(healthy_async_pair, mysql_creds, tmp_path):
+    pair = healthy_async_pair
+    r = pair.replica
+    r.sql("STOP SLAVE")
+    r.sql("CHANGE MASTER TO MASTER_DELAY=60")
+    r.sql("START SLAVE")
+    try:
+        pair.write()
+        r.wait("SQL_Remaining_Delay to be set",
+               lambda: pair.replica_status().get("SQL_Remaining_Delay") is not None, 30)
+        assert_state("replica-delayed", r, mysql_creds, tmp_path)
+    finally:
+        r.sql("STOP SLAVE")
+        r.sql("CHANGE MASTER TO MASTER_DELAY=0")
+        r.sql("START SLAVE")
+        pair.heal()
+
+
+def test_replica_multi_source_named_connection(healthy_async_pair, mysql_creds, tmp_path):
+    r = healthy_async_pair.replica
+    # A second, never started source: its threads are No, the default connection is healthy.
+    r.sql("CHANGE MASTER 'src2' TO MASTER_HOST='127.0.0.1', MASTER_PORT=9, MASTER_USER='nobody'")
+    try:
+        assert_state("replica-multi-source", r, mysql_creds, tmp_path)
+    finally:
+        r.sql("RESET SLAVE 'src2' ALL")
+
+
+# -- argument walk ---------------------------------------------------------------------------
+def test_argument_order_and_the_final_connect(healthy_galera, mysql_creds, tmp_path):
+    node = healthy_galera[2]
+    assert_state("arguments", node, mysql_creds, tmp_path)
+    cnf = write_cnf(tmp_path / "n.cnf", node, mysql_creds)
+
+    def tests_run(*args):
+        r = hc(["--json", f"--defaults-file={cnf}", *args])
+        return r.rc, [(t["test"], t["ok"]) for t in json.loads(r.out)["tests"]]
+
+    # No connect asked for: the run ends with one. Asked for: not again.
+    assert tests_run("--innodb_initialized") == (0, [("innodb_initialized", True), ("connect", True)])
+    assert tests_run("--connect", "--galera_ready") == (0, [("connect", True), ("galera_ready", True)])
+    assert tests_run("--no-connect", "--galera_ready") == (0, [("galera_ready", True)])
+    # A failed test ends the run: nothing after it is looked at.
+    node.desync()
+    try:
+        assert tests_run("--galera_online", "--frobnicate") == (1, [("galera_online", False)])
+    finally:
+        node.desync(False)
+
+
+def test_no_arguments_and_unknown_options(tmp_path):
+    for args, err in [([], "At least one argument required"),
+                      (["--frobnicate"], "healthcheck unknown option or test 'frobnicate'"),
+                      (["connect"], "Unknown healthcheck option connect"),
+                      (["--connect=1"], "healthcheck unknown option or test 'connect=1'"),
+                      (["--no-connect", "--datadir"], "healthcheck: --datadir needs a value (the last argument)"),
+                      (["--timeout", "soon", "--connect"],
+                       "healthcheck: --timeout: 'soon' is not a number from 0.05 to 3600")]:
+        r = hc(args)
+        assert (r.rc, r.errtext, r.out) == (1, err + "\n", b""), r
+    for args in (["--help"], ["--version"]):
+        r = hc(args)
+        assert r.rc == 0 and r.out and not r.err, r
+
+
+def test_mariadbupgrade_lock(tmp_path):
+    info = tmp_path / "mariadb_upgrade_info"
+    info.write_text("10.11.19-MariaDB\n")
+    r = hc(["--no-connect", f"--datadir={tmp_path}", "--mariadbupgrade"])
+    assert r.rc == 0 and not r.err, r
+    with open(info) as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        r = hc(["--no-connect", "--datadir", str(tmp_path), "--mariadbupgrade"])
+    assert r.rc == 1, r
+    assert r.errtext == f"healthcheck mariadbupgrade failed: {info} is locked: mariadb-upgrade is running\n", r
+
+
+def test_one_connection_per_run(healthy_galera, mysql_creds, tmp_path):
+    node = healthy_galera[2]
+    cnf = write_cnf(tmp_path / "n.cnf", node, mysql_creds)
+
+    def connections():
+        return int(node.value("SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS "
+                              "WHERE VARIABLE_NAME='Connections'"))
+    a = connections()
+    b = connections()
+    r = hc([f"--defaults-file={cnf}", "--connect", "--innodb_initialized", "--innodb_buffer_pool_loaded",
+            "--galera_ready", "--galera_online", "--replication", "--replication_io", "--replication"])
+    c = connections()
+    assert r.rc in (0, 1), r
+    assert c - b == (b - a) + 1, f"healthcheck opened {c - b - (b - a)} connections"
+
+
+# -- option files ----------------------------------------------------------------------------
+def test_option_file_precedence(healthy_galera, mysql_creds, tmp_path):
+    node = healthy_galera[2]
+    home = tmp_path / "home"
+    home.mkdir()
+    bad = write_cnf(tmp_path / "bad.cnf", node, mysql_creds, password=pc.WRONG_PASSWORD)
+    good = write_cnf(tmp_path / "good.cnf", node, mysql_creds)
+    write_cnf(home / ".my.cnf", node, mysql_creds, group="mariadb-client")
+    env = {"HOME": str(home)}
+    t = ["--innodb_initialized"]
+    # ~/.my.cnf is read after the extra file: its password wins.
+    assert hc([f"--defaults-extra-file={bad}", *t], env=env).rc == 0
+    # --defaults-file is the only file read: ~/.my.cnf does not rescue it.
+    assert hc([f"--defaults-file={bad}", *t], env=env).rc == 1
+    # --no-defaults: no file at all (the default socket does not exist here).
+    assert hc([f"--defaults-file={good}", "--no-defaults", *t], env=env).rc == 1
+    # ... and a later --defaults-file turns files on again.
+    assert hc(["--no-defaults", f"--defaults-file={good}", *t], env=env).rc == 0
+    # The group suffix: [client_sk] overrides [client].
+    suffixed = write_cnf(tmp_path / "suffix.cnf", node, mysql_creds, password=pc.WRONG_PASSWORD,
+                         extra=f"[client_sk]\npassword={mysql_creds.password}\n")
+    assert hc([f"--defaults-file={suffixed}", *t]).rc == 1
+    assert hc([f"--defaults-file={suffixed}", "--defaults-group-suffix=_sk", *t]).rc == 0
+    # A missing required file fails every test, with the reason.
+    r = hc([f"--defaults-file={tmp_path}/absent.cnf", *t])
+    assert r.rc == 1 and "absent.cnf" in r.errtext, r
+    # $datadir/.my-healthcheck.cnf is the default extra file (HEALTHCHECK_DATADIR moves the datadir).
+    dd = tmp_path / "datadir"
+    dd.mkdir()
+    write_cnf(dd / ".my-healthcheck.cnf", node, mysql_creds, group="mariadb-client")
+    env = {"HOME": str(home / "none"), "HEALTHCHECK_DATADIR": str(dd)}
+    assert hc(t, env=env).rc == 0
+    assert hc(["--no-defaults", *t], env=env).rc == 1
+
+
+# -- --su ------------------------------------------------------------------------------------
+def test_su_mysql_as_root(healthy_galera, mysql_creds, tmp_path):
+    node = healthy_galera[2]
+    d = tempfile.mkdtemp(prefix="sk-hc-")
+    try:
+        os.chmod(d, 0o755)
+        cnf = write_cnf(os.path.join(d, "my.cnf"), node, mysql_creds)
+        mysql = pwd.getpwnam("mysql")
+        os.chown(cnf, mysql.pw_uid, mysql.pw_gid)
+        r = hc(["--su-mysql", f"--defaults-file={cnf}", "--connect", "--innodb_initialized", "--json"])
+        assert r.rc == 0 and not r.err, r
+        assert [t["test"] for t in json.loads(r.out)["tests"]] == ["su", "connect", "innodb_initialized"]
+        r = hc(["--su", "mysql", f"--defaults-file={cnf}", "--mariadbupgrade"])
+        assert r.rc == 0, r
+        # Settings before --su are forgotten, as by the script's exec.
+        r = hc([f"--defaults-file={cnf}", "--su=mysql", "--innodb_initialized"])
+        assert r.rc == 1 and r.errtext.startswith("healthcheck innodb_initialized failed: "), r
+        os.chmod(cnf, 0o600)
+        os.chown(cnf, 0, 0)
+        r = hc(["--su-mysql", f"--defaults-file={cnf}", "--innodb_initialized"])
+        assert r.rc == 1 and "Permission denied" in r.errtext, r
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    for args, err in [(["--su=nosuchuser-4711", "--connect"], "healthcheck: --su nosuchuser-4711: unknown user"),
+                      (["--su-mysql"], "At least one argument required")]:
+        r = hc(args)
+        assert (r.rc, r.errtext) == (1, err + "\n"), r
+    r = pc.run([*NOBODY, HC, "--su-mysql", "--connect"])
+    assert (r.rc, r.errtext) == (1, "healthcheck: --su mysql: only root can change user\n"), r
+
+
+# -- the upstream script, side by side -------------------------------------------------------
+def upstream_or_skip():
+    if not UPSTREAM:
+        pytest.skip("HEALTHCHECK_SH is not set (the path of MariaDB/mariadb-docker's healthcheck.sh)")
+    if not os.path.isfile(UPSTREAM):
+        pytest.skip(f"HEALTHCHECK_SH={UPSTREAM}: no such file")
+    if not shutil.which("mariadb"):
+        pytest.skip("the upstream script needs the mariadb client (Debian: mariadb-client)")
+    return UPSTREAM
+
+
+def differ(rows, node, creds, tmp_path):
+    script = upstream_or_skip()
+    cnf = write_cnf(tmp_path / "node.cnf", node, creds)
+    bad = write_cnf(tmp_path / "bad.cnf", node, creds, password=pc.WRONG_PASSWORD)
+    out = []
+    for args in rows:
+        args = [a.format(cnf=cnf, bad=bad, datadir=node.datadir, cell=tmp_path) for a in args]
+        ours = hc(args)
+        theirs = pc.run(["bash", script, *args], timeout=60)
+        if ours.rc != theirs.rc:
+            out.append(f"{args}: ours {ours.rc}, healthcheck.sh {theirs.rc}\n{ours}\n{theirs}")
+    return out
+
+
+def test_differential_galera(healthy_galera, mysql_creds, tmp_path):
+    node = healthy_galera[2]
+    problems = differ(hcc.DIFFERENTIAL, node, mysql_creds, tmp_path)
+    node.desync()
+    try:
+        problems += differ(hcc.DIFFERENTIAL_GALERA, node, mysql_creds, tmp_path)
+    finally:
+        node.desync(False)
+    problems += differ(hcc.DIFFERENTIAL_WRONG_PASSWORD, healthy_galera[1], mysql_creds, tmp_path)
+    assert not problems, "\n\n".join(problems)
+
+
+def test_differential_replica(healthy_async_pair, mysql_creds, tmp_path):
+    pair = healthy_async_pair
+    problems = differ(hcc.DIFFERENTIAL_REPLICA, pair.replica, mysql_creds, tmp_path)
+    problems += differ(hcc.DIFFERENTIAL_REPLICA, pair.primary, mysql_creds, tmp_path)
+    pair.stop_sql_thread()
+    try:
+        problems += differ(hcc.DIFFERENTIAL_REPLICA, pair.replica, mysql_creds, tmp_path)
+    finally:
+        pair.start_sql_thread()
+    assert not problems, "\n\n".join(problems)
+
+
+def test_differential_stopped(healthy_galera, mysql_creds, tmp_path):
+    node = healthy_galera[3]
+    node.stop()
+    assert not (p := differ(hcc.DIFFERENTIAL, node, mysql_creds, tmp_path)), "\n\n".join(p)
