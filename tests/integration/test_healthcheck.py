@@ -390,3 +390,10 @@ def test_differential_stopped(healthy_galera, mysql_creds, tmp_path):
     node = healthy_galera[3]
     node.stop()
     assert not (p := differ(hcc.DIFFERENTIAL, node, mysql_creds, tmp_path)), "\n\n".join(p)
+
+
+def test_docs_table_matches_the_data():
+    with open(pc.DOC) as f:
+        doc = f.read()
+    assert hcc.markdown() in doc, ("docs/probes.md is out of date: regenerate its healthcheck table with "
+                                   "/usr/bin/python3 tests/integration/healthcheck_cases.py --markdown")
