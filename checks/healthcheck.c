@@ -724,25 +724,6 @@ static int ensure_socket(struct hc_dbio *d, const struct hc_defaults *defs, stru
 	return 0;
 }
 
-static int first_value(struct db *db, const deadline_t *dl, const char *sql, char *val, size_t vlen, bool *found,
-		       struct db_err *e)
-{
-	MYSQL_RES *res;
-	MYSQL_ROW row;
-
-	*found = false;
-	val[0] = '\0';
-	if (db_query(db, sql, dl, &res, e) < 0)
-		return -1;
-	if (res && (row = mysql_fetch_row(res)) != NULL && mysql_num_fields(res) > 0) {
-		*found = true;
-		sk_strlcpy(val, row[0] ? row[0] : "NULL", vlen);
-	}
-	if (res)
-		mysql_free_result(res);
-	return 0;
-}
-
 /* A failed query on the shared connection: later tests see the same failure. */
 static int query_failed(struct hc_dbio *d, const struct db_err *e)
 {
@@ -759,7 +740,7 @@ static int dbio_socket_value(void *ctx, const struct hc_defaults *defs, const ch
 	*found = false;
 	if (ensure_socket(d, defs, e) < 0)
 		return -1;
-	if (first_value(&d->db, d->dl, sql, val, vlen, found, e) < 0)
+	if (db_query_value(&d->db, sql, d->dl, val, vlen, found, e) < 0)
 		return query_failed(d, e);
 	return 0;
 }
@@ -779,32 +760,12 @@ static int dbio_socket_rows(void *ctx, const struct hc_defaults *defs, const cha
 			    size_t max, size_t *nrows, struct db_err *e)
 {
 	struct hc_dbio *d = ctx;
-	MYSQL_RES *res;
-	MYSQL_ROW row;
-	MYSQL_FIELD *fields;
-	unsigned n;
 
 	*nrows = 0;
 	if (ensure_socket(d, defs, e) < 0)
 		return -1;
-	if (db_query(&d->db, sql, d->dl, &res, e) < 0)
+	if (db_query_rows(&d->db, sql, d->dl, rows, max, nrows, e) < 0)
 		return query_failed(d, e);
-	if (!res)
-		return 0;
-	fields = mysql_fetch_fields(res);
-	n = mysql_num_fields(res);
-	while (*nrows < max && (row = mysql_fetch_row(res)) != NULL) {
-		for (unsigned i = 0; i < n; i++) {
-			if (statusmap_set(&rows[*nrows], fields[i].name, row[i]) < 0) {
-				mysql_free_result(res);
-				e->reason = DB_PROTOCOL;
-				sk_fmt(e->msg, sizeof(e->msg), "too many columns");
-				return -1;
-			}
-		}
-		(*nrows)++;
-	}
-	mysql_free_result(res);
 	return 0;
 }
 
@@ -818,16 +779,15 @@ static int dbio_tcp_value(void *ctx, const struct hc_defaults *defs, const char 
 	*found = false;
 	if (connect_to(d, &db, defs, true, e) < 0)
 		return -1;
-	rc = first_value(&db, d->dl, sql, val, vlen, found, e);
+	rc = db_query_value(&db, sql, d->dl, val, vlen, found, e);
 	db_close(&db);
 	return rc;
 }
 
-static int dbio_upgrade_locked(void *ctx, const char *path, char *why, size_t whylen)
+int hc_upgrade_locked(const char *path, char *why, size_t whylen)
 {
 	int fd;
 
-	(void)ctx;
 	if (faccessat(AT_FDCWD, path, R_OK, AT_EACCESS) != 0) {
 		snprintf(why, whylen, "%s absent or unreadable: no upgrade running", path);
 		return 0;
@@ -847,6 +807,12 @@ static int dbio_upgrade_locked(void *ctx, const char *path, char *why, size_t wh
 	close(fd);
 	snprintf(why, whylen, "%s not locked: no upgrade running", path);
 	return 0;
+}
+
+static int dbio_upgrade_locked(void *ctx, const char *path, char *why, size_t whylen)
+{
+	(void)ctx;
+	return hc_upgrade_locked(path, why, whylen);
 }
 
 static void dbio_reset(void *ctx)

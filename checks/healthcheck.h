@@ -141,6 +141,10 @@ bool hc_judge_replication(const struct statusmap *rows, size_t nrows, const stru
  * limit) pass; 2002 and anything else fail. `e` NULL: the query answered `value`. */
 bool hc_judge_tcp_connect(const char *value, bool found, const struct db_err *e, char *reason, size_t len);
 
+/* The mariadbupgrade test's lock probe: 1 when `path` is readable and locked by another process
+ * (flock LOCK_EX|LOCK_NB, released at once), 0 when free or absent; `why` says which. */
+int hc_upgrade_locked(const char *path, char *why, size_t whylen);
+
 /* The SHOW ... REPLICA ... STATUS statement for the settings, the name quoted. */
 void hc_replication_sql(const struct hc_repl *s, char *buf, size_t len);
 

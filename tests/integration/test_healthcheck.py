@@ -25,6 +25,7 @@ import pytest
 
 import healthcheck_cases as hcc
 import probes_cases as pc
+from test_clustercheck_http import listeners  # noqa: F401 (a fixture)
 
 HC = os.path.join(pc.BIN, "healthcheck")
 UPSTREAM = os.environ.get("HEALTHCHECK_SH", "")
@@ -397,3 +398,93 @@ def test_docs_table_matches_the_data():
         doc = f.read()
     assert hcc.markdown() in doc, ("docs/probes.md is out of date: regenerate its healthcheck table with "
                                    "/usr/bin/python3 tests/integration/healthcheck_cases.py --markdown")
+
+
+# -- over HTTP: clustercheck --listen --------------------------------------------------------
+def get(ln, path):
+    raw, wall = ln.request(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+    head, _, body = raw.partition(b"\r\n\r\n")
+    return int(head.split(b" ")[1]), body.decode(), wall
+
+
+@pytest.fixture
+def http_listeners(listeners, tmp_path):
+    """clustercheck --listen (test_clustercheck_http's fixture) with its files in tmp_path."""
+    def make(node, *extra, env=None):
+        return listeners(node, "--datadir", str(tmp_path), "--recovery-file", str(tmp_path / "recovery-case"),
+                         *extra, env=env)
+    return make
+
+
+def connections(node):
+    return int(node.value("SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS "
+                          "WHERE VARIABLE_NAME='Connections'"))
+
+
+def test_http_liveness_readiness_healthcheck(healthy_galera, http_listeners, tmp_path):
+    node = healthy_galera[2]
+    ln = http_listeners(node)
+    ready = "ready: wsrep_local_state=4 (Synced), wsrep_cluster_status=Primary\n"
+    assert get(ln, "/liveness")[:2] == (200, "alive: wsrep_cluster_status=Primary\n")
+    c0 = connections(node)
+    assert get(ln, "/readiness")[:2] == (200, ready)
+    assert get(ln, "/healthcheck?connect&innodb_initialized")[:2] == (200, "healthy: connect, innodb_initialized\n")
+    assert get(ln, "/healthcheck?galera_online&galera_ready")[:2] == (
+        200, "healthy: galera_online, galera_ready, connect\n")
+    assert get(ln, "/healthcheck?replication_io&replication")[:2] == (
+        200, "healthy: replication, connect\n")
+    assert get(ln, "/healthcheck?mariadbupgrade&no-connect")[:2] == (200, "healthy: mariadbupgrade\n")
+    assert get(ln, "/")[0] == 200
+    # Every path used the one persistent connection (the +1 is the connection reading the counter).
+    assert connections(node) - c0 == 1
+    assert get(ln, "/healthcheck?frobnicate")[:2] == (503, "healthcheck unknown option or test 'frobnicate'\n")
+    assert get(ln, "/healthcheck")[:2] == (503, "At least one argument required\n")
+    assert get(ln, "/healthcheck?datadir=/etc&mariadbupgrade")[:2] == (
+        400, "healthcheck: 'datadir=/etc' is not accepted over HTTP\n")
+    assert get(ln, "/nope")[0] == 404
+    (tmp_path / "recovery-case").write_text("")
+    assert get(ln, "/readiness")[:2] == (200, "ready: recovery or sleep-forever file present\n")
+    (tmp_path / "recovery-case").unlink()
+
+    node.desync()
+    try:
+        assert get(ln, "/healthcheck?connect&galera_online&innodb_initialized")[:2] == (
+            503, "healthcheck galera_online failed: wsrep_local_state=2 (Donor/Desynced)\n")
+        assert get(ln, "/readiness")[:2] == (
+            200, "ready: wsrep_local_state=2 (Donor/Desynced), wsrep_cluster_status=Primary\n")
+        assert get(ln, "/liveness")[0] == 200
+        assert get(ln, "/")[0] == 503
+    finally:
+        node.desync(False)
+    ln.stop()
+
+    ln = http_listeners(node, env={"AVAILABLE_WHEN_DONOR": "0"})
+    node.desync()
+    try:
+        assert get(ln, "/readiness")[:2] == (
+            503, "not ready: wsrep_local_state=2 (Donor/Desynced), donor not allowed\n")
+    finally:
+        node.desync(False)
+    ln.stop()
+
+
+def test_http_sigstopped_within_the_deadline(healthy_galera, http_listeners):
+    node = healthy_galera[2]
+    ln = http_listeners(node)
+    assert get(ln, "/liveness")[0] == 200
+    node.sigstop()
+    try:
+        for path, body in [("/liveness", "not alive: timeout after 1.0s waiting for the query"),
+                           ("/readiness", "not ready: timeout after 1.0s "),
+                           ("/healthcheck?connect", "healthcheck connect failed: socket: timeout after 1.0s ")]:
+            status, text, wall = get(ln, path)
+            assert status == 503 and text.startswith(body), (path, status, text)
+            assert wall <= 1.0 + 0.1 + 0.05, f"{path} took {wall:.3f}s"
+    finally:
+        node.sigcont()
+    node.wait_ready() if hasattr(node, "wait_ready") else None
+    wait = time.monotonic() + 30
+    while get(ln, "/liveness")[0] != 200:
+        assert time.monotonic() < wait, "the listener did not recover after SIGCONT"
+        time.sleep(0.2)
+    ln.stop()
