@@ -115,6 +115,7 @@ check-docs: all
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(PROGRAMS) $(DESTDIR)$(PREFIX)/bin/
+	ln -sf healthcheck $(DESTDIR)$(PREFIX)/bin/healthcheck.sh
 	install -d $(DESTDIR)$(PREFIX)/share/doc/sidekick
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/sidekick/
 

@@ -17,9 +17,11 @@ import os
 import pwd
 import re
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
+import types
 
 import pytest
 
@@ -402,9 +404,16 @@ def test_docs_table_matches_the_data():
 
 # -- over HTTP: clustercheck --listen --------------------------------------------------------
 def get(ln, path):
-    raw, wall = ln.request(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+    """GET `path` from the listener `ln` (anything with a .port) on a new connection:
+    (status, body, seconds)."""
+    t0 = time.monotonic()
+    with socket.create_connection(("127.0.0.1", ln.port), timeout=10) as s:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+        raw = b""
+        while chunk := s.recv(65536):
+            raw += chunk
     head, _, body = raw.partition(b"\r\n\r\n")
-    return int(head.split(b" ")[1]), body.decode(), wall
+    return int(head.split(b" ")[1]), body.decode(), time.monotonic() - t0
 
 
 @pytest.fixture
@@ -488,3 +497,134 @@ def test_http_sigstopped_within_the_deadline(healthy_galera, http_listeners):
         assert time.monotonic() < wait, "the listener did not recover after SIGCONT"
         time.sleep(0.2)
     ln.stop()
+
+
+# -- packaging: the static build, the Kubernetes and compose examples ------------------------
+STATIC = os.environ.get("SIDEKICK_STATIC_BIN", os.path.join(pc.ROOT, "bin", "static"))
+GALERA_SET = os.path.join(pc.ROOT, "k8s", "mariadb-galera")
+COMPOSE = os.path.join(pc.ROOT, "containers", "healthcheck", "compose.yaml")
+
+
+def static_or_skip():
+    if not os.path.exists(os.path.join(STATIC, "healthcheck")):
+        pytest.skip(f"no static healthcheck in {STATIC} (make static)")
+    return os.path.join(STATIC, "healthcheck")
+
+
+def healthcheck_cnf(datadir, node, creds):
+    """What the mariadb entrypoint writes: $datadir/.my-healthcheck.cnf, [mariadb-client]."""
+    os.makedirs(datadir, exist_ok=True)
+    return write_cnf(os.path.join(datadir, ".my-healthcheck.cnf"), node, creds, group="mariadb-client")
+
+
+def test_static_healthcheck_in_an_empty_root(healthy_galera, mysql_creds, tmp_path):
+    import test_static as ts
+    path = static_or_skip()
+    headers = subprocess.run(["readelf", "-lW", path], capture_output=True, text=True, check=True).stdout
+    assert "INTERP" not in headers and "DYNAMIC" not in headers, headers
+    node = healthy_galera[1]                 # 127.0.0.1: the connect test's TCP fallback reaches it
+    root = ts.Root(tmp_path / "root")
+    root.add_binary("healthcheck")
+    root.write("/my.cnf", f"[client]\nport={node.port}\nuser={mysql_creds.user}\npassword={mysql_creds.password}\n")
+    r = root.run("/healthcheck", "--defaults-file=/my.cnf", "--connect", "--json")
+    assert r.returncode == 0, ts.show(r)
+    [t] = json.loads(r.stdout)["tests"]      # no socket in the root: TCP to localhost answered
+    assert t["test"] == "connect" and t["ok"], t
+    assert t["reason"].startswith("socket: connection refused (/run/mysqld/mysqld.sock): "), t
+    r = root.run("/healthcheck", "--frobnicate")
+    assert (r.returncode, r.stderr) == (1, "healthcheck unknown option or test 'frobnicate'\n"), ts.show(r)
+
+
+def manifest_docs(path):
+    import test_k8s as tk
+    with open(path) as f:
+        return tk.yaml_load_all(f.read())
+
+
+def test_galera_manifests_validate():
+    import test_k8s as tk
+    files = sorted(os.path.join(GALERA_SET, f) for f in os.listdir(GALERA_SET))
+    r = tk.run_validator(*files)
+    assert r.returncode == 0, r.stdout + r.stderr
+    yamllint = shutil.which("yamllint")
+    assert yamllint, "yamllint not installed (make deps)"
+    r = subprocess.run([yamllint, "-s", "-c", os.path.join(pc.ROOT, "tests", "k8s", "yamllint.yaml"), *files, COMPOSE],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def statefulset(path):
+    [sts] = [d for d in manifest_docs(path) if d["kind"] == "StatefulSet"]
+    return sts["spec"]["template"]["spec"]
+
+
+def test_galera_exec_probes_run(healthy_galera, mysql_creds, tmp_path):
+    """The exec probes exactly as written, /opt/sidekick mapped to the static build and the
+    datadir (where .my-healthcheck.cnf is) to a directory of the test's."""
+    static_or_skip()
+    spec = statefulset(os.path.join(GALERA_SET, "statefulset.yaml"))
+    [init] = spec["initContainers"]
+    assert init["image"] == "sidekick-probes" and init["args"] == ["/opt/sidekick"]
+    [db] = [c for c in spec["containers"] if c["name"] == "mariadb"]
+    node = healthy_galera[2]
+    healthcheck_cnf(tmp_path / "datadir", node, mysql_creds)
+    env = {"HEALTHCHECK_DATADIR": str(tmp_path / "datadir")}
+    for kind in ("startupProbe", "livenessProbe", "readinessProbe"):
+        probe = db[kind]
+        argv = [a.replace("/opt/sidekick", STATIC) for a in probe["exec"]["command"]]
+        r = pc.run(argv, env=env)
+        assert r.rc == 0 and r.wall < probe["timeoutSeconds"], (kind, str(r))
+    node.sigstop()
+    try:
+        for kind in ("livenessProbe", "readinessProbe"):
+            probe = db[kind]
+            r = pc.run([a.replace("/opt/sidekick", STATIC) for a in probe["exec"]["command"]], env=env)
+            assert r.rc == 1 and r.wall < probe["timeoutSeconds"], (kind, str(r))
+    finally:
+        node.sigcont()
+
+
+def test_galera_httpget_probes_answer(healthy_galera, mysql_creds, tmp_path):
+    """The sidecar's command as written (the socket, the secret and the port mapped), then each
+    httpGet probe's path against it."""
+    spec = statefulset(os.path.join(GALERA_SET, "statefulset-httpget.yaml"))
+    [side] = [c for c in spec["containers"] if c["name"] == "probes-http"]
+    [db] = [c for c in spec["containers"] if c["name"] == "mariadb"]
+    node = healthy_galera[2]
+    pw = tmp_path / "healthcheck-password"
+    pw.write_text(mysql_creds.password)
+    pw.chmod(0o600)
+    mapping = {"/probes/clustercheck": os.path.join(pc.BIN, "clustercheck"), "9200": "127.0.0.1:0",
+               "/run/mysqld/mysqld.sock": node.socket, "probe": mysql_creds.user,
+               "/run/secrets/probe/healthcheck-password": str(pw)}
+    argv = [mapping.get(a, a) for a in side["command"] + side["args"]]
+    log = open(tmp_path / "sidecar.log", "wb")
+    proc = subprocess.Popen(argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=pc.clean_env())
+    try:
+        deadline = time.monotonic() + 10
+        while not (m := re.search(rb'port (\d+)\)', (tmp_path / "sidecar.log").read_bytes())):
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "sidecar.log").read_text()
+            time.sleep(0.02)
+        sidecar = types.SimpleNamespace(port=int(m.group(1)))
+        for kind in ("startupProbe", "livenessProbe", "readinessProbe"):
+            probe = db[kind]["httpGet"]
+            assert probe["port"] == 9200
+            status, body, wall = get(sidecar, probe["path"])
+            assert status == 200 and wall < db[kind]["timeoutSeconds"], (kind, status, body)
+    finally:
+        proc.terminate()
+        proc.wait(5)
+        log.close()
+
+
+def test_compose_healthcheck_runs(healthy_galera, mysql_creds, tmp_path):
+    static_or_skip()
+    [compose] = manifest_docs(COMPOSE)
+    hc_test = compose["services"]["mariadb"]["healthcheck"]
+    assert hc_test["test"][0] == "CMD"
+    assert "sidekick:/opt/sidekick:ro" in compose["services"]["mariadb"]["volumes"]
+    assert compose["services"]["install-probes"]["command"] == ["/opt/sidekick"]
+    healthcheck_cnf(tmp_path / "datadir", healthy_galera[2], mysql_creds)
+    r = pc.run([a.replace("/opt/sidekick", STATIC) for a in hc_test["test"][1:]],
+               env={"HEALTHCHECK_DATADIR": str(tmp_path / "datadir")})
+    assert r.rc == 0 and r.wall < float(hc_test["timeout"].rstrip("s")), r
