@@ -143,6 +143,7 @@ int main(int argc, char **argv)
 			"with the settings given before it; the first failure ends the run (exit 1). Without a\n"
 			"successful connect the run ends with the connect test. Every exit that is not healthy is\n"
 			"1 (Docker reserves 2), bad arguments included.",
+		.exit_status = "0 healthy, 1 not healthy or bad arguments (as healthcheck.sh; Docker reserves 2).",
 		.defs = options,
 		.ndefs = SK_ARRAY_LEN(options),
 	};

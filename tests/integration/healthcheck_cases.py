@@ -203,7 +203,9 @@ DIFFERENTIAL_REPLICA = [
     (D, "--replication_seconds_behind_master", "100", "--replication"),
     (D, "--replication_sql_remaining_delay=1", "--replication"), (D, "--replication_all", "--replication_sql",
                                                                    "--replication"),
-    (D, "--replication_name=nosuch", "--replication"),
+    (D, "--replication_name=nosuch", "--replication"), (D, "--replication_io", "--replication"),
+    (D, "--replication_seconds_behind_master=1", "--replication"),
+    (D, "--replication_sql_remaining_delay", "100", "--replication_sql", "--replication"),
 ]
 
 

@@ -386,6 +386,23 @@ def test_differential_replica(healthy_async_pair, mysql_creds, tmp_path):
         problems += differ(hcc.DIFFERENTIAL_REPLICA, pair.replica, mysql_creds, tmp_path)
     finally:
         pair.start_sql_thread()
+    pair.replica.sql("STOP SLAVE IO_THREAD")
+    try:
+        problems += differ(hcc.DIFFERENTIAL_REPLICA, pair.replica, mysql_creds, tmp_path)
+    finally:
+        pair.replica.sql("START SLAVE IO_THREAD")
+    with pair.lagging(3):
+        problems += differ(hcc.DIFFERENTIAL_REPLICA, pair.replica, mysql_creds, tmp_path)
+    assert not problems, "\n\n".join(problems)
+
+
+def test_differential_isolated(healthy_galera, mysql_creds, tmp_path):
+    node = healthy_galera[3]
+    node.isolate()
+    try:
+        problems = differ(hcc.DIFFERENTIAL_GALERA, node, mysql_creds, tmp_path)
+    finally:
+        node.unisolate(wait=False)
     assert not problems, "\n\n".join(problems)
 
 
