@@ -3,7 +3,10 @@
 A row: the arguments ({cnf}: a --defaults-file with the node's socket, port and the monitor
 account; {bad}: the same with a wrong password; {datadir}: the node's datadir), the exit code,
 every line of stderr ({socket}, {port}, {ip} of the node; <N> a number; … any text), optionally the
-environment and a deadline the wall time must keep (D to D + 100 ms).
+environment and a deadline the wall time must keep (D to D + 100 ms). An exit code of None (shown
+as "0 or 1") is for --innodb_buffer_pool_loaded on a running server: 0 when the server's
+Innodb_buffer_pool_load_status says "load completed", else 1 with that status as the reason (a
+node that joined by SST has no ib_buffer_pool file to load until it has been restarted once).
 
 `/usr/bin/python3 tests/integration/healthcheck_cases.py --markdown` prints the table.
 """
@@ -46,6 +49,11 @@ def failed(test, why):
     return f"healthcheck {test} failed: {why}"
 
 
+POOL = R(None, D, "--innodb_buffer_pool_loaded")
+# A MariaDB server without a Galera provider still shows wsrep_cluster_status and wsrep_ready.
+NOT_GALERA = "wsrep_local_state=(missing) (unknown)"
+
+
 STATES = {
     "healthy": [
         R(0, D, "--connect", "--innodb_initialized"),
@@ -60,6 +68,7 @@ STATES = {
         R(0, D, "--json", "--connect"),
         R(0, D, "--timeout", "1", "--connect", "--innodb_initialized"),
         R(0, D, "--connect", env={"HEALTHCHECK_TIMEOUT": "1"}),
+        POOL,
     ],
     "desynced": [
         R(1, D, "--galera_online", stderr=[failed("galera_online", "wsrep_local_state=2 (Donor/Desynced)")]),
@@ -67,11 +76,17 @@ STATES = {
         R(0, D, "--connect", "--innodb_initialized"),
         R(1, D, "--connect", "--galera_online", "--innodb_initialized",
           stderr=[failed("galera_online", "wsrep_local_state=2 (Donor/Desynced)")]),
+        R(0, D, "--replication_io", "--replication"),
+        R(0, D, "--datadir={datadir}", "--mariadbupgrade"),
+        POOL,
     ],
     "isolated": [
         R(1, D, "--galera_online", stderr=[failed("galera_online", "wsrep_local_state=0 (Initialized)")]),
         R(1, D, "--galera_ready", stderr=[failed("galera_ready", "wsrep_ready=OFF")]),
         R(0, D, "--connect", "--innodb_initialized"),
+        R(0, D, "--replication_io", "--replication"),
+        R(0, D, "--datadir={datadir}", "--mariadbupgrade"),
+        POOL,
     ],
     "sigstopped": [
         R(1, D, "--timeout", "1", "--connect",
@@ -86,22 +101,41 @@ STATES = {
         R(1, D, "--connect", "--innodb_initialized",
           stderr=[failed("connect", "socket: timeout after 3.0s connecting ({socket}, --timeout); "
                                     "TCP to localhost: …")], within=3.0),
+        R(1, D, "--timeout", "0.5", "--galera_ready",
+          stderr=[failed("galera_ready", "timeout after 0.5s connecting ({socket}, --timeout)")], within=0.5),
+        R(1, D, "--timeout", "0.5", "--innodb_buffer_pool_loaded",
+          stderr=[failed("innodb_buffer_pool_loaded", "timeout after 0.5s connecting ({socket}, --timeout)")],
+          within=0.5),
+        R(1, D, "--timeout", "0.5", "--replication",
+          stderr=[failed("replication", "timeout after 0.5s connecting ({socket}, --timeout)")], within=0.5),
+        R(1, D, "--timeout", "0.5", "--datadir={datadir}", "--mariadbupgrade",
+          stderr=[failed("connect", "socket: timeout after 0.5s connecting ({socket}, --timeout); "
+                                    "TCP to localhost: …")], within=0.5),
+        R(0, D, "--timeout", "0.5", "--no-connect", "--datadir={datadir}", "--mariadbupgrade"),
     ],
     "stopped": [
         R(1, D, "--connect", stderr=[failed("connect", "socket: " + REFUSED_SOCKET + "; TCP to localhost: "
                                             "connection refused (localhost:{port}): …")]),
         R(1, D, "--innodb_initialized", stderr=[failed("innodb_initialized", REFUSED_SOCKET)]),
         R(1, D, "--galera_ready", stderr=[failed("galera_ready", REFUSED_SOCKET)]),
+        R(1, D, "--galera_online", stderr=[failed("galera_online", REFUSED_SOCKET)]),
+        R(1, D, "--innodb_buffer_pool_loaded", stderr=[failed("innodb_buffer_pool_loaded", REFUSED_SOCKET)]),
         R(1, D, "--replication", stderr=[failed("replication", REFUSED_SOCKET)]),
         R(1, D, "--datadir={datadir}", "--mariadbupgrade", stderr=[failed("connect", "…")]),
         R(0, D, "--no-connect", "--datadir={datadir}", "--mariadbupgrade"),
     ],
     "read-only": [
         R(0, D, "--connect", "--galera_online", "--galera_ready", "--innodb_initialized"),
+        R(0, D, "--replication_io", "--replication_sql", "--replication", "--datadir={datadir}", "--mariadbupgrade"),
+        POOL,
     ],
     "joiner": [
         R(1, D, "--connect", stderr=[failed("connect", "…")]),
         R(1, D, "--innodb_initialized", stderr=[failed("innodb_initialized", "…")]),
+        R(1, D, "--innodb_buffer_pool_loaded", stderr=[failed("innodb_buffer_pool_loaded", "…")]),
+        R(1, D, "--galera_online", stderr=[failed("galera_online", "…")]),
+        R(1, D, "--galera_ready", stderr=[failed("galera_ready", "…")]),
+        R(1, D, "--replication", stderr=[failed("replication", "…")]),
         R(0, D, "--no-connect", "--datadir={datadir}", "--mariadbupgrade"),
     ],
     "wrong-password": [
@@ -110,6 +144,10 @@ STATES = {
           stderr=[failed("innodb_initialized", "access denied ({socket}): Access denied for user 'monitor'@"
                                                "'localhost' (using password: YES) (1045)")]),
         R(1, B, "--connect", "--galera_ready", stderr=[failed("galera_ready", "access denied ({socket}): …")]),
+        R(1, B, "--galera_online", stderr=[failed("galera_online", "access denied ({socket}): …")]),
+        R(1, B, "--innodb_buffer_pool_loaded",
+          stderr=[failed("innodb_buffer_pool_loaded", "access denied ({socket}): …")]),
+        R(1, B, "--replication", stderr=[failed("replication", "access denied ({socket}): …")]),
         R(0, B, "--no-connect", "--datadir={datadir}", "--mariadbupgrade"),
     ],
     "wrong-password-no-tcp": [
@@ -124,10 +162,17 @@ STATES = {
         R(0, D, "--replication_all", "--replication_io", "--replication_sql", "--replication"),
         R(1, D, "--replication_name=nosuch", "--replication",
           stderr=[failed("replication", "server error ({socket}): … (1617)")]),
+        R(0, D, "--connect", "--innodb_initialized", "--datadir={datadir}", "--mariadbupgrade"),
+        R(1, D, "--galera_online", stderr=[failed("galera_online", NOT_GALERA)]),
+        R(1, D, "--galera_ready", stderr=[failed("galera_ready", "wsrep_ready=OFF")]),
+        POOL,
     ],
     "not-a-replica": [
         R(0, D, "--replication_io", "--replication_sql", "--replication_seconds_behind_master=0", "--replication"),
         R(0, D, "--replication_all", "--replication_io", "--replication"),
+        R(0, D, "--connect", "--innodb_initialized", "--datadir={datadir}", "--mariadbupgrade"),
+        R(1, D, "--galera_online", stderr=[failed("galera_online", NOT_GALERA)]),
+        POOL,
     ],
     "replica-lagging": [
         R(1, D, "--replication_seconds_behind_master=1", "--replication",
@@ -225,7 +270,10 @@ def markdown():
             err = "<br>".join(f"`{e}`" for e in row.stderr) or "(nothing)"
             if row.within is not None:
                 err += f", within {row.within:g} s + 100 ms"
-            out.append(f"| {state if i == 0 else ''} | `{' '.join(row.args)}` | {env} | {row.rc} | {err} |")
+            rc = "0 or 1" if row.rc is None else row.rc
+            if row.rc is None:
+                err = "(nothing), or `healthcheck innodb_buffer_pool_loaded failed: Innodb_buffer_pool_load_status=…`"
+            out.append(f"| {state if i == 0 else ''} | `{' '.join(row.args)}` | {env} | {rc} | {err} |")
     return "\n".join(out) + "\n"
 
 
