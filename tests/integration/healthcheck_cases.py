@@ -236,6 +236,16 @@ DIFFERENTIAL = [
     (D, "--frobnicate"), (D, "foo"), (D, "--", "--connect"), (D, "--replication_io"), (D, "--datadir"),
     (D, "--connect", "--frobnicate"), ("--connect", D), ("--no-connect", "--no-defaults", "--innodb_initialized"),
 ]
+# Without a server (nothing connects: --no-connect first); the script's `set -e` ends a run whose
+# last option lacks its value.
+DIFFERENTIAL_NO_SERVER = [
+    ("--no-connect", "--replication_io"), ("--no-connect", "--datadir"), ("--no-connect", "--su"),
+    ("--no-connect", "--defaults-file"), ("--no-connect", "--"), ("--no-connect", "--no-defaults"),
+    ("--no-connect", "--replication_io=1"), ("--no-connect", "-x"),
+    ("--no-connect", "--replication_seconds_behind_master", "--no-connect"),
+    ("--no-connect", "--defaults-file", "--no-connect"), ("--no-connect", "--replication_"),
+    ("--no-connect", "--datadir=/nonexistent", "--mariadbupgrade"), ("--no-connect", "--replication_all", "x"),
+]
 DIFFERENTIAL_GALERA = [
     (D, "--galera_online"), (D, "--galera_ready"), (D, "--connect", "--galera_online", "--frobnicate"),
 ]

@@ -366,6 +366,18 @@ def differ(rows, node, creds, tmp_path):
     return out
 
 
+def test_differential_without_a_server(tmp_path):
+    script = upstream_or_skip()
+    problems = []
+    for args in hcc.DIFFERENTIAL_NO_SERVER:
+        ours, theirs = hc(args), pc.run(["bash", script, *args])
+        # The script's own notices (Forcing ..., Unknown ...) are the same lines; ours add a reason.
+        if ours.rc != theirs.rc or not set(theirs.errtext.splitlines()) <= set(ours.errtext.splitlines()) | {
+                l for l in theirs.errtext.splitlines() if "bad array subscript" in l}:
+            problems.append(f"{args}:\n{ours}\n{theirs}")
+    assert not problems, "\n\n".join(problems)
+
+
 def test_differential_galera(healthy_galera, mysql_creds, tmp_path):
     node = healthy_galera[2]
     problems = differ(hcc.DIFFERENTIAL, node, mysql_creds, tmp_path)
