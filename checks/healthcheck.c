@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "galera.h"
@@ -195,14 +196,16 @@ static void repl_clear(struct hc_repl *r)
 static void run_reset(struct hc_run *r)
 {
 	char path[1024];
+	struct stat st;
 
 	repl_clear(&r->repl);
 	defaults_clear(&r->defs);
 	set_str(&r->datadir, r->default_datadir);
 	r->connect_s = -1;
-	/* As the script starts: its datadir's .my-healthcheck.cnf, when it is a file, is the
+	/* As the script starts: its datadir's .my-healthcheck.cnf, when it is a regular file ([ -f ]), is the
 	 * default extra file (the entrypoint writes it with the healthcheck user's password). */
-	if (sk_fmt(path, sizeof(path), "%s/.my-healthcheck.cnf", r->default_datadir) && probe_file_exists(path))
+	if (sk_fmt(path, sizeof(path), "%s/.my-healthcheck.cnf", r->default_datadir) && stat(path, &st) == 0 &&
+	    S_ISREG(st.st_mode))
 		set_str(&r->defs.extra_file, path);
 }
 
@@ -798,8 +801,10 @@ int hc_upgrade_locked(const char *path, char *why, size_t whylen)
 		return 1;
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		snprintf(why, whylen, "%s is locked: mariadb-upgrade is running", path); /* or: a flock error */
-		if (errno != EWOULDBLOCK)
+		/* Held by mariadb-upgrade, or flock failed: the script's flock fails either way. */
+		if (errno == EWOULDBLOCK)
+			snprintf(why, whylen, "%s is locked: mariadb-upgrade is running", path);
+		else
 			snprintf(why, whylen, "%s: flock: %s", path, strerror(errno));
 		close(fd);
 		return 1;

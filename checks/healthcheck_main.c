@@ -61,7 +61,7 @@ static const struct opt_def options[] = {
 	 "Become USER (setgid, initgroups, setuid; as root only) and go on with the remaining arguments as a "
 	 "fresh start.", 0},
 	{"su-mysql", 0, OPT_FLAG, NULL, NULL, NULL, 0, 0, NULL, "The same as --su mysql.", 0},
-	{"timeout", 't', OPT_NUMBER, "SECONDS", "3", "HEALTHCHECK_TIMEOUT", 0.05, 3600, NULL,
+	{"timeout", 0, OPT_NUMBER, "SECONDS", "3", "HEALTHCHECK_TIMEOUT", 0.05, 3600, NULL,
 	 "One deadline for the whole run, every connection and query included; decimals allowed.", 0},
 	{"json", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,
 	 "Also print one JSON object on stdout: every test run, its verdict and reason.", 0},
