@@ -31,7 +31,7 @@ CPPFLAGS += -Ilib -Ichecks -Isync $(PKG_CFLAGS)
 LDLIBS += $(PKG_LIBS) -lpthread
 
 LIB_SRC := lib/deadline.c lib/util.c lib/log.c lib/opt.c lib/secret.c lib/statusmap.c lib/db.c lib/http.c lib/consul.c \
-	checks/galera.c checks/replica.c checks/probe.c checks/clustercheck_opts.c
+	checks/galera.c checks/replica.c checks/probe.c checks/clustercheck_opts.c checks/healthcheck.c
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIBSK := $(BUILD)/libsidekick.a
 
@@ -40,7 +40,7 @@ SYNC_SRC := sync/model.c sync/layout.c sync/plan.c sync/config.c sync/proxysql.c
 SYNC_OBJ := $(SYNC_SRC:%.c=$(BUILD)/%.o)
 LIBSYNC := $(BUILD)/libsync.a
 
-PROBES := liveness-check readiness-check clustercheck haproxy-check proxysql-check
+PROBES := liveness-check readiness-check clustercheck haproxy-check proxysql-check healthcheck
 PROGRAMS := $(PROBES:%=$(BIN)/%) $(BIN)/proxysql-sync
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
@@ -70,6 +70,7 @@ $(BIN)/readiness-check: $(BUILD)/checks/readiness_check.o $(LIBSK)
 $(BIN)/clustercheck: $(BUILD)/checks/clustercheck.o $(LIBSK)
 $(BIN)/haproxy-check: $(BUILD)/checks/haproxy_check.o $(LIBSK)
 $(BIN)/proxysql-check: $(BUILD)/checks/proxysql_check.o $(LIBSK)
+$(BIN)/healthcheck: $(BUILD)/checks/healthcheck_main.o $(LIBSK)
 $(BIN)/proxysql-sync: $(BUILD)/sync/main.o $(LIBSYNC) $(LIBSK)
 $(PROGRAMS):
 	@mkdir -p $(BIN)
@@ -114,6 +115,7 @@ check-docs: all
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(PROGRAMS) $(DESTDIR)$(PREFIX)/bin/
+	ln -sf healthcheck $(DESTDIR)$(PREFIX)/bin/healthcheck.sh
 	install -d $(DESTDIR)$(PREFIX)/share/doc/sidekick
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/sidekick/
 

@@ -16,6 +16,7 @@
 #include "clustercheck.h"
 #include "consul.h"
 #include "galera.h"
+#include "healthcheck.h"
 #include "http.h"
 #include "log.h"
 #include "probe.h"
@@ -56,6 +57,9 @@ struct checker {
 	int64_t last_at;
 	long cache_ms;
 	enum answer logged;
+	/* --listen's /liveness, /readiness and /healthcheck: their settings. */
+	const char *datadir, *recovery_file, *state_file;
+	struct galera_rules readiness;
 };
 
 /* One check on `db` (connected first when needed), bounded by `dl`. */
@@ -203,20 +207,308 @@ static void shared_check(struct checker *c, const deadline_t *dl, struct result 
 	pthread_mutex_unlock(&c->mu);
 }
 
-static void on_http(void *ctx, const char *method, const char *path, struct http_reply *rep)
+/* Take the persistent connection for a request that is not the classic check (they share it with
+ * the classic one). False when `dl` passed first. */
+static bool conn_acquire(struct checker *c, const deadline_t *dl)
 {
-	struct checker *c = ctx;
-	deadline_t dl = deadline_in_ms(c->timeout_ms);
+	struct timespec ts = { dl->at / 1000000, (dl->at % 1000000) * 1000 };
+
+	pthread_mutex_lock(&c->mu);
+	while (c->in_flight) {
+		if (pthread_cond_timedwait(&c->cv, &c->mu, &ts) == ETIMEDOUT && c->in_flight) {
+			pthread_mutex_unlock(&c->mu);
+			return false;
+		}
+	}
+	c->in_flight = true;
+	pthread_mutex_unlock(&c->mu);
+	return true;
+}
+
+static void conn_release(struct checker *c)
+{
+	pthread_mutex_lock(&c->mu);
+	c->in_flight = false;
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void reply_text(struct http_reply *rep, bool up, const char *line)
+{
+	rep->status = up ? 200 : 503;
+	rep->content_type = "text/plain";
+	rep->close = true;
+	sk_fmt(rep->body, sizeof(rep->body), "%s\n", line);
+	rep->len = strlen(rep->body);
+}
+
+/* /liveness and /readiness: liveness-check's and readiness-check's rules on the shared connection. */
+static void answer_probe(struct checker *c, bool liveness, const deadline_t *dl, struct http_reply *rep)
+{
+	struct statusmap status = { 0 }, vars = { 0 };
+	struct probe_verdict v;
+	struct db_err e = { .reason = DB_TIMEOUT };
+	bool need_vars = !liveness && galera_rules_need_vars(&c->readiness);
+	bool fetched = false;
+
+	if (liveness ? probe_liveness_bypass(c->recovery_file, c->datadir, &v)
+		     : probe_readiness_bypass(c->recovery_file, c->datadir, &v)) {
+		reply_text(rep, true, v.msg);
+		return;
+	}
+	if (!conn_acquire(c, dl)) {
+		sk_fmt(e.msg, sizeof(e.msg), "timed out waiting for the check in progress");
+	} else {
+		fetched = (c->db.connected || probe_galera_connect(&c->db, &c->pc, dl, &e) == 0) &&
+			  probe_galera_read(&c->db, dl, &status, need_vars ? &vars : NULL, &e) == 0;
+		if (!fetched)
+			db_close(&c->db);
+		conn_release(c);
+	}
+	if (liveness)
+		probe_liveness_judge(fetched, &status, &e, c->state_file, &c->pc, c->timeout_ms, "--timeout", &v);
+	else
+		probe_readiness_judge(fetched, &status, need_vars ? &vars : NULL, &e, &c->readiness, &c->pc,
+				      c->timeout_ms, "--timeout", &v);
+	reply_text(rep, v.up, v.msg);
+	statusmap_free(&status);
+	statusmap_free(&vars);
+}
+
+/* /healthcheck: healthcheck.sh's tests on the shared connection (it is the "socket" of every test;
+ * the connect test's fallback sees why it failed). */
+struct hc_http {
+	struct checker *c;
+	const deadline_t *dl;
+	struct db_err failed;
+	bool have_failed;
+};
+
+static int hh_connect(struct hc_http *h, struct db_err *e)
+{
+	if (h->c->db.connected)
+		return 0;
+	if (h->have_failed) {
+		*e = h->failed;
+		return -1;
+	}
+	if (probe_galera_connect(&h->c->db, &h->c->pc, h->dl, e) < 0) {
+		h->failed = *e;
+		h->have_failed = true;
+		return -1;
+	}
+	return 0;
+}
+
+static int hh_query_failed(struct hc_http *h, const struct db_err *e)
+{
+	if (!h->c->db.connected) {
+		db_close(&h->c->db);
+		h->failed = *e;
+		h->have_failed = true;
+	}
+	return -1;
+}
+
+static int hh_value(void *ctx, const struct hc_defaults *d, const char *sql, char *val, size_t vlen, bool *found,
+		    struct db_err *e)
+{
+	struct hc_http *h = ctx;
+
+	(void)d;
+	*found = false;
+	if (hh_connect(h, e) < 0)
+		return -1;
+	if (db_query_value(&h->c->db, sql, h->dl, val, vlen, found, e) < 0)
+		return hh_query_failed(h, e);
+	return 0;
+}
+
+static int hh_status(void *ctx, const struct hc_defaults *d, struct statusmap *status, struct db_err *e)
+{
+	struct hc_http *h = ctx;
+
+	(void)d;
+	if (hh_connect(h, e) < 0)
+		return -1;
+	if (probe_galera_read(&h->c->db, h->dl, status, NULL, e) < 0)
+		return hh_query_failed(h, e);
+	return 0;
+}
+
+static int hh_rows(void *ctx, const struct hc_defaults *d, const char *sql, struct statusmap *rows, size_t max,
+		   size_t *nrows, struct db_err *e)
+{
+	struct hc_http *h = ctx;
+
+	(void)d;
+	*nrows = 0;
+	if (hh_connect(h, e) < 0)
+		return -1;
+	if (db_query_rows(&h->c->db, sql, h->dl, rows, max, nrows, e) < 0)
+		return hh_query_failed(h, e);
+	return 0;
+}
+
+static int hh_fallback(void *ctx, const struct hc_defaults *d, const char *sql, char *val, size_t vlen, bool *found,
+		       struct db_err *e)
+{
+	struct hc_http *h = ctx;
+
+	(void)d;
+	(void)sql;
+	(void)val;
+	(void)vlen;
+	*found = false;
+	*e = h->failed;
+	return -1;
+}
+
+static void hh_reset(void *ctx)
+{
+	(void)ctx;
+}
+
+static void hh_describe(void *ctx, const struct db_err *e, char *buf, size_t len)
+{
+	struct hc_http *h = ctx;
+
+	probe_describe_error(e, &h->c->pc, h->c->timeout_ms, "--timeout", buf, len);
+}
+
+static int hh_upgrade_locked(void *ctx, const char *path, char *why, size_t whylen)
+{
+	(void)ctx;
+	return hc_upgrade_locked(path, why, whylen);
+}
+
+/* The query "connect&replication_io=1&replication" as healthcheck's argv; options that pick files
+ * or users are refused over HTTP. Returns the argc, or -1 with `bad` naming the argument. */
+static int query_argv(char *query, char **argv, int max, char *store, size_t storelen, char *bad, size_t badlen)
+{
+	static const char *const refused[] = { "su",
+					       "su-mysql",
+					       "datadir",
+					       "no-defaults",
+					       "defaults-file",
+					       "defaults-extra-file",
+					       "defaults-group-suffix",
+					       "timeout",
+					       "json" };
+	char *save = NULL, *tok;
+	size_t used = 0;
+	int argc = 0;
+
+	argv[argc++] = "healthcheck";
+	for (tok = strtok_r(query, "&", &save); tok && argc + 1 < max; tok = strtok_r(NULL, "&", &save)) {
+		size_t n = strcspn(tok, "=");
+
+		for (size_t i = 0; i < SK_ARRAY_LEN(refused); i++) {
+			if (strlen(refused[i]) == n && strncmp(tok, refused[i], n) == 0) {
+				snprintf(bad, badlen, "%s", tok);
+				return -1;
+			}
+		}
+		/* "connect" and "connect=" (some clients write the empty value) are the same test. */
+		if (tok[n] == '=' && !tok[n + 1] && strncmp(tok, "replication_", 12) != 0)
+			tok[n] = '\0';
+		/* Each parameter is the option of the same name: "connect" is --connect. */
+		if (!sk_fmt(store + used, storelen - used, "--%s", tok)) {
+			snprintf(bad, badlen, "%.40s... (the query is too long)", tok);
+			return -1;
+		}
+		argv[argc++] = store + used;
+		used += strlen(store + used) + 1;
+	}
+	argv[argc] = NULL;
+	return argc;
+}
+
+static void answer_healthcheck(struct checker *c, char *query, const deadline_t *dl, struct http_reply *rep)
+{
+	struct hc_http h = { .c = c, .dl = dl };
+	struct hc_io io = {
+		.socket_value = hh_value,
+		.socket_status = hh_status,
+		.socket_rows = hh_rows,
+		.tcp_value = hh_fallback,
+		.upgrade_locked = hh_upgrade_locked,
+		.reset = hh_reset,
+		.describe = hh_describe,
+		.ctx = &h,
+	};
+	char *argv[64], store[sizeof(rep->query) + 128], bad[200], lines[2048] = "", line[600] = "healthy:";
+	struct hc_run run;
+	FILE *err;
+	int argc, rc;
+
+	argc = query_argv(query, argv, (int)SK_ARRAY_LEN(argv), store, sizeof(store), bad, sizeof(bad));
+	if (argc < 0) {
+		sk_fmt(line, sizeof(line), "healthcheck: '%s' is not accepted over HTTP", bad);
+		reply_text(rep, false, line);
+		rep->status = 400;
+		return;
+	}
+	if (!conn_acquire(c, dl)) {
+		sk_fmt(line, sizeof(line),
+		       "healthcheck: timeout after %.1fs waiting for the check in progress (--timeout)",
+		       (double)c->timeout_ms / 1000.0);
+		reply_text(rep, false, line);
+		return;
+	}
+	err = fmemopen(lines, sizeof(lines) - 1, "w");
+	hc_run_init(&run, c->datadir, err);
+	rc = hc_run_args(&run, argc, argv, &io);
+	conn_release(c);
+	if (err)
+		fclose(err);
+	if (rc == 0) {
+		for (size_t i = 0; i < run.nresults; i++)
+			sk_fmt(line + strlen(line), sizeof(line) - strlen(line), "%s %s", i ? "," : "",
+			       run.results[i].test);
+	} else {
+		/* The last line says why (the earlier ones are the script's notices). */
+		char *end = lines + strlen(lines), *start;
+
+		while (end > lines && end[-1] == '\n')
+			*--end = '\0';
+		start = strrchr(lines, '\n');
+		sk_strlcpy(line, start ? start + 1 : lines, sizeof(line));
+	}
+	reply_text(rep, rc == 0, line);
+	hc_run_free(&run);
+}
+
+static void answer_classic(struct checker *c, const deadline_t *dl, struct http_reply *rep)
+{
 	struct result r;
 
-	(void)method;
-	(void)path;
-	shared_check(c, &dl, &r);
+	shared_check(c, dl, &r);
 	rep->status = answers[r.answer].status;
 	rep->content_type = "text/plain";
 	rep->close = true;
 	rep->len = strlen(answers[r.answer].body);
 	memcpy(rep->body, answers[r.answer].body, rep->len);
+}
+
+static void on_http(void *ctx, const char *method, const char *path, struct http_reply *rep)
+{
+	struct checker *c = ctx;
+	deadline_t dl = deadline_in_ms(c->timeout_ms);
+
+	(void)method;
+	if (strcmp(path, "/") == 0 || strcmp(path, "*") == 0)
+		answer_classic(c, &dl, rep);
+	else if (strcmp(path, "/liveness") == 0)
+		answer_probe(c, true, &dl, rep);
+	else if (strcmp(path, "/readiness") == 0)
+		answer_probe(c, false, &dl, rep);
+	else if (strcmp(path, "/healthcheck") == 0)
+		answer_healthcheck(c, rep->query, &dl, rep);
+	else {
+		reply_text(rep, false, "not found: the paths are /, /liveness, /readiness and /healthcheck?TESTS");
+		rep->status = 404;
+	}
 }
 
 static int serve(struct checker *c, const char *spec, unsigned idle_s, unsigned max_conns)
@@ -828,6 +1120,15 @@ int main(int argc, char **argv)
 	c.cache_ms = opt_int(&o, "cache-ms");
 	c.disabled_file = opt_str(&o, "disabled-file");
 	c.logged = SYNCED;
+	c.datadir = opt_str(&o, "datadir");
+	c.recovery_file = opt_str(&o, "recovery-file");
+	c.state_file = opt_str(&o, "state-file");
+	c.readiness = (struct galera_rules){
+		.need_primary = true,
+		.need_synced = true,
+		.donor_ok = opt_flag(&o, "readiness-available-when-donor"),
+		.readonly_ok = true,
+	};
 
 	if (opt_flag(&o, "once") && !opt_flag(&o, "register")) {
 		fprintf(stderr, "clustercheck: --once goes with --register\n");

@@ -66,12 +66,12 @@ void galera_judge(const struct statusmap *status, const struct statusmap *vars, 
 		comment = state_comment(state);
 	donor_ok = r->donor_ok || (r->available_nodes > 0 && r->available_nodes <= 1);
 	if (r->need_synced) {
-		if (state == 2 && !donor_ok) {
+		if (state == 2 && !donor_ok && !r->synced_only) {
 			snprintf(d, sizeof(d), "wsrep_local_state=2 (%s), donor not allowed", comment);
 			verdict(v, false, GALERA_DONOR, d);
 			return;
 		}
-		if (state != 4 && state != 2) {
+		if (state != 4 && (state != 2 || r->synced_only)) {
 			snprintf(d, sizeof(d), "wsrep_local_state=%s (%s)", ls ? ls : "(missing)", comment);
 			verdict(v, false, GALERA_NOT_SYNCED, d);
 			return;

@@ -26,6 +26,7 @@ struct galera_rules {
 	bool need_primary; /* wsrep_cluster_status must be Primary */
 	bool need_synced; /* wsrep_local_state must be 4, or 2 under the donor rule */
 	bool donor_ok; /* a donor/desynced node (2) counts as synced */
+	bool synced_only; /* only 4 counts: a donor (2) is simply not synced (healthcheck --galera_online) */
 	int available_nodes; /* haproxy-check last-node rule: donor is fine when <= 1 node; 0 = unused */
 	bool readonly_ok; /* a read_only=ON node is acceptable (vars needed when false) */
 	bool need_maint_disabled; /* pxc_maint_mode must be DISABLED when the variable exists */

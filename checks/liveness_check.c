@@ -23,9 +23,6 @@ static const struct opt_def options[] = {
 };
 /* clang-format on */
 
-/* The operator's liveness script exits 0 while any of these exist (recovery, SST, --wsrep-recover). */
-static const char *const datadir_bypass[] = { "sleep-forever", "sst_in_progress", "wsrep_recovery_verbose.log" };
-
 int main(int argc, char **argv)
 {
 	struct opts o = {
@@ -39,12 +36,11 @@ int main(int argc, char **argv)
 		.config_opt = "config",
 		.max_args = 3,
 	};
-	struct galera_rules rules = { .need_primary = true, .readonly_ok = true };
-	struct galera_verdict v;
+	struct probe_verdict v;
 	struct probe_conn pc;
 	struct statusmap status = { 0 };
 	struct db_err e;
-	char err[512], msg[1200], path[1024], state[64];
+	char err[512];
 	int64_t started = deadline_now_us();
 	const char *setting;
 	long budget_ms;
@@ -60,19 +56,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "liveness-check: warning: positional arguments are ignored (as by liveness-check.sh); "
 				"never pass a password on the command line\n");
 
-	if (probe_file_exists(opt_str(&o, "recovery-file"))) {
-		rc = probe_report("liveness", json, true, "bypass", "alive: recovery file present", stdout, started);
+	if (probe_liveness_bypass(opt_str(&o, "recovery-file"), opt_str(&o, "datadir"), &v)) {
+		rc = probe_report("liveness", json, true, v.reason, v.msg, stdout, started);
 		opts_free(&o);
 		return rc;
-	}
-	for (size_t i = 0; i < SK_ARRAY_LEN(datadir_bypass); i++) {
-		snprintf(path, sizeof(path), "%s/%s", opt_str(&o, "datadir"), datadir_bypass[i]);
-		if (probe_file_exists(path)) {
-			snprintf(msg, sizeof(msg), "alive: %s present", path);
-			rc = probe_report("liveness", json, true, "bypass", msg, stdout, started);
-			opts_free(&o);
-			return rc;
-		}
 	}
 
 	if (probe_conn_setup(&o, &pc, err, sizeof(err)) < 0) {
@@ -86,25 +73,8 @@ int main(int argc, char **argv)
 	dl = deadline_in_ms(budget_ms);
 
 	fetched = probe_fetch_galera(&pc, &dl, &status, NULL, &e) == 0;
-	if (fetched)
-		galera_judge(&status, NULL, &rules, &v);
-	if (fetched && v.up) {
-		snprintf(msg, sizeof(msg), "alive: %s", v.detail);
-		rc = probe_report("liveness", json, true, "ok", msg, stdout, started);
-	} else {
-		/* Whatever failed, a node that is still starting up is not killed. */
-		probe_read_state_file(opt_str(&o, "state-file"), state, sizeof(state));
-		if (strcmp(state, "startup") == 0) {
-			rc = probe_report("liveness", json, true, "startup", "MySQL is starting up, not killing it...",
-					  stdout, started);
-		} else if (!fetched) {
-			rc = probe_report_db_error("liveness", "not alive", json, &e, &pc, budget_ms, setting, stdout,
-						   started);
-		} else {
-			snprintf(msg, sizeof(msg), "not alive: %s", v.detail);
-			rc = probe_report("liveness", json, false, galera_reason_str(v.reason), msg, stdout, started);
-		}
-	}
+	probe_liveness_judge(fetched, &status, &e, opt_str(&o, "state-file"), &pc, budget_ms, setting, &v);
+	rc = probe_report("liveness", json, v.up, v.reason, v.msg, stdout, started);
 	statusmap_free(&status);
 	probe_conn_free(&pc);
 	opts_free(&o);

@@ -261,3 +261,99 @@ int probe_report_db_error(const char *probe, const char *down_word, bool json, c
 	return probe_report(probe, json, false, e->reason == DB_TIMEOUT ? "timeout" : db_reason_str(e->reason), msg,
 			    text_stream, started_us);
 }
+
+/* The operator's liveness script exits 0 while any of these exist (recovery, SST, --wsrep-recover). */
+static const char *const liveness_datadir_bypass[] = { "sleep-forever", "sst_in_progress",
+						       "wsrep_recovery_verbose.log" };
+
+static void verdict_set(struct probe_verdict *v, bool up, const char *reason, const char *msg)
+{
+	v->up = up;
+	v->reason = reason;
+	sk_strlcpy(v->msg, msg, sizeof(v->msg));
+}
+
+bool probe_liveness_bypass(const char *recovery_file, const char *datadir, struct probe_verdict *v)
+{
+	char path[1024], msg[1100];
+
+	if (probe_file_exists(recovery_file)) {
+		verdict_set(v, true, "bypass", "alive: recovery file present");
+		return true;
+	}
+	for (size_t i = 0; i < SK_ARRAY_LEN(liveness_datadir_bypass); i++) {
+		snprintf(path, sizeof(path), "%s/%s", datadir, liveness_datadir_bypass[i]);
+		if (probe_file_exists(path)) {
+			snprintf(msg, sizeof(msg), "alive: %s present", path);
+			verdict_set(v, true, "bypass", msg);
+			return true;
+		}
+	}
+	return false;
+}
+
+bool probe_readiness_bypass(const char *recovery_file, const char *datadir, struct probe_verdict *v)
+{
+	char path[1024];
+
+	snprintf(path, sizeof(path), "%s/sleep-forever", datadir);
+	if (!probe_file_exists(recovery_file) && !probe_file_exists(path))
+		return false;
+	verdict_set(v, true, "bypass", "ready: recovery or sleep-forever file present");
+	return true;
+}
+
+static void db_verdict(const char *down_word, const struct db_err *e, const struct probe_conn *pc, long budget_ms,
+		       const char *setting, struct probe_verdict *v)
+{
+	char why[400];
+
+	probe_describe_error(e, pc, budget_ms, setting, why, sizeof(why));
+	v->up = false;
+	v->reason = e->reason == DB_TIMEOUT ? "timeout" : db_reason_str(e->reason);
+	snprintf(v->msg, sizeof(v->msg), "%s: %s", down_word, why);
+}
+
+void probe_liveness_judge(bool fetched, const struct statusmap *status, const struct db_err *e, const char *state_file,
+			  const struct probe_conn *pc, long budget_ms, const char *setting, struct probe_verdict *v)
+{
+	struct galera_rules rules = { .need_primary = true, .readonly_ok = true };
+	struct galera_verdict gv;
+	char state[64];
+
+	if (fetched)
+		galera_judge(status, NULL, &rules, &gv);
+	if (fetched && gv.up) {
+		v->up = true;
+		v->reason = "ok";
+		snprintf(v->msg, sizeof(v->msg), "alive: %s", gv.detail);
+		return;
+	}
+	/* Whatever failed, a node that is still starting up is not killed. */
+	probe_read_state_file(state_file, state, sizeof(state));
+	if (strcmp(state, "startup") == 0) {
+		verdict_set(v, true, "startup", "MySQL is starting up, not killing it...");
+	} else if (!fetched) {
+		db_verdict("not alive", e, pc, budget_ms, setting, v);
+	} else {
+		v->up = false;
+		v->reason = galera_reason_str(gv.reason);
+		snprintf(v->msg, sizeof(v->msg), "not alive: %s", gv.detail);
+	}
+}
+
+void probe_readiness_judge(bool fetched, const struct statusmap *status, const struct statusmap *vars,
+			   const struct db_err *e, const struct galera_rules *rules, const struct probe_conn *pc,
+			   long budget_ms, const char *setting, struct probe_verdict *v)
+{
+	struct galera_verdict gv;
+
+	if (!fetched) {
+		db_verdict("not ready", e, pc, budget_ms, setting, v);
+		return;
+	}
+	galera_judge(status, vars, rules, &gv);
+	v->up = gv.up;
+	v->reason = galera_reason_str(gv.reason);
+	snprintf(v->msg, sizeof(v->msg), "%s: %s", gv.up ? "ready" : "not ready", gv.detail);
+}

@@ -7,6 +7,7 @@
 
 #include "db.h"
 #include "deadline.h"
+#include "galera.h"
 #include "opt.h"
 
 #ifndef SIDEKICK_VERSION
@@ -74,8 +75,6 @@ void probe_read_state_file(const char *path, char *buf, size_t len);
 int probe_report(const char *probe, bool json, bool up, const char *reason, const char *message, FILE *text_stream,
 		 int64_t started_us);
 
-#endif
-
 /* Connect, turn off wsrep_sync_wait for the session (ignored where the variable does not
  * exist) and read the wsrep status, plus the variables the rules need (`vars` may be NULL
  * when none are needed). One connection, two or three round trips, all under `dl`. */
@@ -98,3 +97,30 @@ void probe_describe_error(const struct db_err *e, const struct probe_conn *pc, l
 int probe_report_db_error(const char *probe, const char *down_word, bool json, const struct db_err *e,
 			  const struct probe_conn *pc, long budget_ms, const char *timeout_setting, FILE *text_stream,
 			  int64_t started_us);
+
+/* A verdict of the operator's scripts' rules, for a probe's report or an HTTP answer. */
+struct probe_verdict {
+	bool up;
+	const char *reason; /* "ok", "bypass", "startup", "timeout", a galera or db reason */
+	char msg[600]; /* "alive: wsrep_cluster_status=Primary", "not ready: ..." */
+};
+
+/* liveness-check.sh's bypass: `recovery_file`, or sleep-forever, sst_in_progress or
+ * wsrep_recovery_verbose.log in `datadir`, exists. True with the verdict filled. */
+bool probe_liveness_bypass(const char *recovery_file, const char *datadir, struct probe_verdict *v);
+
+/* readiness-check.sh's bypass: `recovery_file` or `datadir`/sleep-forever exists. */
+bool probe_readiness_bypass(const char *recovery_file, const char *datadir, struct probe_verdict *v);
+
+/* Liveness from a fetch of the wsrep status (`fetched` false: `e` says why): alive in a Primary
+ * component, or whatever failed while the state file says startup. */
+void probe_liveness_judge(bool fetched, const struct statusmap *status, const struct db_err *e, const char *state_file,
+			  const struct probe_conn *pc, long budget_ms, const char *setting, struct probe_verdict *v);
+
+/* Readiness (Galera) from a fetch: Primary and Synced, or Donor when `rules` allow it; "ready" /
+ * "not ready". `vars` may be NULL when the rules need none. */
+void probe_readiness_judge(bool fetched, const struct statusmap *status, const struct statusmap *vars,
+			   const struct db_err *e, const struct galera_rules *rules, const struct probe_conn *pc,
+			   long budget_ms, const char *setting, struct probe_verdict *v);
+
+#endif

@@ -47,7 +47,8 @@ int main(int argc, char **argv)
 	struct probe_conn pc;
 	struct statusmap status = { 0 }, vars = { 0 };
 	struct db_err e;
-	char err[512], msg[600], sleep_forever[1024];
+	char err[512], msg[600];
+	struct probe_verdict pv;
 	int64_t started = deadline_now_us();
 	const char *setting;
 	long budget_ms;
@@ -70,10 +71,8 @@ int main(int argc, char **argv)
 	}
 
 	/* Manual recovery: the operator's scripts report ready so nothing restarts the pod. */
-	snprintf(sleep_forever, sizeof(sleep_forever), "%s/sleep-forever", opt_str(&o, "datadir"));
-	if (probe_file_exists(opt_str(&o, "recovery-file")) || probe_file_exists(sleep_forever)) {
-		rc = probe_report("readiness", json, true, "bypass", "ready: recovery or sleep-forever file present",
-				  stdout, started);
+	if (probe_readiness_bypass(opt_str(&o, "recovery-file"), opt_str(&o, "datadir"), &pv)) {
+		rc = probe_report("readiness", json, true, pv.reason, pv.msg, stdout, started);
 		opts_free(&o);
 		return rc;
 	}

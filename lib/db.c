@@ -271,6 +271,8 @@ static void set_err(MYSQL *m, bool timed_out, const char *step, struct db_err *e
 	unsigned code = mysql_errno(m);
 
 	e->code = code;
+	if (!timed_out && code)
+		sk_strlcpy(e->sqlstate, mysql_sqlstate(m), sizeof(e->sqlstate));
 	if (timed_out) {
 		e->reason = DB_TIMEOUT;
 		sk_fmt(e->msg, sizeof(e->msg), "timed out %s", step);
@@ -443,33 +445,68 @@ int db_query_pairs(struct db *db, const char *sql, const deadline_t *dl, struct 
 	return 0;
 }
 
+/* Store one row as column name -> value. */
+static int row_to_map(MYSQL_RES *res, MYSQL_ROW row, struct statusmap *map, struct db_err *e)
+{
+	MYSQL_FIELD *fields = mysql_fetch_fields(res);
+	unsigned n = mysql_num_fields(res);
+
+	for (unsigned i = 0; i < n; i++) {
+		if (statusmap_set(map, fields[i].name, row[i]) < 0) {
+			e->reason = DB_PROTOCOL;
+			sk_fmt(e->msg, sizeof(e->msg), "too many columns");
+			return -1;
+		}
+	}
+	return 0;
+}
+
 int db_query_row(struct db *db, const char *sql, const deadline_t *dl, struct statusmap *map, unsigned long *nrows,
 		 struct db_err *e)
 {
+	size_t n = 0;
+	int rc = db_query_rows(db, sql, dl, map, 1, &n, e);
+
+	*nrows = n;
+	return rc;
+}
+
+int db_query_value(struct db *db, const char *sql, const deadline_t *dl, char *val, size_t vlen, bool *found,
+		   struct db_err *e)
+{
 	MYSQL_RES *res;
 	MYSQL_ROW row;
-	MYSQL_FIELD *fields;
-	unsigned n;
+
+	*found = false;
+	val[0] = '\0';
+	if (db_query(db, sql, dl, &res, e) < 0)
+		return -1;
+	if (res && (row = mysql_fetch_row(res)) != NULL && mysql_num_fields(res) > 0) {
+		*found = true;
+		sk_strlcpy(val, row[0] ? row[0] : "NULL", vlen);
+	}
+	if (res)
+		mysql_free_result(res);
+	return 0;
+}
+
+int db_query_rows(struct db *db, const char *sql, const deadline_t *dl, struct statusmap *rows, size_t max,
+		  size_t *nrows, struct db_err *e)
+{
+	MYSQL_RES *res;
+	MYSQL_ROW row;
+	int rc = 0;
 
 	*nrows = 0;
 	if (db_query(db, sql, dl, &res, e) < 0)
 		return -1;
 	if (!res)
 		return 0;
-	*nrows = (unsigned long)mysql_num_rows(res);
-	row = mysql_fetch_row(res);
-	fields = mysql_fetch_fields(res);
-	n = mysql_num_fields(res);
-	for (unsigned i = 0; row && i < n; i++) {
-		if (statusmap_set(map, fields[i].name, row[i]) < 0) {
-			mysql_free_result(res);
-			e->reason = DB_PROTOCOL;
-			sk_fmt(e->msg, sizeof(e->msg), "too many columns");
-			return -1;
-		}
-	}
+	while (rc == 0 && *nrows < max && (row = mysql_fetch_row(res)) != NULL)
+		if ((rc = row_to_map(res, row, &rows[*nrows], e)) == 0)
+			(*nrows)++;
 	mysql_free_result(res);
-	return 0;
+	return rc;
 }
 
 void db_close(struct db *db)

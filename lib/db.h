@@ -27,6 +27,7 @@ const char *db_reason_str(enum db_reason r);
 struct db_err {
 	enum db_reason reason;
 	unsigned code; /* server or client error number, 0 for our own timeouts */
+	char sqlstate[6]; /* the server's SQLSTATE ("28000": access denied), "" for our own timeouts */
 	char msg[256]; /* one line, never contains the password */
 };
 
@@ -71,9 +72,19 @@ int db_query_pairs(struct db *db, const char *sql, const deadline_t *dl, struct 
 		   struct db_err *e) SK_MUST_CHECK;
 
 /* Run a query and store the first row as column name -> value (SHOW REPLICA STATUS).
- * *nrows tells whether there was a row at all. */
+ * *nrows tells whether there was a row at all (0 or 1). */
 int db_query_row(struct db *db, const char *sql, const deadline_t *dl, struct statusmap *map, unsigned long *nrows,
 		 struct db_err *e) SK_MUST_CHECK;
+
+/* Run a query for one value: the first column of the first row into `val` ("NULL" for SQL
+ * NULL); *found is false when there is no row. */
+int db_query_value(struct db *db, const char *sql, const deadline_t *dl, char *val, size_t vlen, bool *found,
+		   struct db_err *e) SK_MUST_CHECK;
+
+/* Run a query and store up to `max` rows, each as column name -> value, in rows[0..*nrows-1]
+ * (maps the caller provides, empty, and frees). */
+int db_query_rows(struct db *db, const char *sql, const deadline_t *dl, struct statusmap *rows, size_t max,
+		  size_t *nrows, struct db_err *e) SK_MUST_CHECK;
 
 /* Close the connection (never blocks: the socket is shut down first). Safe on a closed handle. */
 void db_close(struct db *db);

@@ -77,6 +77,21 @@ int http_parse_listen(const char *spec, struct sockaddr_storage *ss, socklen_t *
 	return 0;
 }
 
+/* Appends one query argument to the reply's `query`, in the order libmicrohttpd keeps them. */
+static enum MHD_Result add_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	struct http_reply *r = cls;
+	size_t n = strlen(r->query);
+
+	(void)kind;
+	if (!sk_fmt(r->query + n, sizeof(r->query) - n, "%s%s%s%s", n ? "&" : "", key, value ? "=" : "",
+		    value ? value : "")) {
+		r->query[n] = '\0';
+		return MHD_NO;
+	}
+	return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
 				  const char *version, const char *upload_data, size_t *upload_data_size,
 				  void **con_cls)
@@ -105,6 +120,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	r->body[0] = '\0';
 	r->len = 0;
 	r->close = false;
+	r->query[0] = '\0';
+	MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, add_arg, r);
 	s->h(s->ctx, method, url, r);
 	resp = MHD_create_response_from_buffer(r->len, r->body, MHD_RESPMEM_MUST_COPY);
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->content_type);

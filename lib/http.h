@@ -14,6 +14,9 @@ struct http_reply {
 	char body[65536]; /* the handler writes the body here; it starts as "" (/metrics of many targets) */
 	size_t len;
 	bool close; /* send "Connection: close" and close after the reply */
+	/* In: the request's query arguments in their order, '&'-joined and unescaped ("connect&a=b"),
+	 * "" when none (a query longer than the buffer is cut at an argument). */
+	char query[1024];
 };
 
 /* Called once per request, on a thread of the server's (see enum http_mode); fills `r`. Must be

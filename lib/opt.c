@@ -433,7 +433,9 @@ void opts_help(const struct opts *o, FILE *out)
 	}
 	fprintf(out, "%-34s %s\n%-34s %s\n", "  -h, --help", "Print this help and exit.", "      --version",
 		"Print the version and exit.");
-	fprintf(out, "\nExit status: 0 healthy/success, 1 unhealthy/failed, 2 usage or configuration error.\n");
+	fprintf(out, "\nExit status: %s\n",
+		o->exit_status ? o->exit_status
+			       : "0 healthy/success, 1 unhealthy/failed, 2 usage or configuration error.");
 }
 
 void opts_markdown(const struct opts *o, FILE *out)

@@ -53,6 +53,7 @@ struct opts {
 	const char *version;
 	const char *synopsis; /* "[OPTION]... [USER PASS ...]" */
 	const char *summary; /* one paragraph for --help */
+	const char *exit_status; /* the --help line about exit codes; NULL: 0 / 1 / 2 usage error */
 	const struct opt_def *defs;
 	size_t ndefs;
 	/* Name of the option that holds the config-file path, or NULL when the binary takes none. */

@@ -2,8 +2,10 @@
 #include "secret.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -57,19 +59,79 @@ static char *unquote(char *v)
 	return v;
 }
 
-int mycnf_parse(const char *text, const char *extra_group, struct mycnf *out, char *err, size_t errlen)
+/* Reading state for one option file and the files it includes. */
+struct cnf_reader {
+	const char *const *groups; /* the groups whose settings apply, NULL-terminated */
+	struct mycnf *out;
+	int depth; /* !include nesting; the mariadb client stops at 10 */
+	bool includes; /* follow !include and !includedir (the client's option files do) */
+};
+
+static int read_into(struct cnf_reader *r, const char *path, bool required, char *err, size_t errlen);
+
+static bool wanted_group(const struct cnf_reader *r, const char *name)
+{
+	for (size_t i = 0; r->groups[i]; i++)
+		if (strcmp(r->groups[i], name) == 0)
+			return true;
+	return false;
+}
+
+static int filter_cnf(const struct dirent *d)
+{
+	size_t n = strlen(d->d_name);
+
+	return n > 4 && strcmp(d->d_name + n - 4, ".cnf") == 0;
+}
+
+/* !include FILE and !includedir DIR (its *.cnf files in name order), as the mariadb client
+ * reads them: a missing file or directory is skipped. */
+static int include(struct cnf_reader *r, char *line, char *err, size_t errlen)
+{
+	bool dir = strncmp(line, "!includedir", 11) == 0 && isspace((unsigned char)line[11]);
+	char *arg = sk_trim(line + (dir ? 11 : 8));
+	struct dirent **ents = NULL;
+	int n, rc = 0;
+
+	if (!dir && !(strncmp(line, "!include", 8) == 0 && isspace((unsigned char)line[8])))
+		return 0;
+	if (r->depth >= 10)
+		return 0;
+	r->depth++;
+	if (!dir) {
+		rc = read_into(r, arg, false, err, errlen);
+	} else if ((n = scandir(arg, &ents, filter_cnf, alphasort)) >= 0) {
+		for (int i = 0; i < n; i++) {
+			char path[1024];
+
+			if (rc == 0 && sk_fmt(path, sizeof(path), "%s/%s", arg, ents[i]->d_name))
+				rc = read_into(r, path, false, err, errlen);
+			free(ents[i]);
+		}
+		free(ents);
+	}
+	r->depth--;
+	return rc;
+}
+
+static int parse_into(struct cnf_reader *r, const char *text, char *err, size_t errlen)
 {
 	char *copy = xstrdup(text);
 	char *line, *save = NULL;
-	int in_group = 0; /* 0: not ours, 1: [client], 2: extra group */
+	bool in_group = false;
 	int lineno = 0, rc = 0;
+	struct mycnf *out = r->out;
 
-	memset(out, 0, sizeof(*out));
 	for (line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		char *key, *val, *eq;
 
 		lineno++;
 		sk_trim(line);
+		if (*line == '!' && r->includes) {
+			if ((rc = include(r, line, err, errlen)) < 0)
+				break;
+			continue;
+		}
 		if (!*line || *line == '#' || *line == ';' || *line == '!')
 			continue;
 		if (*line == '[') {
@@ -80,10 +142,7 @@ int mycnf_parse(const char *text, const char *extra_group, struct mycnf *out, ch
 				break;
 			}
 			*end = '\0';
-			key = sk_trim(line + 1);
-			in_group = strcmp(key, "client") == 0                       ? 1
-				   : (extra_group && strcmp(key, extra_group) == 0) ? 2
-										    : 0;
+			in_group = wanted_group(r, sk_trim(line + 1));
 			continue;
 		}
 		if (!in_group)
@@ -118,6 +177,71 @@ int mycnf_parse(const char *text, const char *extra_group, struct mycnf *out, ch
 	}
 	sk_wipe(copy, strlen(text));
 	free(copy);
+	return rc;
+}
+
+int mycnf_parse(const char *text, const char *extra_group, struct mycnf *out, char *err, size_t errlen)
+{
+	const char *groups[] = { "client", extra_group, NULL };
+	struct cnf_reader r = { .groups = groups, .out = out };
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = parse_into(&r, text, err, errlen);
+	if (rc < 0)
+		mycnf_free(out);
+	return rc;
+}
+
+static int read_into(struct cnf_reader *r, const char *path, bool required, char *err, size_t errlen)
+{
+	char *text;
+	char why[256];
+	int rc;
+
+	if (!required && access(path, F_OK) != 0)
+		return 0;
+	if (sk_read_file(path, DEFAULTS_FILE_MAX, &text, NULL, err, errlen) < 0)
+		return -1;
+	rc = parse_into(r, text, why, sizeof(why));
+	if (rc < 0)
+		sk_err(err, errlen, "%s: %s", path, why);
+	sk_wipe(text, strlen(text));
+	free(text);
+	return rc;
+}
+
+int mycnf_load_client(const struct mycnf_sources *s, struct mycnf *out, char *err, size_t errlen)
+{
+	static const char *const base[] = { "mysql", "mariadb-client", "client", "client-server", "client-mariadb" };
+	char suffixed[SK_ARRAY_LEN(base)][96];
+	const char *groups[2 * SK_ARRAY_LEN(base) + 1];
+	struct cnf_reader r = { .groups = groups, .out = out, .includes = true };
+	size_t n = 0;
+	int rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	for (size_t i = 0; i < SK_ARRAY_LEN(base); i++) {
+		groups[n++] = base[i];
+		if (s->group_suffix && *s->group_suffix &&
+		    sk_fmt(suffixed[i], sizeof(suffixed[i]), "%s%s", base[i], s->group_suffix))
+			groups[n++] = suffixed[i];
+	}
+	groups[n] = NULL;
+	if (s->no_defaults)
+		return 0;
+	if (s->defaults_file && *s->defaults_file) {
+		rc = read_into(&r, s->defaults_file, true, err, errlen);
+	} else {
+		char home[1024];
+
+		if ((rc = read_into(&r, "/etc/my.cnf", false, err, errlen)) == 0)
+			rc = read_into(&r, "/etc/mysql/my.cnf", false, err, errlen);
+		if (rc == 0 && s->extra_file && *s->extra_file)
+			rc = read_into(&r, s->extra_file, true, err, errlen);
+		if (rc == 0 && s->home && *s->home && sk_fmt(home, sizeof(home), "%s/.my.cnf", s->home))
+			rc = read_into(&r, home, false, err, errlen);
+	}
 	if (rc < 0)
 		mycnf_free(out);
 	return rc;

@@ -2,6 +2,7 @@
 #ifndef SK_SECRET_H
 #define SK_SECRET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "util.h"
@@ -31,6 +32,23 @@ int mycnf_parse(const char *text, const char *extra_group, struct mycnf *out, ch
 
 /* Read and parse the file at `path` (bounded by DEFAULTS_FILE_MAX). */
 int mycnf_read(const char *path, const char *extra_group, struct mycnf *out, char *err, size_t errlen) SK_MUST_CHECK;
+
+/* Which option files a MySQL/MariaDB client reads. */
+struct mycnf_sources {
+	bool no_defaults; /* --no-defaults: none at all */
+	const char *defaults_file; /* --defaults-file: this one only (NULL or "": the usual list) */
+	const char *extra_file; /* --defaults-extra-file: after the global files, before ~/.my.cnf */
+	const char *group_suffix; /* --defaults-group-suffix: also [client<suffix>] and so on */
+	const char *home; /* where ~/.my.cnf is; NULL: not read */
+};
+
+/* Read the option files the mariadb client reads, in its order (/etc/my.cnf, /etc/mysql/my.cnf,
+ * the extra file, ~/.my.cnf; or the defaults file alone), with its groups ([mysql],
+ * [mariadb-client], [client], [client-server], [client-mariadb] and their suffixed names),
+ * following !include and !includedir. Later settings override earlier ones. Absent default
+ * files are skipped; an explicit file that cannot be read is an error. Returns 0 or -1 with
+ * err set ("path: reason"); on error `out` is freed. */
+int mycnf_load_client(const struct mycnf_sources *s, struct mycnf *out, char *err, size_t errlen) SK_MUST_CHECK;
 
 /* Wipe and free the fields. */
 void mycnf_free(struct mycnf *c);

@@ -18,8 +18,12 @@ for b in bin/*; do
 		echo "# $name options"
 		echo
 		echo "Generated from the option table of \`$name\` by \`make docs\`; do not edit by hand."
-		echo "Every option can also be set in the file given by \`--config\` (libconfig syntax, same names),"
-		echo "and precedence is: config file < environment < command line."
+		if "$b" --help | grep -q -- "--config"; then
+			echo "Every option can also be set in the file given by \`--config\` (libconfig syntax, same names),"
+			echo "and precedence is: config file < environment < command line."
+		else
+			echo "It reads no config file; the command line overrides the environment variables below."
+		fi
 		echo
 		"$b" --help-markdown
 	} >"$tmp/$name.md"

@@ -7,6 +7,9 @@ Runs, one after the other, on loopback:
 
 1. tests/bench/probes.py: each probe against the bash + mariadb baseline, interleaved, then
    clustercheck --listen under a bounded load (a 1-node Galera started on free ports);
+   tests/bench/healthcheck_bench.py: healthcheck against the MariaDB image's healthcheck.sh
+   (HEALTHCHECK_SH; left out of the table when unset), and exec vs httpGet probes in a
+   kubelet-like loop;
 2. tests/bench/health_bench.py: proxysql-sync's /healthz, /readyz and /metrics under a
    bounded load;
 3. tests/bench/sync_bench.py: proxysql-sync against the Consul and ProxySQL doubles (again with
@@ -105,6 +108,8 @@ def main():
     sections = [
         ("Probes and clustercheck --listen",
          [PYTHON, os.path.join(HERE, "probes.py"), "--runs", str(a.runs), "--requests", str(a.requests)], env),
+        ("healthcheck vs healthcheck.sh, exec vs httpGet",
+         [PYTHON, os.path.join(HERE, "healthcheck_bench.py"), "--runs", str(a.runs)], env),
         ("proxysql-sync health port",
          [PYTHON, os.path.join(HERE, "health_bench.py"), "--requests", str(a.health_requests)], env),
         ("proxysql-sync: Consul KV -> ProxySQL", sync_argv, env),

@@ -13,13 +13,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fuzz.h"
 #include "clustercheck.h"
 #include "config.h"
 #include "log.h"
 #include "probe.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 const char *__lsan_default_suppressions(void);
 
 /* libconfig 1.5's scanner loses a string token's buffer when the parse fails (1 to 64 bytes per
@@ -28,13 +27,6 @@ const char *__lsan_default_suppressions(void)
 {
 	return "leak:libconfig.so\n";
 }
-
-#define FAIL(...)                                           \
-	do {                                                \
-		fprintf(stderr, "INVARIANT: " __VA_ARGS__); \
-		fputc('\n', stderr);                        \
-		abort();                                    \
-	} while (0)
 
 #define MAX_ARGS 32
 

@@ -13,12 +13,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "fuzz.h"
 #include "config.h"
 #include "log.h"
 #include "probe.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 const char *__lsan_default_suppressions(void);
 
 /* libconfig 1.5's scanner loses a string token's buffer when the parse fails (1 to 64 bytes per
@@ -27,13 +26,6 @@ const char *__lsan_default_suppressions(void)
 {
 	return "leak:libconfig.so\n";
 }
-
-#define FAIL(...)                                           \
-	do {                                                \
-		fprintf(stderr, "INVARIANT: " __VA_ARGS__); \
-		fputc('\n', stderr);                        \
-		abort();                                    \
-	} while (0)
 
 /* clang-format off */
 /* A probe's table: the shared connection rows and the kinds of option clustercheck adds. */

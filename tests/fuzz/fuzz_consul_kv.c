@@ -9,16 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "consul.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define FAIL(...)                                           \
-	do {                                                \
-		fprintf(stderr, "INVARIANT: " __VA_ARGS__); \
-		fputc('\n', stderr);                        \
-		abort();                                    \
-	} while (0)
 
 static bool add_b64(sk_buf *b, const unsigned char *p, size_t n)
 {

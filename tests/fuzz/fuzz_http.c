@@ -19,19 +19,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "fuzz.h"
 #include "deadline.h"
 #include "http.h"
 #include "log.h"
-
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define FAIL(...)                                           \
-	do {                                                \
-		fprintf(stderr, "INVARIANT: " __VA_ARGS__); \
-		fputc('\n', stderr);                        \
-		abort();                                    \
-	} while (0)
 
 #define RUN_MS 300
 

@@ -22,6 +22,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "fuzz.h"
 #include "config.h"
 #include "layout.h"
 #include "log.h"
@@ -46,9 +47,6 @@ static const char config_text[] =
 	"    remote_readers = ( { region = \"us\"; hostgroup = 21; } ); },\n"
 	"  { alias = \"db\"; writer_hostgroup = 40; reader_hostgroup = 41; writer_is_reader = true; }\n"
 	");\n";
-
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
@@ -224,13 +222,6 @@ static size_t decode(const uint8_t *data, size_t size, struct kv_pair *kv, enum 
 }
 
 /* -- invariants -------------------------------------------------------------------------------- */
-
-#define FAIL(...)                                           \
-	do {                                                \
-		fprintf(stderr, "INVARIANT: " __VA_ARGS__); \
-		fputc('\n', stderr);                        \
-		abort();                                    \
-	} while (0)
 
 static bool hostile(const struct kv_pair *kv)
 {

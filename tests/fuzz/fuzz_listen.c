@@ -12,17 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "http.h"
 #include "model.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define FAIL(...)                                           \
-	do {                                                \
-		fprintf(stderr, "INVARIANT: " __VA_ARGS__); \
-		fputc('\n', stderr);                        \
-		abort();                                    \
-	} while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -8,17 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "log.h"
 #include "secret.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define FAIL(...)                                           \
-	do {                                                \
-		fprintf(stderr, "INVARIANT: " __VA_ARGS__); \
-		fputc('\n', stderr);                        \
-		abort();                                    \
-	} while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

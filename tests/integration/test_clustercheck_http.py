@@ -133,10 +133,13 @@ def test_listen_answers_match_the_data_files(healthy_galera, listeners):
     # libmicrohttpd's order; the one-shot mode keeps the classic order.
     assert raw.split(b"\r\n")[1:4] == [b"Connection: close", b"Content-Type: text/plain",
                                        b"Content-Length: 40"], raw
-    for req in (b"GET /anything?x=1 HTTP/1.1\r\nHost: a\r\n\r\n", b"GET / HTTP/1.0\r\n\r\n",
-                b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n"):
+    for req in (b"GET /?x=1 HTTP/1.1\r\nHost: a\r\n\r\n", b"GET / HTTP/1.0\r\n\r\n",
+                b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n", b"OPTIONS / HTTP/1.0\r\n\r\n"):
         raw, _ = ln.request(req)
         assert_answer(raw, "synced")
+    # Other paths than /, /liveness, /readiness and /healthcheck are not found.
+    raw, _ = ln.request(b"GET /anything?x=1 HTTP/1.1\r\nHost: a\r\n\r\n")
+    assert raw.startswith(b"HTTP/1.1 404 "), raw
 
     ln.disabled.write_text("")
     assert_answer(ln.request()[0], "disabled")

@@ -34,7 +34,8 @@ REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 IMAGES_DIR = os.environ.get("IMAGES_DIR", os.path.join(REPO, "build", "images"))
 PROBES_IMAGE = "localhost/sidekick-probes:latest"
 SYNC_IMAGE = "localhost/sidekick-sync:latest"
-PROBES = ["liveness-check", "readiness-check", "clustercheck", "haproxy-check", "proxysql-check"]
+PROBES = ["liveness-check", "readiness-check", "clustercheck", "haproxy-check", "proxysql-check", "healthcheck",
+          "healthcheck.sh"]
 ADMIN_PASSWORD = "adm-" + os.urandom(6).hex()
 
 # The flags that work on these machines (shared/reference/environment.md): a private store,
@@ -135,6 +136,18 @@ def test_probes_answer_from_the_image(tmp_path, healthy_galera, mysql_creds, clu
         r = podman(*RUN, "--rm", "--network=host", "--read-only", *vols, "--entrypoint", "/probes/" + probe,
                    PROBES_IMAGE, *args, check=False)
         assert r.returncode == 0, (probe, r.stdout, r.stderr)
+    # healthcheck as in the MariaDB image: the server's socket where the client looks for it, an
+    # option file with the account (the entrypoint's .my-healthcheck.cnf).
+    cnf = tmp_path / "hc.cnf"
+    cnf.write_text("[mariadb-client]\nuser=%s\npassword=%s\nport=%d\n"
+                   % (mysql_creds.user, mysql_creds.password, node.port))
+    os.chown(cnf, 65532, 65532)
+    cnf.chmod(0o400)
+    for name in ("healthcheck", "healthcheck.sh"):
+        r = podman(*RUN, "--rm", "--network=host", "--read-only", "-v", "%s:/run/mysqld/mysqld.sock" % node.socket,
+                   "-v", "%s:/var/lib/mysql/.my-healthcheck.cnf:ro" % cnf, "--entrypoint", "/probes/" + name,
+                   PROBES_IMAGE, "--connect", "--innodb_initialized", "--galera_online", check=False)
+        assert r.returncode == 0, (name, r.stdout, r.stderr)
     r = podman(*RUN, "--rm", "--network=host", "--entrypoint", "/probes/clustercheck", *vols, PROBES_IMAGE,
                *conn, "--password-file", "/run/secrets/clustercheckuser")
     assert r.stdout.startswith("HTTP/1.1 200 OK"), r.stdout

@@ -1,4 +1,5 @@
-/* test_checks.c: table tests of the Galera and replica verdicts; one case a file in tests/data/checks. */
+/* test_checks.c: table tests of the Galera and replica verdicts and of healthcheck runs (argv and canned
+ * server answers in, exit code and stderr out); one case a file in tests/data/checks. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,12 +8,13 @@
 #include <string.h>
 
 #include "galera.h"
+#include "healthcheck.h"
 #include "replica.h"
 #include "statusmap.h"
 #include "testdata.h"
 
 struct tcase {
-	struct statusmap head, status, vars, row;
+	struct statusmap head, status, vars, row, row2;
 };
 
 /* Split a case file into "key = value" header lines and [status] / [vars] / [row] sections. */
@@ -43,6 +45,10 @@ static void parse_case(const char *path, struct tcase *c)
 		}
 		if (strcmp(line, "[row]") == 0) {
 			cur = &c->row;
+			continue;
+		}
+		if (strcmp(line, "[row2]") == 0) {
+			cur = &c->row2;
 			continue;
 		}
 		if (cur == &c->head) {
@@ -94,6 +100,192 @@ static void rules_for(const struct tcase *c, struct galera_rules *r)
 	r->available_nodes = (int)head_long(c, "available_nodes", r->available_nodes);
 }
 
+/* ---- healthcheck runs against canned answers ---------------------------------------------- */
+
+/* "error CODE SQLSTATE message" from the case into a db_err; false for "ok" or absent. */
+static bool case_error(const struct tcase *c, const char *key, struct db_err *e)
+{
+	const char *v = statusmap_get(&c->head, key);
+	char buf[300], *code, *state, *msg, *save = NULL;
+	long n;
+
+	memset(e, 0, sizeof(*e));
+	if (!v || strncmp(v, "error ", 6) != 0)
+		return false;
+	sk_strlcpy(buf, v + 6, sizeof(buf));
+	code = strtok_r(buf, " ", &save);
+	state = strtok_r(NULL, " ", &save);
+	msg = strtok_r(NULL, "", &save);
+	assert_non_null(code);
+	assert_non_null(state);
+	assert_true(sk_parse_long(code, 0, 100000, &n));
+	e->code = (unsigned)n;
+	sk_strlcpy(e->sqlstate, state, sizeof(e->sqlstate));
+	e->reason = n == 2002 ? DB_REFUSED : n == 1045 ? DB_ACCESS_DENIED : n == 0 ? DB_TIMEOUT : DB_SERVER_ERROR;
+	sk_fmt(e->msg, sizeof(e->msg), "%s (%ld)", msg ? msg : "", n);
+	return true;
+}
+
+static int fake_value(const struct tcase *c, const char *key, const char *sql, char *val, size_t vlen, bool *found,
+		      struct db_err *e)
+{
+	const char *which = strstr(sql, "skip_networking") ? "skip_networking"
+			    : strstr(sql, "ENGINES")       ? "innodb"
+							   : "buffer_pool";
+	const char *v;
+
+	*found = false;
+	if (case_error(c, key, e))
+		return -1;
+	if (strcmp(key, "tcp") == 0)
+		which = "tcp_skip_networking";
+	v = statusmap_get(&c->head, which);
+	if (v) {
+		*found = true;
+		sk_strlcpy(val, v, vlen);
+	}
+	return 0;
+}
+
+static int fk_socket_value(void *ctx, const struct hc_defaults *d, const char *sql, char *val, size_t vlen, bool *found,
+			   struct db_err *e)
+{
+	(void)d;
+	return fake_value(ctx, "socket", sql, val, vlen, found, e);
+}
+
+static int fk_tcp_value(void *ctx, const struct hc_defaults *d, const char *sql, char *val, size_t vlen, bool *found,
+			struct db_err *e)
+{
+	(void)d;
+	return fake_value(ctx, "tcp", sql, val, vlen, found, e);
+}
+
+static int copy_map(const struct statusmap *from, struct statusmap *to)
+{
+	for (size_t i = 0; i < from->n; i++)
+		if (statusmap_set(to, from->items[i].name, from->items[i].value) < 0)
+			return -1;
+	return 0;
+}
+
+static int fk_socket_status(void *ctx, const struct hc_defaults *d, struct statusmap *status, struct db_err *e)
+{
+	const struct tcase *c = ctx;
+
+	(void)d;
+	if (case_error(c, "socket", e))
+		return -1;
+	assert_int_equal(copy_map(&c->status, status), 0);
+	return 0;
+}
+
+static int fk_socket_rows(void *ctx, const struct hc_defaults *d, const char *sql, struct statusmap *rows, size_t max,
+			  size_t *nrows, struct db_err *e)
+{
+	const struct tcase *c = ctx;
+	const char *want = statusmap_get(&c->head, "expect_sql");
+
+	(void)d;
+	*nrows = 0;
+	if (want)
+		assert_string_equal(sql, want);
+	if (case_error(c, "socket", e) || case_error(c, "replication_error", e))
+		return -1;
+	assert_true(max >= 2);
+	if (c->row.n)
+		assert_int_equal(copy_map(&c->row, &rows[(*nrows)++]), 0);
+	if (c->row2.n)
+		assert_int_equal(copy_map(&c->row2, &rows[(*nrows)++]), 0);
+	return 0;
+}
+
+static int fk_upgrade_locked(void *ctx, const char *path, char *why, size_t whylen)
+{
+	const struct tcase *c = ctx;
+	const char *v = statusmap_get(&c->head, "upgrade");
+	bool locked = v && strcmp(v, "locked") == 0;
+
+	snprintf(why, whylen, "%s %s", path, locked ? "is locked" : "not locked");
+	return locked;
+}
+
+static void fk_reset(void *ctx)
+{
+	(void)ctx;
+}
+
+static void fk_describe(void *ctx, const struct db_err *e, char *buf, size_t len)
+{
+	(void)ctx;
+	snprintf(buf, len, "%s (fake): %s", db_reason_str(e->reason), e->msg);
+}
+
+static int fk_su(void *ctx, const char *user, char *err, size_t errlen)
+{
+	const struct tcase *c = ctx;
+	const char *v = statusmap_get(&c->head, "su");
+
+	if (!v || strcmp(v, "ok") != 0)
+		return sk_err(err, errlen, "%s", v ? v : "not allowed");
+	(void)user;
+	return 0;
+}
+
+static void run_healthcheck_case(const char *path, struct tcase *c)
+{
+	struct hc_io io = {
+		.socket_value = fk_socket_value,
+		.socket_status = fk_socket_status,
+		.socket_rows = fk_socket_rows,
+		.tcp_value = fk_tcp_value,
+		.upgrade_locked = fk_upgrade_locked,
+		.reset = fk_reset,
+		.describe = fk_describe,
+		.su = fk_su,
+		.ctx = c,
+	};
+	const char *args = statusmap_get(&c->head, "args");
+	char *argv[64], buf[1024], *save = NULL, *tok, *err_text = NULL, want[2048] = "", key[32];
+	size_t err_len = 0;
+	int argc = 0, rc;
+	struct hc_run run;
+	FILE *err = open_memstream(&err_text, &err_len);
+
+	assert_non_null(err);
+	argv[argc++] = "healthcheck";
+	sk_strlcpy(buf, args ? args : "", sizeof(buf));
+	for (tok = strtok_r(buf, " ", &save); tok && argc < 63; tok = strtok_r(NULL, " ", &save))
+		argv[argc++] = strcmp(tok, "''") == 0 ? "" : tok;
+	argv[argc] = NULL;
+	for (int i = 1; i < 10; i++) {
+		const char *line;
+
+		snprintf(key, sizeof(key), "expect_stderr_%d", i);
+		if (!(line = statusmap_get(&c->head, key)))
+			break;
+		assert_true(sk_strlcpy(want + strlen(want), line, sizeof(want) - strlen(want)));
+		assert_true(sk_strlcpy(want + strlen(want), "\n", sizeof(want) - strlen(want)));
+	}
+	hc_run_init(&run, "/nonexistent-datadir", err);
+	rc = hc_run_args(&run, argc, argv, &io);
+	fclose(err);
+	if (rc != head_long(c, "expect_exit", -1) || strcmp(err_text, want) != 0)
+		fail_msg("%s: got exit %d, stderr:\n%s\nwant exit %ld, stderr:\n%s", path, rc, err_text,
+			 head_long(c, "expect_exit", -1), want);
+	if (statusmap_get(&c->head, "expect_tests")) {
+		char got[512] = "";
+
+		for (size_t i = 0; i < run.nresults; i++)
+			snprintf(got + strlen(got), sizeof(got) - strlen(got), "%s%s=%s", i ? " " : "",
+				 run.results[i].test, run.results[i].ok ? "ok" : "failed");
+		if (strcmp(got, statusmap_get(&c->head, "expect_tests")) != 0)
+			fail_msg("%s: tests run '%s', want '%s'", path, got, statusmap_get(&c->head, "expect_tests"));
+	}
+	hc_run_free(&run);
+	free(err_text);
+}
+
 static void run_case(void **state)
 {
 	const char *path = *state;
@@ -106,6 +298,10 @@ static void run_case(void **state)
 
 	parse_case(path, &c);
 	kind = statusmap_get(&c.head, "kind");
+	if (kind && strcmp(kind, "healthcheck") == 0) {
+		run_healthcheck_case(path, &c);
+		goto done;
+	}
 	want_reason = statusmap_get(&c.head, "expect_reason");
 	want_detail = statusmap_get(&c.head, "expect_detail");
 	assert_non_null(want_reason);
@@ -133,10 +329,12 @@ static void run_case(void **state)
 	    (want_detail && strcmp(detail, want_detail) != 0))
 		fail_msg("%s: got up=%d reason=%s detail='%s'; want up=%ld reason=%s detail='%s'", path, up, reason,
 			 detail, head_long(&c, "expect_up", -1), want_reason, want_detail ? want_detail : "(any)");
+done:
 	statusmap_free(&c.head);
 	statusmap_free(&c.status);
 	statusmap_free(&c.vars);
 	statusmap_free(&c.row);
+	statusmap_free(&c.row2);
 }
 
 int main(void)

@@ -6,6 +6,7 @@
 #include <cmocka.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -226,6 +227,73 @@ static void test_mycnf_too_large(void **state)
 	unlink(path);
 }
 
+static void write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	assert_int_equal(fputs(text, f) >= 0, 1);
+	fclose(f);
+}
+
+/* mycnf_load_client reads what the mariadb client reads: its groups, in file order, the suffixed
+ * groups, !include and !includedir, the extra file before ~/.my.cnf; a required file must exist. */
+static void test_mycnf_load_client(void **state)
+{
+	char dir[] = "/tmp/sk-test-XXXXXX", path[4][64], text[512], err[256] = "";
+	struct mycnf c;
+	struct mycnf_sources src = { 0 };
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path[0], sizeof(path[0]), "%s/main.cnf", dir);
+	snprintf(path[1], sizeof(path[1]), "%s/conf.d", dir);
+	snprintf(path[2], sizeof(path[2]), "%s/conf.d/50-a.cnf", dir);
+	snprintf(path[3], sizeof(path[3]), "%s/.my.cnf", dir);
+	assert_int_equal(mkdir(path[1], 0700), 0);
+	write_text(path[2], "[mariadb-client]\nport=3307\n[mysqld]\nport=1\n");
+	snprintf(text, sizeof(text),
+		 "[client]\nuser=a\nport=3306\n!includedir %s\n[client-mariadb]\nuser=b\n"
+		 "[client_x]\npassword=px\n[server]\nuser=no\n",
+		 path[1]);
+	write_text(path[0], text);
+	write_text(path[3], "[client]\nsocket=/home.sock\n");
+
+	src.defaults_file = path[0];
+	src.home = dir;
+	assert_int_equal(mycnf_load_client(&src, &c, err, sizeof(err)), 0);
+	assert_string_equal(c.user, "b");
+	assert_int_equal(c.port, 3307);
+	assert_null(c.password); /* [client_x] only with the suffix */
+	assert_null(c.socket); /* --defaults-file: ~/.my.cnf is not read */
+	mycnf_free(&c);
+
+	src.group_suffix = "_x";
+	assert_int_equal(mycnf_load_client(&src, &c, err, sizeof(err)), 0);
+	assert_string_equal(c.password, "px");
+	mycnf_free(&c);
+
+	src = (struct mycnf_sources){ .extra_file = path[0], .home = dir };
+	assert_int_equal(mycnf_load_client(&src, &c, err, sizeof(err)), 0);
+	assert_string_equal(c.socket, "/home.sock"); /* the extra file, then ~/.my.cnf */
+	assert_string_equal(c.user, "b");
+	mycnf_free(&c);
+
+	src.no_defaults = true;
+	assert_int_equal(mycnf_load_client(&src, &c, err, sizeof(err)), 0);
+	assert_null(c.user);
+
+	src = (struct mycnf_sources){ .defaults_file = "/nonexistent/my.cnf" };
+	assert_int_equal(mycnf_load_client(&src, &c, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "/nonexistent/my.cnf"));
+
+	unlink(path[0]);
+	unlink(path[2]);
+	unlink(path[3]);
+	rmdir(path[1]);
+	rmdir(dir);
+}
+
 static void test_secret_file(void **state)
 {
 	char path[] = "/tmp/sk-test-XXXXXX";
@@ -356,6 +424,7 @@ int main(void)
 		cmocka_unit_test(test_config_file_errors),
 		cmocka_unit_test(test_mycnf_table),
 		cmocka_unit_test(test_mycnf_too_large),
+		cmocka_unit_test(test_mycnf_load_client),
 		cmocka_unit_test(test_secret_file),
 		cmocka_unit_test(test_redaction),
 		cmocka_unit_test(test_k8s_deadline_table),
