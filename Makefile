@@ -67,7 +67,7 @@ $(LIBSK): $(LIB_OBJ)
 # checks/liveness_check.c -> bin/liveness-check
 $(BIN)/liveness-check: $(BUILD)/checks/liveness_check.o $(LIBSK)
 $(BIN)/readiness-check: $(BUILD)/checks/readiness_check.o $(LIBSK)
-$(BIN)/clustercheck: $(BUILD)/checks/clustercheck.o $(LIBSK)
+$(BIN)/clustercheck: $(BUILD)/checks/clustercheck.o $(BUILD)/checks/register.o $(LIBSK)
 $(BIN)/haproxy-check: $(BUILD)/checks/haproxy_check.o $(LIBSK)
 $(BIN)/proxysql-check: $(BUILD)/checks/proxysql_check.o $(LIBSK)
 $(BIN)/healthcheck: $(BUILD)/checks/healthcheck_main.o $(LIBSK)

@@ -48,6 +48,8 @@ static const struct opt_def options[] = {
 	 "With --register: KV prefix of the key, e.g. mysql/replica/<cluster>/<region> (required).", 0},
 	{"advertise", 0, OPT_STRING, "HOST:PORT", NULL, NULL, 0, 0, NULL,
 	 "With --register: the key's last segment and its value [default: the checked host:port; the node's IP for localhost or a socket].", 0},
+	{"key-without-port", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,
+	 "With --register: the key's last segment is the host alone (the port stays in the value), for Consul releases that refuse ':' in keys (1.21.5); proxysql-sync reads both forms.", 0},
 	{"session-ttl", 0, OPT_INT, "SECONDS", "15", NULL, 10, 86400, NULL,
 	 "With --register: TTL of the Consul session holding the key; with --once it must exceed the cron period.", 0},
 	{"state-file", 0, OPT_STRING, "PATH", "/var/tmp/clustercheck.session", NULL, 0, 0, NULL,

@@ -407,3 +407,34 @@ def test_once_with_its_state_file_on_a_full_disk(healthy_galera, clustercheck_cr
         assert state.read_text() == kv_entry(consul, reg.key)["Session"] + "\n"
     finally:
         subprocess.run(["umount", "-l", str(full)])
+
+
+def test_key_without_port_for_a_consul_that_refuses_colons(healthy_galera, clustercheck_creds, prefix, registrars,
+                                                           tmp_path):
+    """Consul 1.21.5 refuses ':' in keys (500 invalid key name): the error says to use --key-without-port,
+    which registers <prefix>/<host> = host:port (the form proxysql-sync's replica layout also reads)."""
+    if os.environ.get("CONSUL_BIN"):
+        pytest.skip("needs the double's --kv-key-validation 1.21.5 (a real Consul has its own rules)")
+    node = healthy_galera[1]
+    with Consul(extra_args=["--kv-key-validation", "1.21.5"]) as c:
+        r = registrars(tmp_path, node, clustercheck_creds, c.addr, prefix, "--state-file", str(tmp_path / "s"))
+        assert r.run_once() == 1, r.output
+        assert "invalid key name" in r.output and "use --key-without-port" in r.output, r.output
+        assert r.run_once("--key-without-port") == 0, r.output
+        e = kv_entry(c, "%s/%s" % (prefix, node.ip))
+        assert e is not None and e["Value"] == ("%s:%d" % (node.ip, node.port)).encode(), e
+
+
+def test_session_survives_a_failing_serf_check(healthy_galera, clustercheck_creds, consul, prefix, registrars,
+                                               tmp_path):
+    """The session has no serfHealth check: the node's Consul agent restarting (serfHealth critical for a
+    while) does not end it, so the keys of every node it serves are not deleted at once."""
+    if not consul.is_fake:
+        pytest.skip("needs the double's /_fake/check hook")
+    node = healthy_galera[1]
+    r = registrars(tmp_path, node, clustercheck_creds, consul.addr, prefix).start()
+    wait_for("the key", lambda: kv_entry(consul, r.key) is not None)
+    consul.fault("check", node=consul.node, id="serfHealth", status="critical")
+    time.sleep(1)
+    assert kv_entry(consul, r.key) is not None, "the key went with the serfHealth check"
+    consul.fault("check", node=consul.node, id="serfHealth", status="passing")

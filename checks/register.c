@@ -1,0 +1,541 @@
+/* register.c: clustercheck --register: keep this node's key in Consul KV, under a session, while
+ * the node is healthy (the modern clustercheckcron), on a period or once (--once, cron). */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include "clustercheck.h"
+#include "consul.h"
+#include "log.h"
+
+enum key_state { KEY_UNKNOWN, KEY_PRESENT, KEY_ABSENT };
+
+struct registrar {
+	struct cc_checker *c;
+	struct consul *consul;
+	char key[1024]; /* <consul-prefix>/<advertise> */
+	char advertise[300];
+	char session_name[400];
+	char session[CONSUL_SESSION_ID_MAX]; /* "" when we hold none */
+	long ttl_s;
+	long interval_ms, check_ms, consul_ms;
+	const char *state_file; /* --once only */
+	bool once;
+	int sigfd; /* readable once a stop signal is pending; -1 with --once */
+	enum key_state state; /* what we know of the key */
+	int node_logged; /* last logged answer, -1 before the first round */
+	bool consul_failing;
+	unsigned failures;
+};
+
+/* A key segment we write: letters, digits, '.', '_', '-' (and ':' and brackets for HOST:PORT). */
+static bool segment_ok(const char *s, size_t n, const char *extra)
+{
+	if (n == 0 || (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+
+		if (!(ch >= 'a' && ch <= 'z') && !(ch >= 'A' && ch <= 'Z') && !(ch >= '0' && ch <= '9') &&
+		    !strchr("._-", ch) && !(extra && ch && strchr(extra, ch)))
+			return false;
+	}
+	return true;
+}
+
+/* --advertise HOST:PORT (HOST a name, IPv4 or [IPv6]) and the key built from it. */
+static int register_names(struct registrar *g, const struct opts *o, char *err, size_t errlen)
+{
+	const char *prefix = opt_str(o, "consul-prefix"), *adv = opt_str(o, "advertise"), *colon, *seg;
+	size_t plen;
+	long port;
+
+	if (!prefix || !*prefix)
+		return sk_err(err, errlen, "--register needs --consul-prefix (e.g. mysql/replica/<cluster>/<region>)");
+	plen = strlen(prefix);
+	while (plen && prefix[plen - 1] == '/')
+		plen--;
+	for (seg = prefix; seg < prefix + plen;) {
+		size_t n = strcspn(seg, "/");
+
+		if (n > (size_t)(prefix + plen - seg))
+			n = (size_t)(prefix + plen - seg);
+		if (!segment_ok(seg, n, NULL))
+			return sk_err(err, errlen,
+				      "consul-prefix '%.200s': segments are letters, digits, '.', '_' or '-' "
+				      "(no empty, '.' or '..' segment, no leading '/')",
+				      prefix);
+		seg += n + 1;
+	}
+	if (plen == 0)
+		return sk_err(err, errlen, "consul-prefix '%.200s' is empty", prefix);
+	if (adv) {
+		if (!sk_strlcpy(g->advertise, adv, sizeof(g->advertise)))
+			return sk_err(err, errlen, "advertise: too long");
+	} else {
+		const struct probe_conn *pc = &g->c->pc;
+		char ip[64];
+
+		if (!pc->host || !*pc->host || strcmp(pc->host, "localhost") == 0) {
+			probe_node_ip(ip, sizeof(ip));
+			sk_fmt(g->advertise, sizeof(g->advertise), strchr(ip, ':') ? "[%s]:%u" : "%s:%u", ip,
+			       pc->t.port ? pc->t.port : 3306);
+		} else {
+			sk_fmt(g->advertise, sizeof(g->advertise), strchr(pc->host, ':') ? "[%s]:%u" : "%s:%u",
+			       pc->host, pc->t.port ? pc->t.port : 3306);
+		}
+	}
+	colon = strrchr(g->advertise, ':');
+	if (!colon || !sk_parse_long(colon + 1, 1, 65535, &port) ||
+	    !segment_ok(g->advertise, strlen(g->advertise), g->advertise[0] == '[' ? ":[]" : ":") ||
+	    (g->advertise[0] == '[' && colon[-1] != ']') ||
+	    (g->advertise[0] != '[' && strchr(g->advertise, ':') != colon))
+		return sk_err(
+			err, errlen,
+			"advertise '%.200s': expected HOST:PORT (a name, an IPv4 address or [IPv6]) (--advertise)",
+			g->advertise);
+	/* --key-without-port: "<prefix>/<host>" = "host:port" (no ':' in the key). */
+	if (!sk_fmt(g->key, sizeof(g->key), "%.*s/%.*s", (int)plen, prefix,
+		    opt_flag(o, "key-without-port")
+			    ? (int)(colon - g->advertise) - (g->advertise[0] == '[' ? 1 : 0) - (g->advertise[0] == '[')
+			    : (int)strlen(g->advertise),
+		    g->advertise + (opt_flag(o, "key-without-port") && g->advertise[0] == '[')))
+		return sk_err(err, errlen, "consul-prefix: too long");
+	sk_fmt(g->session_name, sizeof(g->session_name), "clustercheck %s", g->advertise);
+	return 0;
+}
+
+/* The Consul client from CONSUL_* variables, overridden by the options. */
+static struct consul *register_consul(const struct opts *o, char *err, size_t errlen)
+{
+	struct consul_config cfg;
+	struct consul *c = NULL;
+
+	if (consul_config_from_opts(&cfg, o, err, errlen) == 0)
+		c = consul_new(&cfg, err, errlen);
+	consul_config_free(&cfg);
+	return c;
+}
+
+static bool session_id_valid(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n >= CONSUL_SESSION_ID_MAX)
+		return false;
+	return strspn(s, "0123456789abcdefABCDEF-") == n;
+}
+
+/* The session ID a previous --once run left, or "" (a missing file is normal; garbage is ignored). */
+static void state_load(struct registrar *g)
+{
+	char *text = NULL, why[300];
+
+	g->session[0] = '\0';
+	if (sk_read_file(g->state_file, 256, &text, NULL, why, sizeof(why)) < 0) {
+		if (access(g->state_file, F_OK) == 0)
+			log_warn("state file %s: ignored (%s)", g->state_file, why);
+		return;
+	}
+	sk_trim(text);
+	if (session_id_valid(text))
+		sk_strlcpy(g->session, text, sizeof(g->session));
+	else if (*text)
+		log_warn("state file %s: not a session ID, ignored (--state-file)", g->state_file);
+	free(text);
+}
+
+/* Write the session ID atomically (a temporary file, fsync, rename), mode 0600. */
+static int state_save(const struct registrar *g, char *err, size_t errlen)
+{
+	char tmp[4200], line[CONSUL_SESSION_ID_MAX + 1];
+	int fd, n = snprintf(line, sizeof(line), "%s\n", g->session);
+
+	if (!sk_fmt(tmp, sizeof(tmp), "%s.%ld.tmp", g->state_file, (long)getpid()))
+		return sk_err(err, errlen, "state file %s: path too long (--state-file)", g->state_file);
+	unlink(tmp);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return sk_err(err, errlen, "state file %s: %s (--state-file)", tmp, strerror(errno));
+	if (write(fd, line, (size_t)n) != n || fsync(fd) < 0) {
+		int e = errno;
+
+		close(fd);
+		unlink(tmp);
+		return sk_err(err, errlen, "state file %s: %s (--state-file)", tmp, strerror(e));
+	}
+	close(fd);
+	if (rename(tmp, g->state_file) < 0) {
+		int e = errno;
+
+		unlink(tmp);
+		return sk_err(err, errlen, "state file %s: %s (--state-file)", g->state_file, strerror(e));
+	}
+	return 0;
+}
+
+/* Make sure we hold a live session: renew the one we have, or create one. */
+static int session_ensure(struct registrar *g, const deadline_t *dl, char *err, size_t errlen)
+{
+	bool gone = false;
+
+	if (g->session[0]) {
+		if (consul_session_renew(g->consul, g->session, dl, &gone, err, errlen) < 0)
+			return -1;
+		if (!gone)
+			return 0;
+		log_info("session %s is gone (expired or destroyed): creating a new one", g->session);
+		g->session[0] = '\0';
+	}
+	/* No serfHealth check: a restart of the local Consul agent must not delete every node's key at
+	 * once; a dead node's key goes when its TTL lapses. */
+	if (consul_session_create(g->consul, g->session_name, g->ttl_s, "delete", "0s", false, dl, g->session,
+				  sizeof(g->session), err, errlen) < 0)
+		return -1;
+	log_debug("session %s created (TTL %lds, behavior delete)", g->session, g->ttl_s);
+	if (g->once && state_save(g, err, errlen) < 0) {
+		char why[256];
+
+		/* Without the file the next run could not reuse it: do not leave it behind. */
+		if (consul_session_destroy(g->consul, g->session, dl, why, sizeof(why)) < 0)
+			log_warn("%s", why);
+		g->session[0] = '\0';
+		return -1;
+	}
+	return 0;
+}
+
+/* One Consul round: while `up`, the key exists, holds the advertise address and is locked by our
+ * session; otherwise it does not exist. Returns 0 when Consul now matches, -1 with err set. */
+static int consul_round(struct registrar *g, bool up, const char *why_down, const deadline_t *dl, char *err,
+			size_t errlen)
+{
+	struct consul_kv_list l = { 0 };
+	struct consul_meta meta;
+	const struct consul_kv *e = NULL;
+	size_t alen = strlen(g->advertise);
+	int ret = -1;
+
+	if (up && session_ensure(g, dl, err, errlen) < 0)
+		return -1;
+	if (consul_kv_list(g->consul, g->key, 0, 0, CONSUL_DEFAULT, dl, &l, &meta, err, errlen) < 0)
+		return -1;
+	for (size_t i = 0; i < l.n; i++)
+		if (strcmp(l.items[i].key, g->key) == 0)
+			e = &l.items[i];
+	if (up) {
+		bool done;
+
+		if (e && e->session && strcmp(e->session, g->session) == 0 && e->len == alen &&
+		    memcmp(e->value, g->advertise, alen) == 0) {
+			if (g->state != KEY_PRESENT)
+				log_info("registered %s = %s (session %s)", g->key, g->advertise, g->session);
+			g->state = KEY_PRESENT;
+			ret = 0;
+			goto out;
+		}
+		if (consul_kv_put(g->consul, g->key, g->advertise, alen, g->session, dl, &done, err, errlen) < 0)
+			goto out;
+		if (!done) {
+			sk_err(err, errlen,
+			       "%s is locked by session %s (a previous run?): it goes when that session ends, "
+			       "within 2 x its TTL",
+			       g->key, e && e->session ? e->session : "(unknown)");
+			goto out;
+		}
+		log_info("registered %s = %s (session %s)", g->key, g->advertise, g->session);
+		g->state = KEY_PRESENT;
+	} else {
+		if (e) {
+			if (consul_kv_delete(g->consul, g->key, false, dl, err, errlen) < 0)
+				goto out;
+			log_info("deregistered %s (%s)", g->key, why_down);
+		} else if (g->state == KEY_PRESENT) {
+			log_info("deregistered %s (%s; the key was already gone)", g->key, why_down);
+		}
+		g->state = KEY_ABSENT;
+	}
+	ret = 0;
+out:
+	consul_kv_list_free(&l);
+	return ret;
+}
+
+static void log_node(struct registrar *g, const struct cc_result *r)
+{
+	if (g->node_logged == (int)r->answer)
+		return;
+	if (g->node_logged < 0)
+		log_info("node %s (%s)", cc_answer_names[r->answer], r->detail);
+	else
+		log_info("node %s -> %s (%s)", cc_answer_names[g->node_logged], cc_answer_names[r->answer], r->detail);
+	g->node_logged = (int)r->answer;
+}
+
+/* One check, then Consul. Returns 0 when Consul matches the node, -1 otherwise (logged once per
+ * change of state). */
+static int register_round(struct registrar *g, const struct cc_result *r)
+{
+	deadline_t dl = deadline_in_ms(g->consul_ms);
+	char err[600];
+
+	log_node(g, r);
+	if (consul_round(g, r->answer == CC_SYNCED, r->detail, &dl, err, sizeof(err)) < 0) {
+		struct pollfd p = { .fd = g->sigfd, .events = POLLIN };
+		/* Consul 1.21.5 refuses ':' in keys (hashicorp/consul#22822): say what to do. */
+		const char *hint = strstr(err, "invalid key name") && strchr(g->key, ':')
+					   ? " (this Consul refuses ':' in keys: use --key-without-port)"
+					   : "";
+
+		if (g->sigfd >= 0 && poll(&p, 1, 0) > 0)
+			return -1; /* cancelled by a stop signal: nothing to report */
+		g->failures++;
+		if (!g->consul_failing || g->once)
+			log_warn("consul %s: %s%s%s", consul_url(g->consul), err, hint,
+				 g->once ? "" : " (retrying with backoff; quiet until it recovers)");
+		else
+			log_debug("consul %s: %s", consul_url(g->consul), err);
+		g->consul_failing = true;
+		return -1;
+	}
+	if (g->consul_failing)
+		log_info("consul %s: working again", consul_url(g->consul));
+	g->consul_failing = false;
+	g->failures = 0;
+	return 0;
+}
+
+/* Time to the next round: the interval, or after failures a capped exponential backoff with jitter
+ * (from min(interval, 1 s) up to half the session TTL, so a flapping Consul never lets it lapse). */
+static long next_delay_ms(const struct registrar *g)
+{
+	long base = g->interval_ms < 1000 ? g->interval_ms : 1000, cap = g->ttl_s * 500, d = base;
+
+	if (!g->failures)
+		return g->interval_ms;
+	if (cap < g->interval_ms)
+		cap = g->interval_ms;
+	for (unsigned i = 1; i < g->failures && d < cap; i++)
+		d *= 2;
+	if (d > cap)
+		d = cap;
+	return d - d / 5 + (long)((unsigned long)random() % (unsigned long)(d / 5 + 1));
+}
+
+/* The Galera check runs on its own thread, so a stop signal is answered at once even while
+ * mysqld hangs (the check itself is bounded by its deadline). */
+struct worker {
+	struct cc_checker *c;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool want, busy;
+	deadline_t dl;
+	struct cc_result r;
+	int done[2]; /* a byte after each check */
+};
+
+static void *check_worker(void *arg)
+{
+	struct worker *w = arg;
+
+	for (;;) {
+		struct cc_result r;
+		deadline_t dl;
+
+		pthread_mutex_lock(&w->mu);
+		while (!w->want)
+			pthread_cond_wait(&w->cv, &w->mu);
+		w->want = false;
+		w->busy = true;
+		dl = w->dl;
+		pthread_mutex_unlock(&w->mu);
+		if (!cc_disabled(w->c, &r))
+			cc_check_once(w->c, &w->c->db, &dl, &r);
+		pthread_mutex_lock(&w->mu);
+		w->r = r;
+		w->busy = false;
+		pthread_mutex_unlock(&w->mu);
+		if (write(w->done[1], "x", 1) < 0) {
+			/* the pipe never fills: the main thread drains it */
+		}
+	}
+	return NULL;
+}
+
+/* Run one check on the worker. Returns 1 when a stop signal arrived first, else 0 with *r. */
+static int worker_check(struct worker *w, int sigfd, long check_ms, struct cc_result *r)
+{
+	deadline_t give_up = deadline_in_ms(check_ms + 1000);
+	char sink[64];
+
+	pthread_mutex_lock(&w->mu);
+	if (!w->busy) {
+		w->dl = deadline_in_ms(check_ms);
+		w->want = true;
+		pthread_cond_signal(&w->cv);
+	}
+	pthread_mutex_unlock(&w->mu);
+	for (;;) {
+		struct pollfd p[2] = { { .fd = sigfd, .events = POLLIN }, { .fd = w->done[0], .events = POLLIN } };
+
+		if (poll(p, 2, deadline_left_ms(&give_up)) < 0 && errno != EINTR)
+			break;
+		if (p[0].revents & POLLIN)
+			return 1;
+		if (p[1].revents & POLLIN) {
+			while (read(w->done[0], sink, sizeof(sink)) > 0)
+				;
+			pthread_mutex_lock(&w->mu);
+			if (!w->busy && !w->want) {
+				*r = w->r;
+				pthread_mutex_unlock(&w->mu);
+				return 0;
+			}
+			pthread_mutex_unlock(&w->mu);
+		}
+		if (deadline_expired(&give_up))
+			break;
+	}
+	r->answer = CC_NOT_SYNCED;
+	r->reason = "timeout";
+	sk_fmt(r->detail, sizeof(r->detail), "not synced: the check did not return within %ld ms", check_ms + 1000);
+	return 0;
+}
+
+/* SIGTERM/SIGINT: delete the key and destroy the session, within a second. */
+static void register_stop(struct registrar *g, int sig)
+{
+	deadline_t dl = deadline_in_ms(800);
+	char err[600];
+
+	log_info("stopping on signal %d", sig);
+	consul_set_cancel_fd(g->consul, -1);
+	if (!g->session[0])
+		return;
+	if (g->state == KEY_PRESENT) {
+		if (consul_kv_delete(g->consul, g->key, false, &dl, err, sizeof(err)) < 0)
+			log_warn("consul %s: %s (the key goes with the session)", consul_url(g->consul), err);
+		else
+			log_info("deregistered %s (stopping)", g->key);
+	}
+	if (consul_session_destroy(g->consul, g->session, &dl, err, sizeof(err)) < 0)
+		log_warn("consul %s: %s (the session expires within 2 x %lds)", consul_url(g->consul), err, g->ttl_s);
+}
+
+static int register_loop(struct registrar *g, bool *abandoned)
+{
+	struct worker w = { .c = g->c, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+	struct signalfd_siginfo si;
+	pthread_t thread;
+	sigset_t set;
+	int sigfd;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	sigfd = signalfd(-1, &set, SFD_CLOEXEC);
+	if (sigfd < 0 || pipe2(w.done, O_CLOEXEC | O_NONBLOCK) < 0) {
+		log_error("cannot set up signals: %s", strerror(errno));
+		return 1;
+	}
+	db_library_init();
+	if (pthread_create(&thread, NULL, check_worker, &w) != 0) {
+		log_error("cannot start the check thread");
+		return 1;
+	}
+	pthread_detach(thread);
+	srandom((unsigned)(deadline_now_us() ^ getpid()));
+	g->sigfd = sigfd;
+	consul_set_cancel_fd(g->consul, sigfd);
+	log_info("registering %s in consul %s every %.1fs while synced (session TTL %lds)", g->key,
+		 consul_url(g->consul), (double)g->interval_ms / 1000.0, g->ttl_s);
+	for (;;) {
+		struct pollfd p = { .fd = sigfd, .events = POLLIN };
+		struct cc_result r;
+		deadline_t next;
+
+		if (worker_check(&w, sigfd, g->check_ms, &r))
+			break;
+		register_round(g, &r); /* failures are logged and retried */
+		next = deadline_in_ms(next_delay_ms(g));
+		p.revents = 0;
+		while (!deadline_expired(&next)) {
+			int n = poll(&p, 1, deadline_left_ms(&next));
+
+			if (n > 0 || (n < 0 && errno != EINTR))
+				break;
+		}
+		if (p.revents & POLLIN)
+			break;
+	}
+	if (read(sigfd, &si, sizeof(si)) != (ssize_t)sizeof(si))
+		si.ssi_signo = 0;
+	register_stop(g, (int)si.ssi_signo);
+	pthread_mutex_lock(&w.mu);
+	*abandoned = w.busy || w.want; /* the check thread still uses the connection settings */
+	pthread_mutex_unlock(&w.mu);
+	if (!*abandoned)
+		db_close(&g->c->db);
+	close(sigfd);
+	return 0;
+}
+
+/* --register: check and update Consul every --interval, or once (--once). */
+int cc_register_run(struct cc_checker *c, const struct opts *o, bool *abandoned)
+{
+	struct registrar g = { .c = c, .sigfd = -1, .node_logged = -1, .state = KEY_UNKNOWN };
+	char err[600];
+	int rc;
+
+	g.once = opt_flag(o, "once");
+	g.ttl_s = opt_int(o, "session-ttl");
+	g.interval_ms = (long)(opt_num(o, "interval") * 1000);
+	g.check_ms = c->timeout_ms < g.interval_ms ? c->timeout_ms : g.interval_ms;
+	g.consul_ms = c->timeout_ms;
+	g.state_file = opt_str(o, "state-file");
+	if (register_names(&g, o, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		return 2;
+	}
+	if (!g.once && g.interval_ms * 2 > g.ttl_s * 1000) {
+		log_error("--interval %.1fs is more than half of --session-ttl %lds: the session would lapse between "
+			  "rounds",
+			  (double)g.interval_ms / 1000.0, g.ttl_s);
+		return 2;
+	}
+	if (g.once && (!g.state_file || !*g.state_file)) {
+		log_error("--once needs --state-file to keep its session between runs");
+		return 2;
+	}
+	g.consul = register_consul(o, err, sizeof(err));
+	if (!g.consul) {
+		log_error("%s", err);
+		return 2;
+	}
+	if (g.once) {
+		struct cc_result r;
+
+		state_load(&g);
+		g.check_ms = c->timeout_ms;
+		if (!cc_disabled(c, &r)) {
+			deadline_t dl = deadline_in_ms(g.check_ms);
+
+			cc_check_once(c, &c->db, &dl, &r);
+			db_close(&c->db);
+		}
+		rc = register_round(&g, &r) < 0 ? 1 : 0;
+	} else {
+		rc = register_loop(&g, abandoned);
+	}
+	consul_free(g.consul);
+	return rc;
+}
