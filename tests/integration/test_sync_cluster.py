@@ -246,3 +246,60 @@ def test_single_writer_gives_the_lock_up_when_its_proxysql_is_gone(fast_consul, 
             print(a.logs())
         for p in pxs:
             p.close()
+
+
+# ---- the fleet: proxysql_servers from announcements ------------------------------------------
+
+def peers(px):
+    return sorted((r[0], int(r[1])) for r in px.query("SELECT hostname, port FROM main.proxysql_servers"))
+
+
+def test_proxysql_servers_follow_the_announced_fleet(fast_consul, workdir):
+    """Three agents announce their ProxySQL (announce-address under announce-prefix) and keep
+    proxysql_servers equal to the fleet; one that stops takes its key with it and the others drop
+    it; one killed is dropped when its session expires; a node never drops itself; LOAD and SAVE
+    PROXYSQL SERVERS only when the fleet changed."""
+    import os
+    from fakes.proxysql import ProxySQL
+    from test_sync import ADMIN_PASSWORD
+    consul = fast_consul
+    pxs = [ProxySQL(admin_password=ADMIN_PASSWORD).start() for _ in range(3)]
+    agents = []
+    try:
+        put_topology(consul, users=False)
+        for i, p in enumerate(pxs):
+            d = os.path.join(workdir, "a%d" % i)
+            os.makedirs(d)
+            extra = ('announce-prefix = "proxysql/fleet"\nannounce-address = "127.0.0.1:%d"\nannounce-ttl = 2.0\n'
+                     'cluster-mode = "disable-pull"\nresync-interval = 1.0\n' % p.admin_port)
+            agents.append(Agent(consul, [p], d, extra=extra).start())
+        fleet = sorted(("127.0.0.1", p.admin_port) for p in pxs)
+        for p in pxs:
+            wait_until("the fleet on every node", lambda p=p: peers(p) == fleet, timeout=15)
+        for p in pxs:
+            p.clear_statements()
+        time.sleep(2.5)
+        for p in pxs:
+            assert not [x for x in writes(p) if "PROXYSQL SERVERS" in x], writes(p)
+        # SIGTERM: the key goes at once
+        stop_and_check(agents[2])
+        fleet2 = fleet[:]
+        fleet2.remove(("127.0.0.1", pxs[2].admin_port))
+        for p in pxs[:2]:
+            wait_until("node 3 dropped", lambda p=p: peers(p) == fleet2, timeout=15)
+        # SIGKILL: its session expires (TTL 2 s, up to twice that), then it is dropped
+        agents[1].proc.kill()
+        agents[1].proc.wait(5)
+        wait_until("node 2 dropped", lambda: peers(pxs[0]) == [("127.0.0.1", pxs[0].admin_port)], timeout=20)
+        # node 1's own key deleted by hand: it keeps itself
+        consul.delete("proxysql/fleet/127.0.0.1_%d" % pxs[0].admin_port)
+        time.sleep(2)
+        assert peers(pxs[0]) == [("127.0.0.1", pxs[0].admin_port)]
+        rt = sorted((r[0], int(r[1])) for r in pxs[0].query("SELECT hostname, port FROM runtime_proxysql_servers"))
+        assert rt == [("127.0.0.1", pxs[0].admin_port)]
+    finally:
+        for a in agents:
+            a.stop()
+            print(a.logs())
+        for p in pxs:
+            p.close()
