@@ -74,6 +74,8 @@ COM_STMT_PREPARE, COM_RESET_CONNECTION = 0x16, 0x1F
 TYPE_LONGLONG, TYPE_VAR_STRING = 8, 253
 NATIVE_PLUGIN = b"mysql_native_password"
 
+ADMIN_HOSTGROUP, STATS_HOSTGROUP = -2, -3  # default_hostgroup of admin / stats credentials
+
 # server status codes of ProxySQL's MySrvC
 ONLINE, SHUNNED, OFFLINE_SOFT, OFFLINE_HARD, SHUNNED_REPLICATION_LAG = 0, 1, 2, 3, 4
 STATUS_TEXT = {ONLINE: "ONLINE", SHUNNED: "SHUNNED", OFFLINE_SOFT: "OFFLINE_SOFT",
@@ -160,6 +162,14 @@ MYSQL_VARIABLES = [
     ("mysql-monitor_connect_interval", "120000"),      # recorded (342)
     ("mysql-monitor_ping_interval", "8000"),           # recorded (342)
     ("mysql-monitor_ping_max_failures", "3"),          # recorded (342)
+    ("mysql-monitor_ping_timeout", "1000"),
+    ("mysql-monitor_connect_timeout", "600"),
+    ("mysql-monitor_read_only_interval", "1000"),
+    ("mysql-monitor_read_only_timeout", "800"),
+    ("mysql-monitor_read_only_max_timeout_count", "3"),
+    ("mysql-monitor_writer_is_also_reader", "true"),   # recorded (agent-facts 83)
+    ("mysql-monitor_galera_healthcheck_interval", "5000"),
+    ("mysql-monitor_galera_healthcheck_timeout", "800"),
     ("mysql-default_authentication_plugin", "mysql_native_password"),
     ("mysql-max_allowed_packet", "67108864"),
     ("mysql-shun_on_failures", "5"),
@@ -913,6 +923,43 @@ class Authentication:
 
     def __init__(self):
         self.arrays = {"frontend": [], "backend": []}
+        self.index = {"frontend": {}, "backend": {}}     # username -> position in its array
+
+    def _add(self, role, new):
+        """MySQL_Authentication::add: an existing account of that name is updated in place."""
+        arr, index = self.arrays[role], self.index[role]
+        i = index.get(new.username)
+        if i is not None and i < len(arr) and arr[i].username == new.username:
+            arr[i] = new
+        else:
+            index[new.username] = len(arr)
+            arr.append(new)
+
+    def delete(self, role, username):
+        """MySQL_Authentication::del: the last account takes the removed one's place."""
+        arr, index = self.arrays[role], self.index[role]
+        i = index.pop(username, None)
+        if i is None or i >= len(arr) or arr[i].username != username:
+            return
+        last = arr.pop()
+        if i < len(arr):
+            arr[i] = last
+            index[last.username] = i
+
+    def add_credentials(self, creds, hostgroup):
+        """ProxySQL_Admin::add_credentials: admin (-2) and stats (-3) users are frontend accounts
+        too, so a frontend mysql_users row of the same name takes their place (identity clash)."""
+        for user, password in creds:
+            a = Account()
+            a.username, a.password = user, password
+            a.use_ssl, a.default_hostgroup, a.default_schema = 0, hostgroup, "main"
+            a.schema_locked = a.transaction_persistent = a.fast_forward = 0
+            a.max_connections, a.attributes, a.comment, a.active = 1000, "", "", True
+            self._add("frontend", a)
+
+    def delete_credentials(self, creds):
+        for user, _ in creds:
+            self.delete("frontend", user)
 
     @staticmethod
     def _account(r):
@@ -931,34 +978,25 @@ class Authentication:
         a.active = True
         return a
 
-    def refresh(self, rows):
-        """rows: active users (username, password, use_ssl, default_hostgroup, default_schema,
-        schema_locked, transaction_persistent, fast_forward, backend, frontend,
-        max_connections, attributes, comment), memory order."""
+    def refresh(self, rows, admin_users=()):
+        """__refresh_users: rows are the active users (username, password, use_ssl,
+        default_hostgroup, default_schema, schema_locked, transaction_persistent,
+        fast_forward, backend, frontend, max_connections, attributes, comment) in memory
+        order; admin_users are (credentials, hostgroup) pairs, added before them."""
         for arr in self.arrays.values():
             for a in arr:
                 a.active = False
-        # username -> position, per role: ProxySQL looks accounts up by hash; a linear scan
-        # made a LOAD of 10,000 users take seconds. Order semantics are unchanged.
-        index = {role: {a.username: i for i, a in enumerate(arr)} for role, arr in self.arrays.items()}
+        for creds, hostgroup in admin_users:
+            self.add_credentials(creds, hostgroup)
         for r in rows:
             for role, flag in (("backend", r[8]), ("frontend", r[9])):
-                if not c_atoi(flag):
-                    continue
-                new = self._account(r)
-                arr = self.arrays[role]
-                i = index[role].get(new.username)
-                if i is not None and i < len(arr) and arr[i].username == new.username:
-                    arr[i] = new                 # updated in place
-                else:
-                    index[role][new.username] = len(arr)
-                    arr.append(new)
-        for arr in self.arrays.values():
+                if c_atoi(flag):
+                    self._add(role, self._account(r))
+        for role, arr in self.arrays.items():
             i = 0
-            while i < len(arr):
+            while i < len(arr):          # remove_inactives: del() and start again at 0
                 if not arr[i].active:
-                    arr[i] = arr[-1]             # remove_index_fast
-                    arr.pop()
+                    self.delete(role, arr[i].username)
                     i = 0
                     continue
                 i += 1
@@ -990,10 +1028,9 @@ class Authentication:
         return total
 
     def frontend(self, username):
-        for a in self.arrays["frontend"]:
-            if a.username == username:
-                return a
-        return None
+        arr = self.arrays["frontend"]
+        i = self.index["frontend"].get(username)
+        return arr[i] if i is not None and i < len(arr) and arr[i].username == username else None
 
 
 class Reply:
@@ -1036,7 +1073,7 @@ class Admin:
     """ProxySQL_Admin: the SQLite databases, the runtime modules and query handling."""
 
     def __init__(self, datadir, initial=False, admin_credentials="admin:admin",
-                 listen="127.0.0.1:6032", monitor_shun_after=24.0):
+                 listen="127.0.0.1:6032", monitor_shun_after=24.0, config=()):
         self.lock = threading.RLock()       # sql_query_global_mutex: one admin query at a time
         self.datadir = os.path.abspath(datadir)
         self.disk_path = os.path.join(self.datadir, "proxysql.db")
@@ -1049,9 +1086,10 @@ class Admin:
         self.rt_mysql = {}                  # runtime mysql variables
         self.rt_tables = {}                 # runtime copies of the simple tables
         self.checksums = {}                 # module -> [version, epoch, checksum]
-        self.admin_creds = {}
-        self.stats_creds = {}
-        self.cnf_admin = [("admin-admin_credentials", admin_credentials), ("admin-mysql_ifaces", listen)]
+        self.admin_creds = []               # [(user, password)] of the runtime admin-admin_credentials
+        self.stats_creds = []               # ... and of admin-stats_credentials
+        self.creds_text = {}                # the values they were parsed from
+        self.cnf = self._config_variables(admin_credentials, listen, config)
         self.listen = listen
         self.load_save = self._load_save_commands()
         os.makedirs(self.datadir, exist_ok=True)
@@ -1092,7 +1130,8 @@ class Admin:
         fresh = not db.rows("SELECT name FROM disk.sqlite_master WHERE type='table' AND name='mysql_servers'")
         if fresh:
             # first start (or --initial): build the disk database from memory + config
-            self._read_config_admin_variables()
+            self._read_config_variables("admin-")
+            self._read_config_variables("mysql-")
             with db.transaction():
                 for name, ddl in DISK_TABLES:
                     db.exec("DROP TABLE IF EXISTS disk.%s" % name)
@@ -1124,11 +1163,29 @@ class Admin:
             self.checksums[name][0] = 1
             self.checksums[name][1] = now
 
-    def _read_config_admin_variables(self):
-        for name, value in self.cnf_admin:
+    @staticmethod
+    def _config_variables(admin_credentials, listen, config):
+        """What proxysql.cnf would hold: admin_credentials first, mysql_ifaces last among the
+        admin variables (the command line plays the config file's role)."""
+        known = dict(ADMIN_VARIABLES + MYSQL_VARIABLES)
+        admin = [("admin-admin_credentials", admin_credentials)]
+        mysql = []
+        for name, value in config:
+            if name not in known or name in ("admin-version", "admin-mysql_ifaces"):
+                raise ValueError("%s is not a variable the double can take from its config" % name)
+            if name == "admin-admin_credentials":
+                admin[0] = (name, value)
+            else:
+                (admin if name.startswith("admin-") else mysql).append((name, value))
+        return admin + [("admin-mysql_ifaces", listen)] + mysql
+
+    def _read_config_variables(self, prefix="admin-"):
+        """Read_Global_Variables_from_configfile: INSERT OR REPLACE, in config order."""
+        rows = [(n, v) for n, v in self.cnf if n.startswith(prefix)]
+        for name, value in rows:
             self.admindb.exec("INSERT OR REPLACE INTO main.global_variables VALUES (%s, %s)"
                               % (sql_literal(name), sql_literal(value)))
-        return len(self.cnf_admin)
+        return len(rows)
 
     # -- checksums ---------------------------------------------------------------
 
@@ -1159,19 +1216,31 @@ class Admin:
             if name in known and name != "admin-version":
                 rt[name] = _text(value)
         self.rt_admin = {name: rt[name] for name, _ in ADMIN_VARIABLES}
-        self.admin_creds = self._parse_credentials(self.rt_admin["admin-admin_credentials"])
-        self.stats_creds = self._parse_credentials(self.rt_admin["admin-stats_credentials"])
+        # set_variable("admin_credentials"): a changed list replaces the old users in the
+        # frontend array (compared case-insensitively, as ProxySQL does)
+        for attr, name, hostgroup in (("admin_creds", "admin-admin_credentials", ADMIN_HOSTGROUP),
+                                      ("stats_creds", "admin-stats_credentials", STATS_HOSTGROUP)):
+            value = self.rt_admin[name]
+            if not value or value.lower() == self.creds_text.get(attr, "").lower():
+                continue
+            self.auth.delete_credentials(getattr(self, attr))
+            new = self._parse_credentials(value)
+            self.auth.add_credentials(new, hostgroup)
+            setattr(self, attr, new)
+            self.creds_text[attr] = value
         rows = sorted((n, v) for n, v in self.rt_admin.items() if n not in ADMIN_CHECKSUM_EXCLUDED)
         self._set_checksum("admin_variables", runtime_checksum_text(raw_checksum(rows)), bump)
 
     @staticmethod
     def _parse_credentials(value):
-        creds = {}
+        """'user:pass;user:pass' -> [(user, pass)] (c_split_2 at the first ':')."""
+        creds = []
         for item in value.split(";"):
             if item:
                 user, _, password = item.partition(":")
-                creds[user] = password
+                creds.append((user, password))
         return creds
+
 
     def load_mysql_variables_to_runtime(self, bump=True):
         known = dict(MYSQL_VARIABLES)
@@ -1219,7 +1288,8 @@ class Admin:
         self.auth.refresh(self.admindb.rows(
             "SELECT username, password, use_ssl, default_hostgroup, default_schema, schema_locked, "
             "transaction_persistent, fast_forward, backend, frontend, max_connections, attributes, comment "
-            "FROM main.mysql_users WHERE active = 1 AND default_hostgroup >= 0"))
+            "FROM main.mysql_users WHERE active = 1 AND default_hostgroup >= 0"),
+            admin_users=((self.admin_creds, ADMIN_HOSTGROUP), (self.stats_creds, STATS_HOSTGROUP)))
         self._set_checksum("mysql_users", runtime_checksum_text(self.auth.checksum()), bump)
 
     def save_mysql_users_to_memory(self):
@@ -1306,7 +1376,9 @@ class Admin:
 
     def from_config(self, module):
         # the only config ProxySQL gets here is the command line (admin_credentials, mysql_ifaces)
-        return self._read_config_admin_variables() if module == "ADMIN VARIABLES" else 0
+        if module in ("ADMIN VARIABLES", "MYSQL VARIABLES"):
+            return self._read_config_variables("admin-" if module == "ADMIN VARIABLES" else "mysql-")
+        return 0
 
     def _load_save_commands(self):
         """Every accepted spelling (ProxySQL matches the whitespace-collapsed, upper-cased text)."""
@@ -1593,14 +1665,33 @@ class Admin:
 
     # -- authentication --------------------------------------------------------
 
-    def credentials(self, user):
-        """(password, is_stats) for an admin-interface user, or None."""
+    def authenticate(self, user, salt, token):
+        """The admin port's login (MySQL_Protocol process_pkt_handshake_response and
+        MySQL_Session handler___status_CONNECTING_CLIENT): True for a stats session,
+        False for an admin one, None when access is denied.
+
+        Admin and stats credentials live in the frontend user array with hostgroups -2
+        and -3, so a frontend mysql_users row of the same (case-sensitive) name replaces
+        them at LOAD MYSQL USERS TO RUNTIME and that name can no longer log in (either
+        password: the row's hostgroup is >= 0).  From the source, not recorded: a frontend
+        user whose name starts with mysql-monitor_username is let in as admin (bug #492),
+        and the monitor user that is no frontend user logs in as stats with
+        mysql-monitor_password."""
         with self.lock:
-            if user in self.admin_creds:
-                return self.admin_creds[user], False
-            if user in self.stats_creds:
-                return self.stats_creds[user], True
-        return None
+            monitor_user = self.rt_mysql.get("mysql-monitor_username", "")
+            account = self.auth.frontend(user)
+            if account is None:
+                if user == monitor_user and token and \
+                        token == scramble_native(self.rt_mysql.get("mysql-monitor_password", ""), salt):
+                    return True
+                return None
+            if not password_matches(account.password, salt, token):
+                return None
+            if account.default_hostgroup == STATS_HOSTGROUP:
+                return True
+            if account.default_hostgroup < 0 or user.startswith(monitor_user):
+                return False
+            return None
 
     # -- hooks used by the control API and the monitor -----------------------------
 
@@ -1684,6 +1775,21 @@ def scramble_native(password, salt):
     h2 = hashlib.sha1(h1).digest()
     h3 = hashlib.sha1(salt + h2).digest()
     return bytes(a ^ b for a, b in zip(h1, h3))
+
+
+def password_matches(stored, salt, token):
+    """mysql_native_password check against a stored cleartext password or a '*'+SHA1(SHA1)
+    hash (PPHR_7auth1); an empty token matches an empty password only."""
+    if not token or not stored:
+        return not token and not stored
+    if stored[0] != "*":
+        return scramble_native(stored, salt) == token
+    try:
+        double = bytes.fromhex(stored[1:])
+    except ValueError:
+        return False
+    h1 = bytes(a ^ b for a, b in zip(token, hashlib.sha1(salt + double).digest()))
+    return len(token) == 20 and hashlib.sha1(h1).digest() == double
 
 
 class ConnectionClosed(Exception):
@@ -1796,13 +1902,13 @@ class ClientConnection:
             # e.g. caching_sha2_password: ask the client to switch to mysql_native_password
             self.send(b"\xfe" + NATIVE_PLUGIN + b"\0" + salt + b"\0")
             token = self.read_packet()
-        creds = self.server.admin.credentials(user)
-        if creds is None or scramble_native(creds[0], salt) != token:
+        stats = self.server.admin.authenticate(user, salt, token)
+        if stats is None:
             msg = "ProxySQL Error: Access denied for user '%s'@'%s' (using password: %s)" % (
                 user, self.peer[0], "YES" if token else "NO")
             self.send(err_payload(1045, msg))
             raise ConnectionClosed()
-        self.session = Session(user, creds[1], self.peer)
+        self.session = Session(user, stats, self.peer)
         self.send(ok_payload(0, HANDSHAKE_STATUS))
 
     # -- command phase -------------------------------------------------------------
@@ -2055,11 +2161,12 @@ class ProxySQLDouble:
     """Admin port + control port + monitor around one Admin instance."""
 
     def __init__(self, listen=("127.0.0.1", 0), datadir=".", initial=False, admin_credentials="admin:admin",
-                 control=None, monitor_shun_after=24.0):
+                 control=None, monitor_shun_after=24.0, config=()):
         self.sock = listen_socket(*listen)
         self.host, self.port = self.sock.getsockname()[:2]
         self.admin = Admin(datadir, initial=initial, admin_credentials=admin_credentials,
-                           listen=fmt_addr(self.host, self.port), monitor_shun_after=monitor_shun_after)
+                           listen=fmt_addr(self.host, self.port), monitor_shun_after=monitor_shun_after,
+                           config=config)
         self.hooks = Hooks()
         self._thread_ids = iter(range(1, 1 << 31))
         self._tid_lock = threading.Lock()
@@ -2189,6 +2296,13 @@ def main(argv=None):
     ap.add_argument("--initial", action="store_true", help="wipe the disk database first (like proxysql --initial)")
     ap.add_argument("--admin-credentials", default="admin:admin",
                     help="admin-admin_credentials of a fresh datadir (user:pass[;user:pass])")
+    ap.add_argument("--stats-credentials", help="admin-stats_credentials of a fresh datadir")
+    ap.add_argument("--cluster-username", help="admin-cluster_username of a fresh datadir")
+    ap.add_argument("--cluster-password", help="admin-cluster_password of a fresh datadir")
+    ap.add_argument("--monitor-username", help="mysql-monitor_username of a fresh datadir")
+    ap.add_argument("--monitor-password", help="mysql-monitor_password of a fresh datadir")
+    ap.add_argument("--variable", action="append", default=[], metavar="NAME=VALUE",
+                    help="any other admin-* or mysql-* variable of a fresh datadir (repeatable)")
     ap.add_argument("--control", help="HOST:PORT of the HTTP control API (test hooks)")
     ap.add_argument("--port-file", help="write 'admin=HOST:PORT control=HOST:PORT' here once listening")
     ap.add_argument("--monitor-shun-after", type=float, default=24.0,
@@ -2197,10 +2311,20 @@ def main(argv=None):
     try:
         listen = parse_hostport(args.listen)
         control = parse_hostport(args.control) if args.control else None
+        config = [(name, getattr(args, attr)) for name, attr in (
+            ("admin-stats_credentials", "stats_credentials"), ("admin-cluster_username", "cluster_username"),
+            ("admin-cluster_password", "cluster_password"), ("mysql-monitor_username", "monitor_username"),
+            ("mysql-monitor_password", "monitor_password")) if getattr(args, attr) is not None]
+        for item in args.variable:
+            name, sep, value = item.partition("=")
+            if not sep:
+                raise ValueError("--variable wants NAME=VALUE, got %r" % item)
+            config.append((name.strip(), value))
+        double = ProxySQLDouble(listen, args.datadir, initial=args.initial,
+                                admin_credentials=args.admin_credentials, control=control,
+                                monitor_shun_after=args.monitor_shun_after, config=config)
     except ValueError as e:
         ap.error(str(e))
-    double = ProxySQLDouble(listen, args.datadir, initial=args.initial, admin_credentials=args.admin_credentials,
-                            control=control, monitor_shun_after=args.monitor_shun_after)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

@@ -125,8 +125,15 @@ def run_sql(conn, sql):
 # ---------------------------------------------------------------------------
 
 class Replay:
-    def __init__(self, proxysql):
+    """Plays recorded steps against a fixture; results[step] lists the differences found.
+
+    shell: a callable(step) performing a recorded side action (a SET GLOBAL on a harness
+    node, SQL on a peer) and returning its differences; without one, shell steps fail."""
+
+    def __init__(self, proxysql, steps=None, shell=None):
         self.p = proxysql
+        self.steps = STEPS if steps is None else steps
+        self.shell = shell
         self.conns = {}
         self.results = {}        # step -> list of differences ([] = identical)
 
@@ -214,8 +221,9 @@ class Replay:
             diffs.append("expected an OK packet, got a result set %s" % short(got["rows"]))
         elif step.get("rows_omitted") and not got.get("rows"):
             diffs.append("expected some rows (values not recorded), got none")
-        if "row_count" in step and step.get("rows") is None and len(got.get("rows", [])) != step["row_count"]:
-            diffs.append("row_count: expected %d, got %d" % (step["row_count"], len(got.get("rows", []))))
+        if step.get("row_count") is not None and step.get("rows") is None \
+                and len(got.get("rows") or []) != step["row_count"]:
+            diffs.append("row_count: expected %d, got %d" % (step["row_count"], len(got.get("rows") or [])))
         for k in ("affected_rows", "warning_count", "eof_server_status", "server_status", "insert_id"):
             if k in step and step[k] != got.get(k):
                 diffs.append("%s: expected %r, got %r" % (k, step[k], got.get(k)))
@@ -337,8 +345,13 @@ class Replay:
                         % (short(final), POLL_TIMEOUT, short(rows))]
             time.sleep(0.1)
 
+    def step_shell(self, step):
+        if self.shell is None:
+            return ["shell step %r: this replay has no way to perform it" % step.get("action")]
+        return self.shell(step)
+
     def run(self):
-        for step in STEPS:
+        for step in self.steps:
             try:
                 self.results[step["step"]] = getattr(self, "step_" + step["type"])(step)
             except Exception as e:     # a crash of one step must not hide the others
@@ -386,6 +399,53 @@ def test_transcript(replay):
         pytest.fail("%d of %d steps differ; first: %s\n  %s\n  (others: %s)"
                     % (len(failing), len(STEPS), describe(first), "\n  ".join(replay.results[first["step"]]),
                        [s["step"] for s in failing[1:30]]))
+
+
+# ---------------------------------------------------------------------------
+# agent-facts.jsonl: what a sync agent depends on (identity clash, pool, passwords),
+# recorded from a real 2.7.1 started with the credentials below.
+# ---------------------------------------------------------------------------
+
+def load_steps(name):
+    with open(os.path.join(TESTS, "data", "proxysql-2.7.1", name), encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+AGENT_FACTS = load_steps("agent-facts.jsonl")
+# the sections replayed against a bare ProxySQL (no MariaDB backend needed)
+AGENT_FACTS_BARE = [s for s in AGENT_FACTS
+                    if s["section"].startswith(("identity", "pool")) or s["section"] == "passwords"]
+AGENT_FACTS_CONFIG = dict(
+    admin_credentials="admin:admin;ops:opspw;cluster1:clusterpw", stats_credentials="stats:stats;observer:obspw",
+    cluster_username="cluster1", cluster_password="clusterpw", monitor_username="monitor",
+    monitor_password="monitorpw",
+    variables=[("mysql-monitor_ping_interval", "1000"), ("mysql-monitor_read_only_interval", "500")])
+
+
+def replay_results(steps, **kwargs):
+    p = ProxySQL(**dict(AGENT_FACTS_CONFIG, monitor_shun_after=0 if not REAL else None, **kwargs))
+    p.start()
+    r = Replay(p, steps)
+    try:
+        r.run()
+    finally:
+        p.close()
+    return r
+
+
+@pytest.fixture(scope="module")
+def agent_facts_bare(instrumented_pymysql):
+    for port in range(13501, 13512):    # the pool section's servers refuse TCP, as recorded
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                pytest.fail("127.0.0.1:%d accepts connections; the recorded pool steps need it closed" % port)
+    return replay_results(AGENT_FACTS_BARE)
+
+
+@pytest.mark.parametrize("step", AGENT_FACTS_BARE, ids=lambda s: "%03d-%s-%s" % (s["step"], s["type"], s["section"]))
+def test_agent_facts_step(agent_facts_bare, step):
+    diffs = agent_facts_bare.results[step["step"]]
+    assert not diffs, describe(step) + "\n  " + "\n  ".join(diffs)
 
 
 # ---------------------------------------------------------------------------
@@ -753,3 +813,31 @@ def test_restart_keeps_port_and_reloads_disk(proxysql):
     assert proxysql.query("SELECT hostname FROM disk.mysql_servers") == [("saved",)]
     proxysql.restart(initial=True)
     assert proxysql.query("SELECT COUNT(*) FROM disk.mysql_servers") == [("0",)]
+
+
+def test_identity_clash_and_monitor_logins():
+    """From ProxySQL's source, beyond the recording: the monitor user that is no frontend user
+    logs in as stats with mysql-monitor_password; a frontend user named like the monitor user
+    is let in as admin (bug #492); a changed admin_credentials list replaces the clashing row
+    until the next LOAD MYSQL USERS."""
+    p = ProxySQL(monitor_shun_after=0, admin_credentials="admin:admin;ops:opspw",
+                 monitor_username="monitor", monitor_password="monitorpw")
+    p.start()
+    try:
+        assert p.query("SELECT DATABASE()", "monitor", "monitorpw") == [("stats",)]
+        p.query("INSERT INTO mysql_users (username, password) VALUES ('monitor', 'mpw'), ('ops', 'x')")
+        p.query("LOAD MYSQL USERS TO RUNTIME")
+        assert p.query("SELECT DATABASE()", "monitor", "mpw") == [("admin",)]
+        with pytest.raises(pymysql.err.OperationalError):
+            p.connect("monitor", "monitorpw")
+        with pytest.raises(pymysql.err.OperationalError):
+            p.connect("ops", "opspw")
+        p.query("UPDATE global_variables SET variable_value='admin:admin;ops:newpw' "
+                "WHERE variable_name='admin-admin_credentials'")
+        p.query("LOAD ADMIN VARIABLES TO RUNTIME")
+        assert p.query("SELECT 1", "ops", "newpw") == [("1",)]
+        p.query("LOAD MYSQL USERS TO RUNTIME")
+        with pytest.raises(pymysql.err.OperationalError):
+            p.connect("ops", "newpw")
+    finally:
+        p.close()
