@@ -824,8 +824,11 @@ class HostgroupsManager:
     connection pool view shows that order, 224).  A LOAD processes the incoming
     servers in (hostgroup_id, hostname, port) order, like ProxySQL's join over its
     internal table.  A server removed (or configured OFFLINE_HARD) becomes
-    OFFLINE_HARD and is purged as soon as it has no used connection; with used
-    connections (set through the /pool hook) it stays visible as OFFLINE_HARD.
+    OFFLINE_HARD; purge_mysql_servers_table() drops the OFFLINE_HARD servers without
+    used connections, and ProxySQL runs it at the start of the next LOAD and at every
+    read of runtime_mysql_servers, not at the end of a LOAD: until then the pool shows
+    the removed server as OFFLINE_HARD (agent-facts 66-72).  With used connections (the
+    /pool hook) it stays until they are released and a later purge runs.
     """
 
     def __init__(self):
@@ -874,7 +877,6 @@ class HostgroupsManager:
             s.gtid_port, s.weight, s.compression = c_atoi(r[3]), c_atoi(r[5]), c_atoi(r[6])
             s.max_connections, s.max_replication_lag = c_atoi(r[7]), c_atoi(r[8])
             s.use_ssl, s.max_latency_ms, s.comment = c_atoi(r[9]), c_atoi(r[10]), _text(r[11])
-        self.purge()
         self.commits += 1
 
     @staticmethod
@@ -901,8 +903,8 @@ class HostgroupsManager:
         return out
 
     def pool_rows(self):
-        """stats_mysql_connection_pool, in hostgroup / server list order (not sorted)."""
-        self.purge()
+        """stats_mysql_connection_pool, in hostgroup / server list order (not sorted), OFFLINE_HARD
+        servers that no purge has dropped yet included."""
         return [(s.hid, s.host, s.port, STATUS_TEXT[s.status], s.conn_used, 0, 0, 0, s.max_conn_used,
                  0, 0, 0, 0, 0) for s in self.servers()]
 
@@ -1702,9 +1704,7 @@ class Admin:
                 return None
             s.conn_used = used
             s.max_conn_used = max(s.max_conn_used, used)
-            row = (s.hid, s.host, s.port, STATUS_TEXT[s.status], s.conn_used, s.max_conn_used)
-            self.hgm.purge()
-            return row
+            return (s.hid, s.host, s.port, STATUS_TEXT[s.status], s.conn_used, s.max_conn_used)
 
 
 def emulate_crash(reason):

@@ -589,8 +589,10 @@ def test_hook_pool_drain(proxysql):
     assert q("SELECT hostgroup_id, hostname, port, status FROM runtime_mysql_servers") == [
         ("10", "127.0.0.1", "13306", "OFFLINE_HARD")]
     proxysql.control("pool", hostgroup=10, host="127.0.0.1", port=13306, used=0)
-    assert q(pool) == []
+    # released, but only a purge (a read of runtime_mysql_servers or the next LOAD) drops it
+    assert q(pool) == [("10", "127.0.0.1", "13306", "OFFLINE_HARD", "0", "5")]
     assert q("SELECT * FROM runtime_mysql_servers") == []
+    assert q(pool) == []
     with pytest.raises(RuntimeError, match="404"):
         proxysql.control("pool", hostgroup=10, host="127.0.0.1", port=13306, used=1)
 
