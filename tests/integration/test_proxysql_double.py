@@ -843,3 +843,49 @@ def test_identity_clash_and_monitor_logins():
             p.connect("ops", "newpw")
     finally:
         p.close()
+
+
+def test_which_checksum_follows_what():
+    """AGENT-FACTS.md "Which checksum follows what" (measured by hand on a real 2.7.1): memory =
+    disk is a plain comparison, runtime mysql_servers = memory right after a LOAD, mysql_servers_v2
+    changes only with a LOAD, the users' runtime checksum is not CHECKSUM MEMORY MYSQL USERS."""
+    p = ProxySQL(monitor_shun_after=0)
+    p.start()
+    try:
+        q = p.query
+
+        def cks(what):
+            return q("CHECKSUM %s" % what)[0][1]
+
+        def runtime(name):
+            return q("SELECT checksum FROM runtime_checksums_values WHERE name='%s'" % name)[0][0]
+
+        q("INSERT INTO mysql_replication_hostgroups (writer_hostgroup, reader_hostgroup) VALUES (40, 41)")
+        q("INSERT INTO mysql_servers (hostgroup_id, hostname, port) VALUES (40,'127.0.0.1',3391),"
+          "(20,'127.0.0.1',13501)")
+        staged = ("0x248FC739B0B507DA", "0x00", "0x0000000000000000", "0x0000000000000000")
+        assert (cks("MEMORY MYSQL SERVERS"), cks("DISK MYSQL SERVERS"), runtime("mysql_servers"),
+                runtime("mysql_servers_v2")) == staged
+        q("LOAD MYSQL SERVERS TO RUNTIME")
+        assert (runtime("mysql_servers"), runtime("mysql_servers_v2")) == ("0x248FC739B0B507DA",
+                                                                           "0xEA759BE23E923295")
+        q("SAVE MYSQL SERVERS TO DISK")
+        assert cks("DISK MYSQL SERVERS") == cks("MEMORY MYSQL SERVERS") == "0x248FC739B0B507DA"
+        q("UPDATE mysql_servers SET weight=2 WHERE port=13501")
+        assert cks("MEMORY MYSQL SERVERS") != "0x248FC739B0B507DA"
+        assert (runtime("mysql_servers"), runtime("mysql_servers_v2"), cks("DISK MYSQL SERVERS")) == (
+            "0x248FC739B0B507DA", "0xEA759BE23E923295", "0x248FC739B0B507DA")
+        q("UPDATE mysql_servers SET weight=1 WHERE port=13501")
+        assert cks("MEMORY MYSQL SERVERS") == "0x248FC739B0B507DA"
+
+        q("INSERT INTO mysql_users (username, password, default_hostgroup) VALUES ('app', 'pw', 10)")
+        q("LOAD MYSQL USERS TO RUNTIME")
+        loaded = runtime("mysql_users")
+        assert loaded != cks("MEMORY MYSQL USERS")
+        q("SAVE MYSQL USERS TO DISK")
+        assert cks("DISK MYSQL USERS") == cks("MEMORY MYSQL USERS")
+        memory = cks("MEMORY MYSQL USERS")
+        q("UPDATE mysql_users SET default_hostgroup=11")
+        assert cks("MEMORY MYSQL USERS") != memory and runtime("mysql_users") == loaded
+    finally:
+        p.close()
