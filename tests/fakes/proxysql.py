@@ -49,10 +49,12 @@ class ProxySQL(ServerProcess):
     def __init__(self, *, admin_user="admin", admin_password="admin", binary=None, workdir=None,
                  monitor_shun_after=None, extra_args=(), admin_credentials=None, stats_credentials=None,
                  cluster_username=None, cluster_password=None, monitor_username=None, monitor_password=None,
-                 variables=()):
+                 variables=(), proxysql_servers=(), admin_port=None):
         """admin_credentials defaults to admin_user:admin_password (the login connect() uses);
         the other settings are written to the config of a fresh datadir, like proxysql.cnf:
-        variables is a list of (name, value) with full names ('mysql-monitor_ping_interval')."""
+        variables is a list of (name, value) with full names ('mysql-monitor_ping_interval'),
+        proxysql_servers a list of (hostname, port, weight, comment) rows (ProxySQL Cluster peers);
+        admin_port fixes the admin port (peers must know it before they start)."""
         self.binary = binary if binary is not None else os.environ.get("PROXYSQL_BIN") or None
         self.admin_user, self.admin_password = admin_user, admin_password
         self.admin_credentials = admin_credentials or "%s:%s" % (admin_user, admin_password)
@@ -66,7 +68,8 @@ class ProxySQL(ServerProcess):
         self.workdir = workdir or tempfile.mkdtemp(prefix="proxysql-test-")
         self.datadir = os.path.join(self.workdir, "data")
         self.host = "127.0.0.1"
-        self.admin_port = None
+        self.proxysql_servers = list(proxysql_servers)
+        self.admin_port = admin_port
         self.control_port = None
         self.mysql_port = None          # real binary only (mysql-interfaces)
         self.started_once = False
@@ -118,6 +121,8 @@ class ProxySQL(ServerProcess):
                "--admin-credentials", self.admin_credentials]
         for name, value in self.config:
             cmd += ["--variable", "%s=%s" % (name, value)]
+        for host, port, weight, comment in self.proxysql_servers:
+            cmd += ["--proxysql-server", "%s:%d:%d:%s" % (host, port, weight, comment)]
         if initial:
             cmd.append("--initial")
         if self.monitor_shun_after is not None:
@@ -138,7 +143,9 @@ class ProxySQL(ServerProcess):
 
     def _start_real(self, initial, timeout):
         if self.admin_port is None:
-            self.admin_port, self.mysql_port = free_port(), free_port()
+            self.admin_port = free_port()
+        if self.mysql_port is None:
+            self.mysql_port = free_port()
         cnf = os.path.join(self.workdir, "proxysql.cnf")
         admin = [("admin_credentials", self.admin_credentials)]
         admin += [(n[6:], v) for n, v in self.config if n.startswith("admin-")]
@@ -153,6 +160,9 @@ class ProxySQL(ServerProcess):
         with open(cnf, "w", encoding="utf-8") as f:
             f.write('datadir="%s"\n\nadmin_variables=\n{\n%s}\n\nmysql_variables=\n{\n%s}\n'
                     % (self.datadir, section(admin), section(mysql)))
+            if self.proxysql_servers:
+                f.write("\nproxysql_servers =\n(\n%s\n)\n" % ",\n".join(
+                    '\t{ hostname="%s" port=%d weight=%d comment="%s" }' % row for row in self.proxysql_servers))
         cmd = [self.binary, "-f", "-D", self.datadir, "-c", cnf]
         if initial:
             cmd.append("--initial")

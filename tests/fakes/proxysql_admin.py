@@ -293,6 +293,13 @@ def _as_bytes(v):
     return str(v).encode()
 
 
+def servers_v2_checksum(results):
+    """compute_servers_tables_raw_checksum: SpookyHash(19,3) over the non-zero raw checksums of
+    mysql_servers_v2 and the hostgroup tables, in CLUSTER_QUERY order."""
+    parts = [struct.pack("<Q", h) for h in (raw_checksum(r) for r in results) if h]
+    return spooky128(b"".join(parts), 19, 3)[0] if parts else 0
+
+
 def raw_checksum(rows):
     """SQLite3_result::raw_checksum: SpookyHash(19,3) over every non-NULL field."""
     if not rows:
@@ -1075,7 +1082,7 @@ class Admin:
     """ProxySQL_Admin: the SQLite databases, the runtime modules and query handling."""
 
     def __init__(self, datadir, initial=False, admin_credentials="admin:admin",
-                 listen="127.0.0.1:6032", monitor_shun_after=24.0, config=()):
+                 listen="127.0.0.1:6032", monitor_shun_after=24.0, config=(), proxysql_servers=()):
         self.lock = threading.RLock()       # sql_query_global_mutex: one admin query at a time
         self.datadir = os.path.abspath(datadir)
         self.disk_path = os.path.join(self.datadir, "proxysql.db")
@@ -1092,6 +1099,10 @@ class Admin:
         self.stats_creds = []               # ... and of admin-stats_credentials
         self.creds_text = {}                # the values they were parsed from
         self.cnf = self._config_variables(admin_credentials, listen, config)
+        self.cnf_proxysql_servers = list(proxysql_servers)   # (hostname, port, weight, comment)
+        self.cluster = None                 # set by ProxySQLDouble once the node can reach peers
+        self.servers_v2_rows = []           # mysql_servers_v2 as last loaded (a peer's pull reads it)
+        self.current_users = []             # mysql_users rows as last loaded (ditto)
         self.listen = listen
         self.load_save = self._load_save_commands()
         os.makedirs(self.datadir, exist_ok=True)
@@ -1134,6 +1145,7 @@ class Admin:
             # first start (or --initial): build the disk database from memory + config
             self._read_config_variables("admin-")
             self._read_config_variables("mysql-")
+            self._insert("main.proxysql_servers", self.cnf_proxysql_servers)
             with db.transaction():
                 for name, ddl in DISK_TABLES:
                     db.exec("DROP TABLE IF EXISTS disk.%s" % name)
@@ -1191,12 +1203,12 @@ class Admin:
 
     # -- checksums ---------------------------------------------------------------
 
-    def _set_checksum(self, module, value, bump):
+    def _set_checksum(self, module, value, bump, peer=None):
         entry = self.checksums.setdefault(module, [0, 0, ZERO_CHECKSUM])
         entry[2] = value
         if bump:
             entry[0] += 1
-            entry[1] = int(time.time())
+            entry[1] = peer[1] if peer and peer[1] and peer[0] == value else int(time.time())
 
     def global_checksum(self):
         data = b""
@@ -1260,23 +1272,23 @@ class Admin:
                  else runtime_checksum_text(raw_checksum(rows)))
         self._set_checksum("mysql_variables", value, bump)
 
-    def load_mysql_servers_to_runtime(self, bump=True):
+    def load_mysql_servers_to_runtime(self, bump=True, runtime_rows=None, peer=None, only_runtime=False):
+        """LOAD MYSQL SERVERS TO RUNTIME.  A cluster pull passes the peer's runtime servers
+        (runtime_rows) and its checksums {module: (checksum, epoch)}: the epoch of a module
+        whose new checksum equals the peer's is the peer's (update_glovars_checksum_with_peers);
+        only_runtime commits the runtime servers alone (pull_runtime_mysql_servers_from_peer)."""
         db = self.admindb
-        self.hgm.commit(db.rows("SELECT %s FROM main.mysql_servers" % MYSQL_SERVERS_COLUMNS))
-        for table in SERVERS_AUX_TABLES:
-            self.rt_tables[table] = db.rows("SELECT * FROM main.%s" % table)
-        # mysql_servers_v2: memory servers + the hostgroup tables (gen_global_mysql_servers_v2_checksum)
-        parts = []
-        v2 = raw_checksum(db.rows(MYSQL_SERVERS_V2_QUERY))
-        if v2:
-            parts.append(struct.pack("<Q", v2))
-        for table, order in SERVERS_V2_TABLES:
-            h = raw_checksum(db.rows("SELECT * FROM main.%s ORDER BY %s" % (table, order)))
-            if h:
-                parts.append(struct.pack("<Q", h))
-        v2_global = spooky128(b"".join(parts), 19, 3)[0] if parts else 0
-        self._set_checksum("mysql_servers_v2", runtime_checksum_text(v2_global), bump)
-        self._set_checksum("mysql_servers", runtime_checksum_text(raw_checksum(self.hgm.cluster_rows())), bump)
+        peer = peer or {}
+        self.hgm.commit(runtime_rows if runtime_rows is not None
+                        else db.rows("SELECT %s FROM main.mysql_servers" % MYSQL_SERVERS_COLUMNS))
+        if not only_runtime:
+            self.servers_v2_rows = db.rows(MYSQL_SERVERS_V2_QUERY)
+            for table, order in SERVERS_V2_TABLES:
+                self.rt_tables[table] = db.rows("SELECT * FROM main.%s ORDER BY %s" % (table, order))
+            v2 = servers_v2_checksum([self.servers_v2_rows] + [self.rt_tables[t] for t, _ in SERVERS_V2_TABLES])
+            self._set_checksum("mysql_servers_v2", runtime_checksum_text(v2), bump, peer.get("mysql_servers_v2"))
+        self._set_checksum("mysql_servers", runtime_checksum_text(raw_checksum(self.hgm.cluster_rows())), bump,
+                           peer.get("mysql_servers"))
 
     def save_mysql_servers_to_memory(self):
         db = self.admindb
@@ -1286,13 +1298,19 @@ class Admin:
             db.exec("DELETE FROM main.%s" % table)
             self._insert("main." + table, self.rt_tables.get(table, []))
 
-    def load_mysql_users_to_runtime(self, bump=True):
-        self.auth.refresh(self.admindb.rows(
+    def load_mysql_users_to_runtime(self, bump=True, peer=None):
+        """LOAD MYSQL USERS TO RUNTIME; a cluster pull passes the peer's (checksum, epoch), which
+        the module then takes as they are (__refresh_users with a resultset)."""
+        rows = self.admindb.rows(
             "SELECT username, password, use_ssl, default_hostgroup, default_schema, schema_locked, "
             "transaction_persistent, fast_forward, backend, frontend, max_connections, attributes, comment "
-            "FROM main.mysql_users WHERE active = 1 AND default_hostgroup >= 0"),
-            admin_users=((self.admin_creds, ADMIN_HOSTGROUP), (self.stats_creds, STATS_HOSTGROUP)))
-        self._set_checksum("mysql_users", runtime_checksum_text(self.auth.checksum()), bump)
+            "FROM main.mysql_users WHERE active = 1 AND default_hostgroup >= 0")
+        # what PROXY_SELECT ... FROM runtime_mysql_users answers a peer: the rows as loaded, NULL as ''
+        self.current_users = [tuple(b"" if v is None else v for v in r) for r in rows]
+        self.auth.refresh(rows, admin_users=((self.admin_creds, ADMIN_HOSTGROUP),
+                                             (self.stats_creds, STATS_HOSTGROUP)))
+        value = peer[0] if peer else runtime_checksum_text(self.auth.checksum())
+        self._set_checksum("mysql_users", value, bump, peer)
 
     def save_mysql_users_to_memory(self):
         self.admindb.exec("UPDATE main.mysql_users SET active=0")
@@ -1308,6 +1326,8 @@ class Admin:
             h = raw_checksum(db.rows("SELECT hostname, port, weight, comment FROM main.proxysql_servers "
                                      "ORDER BY hostname, port"))
             self._set_checksum("proxysql_servers", runtime_checksum_text(h), bump)
+            if self.cluster is not None:
+                self.cluster.load_servers(self.rt_tables["proxysql_servers"])
         elif module == "MYSQL QUERY RULES":
             # not ProxySQL's exact algorithm (no query rules were recorded): a hash of both tables
             h1 = raw_checksum(db.rows("SELECT * FROM main.mysql_query_rules ORDER BY rule_id"))
@@ -1380,6 +1400,11 @@ class Admin:
         # the only config ProxySQL gets here is the command line (admin_credentials, mysql_ifaces)
         if module in ("ADMIN VARIABLES", "MYSQL VARIABLES"):
             return self._read_config_variables("admin-" if module == "ADMIN VARIABLES" else "mysql-")
+        if module == "PROXYSQL SERVERS":
+            for row in self.cnf_proxysql_servers:
+                self.admindb.exec("INSERT OR REPLACE INTO main.proxysql_servers VALUES (%s)"
+                                  % ", ".join(sql_literal(v) for v in row))
+            return len(self.cnf_proxysql_servers)
         return 0
 
     def _load_save_commands(self):
@@ -1405,6 +1430,17 @@ class Admin:
         for row in rows:
             self.admindb.exec("INSERT INTO %s VALUES (%s)" % (table, ", ".join(sql_literal(v) for v in row)))
 
+    def replace_main_tables(self, tables):
+        """A cluster pull's writes: for each (table, columns, rows) DELETE FROM main.table and
+        INSERT the rows, in one SQLite transaction (one admin lock hold: between client queries)."""
+        db = self.admindb
+        with db.transaction():
+            for table, columns, rows in tables:
+                db.exec("DELETE FROM main.%s" % table)
+                cols = "" if columns == "*" else " (%s)" % columns
+                for row in rows:
+                    db.exec("INSERT INTO main.%s%s VALUES (%s)" % (table, cols, ", ".join(sql_literal(v) for v in row)))
+
     def _replace_table(self, table, rows):
         self.admindb.exec("DELETE FROM %s" % table)
         self._insert(table, rows)
@@ -1421,6 +1457,8 @@ class Admin:
             self._replace_table("stats.stats_mysql_users",
                                 [(a.username, 0, a.max_connections) for a in self.auth.arrays["frontend"]
                                  if a.default_hostgroup >= 0])
+        if "stats_proxysql_servers_checksums" in q and self.cluster is not None:
+            self._replace_table("stats.stats_proxysql_servers_checksums", self.cluster.stats_checksums())
         if "stats_memory_metrics" in q:
             self._replace_table("stats.stats_memory_metrics", [("SQLite3_memory_bytes", "0"),
                                                                ("jemalloc_allocated", "0")])
@@ -1488,6 +1526,12 @@ class Admin:
             return Reply.admin_err("Unknown column '$$' in 'field list'", code=1054)
         if up.startswith(self.OK_PREFIXES):
             return Reply.ok()
+        if not sess.stats and up.startswith("PROXY_SELECT "):
+            reply = self.cluster_query(up)
+            if reply is not None:
+                return reply
+        if not sess.stats and up.startswith("PROXYSQL CLUSTER_NODE_UUID "):
+            return Reply.ok()               # a peer's monitor introduces itself
 
         self.refresh(nsp, admin=not sess.stats)
         if up.startswith("SHOW GLOBAL VARIABLES LIKE 'READ_ONLY'"):
@@ -1566,6 +1610,25 @@ class Admin:
         if r.columns is None:
             return Reply.ok(affected=r.affected)
         return Reply.rows(r.columns, r.rows)
+
+    def cluster_query(self, up):
+        """The CLUSTER_QUERY_* a peer sends, answered from the runtime structures (prefix match,
+        as ProxySQL_Admin does); None for anything else (then SQLite says near "PROXY_SELECT")."""
+        def rows(columns, data):
+            return Reply.rows([c.encode() for c in columns], [tuple(None if v is None else _as_bytes(v) for v in r)
+                                                              for r in data])
+        servers_columns = MYSQL_SERVERS_COLUMNS.split(", ")
+        if up.startswith(CLUSTER_QUERY_RUNTIME_MYSQL_SERVERS.upper()):
+            return rows(servers_columns, self.hgm.cluster_rows())
+        if up.startswith(CLUSTER_QUERY_MYSQL_SERVERS_V2.upper()):
+            return rows(servers_columns, self.servers_v2_rows)
+        for query, table in CLUSTER_QUERY_TABLES:
+            if up.startswith(query.upper()):
+                columns = [_text(c) for c in self.admindb.run("SELECT * FROM main.%s LIMIT 0" % table).columns]
+                return rows(columns, self.rt_tables.get(table, []))
+        if up.startswith(CLUSTER_QUERY_MYSQL_USERS.upper()):
+            return rows(MYSQL_USERS_COLUMNS.replace("active, ", "").split(", "), self.current_users)
+        return None
 
     def command_set(self, sess, nsp):
         """admin_handler_command_set: SET var=value becomes an UPDATE of global_variables."""
@@ -2121,8 +2184,440 @@ class Monitor(threading.Thread):
                         s.online_since = now
 
 
+
 # ---------------------------------------------------------------------------
-# 9. The server
+# 9. ProxySQL Cluster (lib/ProxySQL_Cluster.cpp): one monitor thread per row of
+#    runtime proxysql_servers (this node included) logs in to that admin port
+#    with admin-cluster_username/password, polls SELECT GLOBAL_CHECKSUM() every
+#    admin-cluster_check_interval_ms, fetches runtime_checksums_values when it
+#    changed, counts diff_check per module and pulls mysql_servers / mysql_users
+#    from the newest peer once diff_check reaches *_diffs_before_sync (0: never).
+#    A pull rewrites the main tables, LOADs them and (by default) saves them to
+#    disk between two queries of any admin client: staged rows are lost.
+# ---------------------------------------------------------------------------
+
+# the queries a node sends its peers (CLUSTER_QUERY_* of ProxySQL_Cluster.hpp); the admin
+# module answers them from its runtime structures, not from SQLite
+_SERVERS_SELECT = ("PROXY_SELECT hostgroup_id, hostname, port, gtid_port, status, weight, compression, "
+                   "max_connections, max_replication_lag, use_ssl, max_latency_ms, comment FROM ")
+CLUSTER_QUERY_RUNTIME_MYSQL_SERVERS = (_SERVERS_SELECT + "runtime_mysql_servers WHERE status<>'OFFLINE_HARD' "
+                                       "ORDER BY hostgroup_id, hostname, port")
+CLUSTER_QUERY_MYSQL_SERVERS_V2 = (_SERVERS_SELECT + "mysql_servers_v2 WHERE status<>'OFFLINE_HARD' "
+                                  "ORDER BY hostgroup_id, hostname, port")
+CLUSTER_QUERY_TABLES = (   # (query, table), in the order the pull fetches them after mysql_servers_v2
+    ("PROXY_SELECT writer_hostgroup, reader_hostgroup, comment FROM runtime_mysql_replication_hostgroups "
+     "ORDER BY writer_hostgroup", "mysql_replication_hostgroups"),
+    ("PROXY_SELECT writer_hostgroup, backup_writer_hostgroup, reader_hostgroup, offline_hostgroup, active, "
+     "max_writers, writer_is_also_reader, max_transactions_behind, comment FROM "
+     "runtime_mysql_group_replication_hostgroups ORDER BY writer_hostgroup", "mysql_group_replication_hostgroups"),
+    ("PROXY_SELECT writer_hostgroup, backup_writer_hostgroup, reader_hostgroup, offline_hostgroup, active, "
+     "max_writers, writer_is_also_reader, max_transactions_behind, comment FROM runtime_mysql_galera_hostgroups "
+     "ORDER BY writer_hostgroup", "mysql_galera_hostgroups"),
+    ("PROXY_SELECT writer_hostgroup, reader_hostgroup, active, aurora_port, domain_name, max_lag_ms, "
+     "check_interval_ms, check_timeout_ms, writer_is_also_reader, new_reader_weight, add_lag_ms, min_lag_ms, "
+     "lag_num_checks, comment FROM runtime_mysql_aws_aurora_hostgroups ORDER BY writer_hostgroup",
+     "mysql_aws_aurora_hostgroups"),
+    ("PROXY_SELECT hostgroup_id, max_num_online_servers, autocommit, free_connections_pct, init_connect, "
+     "multiplex, connection_warming, throttle_connections_per_sec, ignore_session_variables, hostgroup_settings, "
+     "servers_defaults, comment FROM runtime_mysql_hostgroup_attributes ORDER BY hostgroup_id",
+     "mysql_hostgroup_attributes"),
+    ("PROXY_SELECT hostname, port, username, ssl_ca, ssl_cert, ssl_key, ssl_capath, ssl_crl, ssl_crlpath, "
+     "ssl_cipher, tls_version, comment FROM runtime_mysql_servers_ssl_params ORDER BY hostname, port, username",
+     "mysql_servers_ssl_params"),
+)
+CLUSTER_QUERY_MYSQL_USERS = ("PROXY_SELECT username, password, use_ssl, default_hostgroup, default_schema, "
+                             "schema_locked, transaction_persistent, fast_forward, backend, frontend, "
+                             "max_connections, attributes, comment FROM runtime_mysql_users")
+
+
+class AdminClientError(Exception):
+    pass
+
+
+class AdminClient:
+    """The client side of the protocol, as much as a cluster node needs: protocol 41 login with
+    mysql_native_password and text-protocol COM_QUERY (ProxySQL uses libmysqlclient here)."""
+
+    CAPS = (0x00000001 | 0x00000200 | 0x00002000 | 0x00008000 | 0x00080000)  # LONG_PASSWORD, 41, TRANS, SECURE, PLUGIN
+
+    def __init__(self, host, port, user, password, timeout=1.0):
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.settimeout(max(timeout, 10.0))       # CONNECT_TIMEOUT only, as ProxySQL sets
+        self.rbuf, self.seq = b"", 0
+        try:
+            greeting = self._read()
+            if greeting[:1] == b"\xff":
+                raise AdminClientError(greeting[9:].decode("utf-8", "replace"))
+            end = greeting.index(b"\0", 1)
+            salt = greeting[end + 5:end + 13] + greeting[end + 32:end + 44]
+            token = scramble_native(password, salt)
+            self._write(struct.pack("<IIB", self.CAPS, 1 << 24, HANDSHAKE_CHARSET) + b"\0" * 23
+                        + user.encode("utf-8", "surrogateescape") + b"\0" + bytes([len(token)]) + token
+                        + NATIVE_PLUGIN + b"\0")
+            reply = self._read()
+            if reply[:1] == b"\xfe":                    # AuthSwitchRequest
+                salt = reply[1:].split(b"\0", 1)[1].rstrip(b"\0")
+                self._write(scramble_native(password, salt))
+                reply = self._read()
+            if reply[:1] != b"\x00":
+                raise AdminClientError(reply[9:].decode("utf-8", "replace"))
+        except BaseException:
+            self.close()
+            raise
+
+    def _read(self):
+        while True:
+            if len(self.rbuf) >= 4:
+                n = int.from_bytes(self.rbuf[:3], "little")
+                if len(self.rbuf) >= 4 + n:
+                    self.seq = (self.rbuf[3] + 1) & 0xFF
+                    pkt, self.rbuf = self.rbuf[4:4 + n], self.rbuf[4 + n:]
+                    return pkt
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise AdminClientError("connection closed by the peer")
+            self.rbuf += chunk
+
+    def _write(self, payload):
+        self.sock.sendall(struct.pack("<I", len(payload))[:3] + bytes([self.seq]) + payload)
+        self.seq = (self.seq + 1) & 0xFF
+
+    @staticmethod
+    def _lenenc(buf, pos):
+        first = buf[pos]
+        if first < 251:
+            return first, pos + 1
+        if first == 0xFB:
+            return None, pos + 1
+        size = {0xFC: 2, 0xFD: 3, 0xFE: 8}[first]
+        return int.from_bytes(buf[pos + 1:pos + 1 + size], "little"), pos + 1 + size
+
+    def query(self, sql):
+        """(column names, rows of bytes/None); ([], []) for an OK packet; AdminClientError on ERR."""
+        self.seq = 0
+        self._write(b"\x03" + sql.encode("utf-8", "surrogateescape"))
+        first = self._read()
+        if first[:1] == b"\xff":
+            raise AdminClientError(first[9:].decode("utf-8", "replace"))
+        if first[:1] == b"\x00":
+            return [], []
+        ncol, _ = self._lenenc(first, 0)
+        columns = []
+        for _ in range(ncol):
+            col, pos = self._read(), 0
+            for i in range(5):                          # catalog, schema, table, org_table, name
+                n, pos = self._lenenc(col, pos)
+                if i == 4:
+                    columns.append(col[pos:pos + n].decode("utf-8", "surrogateescape"))
+                pos += n
+        self._read()                                    # EOF after the column definitions
+        rows = []
+        while True:
+            pkt = self._read()
+            if pkt[:1] == b"\xfe" and len(pkt) < 9:
+                return columns, rows
+            if pkt[:1] == b"\xff":
+                raise AdminClientError(pkt[9:].decode("utf-8", "replace"))
+            row, pos = [], 0
+            while pos < len(pkt):
+                n, pos = self._lenenc(pkt, pos)
+                row.append(None if n is None else pkt[pos:pos + n])
+                pos += n or 0
+            rows.append(tuple(row))
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class PeerChecksum:
+    """ProxySQL_Checksum_Value_2: a module's checksum as last fetched from one node."""
+    __slots__ = ("version", "epoch", "checksum", "last_changed", "last_updated", "diff_check")
+
+    def __init__(self):
+        self.version = self.epoch = self.last_changed = self.last_updated = self.diff_check = 0
+        self.checksum = ""
+
+
+class ClusterNode:
+    def __init__(self, host, port, weight, comment):
+        self.host, self.port, self.weight, self.comment = host, port, weight, comment
+        self.checksums = {name: PeerChecksum() for name in CHECKSUM_MODULES}
+        self.global_checksum = 0
+        self.active = True
+
+
+class Cluster:
+    """ProxySQL_Cluster + ProxySQL_Cluster_Nodes for one Admin (loopback peers only)."""
+
+    def __init__(self, admin, stopping):
+        self.admin, self.stopping = admin, stopping
+        self.nodes = {}                        # (host, port) -> ClusterNode, runtime proxysql_servers order
+        self.lock = threading.Lock()           # ProxySQL_Cluster_Nodes::mutex
+        self.pull_locks = {"servers": threading.Lock(), "runtime_servers": threading.Lock(),
+                           "users": threading.Lock()}
+        self.uuid = "%08x-%04x-4%03x-8%03x-%012x" % (secrets.randbits(32), secrets.randbits(16), secrets.randbits(12),
+                                                    secrets.randbits(12), secrets.randbits(48))
+        self.started = False
+
+    # -- settings, read from the runtime admin variables ---------------------------
+
+    def setting(self, name):
+        return self.admin.rt_admin.get("admin-cluster_" + name, "")
+
+    def number(self, name):
+        return c_atoi(self.setting(name))
+
+    # -- nodes (load_servers_list) ----------------------------------------------------
+
+    def load_servers(self, rows):
+        """Called by LOAD PROXYSQL SERVERS TO RUNTIME (and at start) with (hostname, port, weight, comment)."""
+        with self.lock:
+            for node in self.nodes.values():
+                node.active = False
+            nodes = {}
+            for r in rows:
+                key = (_text(r[0]), c_atoi(r[1]))
+                node = self.nodes.get(key)
+                if node is None:
+                    node = ClusterNode(key[0], key[1], c_atoi(r[2]), _text(r[3]))
+                    if self.started:
+                        self._spawn(node)
+                node.active, node.weight, node.comment = True, c_atoi(r[2]), _text(r[3])
+                nodes[key] = node
+            self.nodes = nodes
+
+    def start(self):
+        with self.lock:
+            self.started = True
+            for node in self.nodes.values():
+                self._spawn(node)
+
+    def _spawn(self, node):
+        threading.Thread(target=self._monitor, args=(node,), name="cluster-%d" % node.port, daemon=True).start()
+
+    def _credentials(self):
+        with self.admin.lock:
+            return self.setting("username"), self.setting("password")
+
+    def _wait(self, seconds):
+        return self.stopping.wait(max(0.0, seconds))
+
+    # -- the monitor thread of one node (ProxySQL_Cluster_Monitor_thread) --------------
+
+    def _monitor(self, node):
+        while node.active and not self.stopping.is_set():
+            user, password = self._credentials()
+            if not user:
+                self._wait(1.0)                 # do not monitor if the username is empty
+                continue
+            if not is_loopback(node.host):      # the double talks to loopback peers only
+                self._wait(1.0)
+                continue
+            try:
+                conn = AdminClient(node.host, node.port, user, password, timeout=1.0)
+            except (OSError, AdminClientError):
+                self._wait(self.number("check_interval_ms") / 1000.0 + 1.0)
+                continue
+            try:
+                self._poll(node, conn)
+            except (OSError, AdminClientError, ValueError, IndexError, KeyError):
+                pass
+            finally:
+                conn.close()
+            self._wait(self.number("check_interval_ms") / 1000.0)
+
+    def _poll(self, node, conn):
+        _, rows = conn.query("SELECT @@version")
+        if not rows or _text(rows[0][0]) != PROXYSQL_VERSION:
+            self._wait(30.0)                    # different version: no clustering
+            return
+        conn.query("PROXYSQL CLUSTER_NODE_UUID %s %s" % (self.uuid, self.admin.listen))
+        frequency_count = 0
+        while node.active and not self.stopping.is_set():
+            start = time.monotonic()
+            _, rows = conn.query("SELECT GLOBAL_CHECKSUM()")
+            value = c_atoi(rows[0][0]) if rows else 0
+            with self.lock:
+                changed = value != node.global_checksum
+                node.global_checksum = value
+            if changed:
+                _, rows = conn.query("SELECT * FROM runtime_checksums_values ORDER BY name")
+                self.set_checksums(node, rows)
+            else:
+                self.set_checksums(node, None)
+            frequency_count += 1
+            frequency = self.number("check_status_frequency")
+            if frequency and frequency_count >= frequency:
+                frequency_count = 0
+                conn.query("SELECT * FROM stats_mysql_global ORDER BY Variable_Name")
+            self._wait(self.number("check_interval_ms") / 1000.0 - (time.monotonic() - start))
+
+    # -- checksums and the decision to pull (ProxySQL_Node_Entry::set_checksums) ------
+
+    def set_checksums(self, node, rows):
+        now = int(time.time())
+        with self.admin.lock:
+            own = {name: list(self.admin.checksums[name]) for name in CHECKSUM_MODULES}
+            diffs = {m: self.number(m + "_diffs_before_sync") for m in ("mysql_servers", "mysql_users")}
+            algorithm = self.number("mysql_servers_sync_algorithm")
+        with self.lock:
+            if rows is not None:
+                for r in rows:
+                    name = _text(r[0])
+                    v = node.checksums.get(name)
+                    if v is None:
+                        continue
+                    v.version, v.epoch, v.last_updated = c_atoi(r[1]), c_atoi(r[2]), now
+                    if v.checksum != _text(r[3]):
+                        v.checksum, v.last_changed, v.diff_check = _text(r[3]), now, 1
+                    else:
+                        v.diff_check += 1
+                    if v.checksum == own[name][2]:
+                        v.diff_check = 0
+            else:
+                for name, v in node.checksums.items():
+                    v.last_updated = now
+                    if v.checksum == own[name][2]:
+                        v.diff_check = 0
+                    if v.diff_check:
+                        v.diff_check += 1
+            snapshot = {name: (v.version, v.epoch, v.checksum, v.diff_check) for name, v in node.checksums.items()}
+        if diffs["mysql_servers"]:
+            fetch_runtime = algorithm != 2      # 1 (default) and 3 without -M: runtime servers too
+            pulled = False
+            if self._newer(snapshot["mysql_servers_v2"], own["mysql_servers_v2"], diffs["mysql_servers"]):
+                self.pull_servers(fetch_runtime)
+                pulled = fetch_runtime
+            if fetch_runtime and not pulled and \
+                    self._newer(snapshot["mysql_servers"], own["mysql_servers"], diffs["mysql_servers"]):
+                self.pull_runtime_servers()
+        if diffs["mysql_users"] and self._newer(snapshot["mysql_users"], own["mysql_users"], diffs["mysql_users"]):
+            self.pull_users()
+
+    @staticmethod
+    def _newer(peer, own, diffs_before_sync):
+        version, epoch, _, diff_check = peer
+        return version > 1 and (own[0] == 1 or epoch > own[1]) and diff_check >= diffs_before_sync
+
+    def _peer_to_sync(self, module, diffs_before_sync):
+        """get_peer_to_sync_*: the node with the newest epoch, unless a newer one lacks diff_checks."""
+        best, epoch, max_epoch = None, 0, 0
+        with self.lock:
+            for node in self.nodes.values():
+                v = node.checksums[module]
+                if v.version > 1 and v.epoch > epoch:
+                    max_epoch = v.epoch
+                    if v.diff_check >= diffs_before_sync:
+                        epoch, best = v.epoch, (node.host, node.port, v.checksum, v.epoch,
+                                                node.checksums["mysql_servers"].checksum,
+                                                node.checksums["mysql_servers"].epoch)
+        return None if best is None or max_epoch > epoch else best
+
+    def _fetch(self, host, port, queries):
+        """The rows of each query on the peer, or None after a failure (then a second's pause,
+        as ProxySQL's fetch_failed)."""
+        user, password = self._credentials()
+        try:
+            conn = AdminClient(host, port, user, password, timeout=1.0)
+            try:
+                return [conn.query(q)[1] for q in queries]
+            finally:
+                conn.close()
+        except (OSError, AdminClientError, ValueError, IndexError, KeyError):
+            self._wait(1.0)
+            return None
+
+    # -- the pulls -------------------------------------------------------------------
+
+    def pull_servers(self, fetch_runtime):
+        """pull_mysql_servers_v2_from_peer: DELETE + INSERT of mysql_servers and the hostgroup
+        tables, LOAD, and with *_save_to_disk SAVE (runtime to memory first when the runtime
+        servers were fetched too), all under the admin lock: between two client queries."""
+        with self.pull_locks["servers"]:
+            peer = self._peer_to_sync("mysql_servers_v2", self.number("mysql_servers_diffs_before_sync"))
+            if peer is None:
+                return
+            host, port, v2_checksum, v2_epoch, rt_checksum, rt_epoch = peer
+            queries = [CLUSTER_QUERY_MYSQL_SERVERS_V2] + [q for q, _ in CLUSTER_QUERY_TABLES]
+            if fetch_runtime:
+                queries.append(CLUSTER_QUERY_RUNTIME_MYSQL_SERVERS)
+            results = self._fetch(host, port, queries)
+            if results is None:
+                return
+            runtime = results.pop() if fetch_runtime else None
+            if runtime_checksum_text(servers_v2_checksum(results)) != v2_checksum or \
+                    (runtime is not None and runtime_checksum_text(raw_checksum(runtime)) != rt_checksum):
+                self._wait(1.0)                 # "Checksum changed": try again later
+                return
+            servers = [r[:4] + (b"ONLINE" if r[4] == b"SHUNNED" else r[4],) + r[5:] for r in results[0]]
+            admin = self.admin
+            with admin.lock:
+                admin.replace_main_tables([("mysql_servers", MYSQL_SERVERS_COLUMNS, servers)] + [
+                    (table, "*", rows) for (_, table), rows in zip(CLUSTER_QUERY_TABLES, results[1:])])
+                admin.load_mysql_servers_to_runtime(runtime_rows=runtime, peer={
+                    "mysql_servers_v2": (v2_checksum, v2_epoch), "mysql_servers": (rt_checksum, rt_epoch)})
+                if self.setting("mysql_servers_save_to_disk") == "true":
+                    if fetch_runtime:
+                        admin.save_mysql_servers_to_memory()
+                    admin.memory_to_disk("MYSQL SERVERS")
+
+    def pull_runtime_servers(self):
+        """pull_runtime_mysql_servers_from_peer: only the runtime servers (a peer's monitor moved some)."""
+        with self.pull_locks["runtime_servers"]:
+            peer = self._peer_to_sync("mysql_servers", self.number("mysql_servers_diffs_before_sync"))
+            if peer is None:
+                return
+            host, port, _, _, rt_checksum, rt_epoch = peer
+            (runtime,) = self._fetch(host, port, [CLUSTER_QUERY_RUNTIME_MYSQL_SERVERS]) or (None,)
+            if runtime is None or runtime_checksum_text(raw_checksum(runtime)) != rt_checksum:
+                return
+            admin = self.admin
+            with admin.lock:
+                admin.load_mysql_servers_to_runtime(runtime_rows=runtime, only_runtime=True,
+                                                    peer={"mysql_servers": (rt_checksum, rt_epoch)})
+                if self.setting("mysql_servers_save_to_disk") == "true":
+                    admin.save_mysql_servers_to_memory()
+                    admin.memory_to_disk("MYSQL SERVERS")
+
+    def pull_users(self):
+        """pull_mysql_users_from_peer: DELETE FROM mysql_users, the peer's loaded rows inserted
+        (active=1), LOAD with the peer's checksum and epoch, SAVE TO DISK by default."""
+        with self.pull_locks["users"]:
+            peer = self._peer_to_sync("mysql_users", self.number("mysql_users_diffs_before_sync"))
+            if peer is None:
+                return
+            host, port, checksum, epoch = peer[:4]
+            (rows,) = self._fetch(host, port, [CLUSTER_QUERY_MYSQL_USERS]) or (None,)
+            if rows is None:
+                return
+            probe = Authentication()
+            probe.refresh(rows)
+            if runtime_checksum_text(probe.checksum()) != checksum:
+                self._wait(1.0)
+                return
+            with self.admin.lock:
+                self.admin.replace_main_tables([("mysql_users", MYSQL_USERS_COLUMNS,
+                                                 [r[:2] + (1,) + r[2:] for r in rows])])   # active=1
+                self.admin.load_mysql_users_to_runtime(peer=(checksum, epoch))
+                if self.setting("mysql_users_save_to_disk") == "true":
+                    self.admin.memory_to_disk("MYSQL USERS")
+
+    # -- stats ---------------------------------------------------------------------------
+
+    def stats_checksums(self):
+        """stats_proxysql_servers_checksums rows."""
+        with self.lock:
+            return [(n.host, n.port, name, v.version, v.epoch, v.checksum, v.last_changed, v.last_updated,
+                     v.diff_check)
+                    for n in self.nodes.values()
+                    for name, v in ((m, n.checksums[m]) for m in CHECKSUM_MODULES)]
+
+
+# ---------------------------------------------------------------------------
+# 10. The server
 # ---------------------------------------------------------------------------
 
 def is_loopback(host):
@@ -2161,16 +2656,18 @@ class ProxySQLDouble:
     """Admin port + control port + monitor around one Admin instance."""
 
     def __init__(self, listen=("127.0.0.1", 0), datadir=".", initial=False, admin_credentials="admin:admin",
-                 control=None, monitor_shun_after=24.0, config=()):
+                 control=None, monitor_shun_after=24.0, config=(), proxysql_servers=()):
         self.sock = listen_socket(*listen)
         self.host, self.port = self.sock.getsockname()[:2]
         self.admin = Admin(datadir, initial=initial, admin_credentials=admin_credentials,
                            listen=fmt_addr(self.host, self.port), monitor_shun_after=monitor_shun_after,
-                           config=config)
+                           config=config, proxysql_servers=proxysql_servers)
         self.hooks = Hooks()
         self._thread_ids = iter(range(1, 1 << 31))
         self._tid_lock = threading.Lock()
         self.stopping = threading.Event()
+        self.admin.cluster = Cluster(self.admin, self.stopping)
+        self.admin.cluster.load_servers(self.admin.rt_tables.get("proxysql_servers", []))
         self.httpd = None
         if control is not None:
             self.httpd = http.server.ThreadingHTTPServer(control, ControlHandler)
@@ -2192,6 +2689,7 @@ class ProxySQLDouble:
             threading.Thread(target=self.httpd.serve_forever, name="control", daemon=True).start()
         if self.monitor:
             self.monitor.start()
+        self.admin.cluster.start()
 
     def _accept_loop(self):
         while not self.stopping.is_set():
@@ -2303,6 +2801,8 @@ def main(argv=None):
     ap.add_argument("--monitor-password", help="mysql-monitor_password of a fresh datadir")
     ap.add_argument("--variable", action="append", default=[], metavar="NAME=VALUE",
                     help="any other admin-* or mysql-* variable of a fresh datadir (repeatable)")
+    ap.add_argument("--proxysql-server", action="append", default=[], metavar="HOST:PORT[:WEIGHT[:COMMENT]]",
+                    help="a proxysql_servers row of a fresh datadir (ProxySQL Cluster peers, repeatable)")
     ap.add_argument("--control", help="HOST:PORT of the HTTP control API (test hooks)")
     ap.add_argument("--port-file", help="write 'admin=HOST:PORT control=HOST:PORT' here once listening")
     ap.add_argument("--monitor-shun-after", type=float, default=24.0,
@@ -2320,9 +2820,13 @@ def main(argv=None):
             if not sep:
                 raise ValueError("--variable wants NAME=VALUE, got %r" % item)
             config.append((name.strip(), value))
+        peers = []
+        for item in args.proxysql_server:
+            host, port, weight, comment = (item.split(":", 3) + ["0", ""])[:4]
+            peers.append((host, int(port), int(weight or 0), comment))
         double = ProxySQLDouble(listen, args.datadir, initial=args.initial,
                                 admin_credentials=args.admin_credentials, control=control,
-                                monitor_shun_after=args.monitor_shun_after, config=config)
+                                monitor_shun_after=args.monitor_shun_after, config=config, proxysql_servers=peers)
     except ValueError as e:
         ap.error(str(e))
     stop = threading.Event()

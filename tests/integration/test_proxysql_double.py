@@ -33,7 +33,7 @@ import pymysql.err  # noqa: E402
 from pymysql.constants import CLIENT  # noqa: E402
 from pymysql.protocol import EOFPacketWrapper  # noqa: E402
 
-from fakes.proxysql import DOUBLE, PYTHON, ProxySQL  # noqa: E402
+from fakes.proxysql import DOUBLE, PYTHON, ProxySQL, free_port  # noqa: E402
 
 TRANSCRIPT = os.path.join(TESTS, "data", "proxysql-2.7.1", "admin-transcript.jsonl")
 with open(TRANSCRIPT, encoding="utf-8") as _f:
@@ -446,6 +446,179 @@ def agent_facts_bare(instrumented_pymysql):
 def test_agent_facts_step(agent_facts_bare, step):
     diffs = agent_facts_bare.results[step["step"]]
     assert not diffs, describe(step) + "\n  " + "\n  ".join(diffs)
+
+
+# ---------------------------------------------------------------------------
+# cluster-node-b.jsonl: node B of a 2-node ProxySQL Cluster; the shell steps are SQL
+# sent to node A.  Both nodes list each other in proxysql_servers and pull each
+# other's mysql_servers over the admin protocol.
+# ---------------------------------------------------------------------------
+
+CLUSTER_B = load_steps("cluster-node-b.jsonl")
+RECORDED_PORTS = {"17040": "A", "17050": "B"}
+LOAD_SERVERS = "LOAD MYSQL SERVERS TO RUNTIME"
+# what node A was sent at each shell step (the recording describes it in words; the rows
+# follow from B's answers): a list of statements, or a wait for A's own main table
+CLUSTER_SHELL = {
+    5: ["INSERT INTO mysql_servers (hostgroup_id,hostname,port) VALUES (10,'10.0.0.1',3306),(11,'10.0.0.2',3306)",
+        LOAD_SERVERS],
+    14: ("10", "10.0.0.1", "11", "10.0.0.2", "11", "10.0.0.3"),   # A has pulled B's row, as in the recording
+    15: ["DELETE FROM mysql_servers WHERE hostname='10.0.0.2'", LOAD_SERVERS],
+    21: ["INSERT INTO mysql_servers (hostgroup_id,hostname,port) VALUES (12,'10.0.0.4',3306)", LOAD_SERVERS],
+}
+# the recorded 8-s sleeps are many check intervals (200 ms); the double needs far fewer
+CLUSTER_SLEEP = None if REAL else 2.0
+
+
+class ClusterReplay(Replay):
+    """The replay of node B, with node A at hand for the shell steps."""
+
+    def __init__(self, node_b, node_a, steps):
+        super().__init__(node_b, steps, shell=self.on_node_a)
+        self.a = node_a
+        self.ports = {"A": str(node_a.admin_port), "B": str(node_b.admin_port)}
+
+    def expected_rows(self, step):
+        return [[self.ports[RECORDED_PORTS[v]] if v in RECORDED_PORTS else v for v in r]
+                for r in super().expected_rows(step)]
+
+    def compare_rows(self, step, got, diffs, exp=None):
+        exp = self.expected_rows(step) if exp is None else exp
+        cols = step.get("columns") or []
+        if step.get("time_dependent") and "diff_check" in cols and len(exp) == len(got):
+            # how many checks have passed since the pull, and whether B's monitor of itself
+            # has fetched B's new version yet, is timing: a settled answer is accepted too
+            own = self.p.query("SELECT version FROM runtime_checksums_values WHERE name='mysql_servers'")[0][0]
+            vi, di, pi = cols.index("version"), cols.index("diff_check"), cols.index("port")
+            for e, g in zip(exp, got):
+                if g[di] == "0":
+                    e[di] = "0"
+                if e[pi] == self.ports["B"] and g[vi] == own:
+                    e[vi] = own
+        super().compare_rows(step, got, diffs, exp)
+
+    def step_sleep(self, step):
+        time.sleep(step["seconds"] if CLUSTER_SLEEP is None else min(step["seconds"], CLUSTER_SLEEP))
+        return []
+
+    last_load = 0.0
+
+    def before_load(self):
+        """Epochs are unix seconds and a node pulls only a strictly newer one: two LOADs on the
+        two nodes within one second make a conflict nobody resolves.  The recorded steps were
+        further apart; here each LOAD waits for the next second after the previous one."""
+        if int(time.time()) == int(self.last_load):
+            time.sleep(1.0 - time.time() % 1.0 + 0.01)
+        self.last_load = time.time()
+
+    def step_sql(self, step):
+        if step["sql"].upper().startswith("LOAD MYSQL SERVERS"):
+            self.before_load()
+        return super().step_sql(step)
+
+    def on_node_a(self, step):
+        action = CLUSTER_SHELL[step["step"]]
+        if isinstance(action, tuple):
+            want = [list(action[i:i + 2]) for i in range(0, len(action), 2)]
+            deadline = time.monotonic() + POLL_TIMEOUT
+            while True:
+                got = [list(r) for r in self.a.query("SELECT hostgroup_id, hostname FROM main.mysql_servers "
+                                                     "ORDER BY hostgroup_id, hostname")]
+                if got == want:
+                    return []
+                if time.monotonic() > deadline:
+                    return ["node A's main: expected %s, got %s" % (want, got)]
+                time.sleep(0.1)
+        for sql in action:
+            if sql == LOAD_SERVERS:
+                self.before_load()
+            self.a.query(sql)
+        return []
+
+
+def cluster_pair(**kwargs):
+    """Nodes A and B (A on the lower port, as recorded: ORDER BY port lists A first)."""
+    ports = sorted(free_port() for _ in range(2))
+    peers = [("127.0.0.1", ports[0], 0, "A"), ("127.0.0.1", ports[1], 0, "B")]
+    config = dict(admin_credentials="admin:admin;cluster1:clusterpw", cluster_username="cluster1",
+                  cluster_password="clusterpw", proxysql_servers=peers,
+                  variables=[("admin-cluster_check_interval_ms", "200")])
+    if not REAL:
+        config["monitor_shun_after"] = 0
+    config.update(kwargs)
+    return ProxySQL(admin_port=ports[0], **config), ProxySQL(admin_port=ports[1], **config)
+
+
+@pytest.fixture(scope="module")
+def cluster_replay(instrumented_pymysql):
+    a, b = cluster_pair()
+    try:
+        a.start()
+        b.start()
+        r = ClusterReplay(b, a, CLUSTER_B)
+        r.run()
+    finally:
+        b.close()
+        a.close()
+    return r
+
+
+@pytest.mark.parametrize("step", CLUSTER_B, ids=lambda s: "%02d-%s-%s" % (s["step"], s["type"], s["section"]))
+def test_cluster_node_b_step(cluster_replay, step):
+    diffs = cluster_replay.results[step["step"]]
+    assert not diffs, describe(step) + "\n  " + "\n  ".join(diffs)
+
+
+def wait_for_rows(p, sql, want, timeout=POLL_TIMEOUT):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = p.query(sql)
+        if got == want or time.monotonic() > deadline:
+            return got
+        time.sleep(0.05)
+
+
+def next_second():
+    time.sleep(1.0 - time.time() % 1.0 + 0.01)
+
+
+def test_cluster_pull_loses_staged_rows_and_pulls_users():
+    """Measured by hand on the recorded pair (AGENT-FACTS.md): B's staged rows are lost to a pull
+    of A's change, and B's next LOAD publishes A's row plus what B staged after it.  Users follow
+    the same way (the peer's loaded rows), saved to disk; diffs_before_sync=0 stops a module."""
+    a, b = cluster_pair()
+    try:
+        a.start()
+        b.start()
+        servers = "SELECT hostgroup_id, hostname FROM main.mysql_servers ORDER BY hostgroup_id, hostname"
+        b.query("INSERT INTO mysql_servers (hostgroup_id, hostname) VALUES (20, 'staged1'), (20, 'staged2')")
+        a.query("INSERT INTO mysql_servers (hostgroup_id, hostname) VALUES (10, 'from-a')")
+        a.query(LOAD_SERVERS)
+        assert wait_for_rows(b, servers, [("10", "from-a")]) == [("10", "from-a")]
+        b.query("INSERT INTO mysql_servers (hostgroup_id, hostname) VALUES (20, 'staged3')")
+        next_second()
+        b.query(LOAD_SERVERS)
+        assert b.query("SELECT hostgroup_id, hostname FROM runtime_mysql_servers") == [
+            ("10", "from-a"), ("20", "staged3")]
+
+        users = "SELECT username, frontend, backend FROM main.mysql_users ORDER BY username"
+        a.query("INSERT INTO mysql_users (username, password, default_hostgroup) VALUES ('app', 'pw', 10)")
+        a.query("LOAD MYSQL USERS TO RUNTIME")
+        assert wait_for_rows(b, users, [("app", "1", "1")]) == [("app", "1", "1")]
+        assert b.query("SELECT username FROM disk.mysql_users") == [("app",)]
+        assert b.query("SELECT checksum FROM runtime_checksums_values WHERE name='mysql_users'") == \
+            a.query("SELECT checksum FROM runtime_checksums_values WHERE name='mysql_users'")
+
+        b.query("SET admin-cluster_mysql_users_diffs_before_sync=0")
+        b.query("LOAD ADMIN VARIABLES TO RUNTIME")
+        next_second()
+        a.query("INSERT INTO mysql_users (username, password, default_hostgroup) VALUES ('late', 'pw', 10)")
+        a.query("LOAD MYSQL USERS TO RUNTIME")
+        time.sleep(1.5)
+        assert b.query(users) == [("app", "1", "1")]
+    finally:
+        b.close()
+        a.close()
 
 
 # ---------------------------------------------------------------------------
