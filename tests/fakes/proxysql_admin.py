@@ -841,6 +841,7 @@ class HostgroupsManager:
     def __init__(self):
         self.hostgroups = {}     # hid -> [Server], dict keeps creation order
         self.commits = 0
+        self.readonly_flags = {}  # (host, port) -> 0 once read_only=0 was seen with nothing to do
 
     def servers(self):
         return [s for srvs in self.hostgroups.values() for s in srvs]
@@ -859,6 +860,7 @@ class HostgroupsManager:
         """rows: (hostgroup_id, hostname, port, gtid_port, status, weight, compression,
         max_connections, max_replication_lag, use_ssl, max_latency_ms, comment) as text."""
         self.purge()
+        self.readonly_flags = {}                  # the mapping is rebuilt: flags start at 1 again
         incoming = {}
         for r in rows:
             hid, host, port = c_atoi(r[0]), _text(r[1]), c_atoi(r[2])
@@ -885,6 +887,76 @@ class HostgroupsManager:
             s.max_connections, s.max_replication_lag = c_atoi(r[7]), c_atoi(r[8])
             s.use_ssl, s.max_latency_ms, s.comment = c_atoi(r[9]), c_atoi(r[10]), _text(r[11])
         self.commits += 1
+
+    # -- the read_only monitor's actions (read_only_action_v2) -------------------------
+
+    def _insert_copy(self, hid, src):
+        """HostGroup_Server_Mapping::insert_HGM: an OFFLINE_HARD server of that hostgroup comes
+        back ONLINE with the source's settings, otherwise a copy is appended."""
+        s = self.find(hid, src.host, src.port)
+        if s is None or s.status != OFFLINE_HARD:
+            s = Server(hid, src.host, src.port)
+            self.hostgroups.setdefault(hid, []).append(s)
+            s.status = src.status
+        else:
+            s.status = ONLINE
+        s.gtid_port, s.weight, s.compression, s.comment = src.gtid_port, src.weight, src.compression, src.comment
+        s.max_connections, s.max_replication_lag = src.max_connections, src.max_replication_lag
+        s.use_ssl, s.max_latency_ms = src.use_ssl, src.max_latency_ms
+        s.shunned_automatic, s.online_since = False, time.monotonic()
+        return s
+
+    def _copy_if_not_exists(self, dest, src, dest_is_writer):
+        """Each (writer, reader) pair the server has on the src side and lacks on the dest side
+        is added there; a SHUNNED source is ONLINE again (its read_only was just read)."""
+        have = {(w, r) for w, r, _ in dest}
+        for w, r, srv in src:
+            if (w, r) in have:
+                continue
+            if srv.status in (SHUNNED, SHUNNED_REPLICATION_LAG):
+                srv.status, srv.shunned_automatic = ONLINE, False
+            self._insert_copy(w if dest_is_writer else r, srv)
+            have.add((w, r))
+
+    def read_only_action(self, results, replication_rows, writer_is_also_reader):
+        """read_only_action_v2 for [(host, port, read_only)], with the runtime
+        mysql_replication_hostgroups rows; True when runtime servers changed (then OFFLINE_HARD
+        copies are purged).  read_only=1 moves a writer to the reader hostgroup; read_only=0
+        copies a reader-only server into the writer hostgroup (and out of the reader one unless
+        mysql-monitor_writer_is_also_reader); a writable server already in the writer hostgroup
+        is left alone, even if it is not in the reader one."""
+        pairs = [(c_atoi(r[0]), c_atoi(r[1])) for r in replication_rows]
+        changed = False
+        for host, port, read_only in results:
+            def nodes(writer_side):
+                out = []
+                for w, r in pairs:
+                    s = self.find(w if writer_side else r, host, port)
+                    if s is not None and s.status != OFFLINE_HARD:
+                        out.append((w, r, s))
+                return out
+            writers, readers = nodes(True), nodes(False)
+            if read_only == 0:
+                if writers and self.readonly_flags.get((host, port), 1) != 0:
+                    writer_hgs = {w for w, _, _ in writers}
+                    if all(w in writer_hgs for w, _, _ in readers):
+                        self.readonly_flags[(host, port)] = 0
+                        continue
+                elif writers:
+                    continue
+                self._copy_if_not_exists(writers, readers, True)
+                if not writer_is_also_reader:
+                    for _, _, s in readers:
+                        s.status = OFFLINE_HARD
+                changed = True
+            elif writers:
+                self._copy_if_not_exists(readers, writers, False)
+                for _, _, s in writers:
+                    s.status = OFFLINE_HARD
+                changed = True
+        if changed:
+            self.purge()
+        return changed
 
     @staticmethod
     def _sorted(servers):
@@ -1203,12 +1275,23 @@ class Admin:
 
     # -- checksums ---------------------------------------------------------------
 
-    def _set_checksum(self, module, value, bump, peer=None):
+    def _set_checksum(self, module, value, bump, peer=None, touch=False):
+        """bump: a LOAD (version + 1, epoch now or the peer's); touch: a change of runtime without
+        a LOAD (the monitor moved a server): epoch now, same version."""
         entry = self.checksums.setdefault(module, [0, 0, ZERO_CHECKSUM])
         entry[2] = value
         if bump:
             entry[0] += 1
+        if bump or touch:
             entry[1] = peer[1] if peer and peer[1] and peer[0] == value else int(time.time())
+
+    def monitor_read_only(self, results):
+        """Apply read_only check results [(host, port, read_only)]: runtime only, main untouched;
+        the runtime mysql_servers checksum follows (update_glovars_mysql_servers_checksum)."""
+        if self.hgm.read_only_action(results, self.rt_tables.get("mysql_replication_hostgroups", []),
+                                     self.rt_mysql.get("mysql-monitor_writer_is_also_reader") == "true"):
+            self._set_checksum("mysql_servers", runtime_checksum_text(raw_checksum(self.hgm.cluster_rows())),
+                               False, touch=True)
 
     def global_checksum(self):
         data = b""
@@ -2009,6 +2092,115 @@ class ClientConnection:
                 pass
 
 
+class MySQLClientError(Exception):
+    pass
+
+
+class MySQLClient:
+    """The client side of the protocol, as much as the cluster (peers' admin ports) and the
+    read_only monitor (MariaDB backends) need: protocol 41 login with mysql_native_password
+    and text-protocol COM_QUERY (ProxySQL uses libmysqlclient for both)."""
+
+    CAPS = (0x00000001 | 0x00000200 | 0x00002000 | 0x00008000 | 0x00080000)  # LONG_PASSWORD, 41, TRANS, SECURE, PLUGIN
+
+    def __init__(self, host, port, user, password, timeout=1.0):
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.settimeout(max(timeout, 10.0))       # CONNECT_TIMEOUT only, as ProxySQL sets
+        self.rbuf, self.seq = b"", 0
+        try:
+            greeting = self._read()
+            if greeting[:1] == b"\xff":
+                raise MySQLClientError(greeting[9:].decode("utf-8", "replace"))
+            end = greeting.index(b"\0", 1)
+            salt = greeting[end + 5:end + 13] + greeting[end + 32:end + 44]
+            token = scramble_native(password, salt)
+            self._write(struct.pack("<IIB", self.CAPS, 1 << 24, HANDSHAKE_CHARSET) + b"\0" * 23
+                        + user.encode("utf-8", "surrogateescape") + b"\0" + bytes([len(token)]) + token
+                        + NATIVE_PLUGIN + b"\0")
+            reply = self._read()
+            if reply[:1] == b"\xfe":                    # AuthSwitchRequest
+                salt = reply[1:].split(b"\0", 1)[1].rstrip(b"\0")
+                self._write(scramble_native(password, salt))
+                reply = self._read()
+            if reply[:1] != b"\x00":
+                raise MySQLClientError(reply[9:].decode("utf-8", "replace"))
+        except BaseException:
+            self.close()
+            raise
+
+    def _read(self):
+        while True:
+            if len(self.rbuf) >= 4:
+                n = int.from_bytes(self.rbuf[:3], "little")
+                if len(self.rbuf) >= 4 + n:
+                    self.seq = (self.rbuf[3] + 1) & 0xFF
+                    pkt, self.rbuf = self.rbuf[4:4 + n], self.rbuf[4 + n:]
+                    return pkt
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise MySQLClientError("connection closed by the peer")
+            self.rbuf += chunk
+
+    def _write(self, payload):
+        self.sock.sendall(struct.pack("<I", len(payload))[:3] + bytes([self.seq]) + payload)
+        self.seq = (self.seq + 1) & 0xFF
+
+    @staticmethod
+    def _lenenc(buf, pos):
+        first = buf[pos]
+        if first < 251:
+            return first, pos + 1
+        if first == 0xFB:
+            return None, pos + 1
+        size = {0xFC: 2, 0xFD: 3, 0xFE: 8}[first]
+        return int.from_bytes(buf[pos + 1:pos + 1 + size], "little"), pos + 1 + size
+
+    def query(self, sql):
+        """(column names, rows of bytes/None); ([], []) for an OK packet; MySQLClientError on ERR."""
+        self.seq = 0
+        self._write(b"\x03" + sql.encode("utf-8", "surrogateescape"))
+        first = self._read()
+        if first[:1] == b"\xff":
+            raise MySQLClientError(first[9:].decode("utf-8", "replace"))
+        if first[:1] == b"\x00":
+            return [], []
+        ncol, _ = self._lenenc(first, 0)
+        columns = []
+        for _ in range(ncol):
+            col, pos = self._read(), 0
+            for i in range(5):                          # catalog, schema, table, org_table, name
+                n, pos = self._lenenc(col, pos)
+                if i == 4:
+                    columns.append(col[pos:pos + n].decode("utf-8", "surrogateescape"))
+                pos += n
+        self._read()                                    # EOF after the column definitions
+        rows = []
+        while True:
+            pkt = self._read()
+            if pkt[:1] == b"\xfe" and len(pkt) < 9:
+                return columns, rows
+            if pkt[:1] == b"\xff":
+                raise MySQLClientError(pkt[9:].decode("utf-8", "replace"))
+            row, pos = [], 0
+            while pos < len(pkt):
+                n, pos = self._lenenc(pkt, pos)
+                row.append(None if n is None else pkt[pos:pos + n])
+                pos += n or 0
+            rows.append(tuple(row))
+
+    def close(self):
+        """COM_QUIT, then close (a server logs a bare close as an aborted connection)."""
+        try:
+            self.seq = 0
+            self._write(b"\x01")
+        except OSError:
+            pass
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
 # ---------------------------------------------------------------------------
 # 7. Test hooks (what a real ProxySQL lacks), used through the control HTTP port
 # ---------------------------------------------------------------------------
@@ -2185,6 +2377,77 @@ class Monitor(threading.Thread):
 
 
 
+# read_only check queries by mysql_replication_hostgroups.check_type (MySQL_Monitor.cpp)
+READ_ONLY_QUERIES = {
+    "read_only": "SELECT @@global.read_only read_only",
+    "innodb_read_only": "SELECT @@global.innodb_read_only read_only",
+    "super_read_only": "SELECT @@global.super_read_only read_only",
+    "read_only|innodb_read_only": "SELECT @@global.read_only|@@global.innodb_read_only read_only",
+    "read_only&innodb_read_only": "SELECT @@global.read_only&@@global.innodb_read_only read_only",
+}
+
+
+class ReadOnlyMonitor(threading.Thread):
+    """ProxySQL's read_only monitor: every mysql-monitor_read_only_interval ms, each runtime
+    server (not OFFLINE_*) of a writer or reader hostgroup of mysql_replication_hostgroups is
+    asked its read_only (the row's check_type) as mysql-monitor_username, and the hostgroups
+    manager moves it in runtime (read_only_action_v2).  Loopback backends only; a failed or
+    timed-out check changes nothing."""
+
+    def __init__(self, admin):
+        super().__init__(name="monitor-read-only", daemon=True)
+        self.admin = admin
+        self.stop = threading.Event()
+        self.conns = {}                     # (host, port) -> (user, password, MySQLClient)
+
+    def _check(self, host, port, query, user, password, timeout):
+        cached = self.conns.get((host, port))
+        if cached is not None and cached[:2] != (user, password):
+            cached[2].close()
+            cached = None
+        try:
+            if cached is None:
+                cached = (user, password, MySQLClient(host, port, user, password, timeout=timeout))
+                self.conns[(host, port)] = cached
+            _, rows = cached[2].query(query)
+            return c_atoi(rows[0][0])
+        except (OSError, MySQLClientError, ValueError, IndexError, KeyError):
+            dead = self.conns.pop((host, port), None)
+            if dead is not None:
+                dead[2].close()
+            return None
+
+    def run(self):
+        interval = 1.0
+        while not self.stop.wait(interval):
+            admin = self.admin
+            with admin.lock:
+                mysql = admin.rt_mysql
+                interval = max(0.05, c_atoi(mysql.get("mysql-monitor_read_only_interval")) / 1000.0)
+                if mysql.get("mysql-monitor_enabled", "true") != "true":
+                    continue
+                user, password = mysql.get("mysql-monitor_username", ""), mysql.get("mysql-monitor_password", "")
+                timeout = max(0.05, c_atoi(mysql.get("mysql-monitor_read_only_timeout")) / 1000.0)
+                check_type = {}
+                for r in admin.rt_tables.get("mysql_replication_hostgroups", []):
+                    kind = (_text(r[2]) or "read_only").lower()
+                    check_type.setdefault(c_atoi(r[0]), kind)
+                    check_type.setdefault(c_atoi(r[1]), kind)
+                targets = {}
+                for srv in admin.hgm.servers():
+                    if srv.hid in check_type and srv.status not in (OFFLINE_SOFT, OFFLINE_HARD):
+                        targets.setdefault((srv.host, srv.port), check_type[srv.hid])
+            results = []
+            for (host, port), kind in targets.items():
+                if is_loopback(host) and kind in READ_ONLY_QUERIES:
+                    value = self._check(host, port, READ_ONLY_QUERIES[kind], user, password, timeout)
+                    if value is not None:
+                        results.append((host, port, 1 if value else 0))
+            if results:
+                with admin.lock:
+                    admin.monitor_read_only(results)
+
+
 # ---------------------------------------------------------------------------
 # 9. ProxySQL Cluster (lib/ProxySQL_Cluster.cpp): one monitor thread per row of
 #    runtime proxysql_servers (this node included) logs in to that admin port
@@ -2228,108 +2491,6 @@ CLUSTER_QUERY_TABLES = (   # (query, table), in the order the pull fetches them 
 CLUSTER_QUERY_MYSQL_USERS = ("PROXY_SELECT username, password, use_ssl, default_hostgroup, default_schema, "
                              "schema_locked, transaction_persistent, fast_forward, backend, frontend, "
                              "max_connections, attributes, comment FROM runtime_mysql_users")
-
-
-class AdminClientError(Exception):
-    pass
-
-
-class AdminClient:
-    """The client side of the protocol, as much as a cluster node needs: protocol 41 login with
-    mysql_native_password and text-protocol COM_QUERY (ProxySQL uses libmysqlclient here)."""
-
-    CAPS = (0x00000001 | 0x00000200 | 0x00002000 | 0x00008000 | 0x00080000)  # LONG_PASSWORD, 41, TRANS, SECURE, PLUGIN
-
-    def __init__(self, host, port, user, password, timeout=1.0):
-        self.sock = socket.create_connection((host, port), timeout=timeout)
-        self.sock.settimeout(max(timeout, 10.0))       # CONNECT_TIMEOUT only, as ProxySQL sets
-        self.rbuf, self.seq = b"", 0
-        try:
-            greeting = self._read()
-            if greeting[:1] == b"\xff":
-                raise AdminClientError(greeting[9:].decode("utf-8", "replace"))
-            end = greeting.index(b"\0", 1)
-            salt = greeting[end + 5:end + 13] + greeting[end + 32:end + 44]
-            token = scramble_native(password, salt)
-            self._write(struct.pack("<IIB", self.CAPS, 1 << 24, HANDSHAKE_CHARSET) + b"\0" * 23
-                        + user.encode("utf-8", "surrogateescape") + b"\0" + bytes([len(token)]) + token
-                        + NATIVE_PLUGIN + b"\0")
-            reply = self._read()
-            if reply[:1] == b"\xfe":                    # AuthSwitchRequest
-                salt = reply[1:].split(b"\0", 1)[1].rstrip(b"\0")
-                self._write(scramble_native(password, salt))
-                reply = self._read()
-            if reply[:1] != b"\x00":
-                raise AdminClientError(reply[9:].decode("utf-8", "replace"))
-        except BaseException:
-            self.close()
-            raise
-
-    def _read(self):
-        while True:
-            if len(self.rbuf) >= 4:
-                n = int.from_bytes(self.rbuf[:3], "little")
-                if len(self.rbuf) >= 4 + n:
-                    self.seq = (self.rbuf[3] + 1) & 0xFF
-                    pkt, self.rbuf = self.rbuf[4:4 + n], self.rbuf[4 + n:]
-                    return pkt
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                raise AdminClientError("connection closed by the peer")
-            self.rbuf += chunk
-
-    def _write(self, payload):
-        self.sock.sendall(struct.pack("<I", len(payload))[:3] + bytes([self.seq]) + payload)
-        self.seq = (self.seq + 1) & 0xFF
-
-    @staticmethod
-    def _lenenc(buf, pos):
-        first = buf[pos]
-        if first < 251:
-            return first, pos + 1
-        if first == 0xFB:
-            return None, pos + 1
-        size = {0xFC: 2, 0xFD: 3, 0xFE: 8}[first]
-        return int.from_bytes(buf[pos + 1:pos + 1 + size], "little"), pos + 1 + size
-
-    def query(self, sql):
-        """(column names, rows of bytes/None); ([], []) for an OK packet; AdminClientError on ERR."""
-        self.seq = 0
-        self._write(b"\x03" + sql.encode("utf-8", "surrogateescape"))
-        first = self._read()
-        if first[:1] == b"\xff":
-            raise AdminClientError(first[9:].decode("utf-8", "replace"))
-        if first[:1] == b"\x00":
-            return [], []
-        ncol, _ = self._lenenc(first, 0)
-        columns = []
-        for _ in range(ncol):
-            col, pos = self._read(), 0
-            for i in range(5):                          # catalog, schema, table, org_table, name
-                n, pos = self._lenenc(col, pos)
-                if i == 4:
-                    columns.append(col[pos:pos + n].decode("utf-8", "surrogateescape"))
-                pos += n
-        self._read()                                    # EOF after the column definitions
-        rows = []
-        while True:
-            pkt = self._read()
-            if pkt[:1] == b"\xfe" and len(pkt) < 9:
-                return columns, rows
-            if pkt[:1] == b"\xff":
-                raise AdminClientError(pkt[9:].decode("utf-8", "replace"))
-            row, pos = [], 0
-            while pos < len(pkt):
-                n, pos = self._lenenc(pkt, pos)
-                row.append(None if n is None else pkt[pos:pos + n])
-                pos += n or 0
-            rows.append(tuple(row))
-
-    def close(self):
-        try:
-            self.sock.close()
-        except OSError:
-            pass
 
 
 class PeerChecksum:
@@ -2417,13 +2578,13 @@ class Cluster:
                 self._wait(1.0)
                 continue
             try:
-                conn = AdminClient(node.host, node.port, user, password, timeout=1.0)
-            except (OSError, AdminClientError):
+                conn = MySQLClient(node.host, node.port, user, password, timeout=1.0)
+            except (OSError, MySQLClientError):
                 self._wait(self.number("check_interval_ms") / 1000.0 + 1.0)
                 continue
             try:
                 self._poll(node, conn)
-            except (OSError, AdminClientError, ValueError, IndexError, KeyError):
+            except (OSError, MySQLClientError, ValueError, IndexError, KeyError):
                 pass
             finally:
                 conn.close()
@@ -2521,12 +2682,12 @@ class Cluster:
         as ProxySQL's fetch_failed)."""
         user, password = self._credentials()
         try:
-            conn = AdminClient(host, port, user, password, timeout=1.0)
+            conn = MySQLClient(host, port, user, password, timeout=1.0)
             try:
                 return [conn.query(q)[1] for q in queries]
             finally:
                 conn.close()
-        except (OSError, AdminClientError, ValueError, IndexError, KeyError):
+        except (OSError, MySQLClientError, ValueError, IndexError, KeyError):
             self._wait(1.0)
             return None
 
@@ -2673,7 +2834,10 @@ class ProxySQLDouble:
             self.httpd = http.server.ThreadingHTTPServer(control, ControlHandler)
             self.httpd.daemon_threads = True
             self.httpd.double = self
-        self.monitor = Monitor(self.admin, monitor_shun_after) if monitor_shun_after and monitor_shun_after > 0 else None
+        self.monitor = self.read_only_monitor = None
+        if monitor_shun_after and monitor_shun_after > 0:       # 0 disables both monitors
+            self.monitor = Monitor(self.admin, monitor_shun_after)
+            self.read_only_monitor = ReadOnlyMonitor(self.admin)
 
     @property
     def control_address(self):
@@ -2689,6 +2853,7 @@ class ProxySQLDouble:
             threading.Thread(target=self.httpd.serve_forever, name="control", daemon=True).start()
         if self.monitor:
             self.monitor.start()
+            self.read_only_monitor.start()
         self.admin.cluster.start()
 
     def _accept_loop(self):
@@ -2783,6 +2948,7 @@ class ProxySQLDouble:
             pass
         if self.monitor:
             self.monitor.stop.set()
+            self.read_only_monitor.stop.set()
         if self.httpd:
             self.httpd.server_close()    # no shutdown(): it waits for serve_forever's 0.5 s poll
 

@@ -422,10 +422,10 @@ AGENT_FACTS_CONFIG = dict(
     variables=[("mysql-monitor_ping_interval", "1000"), ("mysql-monitor_read_only_interval", "500")])
 
 
-def replay_results(steps, **kwargs):
-    p = ProxySQL(**dict(AGENT_FACTS_CONFIG, monitor_shun_after=0 if not REAL else None, **kwargs))
+def replay_results(steps, shell=None, **kwargs):
+    p = ProxySQL(**dict(AGENT_FACTS_CONFIG, **dict(dict(monitor_shun_after=0 if not REAL else None), **kwargs)))
     p.start()
-    r = Replay(p, steps)
+    r = Replay(p, steps, shell=shell)
     try:
         r.run()
     finally:
@@ -433,12 +433,16 @@ def replay_results(steps, **kwargs):
     return r
 
 
-@pytest.fixture(scope="module")
-def agent_facts_bare(instrumented_pymysql):
-    for port in range(13501, 13512):    # the pool section's servers refuse TCP, as recorded
+def require_refused(ports, what):
+    for port in ports:
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
-                pytest.fail("127.0.0.1:%d accepts connections; the recorded pool steps need it closed" % port)
+                pytest.fail("127.0.0.1:%d accepts connections; the recorded %s steps need it closed" % (port, what))
+
+
+@pytest.fixture(scope="module")
+def agent_facts_bare(instrumented_pymysql):
+    require_refused(range(13501, 13512), "pool")    # the pool section's servers refuse TCP, as recorded
     return replay_results(AGENT_FACTS_BARE)
 
 
@@ -446,6 +450,92 @@ def agent_facts_bare(instrumented_pymysql):
 def test_agent_facts_step(agent_facts_bare, step):
     diffs = agent_facts_bare.results[step["step"]]
     assert not diffs, describe(step) + "\n  " + "\n  ".join(diffs)
+
+
+# The monitor sections need a live MariaDB: the recording's 1-node Galera on 127.0.0.1:3391 is
+# node 1 of the harness cluster here (its port replaces 3391 in the SQL and the answers), the
+# monitor logs in with the harness's monitor user, and the shell steps run on that node.
+AGENT_FACTS_MONITOR = [s for s in AGENT_FACTS
+                       if s["section"] in ("replication_hostgroups", "shunned", "galera_hostgroups")]
+RECORDED_NODE_PORT = "3391"
+
+
+def retarget(steps, old, new):
+    """The steps with the recorded port `old` replaced by `new` in SQL, rows and snapshots."""
+    def values(rows):
+        return [[new if v == old else v for v in r] for r in rows]
+    out = []
+    for step in steps:
+        step = dict(step)
+        if "sql" in step:
+            step["sql"] = step["sql"].replace(",%s)" % old, ",%s)" % new).replace("port=%s" % old, "port=%s" % new)
+        if step.get("rows") is not None:
+            step["rows"] = values(step["rows"])
+        if "snapshots" in step:
+            step["snapshots"] = [dict(snap, rows=values(snap["rows"])) for snap in step["snapshots"]]
+        out.append(step)
+    return out
+
+
+def on_node(node):
+    actions = {"SET GLOBAL read_only=ON on the node": lambda: node.set_read_only(True),
+               "SET GLOBAL read_only=OFF on the node": lambda: node.set_read_only(False),
+               "SET GLOBAL wsrep_desync=ON": lambda: node.desync(True),
+               "SET GLOBAL wsrep_desync=OFF": lambda: node.desync(False)}
+
+    def shell(step):
+        actions[step["action"]]()
+        return []
+    return shell
+
+
+@pytest.fixture(scope="module")
+def agent_facts_monitor(instrumented_pymysql, galera, mysql_creds):
+    require_refused([13511], "shunned")
+    node = galera[1]
+    galera.heal()
+    assert node.ip == "127.0.0.1"
+    try:
+        return replay_results(retarget(AGENT_FACTS_MONITOR, RECORDED_NODE_PORT, str(node.port)), shell=on_node(node),
+                              monitor_password=mysql_creds.password, monitor_shun_after=None if REAL else 3.0)
+    finally:
+        galera.heal()
+
+
+@pytest.mark.parametrize("step", AGENT_FACTS_MONITOR, ids=lambda s: "%03d-%s-%s" % (s["step"], s["type"], s["section"]))
+def test_agent_facts_monitor_step(agent_facts_monitor, step):
+    diffs = agent_facts_monitor.results[step["step"]]
+    assert not diffs, describe(step) + "\n  " + "\n  ".join(diffs)
+
+
+def test_monitor_move_changes_the_runtime_checksum_only(instrumented_pymysql, galera, mysql_creds):
+    """AGENT-FACTS.md, checksums: when the monitor moves a server (read_only=ON) the runtime
+    mysql_servers checksum changes and its epoch with it, not its version; mysql_servers_v2 and
+    memory stay; a LOAD with nothing changed puts the server back (and the checksum)."""
+    node = galera[1]
+    galera.heal()
+    p = ProxySQL(**dict(AGENT_FACTS_CONFIG, monitor_password=mysql_creds.password,
+                        monitor_shun_after=None if REAL else 30.0))
+    p.start()
+    try:
+        q = p.query
+        sums = "SELECT name, version, checksum FROM runtime_checksums_values WHERE name LIKE 'mysql_servers%' ORDER BY name"
+        q("INSERT INTO mysql_replication_hostgroups (writer_hostgroup, reader_hostgroup) VALUES (40, 41)")
+        q("INSERT INTO mysql_servers (hostgroup_id, hostname, port) VALUES (40, '127.0.0.1', %d)" % node.port)
+        q(LOAD_SERVERS)
+        loaded = q(sums)
+        memory = q("CHECKSUM MEMORY MYSQL SERVERS")
+        node.set_read_only(True)
+        moved = wait_for_rows(p, "SELECT hostgroup_id FROM runtime_mysql_servers", [("41",)])
+        after = q(sums)
+        assert moved == [("41",)]
+        assert after[1] == loaded[1] and after[0][:2] == loaded[0][:2] and after[0][2] != loaded[0][2]
+        assert q("CHECKSUM MEMORY MYSQL SERVERS") == memory
+        q(LOAD_SERVERS)
+        assert q("SELECT checksum FROM runtime_checksums_values WHERE name='mysql_servers'") == [(loaded[0][2],)]
+    finally:
+        p.close()
+        galera.heal()
 
 
 # ---------------------------------------------------------------------------
