@@ -2,17 +2,22 @@
 """ProxySQL 2.7.1 admin interface (port 6032) test double.
 
 A small, faithful stand-in for a real ProxySQL admin interface, built from the
-recording in tests/data/proxysql-2.7.1/ (replayed by
+recordings in tests/data/proxysql-2.7.1/ (replayed by
 tests/integration/test_proxysql_double.py) and from ProxySQL's source.  It speaks
 the MySQL client/server protocol (enough for MariaDB Connector/C and PyMySQL),
 keeps its tables in SQLite with ProxySQL's exact DDL and reproduces the admin
 semantics a sync agent relies on: LOAD/SAVE between disk, memory and runtime,
 runtime_* tables regenerated on read, checksums (bit-exact SpookyHash, as the
-real one), restart from disk, credentials, errors.  Test hooks that a real
-ProxySQL lacks live on a separate HTTP control port.
+real one), restart from disk, credentials (and their clash with frontend
+mysql_users), errors, a ping and a read_only monitor, and ProxySQL Cluster
+between doubles.  Test hooks that a real ProxySQL lacks live on a separate HTTP
+control port.
 
     /usr/bin/python3 tests/fakes/proxysql_admin.py --listen 127.0.0.1:0 \\
         --datadir DIR [--initial] [--admin-credentials admin:admin] \\
+        [--stats-credentials ...] [--cluster-username U] [--cluster-password P] \\
+        [--monitor-username U] [--monitor-password P] [--variable NAME=VALUE] \\
+        [--proxysql-server HOST:PORT[:WEIGHT[:COMMENT]]] \\
         [--control 127.0.0.1:0] [--port-file FILE] [--monitor-shun-after 24]
 
 docs/proxysql-double.md describes what is implemented and the control API.
@@ -20,11 +25,12 @@ Only the standard library is used (sqlite is driven through ctypes so that a
 query behaves exactly like ProxySQL's sqlite3_prepare_v2 + step loop).
 
 Sections:
-  1. constants          6. MySQL protocol (packets, handshake, auth, commands)
+  1. constants          6. MySQL protocol (server side; a small client for peers and backends)
   2. SpookyHash, checksums   7. control HTTP API (test hooks)
-  3. SQLite via ctypes  8. emulated monitor (SHUNs servers that refuse TCP)
-  4. table definitions  9. the server and the command line
-  5. the admin module (state, runtime models, query handling)
+  3. SQLite via ctypes  8. monitors (SHUNs servers that refuse TCP; read_only moves)
+  4. table definitions  9. ProxySQL Cluster (peers' checksums, pulls)
+  5. the admin module   10. the server and the command line
+     (state, runtime models, query handling)
 """
 
 import argparse
@@ -2310,7 +2316,7 @@ class ControlHandler(http.server.BaseHTTPRequestHandler):
 
 
 # ---------------------------------------------------------------------------
-# 8. Emulated monitor: a server whose host:port refuses TCP connections for
+# 8. Monitors.  The ping monitor is emulated: a server whose host:port refuses TCP connections for
 #    --monitor-shun-after seconds goes SHUNNED (ProxySQL's ping monitor does that
 #    after mysql-monitor_ping_max_failures missed pings, ~24 s with defaults),
 #    and back ONLINE once it accepts again.  A LOAD resets it to ONLINE at once.

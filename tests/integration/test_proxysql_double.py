@@ -5,10 +5,17 @@
    each answer is compared field by field (one test per step; test_transcript
    reports the first differing step).  With PROXYSQL_BIN set the same replay runs
    against the real binary.
-2. The test hooks of the control API, start time, loopback-only listening, SIGTERM,
+2. agent-facts.jsonl (131 steps, recorded with more credentials, the identity clash,
+   the pool, the monitor and the passwords): the bare sections against a double (or a
+   real binary) configured like the recorded one, the monitor sections against node 1
+   of the harness's Galera cluster (shell steps: SET GLOBAL on that node).
+3. cluster-node-b.jsonl (23 steps): node B of a pair of doubles (or real binaries)
+   that list each other in proxysql_servers; its shell steps run on node A.
+4. Checksums, cluster pulls, monitor moves and logins beyond the recordings; the
+   test hooks of the control API, start time, loopback-only listening, SIGTERM,
    protocol corners (auth switch, unsupported commands) and concurrency.
 
-Run: cd /work/main && /usr/bin/python3 -m pytest -q tests/integration/test_proxysql_double.py
+Run: /usr/bin/python3 -m pytest -q tests/integration/test_proxysql_double.py (from the repository root)
 """
 
 import json
