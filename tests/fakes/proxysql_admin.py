@@ -18,7 +18,7 @@ control port.
         [--stats-credentials ...] [--cluster-username U] [--cluster-password P] \\
         [--monitor-username U] [--monitor-password P] [--variable NAME=VALUE] \\
         [--proxysql-server HOST:PORT[:WEIGHT[:COMMENT]]] \\
-        [--control 127.0.0.1:0] [--port-file FILE] [--monitor-shun-after 24]
+        [--control 127.0.0.1:0] [--port-file FILE] [--monitor-shun-after SECONDS]
 
 docs/proxysql-double.md describes what is implemented and the control API.
 Only the standard library is used (sqlite is driven through ctypes so that a
@@ -1160,7 +1160,7 @@ class Admin:
     """ProxySQL_Admin: the SQLite databases, the runtime modules and query handling."""
 
     def __init__(self, datadir, initial=False, admin_credentials="admin:admin",
-                 listen="127.0.0.1:6032", monitor_shun_after=24.0, config=(), proxysql_servers=()):
+                 listen="127.0.0.1:6032", monitor_shun_after=None, config=(), proxysql_servers=()):
         self.lock = threading.RLock()       # sql_query_global_mutex: one admin query at a time
         self.datadir = os.path.abspath(datadir)
         self.disk_path = os.path.join(self.datadir, "proxysql.db")
@@ -2316,19 +2316,24 @@ class ControlHandler(http.server.BaseHTTPRequestHandler):
 
 
 # ---------------------------------------------------------------------------
-# 8. Monitors.  The ping monitor is emulated: a server whose host:port refuses TCP connections for
-#    --monitor-shun-after seconds goes SHUNNED (ProxySQL's ping monitor does that
-#    after mysql-monitor_ping_max_failures missed pings, ~24 s with defaults),
-#    and back ONLINE once it accepts again.  A LOAD resets it to ONLINE at once.
+# 8. Monitors.  The ping monitor is emulated: a server whose host:port refuses TCP
+#    connections goes SHUNNED after mysql-monitor_ping_max_failures missed pings of
+#    mysql-monitor_ping_interval (~24 s with defaults, 3.8 s recorded with 1000 ms),
+#    or after a fixed --monitor-shun-after, and back ONLINE once it accepts again.
+#    A LOAD resets it to ONLINE at once; the failures already logged shun it again at
+#    the next ping (1 s recorded with 1000 ms).
 # ---------------------------------------------------------------------------
 
 MONITOR_MAX_PROBES = 64                 # probe threads at once (thousands of servers: one GIL)
 
 
 class Monitor(threading.Thread):
-    def __init__(self, admin, shun_after):
+    def __init__(self, admin, shun_after=None):
+        """shun_after: fixed seconds of refused TCP before SHUNNED (again after a LOAD too), or
+        None: from the runtime ping interval and max failures, like ProxySQL."""
         super().__init__(name="monitor", daemon=True)
-        self.admin, self.shun_after = admin, shun_after
+        self.admin, self.fixed = admin, shun_after
+        self.shun_after = self.reshun_after = shun_after or 24.0
         self.fail_since = {}                # (host, port) -> monotonic time of first failed probe
         self.in_flight = set()
         self.lock = threading.Lock()
@@ -2338,7 +2343,7 @@ class Monitor(threading.Thread):
         ok = False
         try:
             if target[0]:                   # an empty hostname never connects
-                with socket.create_connection(target, timeout=min(1.0, max(0.2, self.shun_after / 2))):
+                with socket.create_connection(target, timeout=min(1.0, max(0.2, self.reshun_after / 2))):
                     ok = True
         except (OSError, ValueError, UnicodeError):
             ok = False
@@ -2349,11 +2354,20 @@ class Monitor(threading.Thread):
             else:
                 self.fail_since.setdefault(target, time.monotonic())
 
+    def _timings(self, mysql):
+        """(seconds of failures before SHUNNED, seconds after a LOAD before SHUNNED again)."""
+        if self.fixed:
+            return self.fixed, self.fixed
+        ping = max(0.05, c_atoi(mysql.get("mysql-monitor_ping_interval")) / 1000.0)
+        return ping * max(1, c_atoi(mysql.get("mysql-monitor_ping_max_failures"))), ping
+
     def run(self):
-        interval = max(0.05, min(1.0, self.shun_after / 4.0))
+        interval = 0.05
         while not self.stop.wait(interval):
             admin = self.admin
             with admin.lock:
+                self.shun_after, self.reshun_after = self._timings(admin.rt_mysql)
+                interval = max(0.05, min(1.0, self.reshun_after / 4.0))
                 if admin.rt_mysql.get("mysql-monitor_enabled", "true") != "true":
                     continue
                 servers = [s for s in admin.hgm.servers()
@@ -2373,8 +2387,8 @@ class Monitor(threading.Thread):
             with admin.lock, self.lock:
                 for s in admin.hgm.servers():
                     since = self.fail_since.get((s.host, s.port))
-                    if s.status == ONLINE and since is not None \
-                            and now - max(since, s.online_since) >= self.shun_after:
+                    if s.status == ONLINE and since is not None and now - since >= self.shun_after \
+                            and now - s.online_since >= self.reshun_after:
                         s.status, s.shunned_automatic = SHUNNED, True
                     elif s.status == SHUNNED and s.shunned_automatic and since is None \
                             and (s.host, s.port) in targets:
@@ -2823,7 +2837,7 @@ class ProxySQLDouble:
     """Admin port + control port + monitor around one Admin instance."""
 
     def __init__(self, listen=("127.0.0.1", 0), datadir=".", initial=False, admin_credentials="admin:admin",
-                 control=None, monitor_shun_after=24.0, config=(), proxysql_servers=()):
+                 control=None, monitor_shun_after=None, config=(), proxysql_servers=()):
         self.sock = listen_socket(*listen)
         self.host, self.port = self.sock.getsockname()[:2]
         self.admin = Admin(datadir, initial=initial, admin_credentials=admin_credentials,
@@ -2841,7 +2855,7 @@ class ProxySQLDouble:
             self.httpd.daemon_threads = True
             self.httpd.double = self
         self.monitor = self.read_only_monitor = None
-        if monitor_shun_after and monitor_shun_after > 0:       # 0 disables both monitors
+        if monitor_shun_after is None or monitor_shun_after > 0:       # 0 disables both monitors
             self.monitor = Monitor(self.admin, monitor_shun_after)
             self.read_only_monitor = ReadOnlyMonitor(self.admin)
 
@@ -2977,8 +2991,9 @@ def main(argv=None):
                     help="a proxysql_servers row of a fresh datadir (ProxySQL Cluster peers, repeatable)")
     ap.add_argument("--control", help="HOST:PORT of the HTTP control API (test hooks)")
     ap.add_argument("--port-file", help="write 'admin=HOST:PORT control=HOST:PORT' here once listening")
-    ap.add_argument("--monitor-shun-after", type=float, default=24.0,
-                    help="seconds after which a server refusing TCP goes SHUNNED (0 disables the monitor)")
+    ap.add_argument("--monitor-shun-after", type=float, default=None,
+                    help="fixed seconds after which a server refusing TCP goes SHUNNED (default: "
+                         "mysql-monitor_ping_interval x mysql-monitor_ping_max_failures; 0 disables the monitors)")
     args = ap.parse_args(argv)
     try:
         listen = parse_hostport(args.listen)

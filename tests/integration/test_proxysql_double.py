@@ -504,7 +504,7 @@ def agent_facts_monitor(instrumented_pymysql, galera, mysql_creds):
     assert node.ip == "127.0.0.1"
     try:
         return replay_results(retarget(AGENT_FACTS_MONITOR, RECORDED_NODE_PORT, str(node.port)), shell=on_node(node),
-                              monitor_password=mysql_creds.password, monitor_shun_after=None if REAL else 3.0)
+                              monitor_password=mysql_creds.password, monitor_shun_after=None)
     finally:
         galera.heal()
 
