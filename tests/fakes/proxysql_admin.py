@@ -1065,11 +1065,15 @@ class Authentication:
         a.active = True
         return a
 
-    def refresh(self, rows, admin_users=()):
+    def refresh(self, rows, admin_users=(), inactive=()):
         """__refresh_users: rows are the active users (username, password, use_ssl,
         default_hostgroup, default_schema, schema_locked, transaction_persistent,
         fast_forward, backend, frontend, max_connections, attributes, comment) in memory
-        order; admin_users are (credentials, hostgroup) pairs, added before them."""
+        order; admin_users are (credentials, hostgroup) pairs, added before them; inactive
+        are the (role, username) of active=0 rows, whose accounts go first
+        (__delete_inactive_users, backends then frontends)."""
+        for role, username in inactive:
+            self.delete(role, username)
         for arr in self.arrays.values():
             for a in arr:
                 a.active = False
@@ -1396,8 +1400,10 @@ class Admin:
             "FROM main.mysql_users WHERE active = 1 AND default_hostgroup >= 0")
         # what PROXY_SELECT ... FROM runtime_mysql_users answers a peer: the rows as loaded, NULL as ''
         self.current_users = [tuple(b"" if v is None else v for v in r) for r in rows]
+        inactive = [(role, _text(u)) for role in ("backend", "frontend") for (u,) in self.admindb.rows(
+            "SELECT username FROM main.mysql_users WHERE %s=1 AND active=0" % role)]
         self.auth.refresh(rows, admin_users=((self.admin_creds, ADMIN_HOSTGROUP),
-                                             (self.stats_creds, STATS_HOSTGROUP)))
+                                             (self.stats_creds, STATS_HOSTGROUP)), inactive=inactive)
         value = peer[0] if peer else runtime_checksum_text(self.auth.checksum())
         self._set_checksum("mysql_users", value, bump, peer)
 
