@@ -2115,9 +2115,11 @@ class MySQLClient:
 
     CAPS = (0x00000001 | 0x00000200 | 0x00002000 | 0x00008000 | 0x00080000)  # LONG_PASSWORD, 41, TRANS, SECURE, PLUGIN
 
-    def __init__(self, host, port, user, password, timeout=1.0):
+    def __init__(self, host, port, user, password, timeout=1.0, read_timeout=10.0):
+        """timeout: to connect (the cluster's MYSQL_OPT_CONNECT_TIMEOUT is 1 s); read_timeout:
+        for each answer (the monitor's check timeouts)."""
         self.sock = socket.create_connection((host, port), timeout=timeout)
-        self.sock.settimeout(max(timeout, 10.0))       # CONNECT_TIMEOUT only, as ProxySQL sets
+        self.sock.settimeout(read_timeout)
         self.rbuf, self.seq = b"", 0
         try:
             greeting = self._read()
@@ -2426,14 +2428,15 @@ class ReadOnlyMonitor(threading.Thread):
         self.stop = threading.Event()
         self.conns = {}                     # (host, port) -> (user, password, MySQLClient)
 
-    def _check(self, host, port, query, user, password, timeout):
+    def _check(self, host, port, query, user, password, timeouts):
         cached = self.conns.get((host, port))
         if cached is not None and cached[:2] != (user, password):
             cached[2].close()
             cached = None
         try:
             if cached is None:
-                cached = (user, password, MySQLClient(host, port, user, password, timeout=timeout))
+                cached = (user, password, MySQLClient(host, port, user, password, timeout=timeouts[0],
+                                                      read_timeout=timeouts[1]))
                 self.conns[(host, port)] = cached
             _, rows = cached[2].query(query)
             return c_atoi(rows[0][0])
@@ -2453,7 +2456,8 @@ class ReadOnlyMonitor(threading.Thread):
                 if mysql.get("mysql-monitor_enabled", "true") != "true":
                     continue
                 user, password = mysql.get("mysql-monitor_username", ""), mysql.get("mysql-monitor_password", "")
-                timeout = max(0.05, c_atoi(mysql.get("mysql-monitor_read_only_timeout")) / 1000.0)
+                timeouts = tuple(max(0.05, c_atoi(mysql.get(v)) / 1000.0) for v in (
+                    "mysql-monitor_connect_timeout", "mysql-monitor_read_only_timeout"))
                 check_type = {}
                 for r in admin.rt_tables.get("mysql_replication_hostgroups", []):
                     kind = (_text(r[2]) or "read_only").lower()
@@ -2466,7 +2470,7 @@ class ReadOnlyMonitor(threading.Thread):
             results = []
             for (host, port), kind in targets.items():
                 if is_loopback(host) and kind in READ_ONLY_QUERIES:
-                    value = self._check(host, port, READ_ONLY_QUERIES[kind], user, password, timeout)
+                    value = self._check(host, port, READ_ONLY_QUERIES[kind], user, password, timeouts)
                     if value is not None:
                         results.append((host, port, 1 if value else 0))
             if results:

@@ -47,6 +47,7 @@ with open(TRANSCRIPT, encoding="utf-8") as _f:
     STEPS = [json.loads(line) for line in _f if line.strip()]
 
 REAL = bool(os.environ.get("PROXYSQL_BIN"))
+double_only = pytest.mark.skipif(REAL, reason="property of the double (PROXYSQL_BIN is set)")
 # The monitor section (468-475) waits for servers that refuse TCP to go SHUNNED:
 # ~24 s on a real ProxySQL with monitor defaults; the double is restarted at the
 # recorded restart (454) with a 3 s delay instead.  Phase 1 keeps the default 24 s,
@@ -545,6 +546,28 @@ def test_monitor_move_changes_the_runtime_checksum_only(instrumented_pymysql, ga
         galera.heal()
 
 
+@double_only
+def test_read_only_monitor_leaves_servers_it_cannot_check():
+    """A read_only check that fails (refused, or a login the backend rejects) moves nothing."""
+    require_refused([13509], "read_only")
+    with socket.socket() as listener:            # accepts TCP, then closes: no MySQL greeting
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        mute = listener.getsockname()[1]
+        p = ProxySQL(monitor_shun_after=30.0, variables=[("mysql-monitor_read_only_interval", "100")])
+        p.start()
+        try:
+            p.query("INSERT INTO mysql_replication_hostgroups (writer_hostgroup, reader_hostgroup) VALUES (40, 41)")
+            p.query("INSERT INTO mysql_servers (hostgroup_id, hostname, port) VALUES (40, '127.0.0.1', 13509), "
+                    "(41, '127.0.0.1', %d)" % mute)
+            p.query(LOAD_SERVERS)
+            time.sleep(0.6)
+            assert p.query("SELECT hostgroup_id, port FROM runtime_mysql_servers") == [
+                ("40", "13509"), ("41", str(mute))]
+        finally:
+            p.close()
+
+
 # ---------------------------------------------------------------------------
 # cluster-node-b.jsonl: node B of a 2-node ProxySQL Cluster; the shell steps are SQL
 # sent to node A.  Both nodes list each other in proxysql_servers and pull each
@@ -730,9 +753,6 @@ def proxysql():
         yield p
     finally:
         p.close()
-
-
-double_only = pytest.mark.skipif(REAL, reason="property of the double (PROXYSQL_BIN is set)")
 
 
 def timed(fn):
