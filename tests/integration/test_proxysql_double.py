@@ -924,6 +924,33 @@ def test_starts_in_well_under_a_second(tmp_path):
 
 
 @double_only
+def test_config_options_of_a_fresh_datadir(tmp_path):
+    """--variable takes only variables the double has; config values land in global_variables of a
+    fresh datadir only (like proxysql.cnf), proxysql_servers rows too."""
+    r = subprocess.run([PYTHON, DOUBLE, "--listen", "127.0.0.1:0", "--datadir", str(tmp_path / "x"),
+                        "--variable", "mysql-no_such_thing=1"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "mysql-no_such_thing" in r.stderr, r.stderr
+    p = ProxySQL(monitor_shun_after=0, stats_credentials="stats:stats;observer:obspw",
+                 variables=[("mysql-monitor_read_only_interval", "500")],
+                 proxysql_servers=[("127.0.0.1", 16998, 1, "peer")])
+    p.start()
+    try:
+        q = "SELECT variable_value FROM global_variables WHERE variable_name IN " \
+            "('admin-stats_credentials', 'mysql-monitor_read_only_interval') ORDER BY variable_name"
+        assert p.query(q) == [("stats:stats;observer:obspw",), ("500",)]
+        assert p.query("SELECT * FROM runtime_proxysql_servers") == [("127.0.0.1", "16998", "1", "peer")]
+        assert p.query("SELECT 1", "observer", "obspw") == [("1",)]
+        p.query("UPDATE global_variables SET variable_value='900' WHERE variable_name='mysql-monitor_read_only_interval'")
+        p.query("SAVE MYSQL VARIABLES TO DISK")
+        p.restart()                              # not fresh: the config is not read again
+        assert p.query(q)[1] == ("900",)
+        assert p.query("LOAD MYSQL VARIABLES FROM CONFIG") == 1     # one mysql-* variable in the config
+        assert p.query(q)[1] == ("500",)
+    finally:
+        p.close()
+
+
+@double_only
 def test_listens_on_loopback_only(tmp_path):
     for addr in ("0.0.0.0:0", "192.0.2.1:0", "[::]:0"):
         r = subprocess.run([PYTHON, DOUBLE, "--listen", addr, "--datadir", str(tmp_path)],
