@@ -1313,7 +1313,7 @@ class Admin:
 
     # -- LOAD / SAVE -------------------------------------------------------------
 
-    def load_admin_variables_to_runtime(self, bump=True):
+    def load_admin_variables_to_runtime(self, bump=True, peer=None):
         known = dict(ADMIN_VARIABLES)
         rt = dict(known)
         rt.update(self.rt_admin)
@@ -1336,7 +1336,7 @@ class Admin:
             setattr(self, attr, new)
             self.creds_text[attr] = value
         rows = sorted((n, v) for n, v in self.rt_admin.items() if n not in ADMIN_CHECKSUM_EXCLUDED)
-        self._set_checksum("admin_variables", runtime_checksum_text(raw_checksum(rows)), bump)
+        self._set_checksum("admin_variables", runtime_checksum_text(raw_checksum(rows)), bump, peer)
 
     @staticmethod
     def _parse_credentials(value):
@@ -1349,7 +1349,7 @@ class Admin:
         return creds
 
 
-    def load_mysql_variables_to_runtime(self, bump=True):
+    def load_mysql_variables_to_runtime(self, bump=True, peer=None):
         known = dict(MYSQL_VARIABLES)
         rt = dict(known)
         rt.update(self.rt_mysql)
@@ -1363,7 +1363,7 @@ class Admin:
         defaults = sorted((n, v) for n, v in MYSQL_VARIABLES if n not in MYSQL_CHECKSUM_EXCLUDED)
         value = (MYSQL_VARIABLES_DEFAULT_CHECKSUM if rows == defaults
                  else runtime_checksum_text(raw_checksum(rows)))
-        self._set_checksum("mysql_variables", value, bump)
+        self._set_checksum("mysql_variables", value, bump, peer)
 
     def load_mysql_servers_to_runtime(self, bump=True, runtime_rows=None, peer=None, only_runtime=False):
         """LOAD MYSQL SERVERS TO RUNTIME.  A cluster pull passes the peer's runtime servers
@@ -1466,15 +1466,15 @@ class Admin:
                 db.exec("DELETE FROM disk.%s" % table)
                 db.exec("INSERT INTO disk.%s SELECT * FROM main.%s" % (table, table))
 
-    def to_runtime(self, module):
+    def to_runtime(self, module, peer=None):
         if module == "MYSQL SERVERS":
             self.load_mysql_servers_to_runtime()
         elif module == "MYSQL USERS":
             self.load_mysql_users_to_runtime()
         elif module == "ADMIN VARIABLES":
-            self.load_admin_variables_to_runtime()
+            self.load_admin_variables_to_runtime(peer=peer)
         elif module == "MYSQL VARIABLES":
-            self.load_mysql_variables_to_runtime()
+            self.load_mysql_variables_to_runtime(peer=peer)
         else:
             self.load_simple_to_runtime(module)
 
@@ -2652,7 +2652,8 @@ class Cluster:
         now = int(time.time())
         with self.admin.lock:
             own = {name: list(self.admin.checksums[name]) for name in CHECKSUM_MODULES}
-            diffs = {m: self.number(m + "_diffs_before_sync") for m in ("mysql_servers", "mysql_users")}
+            diffs = {m: self.number(m + "_diffs_before_sync")
+                     for m in ("mysql_servers", "mysql_users", "admin_variables", "mysql_variables")}
             algorithm = self.number("mysql_servers_sync_algorithm")
         with self.lock:
             if rows is not None:
@@ -2687,6 +2688,10 @@ class Cluster:
                 self.pull_runtime_servers()
         if diffs["mysql_users"] and self._newer(snapshot["mysql_users"], own["mysql_users"], diffs["mysql_users"]):
             self.pull_users()
+        for kind in ("admin", "mysql"):
+            module = kind + "_variables"
+            if diffs[module] and self._newer(snapshot[module], own[module], diffs[module]):
+                self.pull_variables(kind)
 
     @staticmethod
     def _newer(peer, own, diffs_before_sync):
@@ -2795,6 +2800,36 @@ class Cluster:
                 self.admin.load_mysql_users_to_runtime(peer=(checksum, epoch))
                 if self.setting("mysql_users_save_to_disk") == "true":
                     self.admin.memory_to_disk("MYSQL USERS")
+
+    def pull_variables(self, kind):
+        """pull_global_variables_from_peer: the peer's runtime admin-* (or mysql-*) variables but
+        the interfaces (and mysql-threads) replace ours in memory, LOAD, SAVE TO DISK by default.
+        So a diffs_before_sync=0 set and loaded on one node reaches its peers too."""
+        module = kind + "_variables"
+        with self.pull_locks.setdefault(module, threading.Lock()):
+            peer = self._peer_to_sync(module, self.number(module + "_diffs_before_sync"))
+            if peer is None:
+                return
+            host, port, checksum, epoch = peer[:4]
+            excluded = ADMIN_CHECKSUM_EXCLUDED if kind == "admin" else MYSQL_CHECKSUM_EXCLUDED
+            where = "variable_name LIKE '%s-%%' AND variable_name NOT IN (%s)" % (
+                kind, ", ".join(sql_literal(n) for n in excluded))
+            (rows,) = self._fetch(host, port, ["SELECT * FROM runtime_global_variables WHERE %s "
+                                               "ORDER BY variable_name" % where]) or (None,)
+            if rows is None or runtime_checksum_text(raw_checksum(rows)) != checksum:
+                return
+            admin = self.admin
+            with admin.lock:
+                db = admin.admindb
+                with db.transaction():
+                    db.exec("DELETE FROM main.global_variables WHERE " + where)
+                    for name, value in rows:
+                        db.exec("INSERT OR REPLACE INTO main.global_variables VALUES (%s, %s)"
+                                % (sql_literal(name), sql_literal(value)))
+                module_name = "%s VARIABLES" % kind.upper()
+                admin.to_runtime(module_name, peer=(checksum, epoch))
+                if self.setting(module + "_save_to_disk") == "true":
+                    admin.memory_to_disk(module_name)
 
     # -- stats ---------------------------------------------------------------------------
 

@@ -705,7 +705,8 @@ def next_second():
 def test_cluster_pull_loses_staged_rows_and_pulls_users():
     """Measured by hand on the recorded pair (AGENT-FACTS.md): B's staged rows are lost to a pull
     of A's change, and B's next LOAD publishes A's row plus what B staged after it.  Users follow
-    the same way (the peer's loaded rows), saved to disk; diffs_before_sync=0 stops a module."""
+    the same way (the peer's loaded rows), saved to disk; diffs_before_sync=0 stops a module, and
+    (from the source) reaches the peer with the admin variables."""
     a, b = cluster_pair()
     try:
         a.start()
@@ -731,6 +732,11 @@ def test_cluster_pull_loses_staged_rows_and_pulls_users():
 
         b.query("SET admin-cluster_mysql_users_diffs_before_sync=0")
         b.query("LOAD ADMIN VARIABLES TO RUNTIME")
+        # admin variables are pulled like the rest: A takes B's newer ones, the 0 included
+        setting = ("SELECT variable_value FROM runtime_global_variables "
+                   "WHERE variable_name='admin-cluster_mysql_users_diffs_before_sync'")
+        assert wait_for_rows(a, setting, [("0",)]) == [("0",)]
+        assert a.query(setting.replace("runtime_global_variables", "disk.global_variables")) == [("0",)]
         next_second()
         a.query("INSERT INTO mysql_users (username, password, default_hostgroup) VALUES ('late', 'pw', 10)")
         a.query("LOAD MYSQL USERS TO RUNTIME")
