@@ -47,16 +47,29 @@ class ProxySQL(ServerProcess):
     stop_timeout = 30.0
 
     def __init__(self, *, admin_user="admin", admin_password="admin", binary=None, workdir=None,
-                 monitor_shun_after=None, extra_args=()):
+                 monitor_shun_after=None, extra_args=(), admin_credentials=None, stats_credentials=None,
+                 cluster_username=None, cluster_password=None, monitor_username=None, monitor_password=None,
+                 variables=(), proxysql_servers=(), admin_port=None):
+        """admin_credentials defaults to admin_user:admin_password (the login connect() uses);
+        the other settings are written to the config of a fresh datadir, like proxysql.cnf:
+        variables is a list of (name, value) with full names ('mysql-monitor_ping_interval'),
+        proxysql_servers a list of (hostname, port, weight, comment) rows (ProxySQL Cluster peers);
+        admin_port fixes the admin port (peers must know it before they start)."""
         self.binary = binary if binary is not None else os.environ.get("PROXYSQL_BIN") or None
         self.admin_user, self.admin_password = admin_user, admin_password
+        self.admin_credentials = admin_credentials or "%s:%s" % (admin_user, admin_password)
+        self.config = [(name, value) for name, value in (
+            ("admin-stats_credentials", stats_credentials), ("admin-cluster_username", cluster_username),
+            ("admin-cluster_password", cluster_password), ("mysql-monitor_username", monitor_username),
+            ("mysql-monitor_password", monitor_password)) if value is not None] + list(variables)
         self.monitor_shun_after = monitor_shun_after
         self.extra_args = list(extra_args)
         self._own_workdir = workdir is None
         self.workdir = workdir or tempfile.mkdtemp(prefix="proxysql-test-")
         self.datadir = os.path.join(self.workdir, "data")
         self.host = "127.0.0.1"
-        self.admin_port = None
+        self.proxysql_servers = list(proxysql_servers)
+        self.admin_port = admin_port
         self.control_port = None
         self.mysql_port = None          # real binary only (mysql-interfaces)
         self.started_once = False
@@ -105,7 +118,11 @@ class ProxySQL(ServerProcess):
         cmd = [PYTHON, DOUBLE, "--listen", "127.0.0.1:%d" % (self.admin_port or 0),
                "--control", "127.0.0.1:%d" % (self.control_port or 0), "--port-file", port_file,
                "--datadir", self.datadir,
-               "--admin-credentials", "%s:%s" % (self.admin_user, self.admin_password)]
+               "--admin-credentials", self.admin_credentials]
+        for name, value in self.config:
+            cmd += ["--variable", "%s=%s" % (name, value)]
+        for host, port, weight, comment in self.proxysql_servers:
+            cmd += ["--proxysql-server", "%s:%d:%d:%s" % (host, port, weight, comment)]
         if initial:
             cmd.append("--initial")
         if self.monitor_shun_after is not None:
@@ -126,13 +143,26 @@ class ProxySQL(ServerProcess):
 
     def _start_real(self, initial, timeout):
         if self.admin_port is None:
-            self.admin_port, self.mysql_port = free_port(), free_port()
+            self.admin_port = free_port()
+        if self.mysql_port is None:
+            self.mysql_port = free_port()
         cnf = os.path.join(self.workdir, "proxysql.cnf")
+        admin = [("admin_credentials", self.admin_credentials)]
+        admin += [(n[6:], v) for n, v in self.config if n.startswith("admin-")]
+        admin.append(("mysql_ifaces", "127.0.0.1:%d" % self.admin_port))
+        mysql = [("interfaces", "127.0.0.1:%d" % self.mysql_port)]
+        mysql += [(n[6:], v) for n, v in self.config if n.startswith("mysql-")]
+
+        def section(items):
+            return "".join('\t%s="%s"\n' % (n, str(v).replace("\\", "\\\\").replace('"', '\\"'))
+                           for n, v in items)
+
         with open(cnf, "w", encoding="utf-8") as f:
-            f.write('datadir="%s"\n\n'
-                    'admin_variables=\n{\n\tadmin_credentials="%s:%s"\n\tmysql_ifaces="127.0.0.1:%d"\n}\n\n'
-                    'mysql_variables=\n{\n\tinterfaces="127.0.0.1:%d"\n}\n'
-                    % (self.datadir, self.admin_user, self.admin_password, self.admin_port, self.mysql_port))
+            f.write('datadir="%s"\n\nadmin_variables=\n{\n%s}\n\nmysql_variables=\n{\n%s}\n'
+                    % (self.datadir, section(admin), section(mysql)))
+            if self.proxysql_servers:
+                f.write("\nproxysql_servers =\n(\n%s\n)\n" % ",\n".join(
+                    '\t{ hostname="%s" port=%d weight=%d comment="%s" }' % row for row in self.proxysql_servers))
         cmd = [self.binary, "-f", "-D", self.datadir, "-c", cnf]
         if initial:
             cmd.append("--initial")

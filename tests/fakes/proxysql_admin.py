@@ -2,29 +2,35 @@
 """ProxySQL 2.7.1 admin interface (port 6032) test double.
 
 A small, faithful stand-in for a real ProxySQL admin interface, built from the
-recording in tests/data/proxysql-2.7.1/ (replayed by
+recordings in tests/data/proxysql-2.7.1/ (replayed by
 tests/integration/test_proxysql_double.py) and from ProxySQL's source.  It speaks
 the MySQL client/server protocol (enough for MariaDB Connector/C and PyMySQL),
 keeps its tables in SQLite with ProxySQL's exact DDL and reproduces the admin
 semantics a sync agent relies on: LOAD/SAVE between disk, memory and runtime,
 runtime_* tables regenerated on read, checksums (bit-exact SpookyHash, as the
-real one), restart from disk, credentials, errors.  Test hooks that a real
-ProxySQL lacks live on a separate HTTP control port.
+real one), restart from disk, credentials (and their clash with frontend
+mysql_users), errors, a ping and a read_only monitor, and ProxySQL Cluster
+between doubles.  Test hooks that a real ProxySQL lacks live on a separate HTTP
+control port.
 
     /usr/bin/python3 tests/fakes/proxysql_admin.py --listen 127.0.0.1:0 \\
         --datadir DIR [--initial] [--admin-credentials admin:admin] \\
-        [--control 127.0.0.1:0] [--port-file FILE] [--monitor-shun-after 24]
+        [--stats-credentials ...] [--cluster-username U] [--cluster-password P] \\
+        [--monitor-username U] [--monitor-password P] [--variable NAME=VALUE] \\
+        [--proxysql-server HOST:PORT[:WEIGHT[:COMMENT]]] \\
+        [--control 127.0.0.1:0] [--port-file FILE] [--monitor-shun-after SECONDS]
 
 docs/proxysql-double.md describes what is implemented and the control API.
 Only the standard library is used (sqlite is driven through ctypes so that a
 query behaves exactly like ProxySQL's sqlite3_prepare_v2 + step loop).
 
 Sections:
-  1. constants          6. MySQL protocol (packets, handshake, auth, commands)
+  1. constants          6. MySQL protocol (server side; a small client for peers and backends)
   2. SpookyHash, checksums   7. control HTTP API (test hooks)
-  3. SQLite via ctypes  8. emulated monitor (SHUNs servers that refuse TCP)
-  4. table definitions  9. the server and the command line
-  5. the admin module (state, runtime models, query handling)
+  3. SQLite via ctypes  8. monitors (SHUNs servers that refuse TCP; read_only moves)
+  4. table definitions  9. ProxySQL Cluster (peers' checksums, pulls)
+  5. the admin module   10. the server and the command line
+     (state, runtime models, query handling)
 """
 
 import argparse
@@ -73,6 +79,8 @@ COM_STMT_PREPARE, COM_RESET_CONNECTION = 0x16, 0x1F
 
 TYPE_LONGLONG, TYPE_VAR_STRING = 8, 253
 NATIVE_PLUGIN = b"mysql_native_password"
+
+ADMIN_HOSTGROUP, STATS_HOSTGROUP = -2, -3  # default_hostgroup of admin / stats credentials
 
 # server status codes of ProxySQL's MySrvC
 ONLINE, SHUNNED, OFFLINE_SOFT, OFFLINE_HARD, SHUNNED_REPLICATION_LAG = 0, 1, 2, 3, 4
@@ -160,6 +168,14 @@ MYSQL_VARIABLES = [
     ("mysql-monitor_connect_interval", "120000"),      # recorded (342)
     ("mysql-monitor_ping_interval", "8000"),           # recorded (342)
     ("mysql-monitor_ping_max_failures", "3"),          # recorded (342)
+    ("mysql-monitor_ping_timeout", "1000"),
+    ("mysql-monitor_connect_timeout", "600"),
+    ("mysql-monitor_read_only_interval", "1000"),
+    ("mysql-monitor_read_only_timeout", "800"),
+    ("mysql-monitor_read_only_max_timeout_count", "3"),
+    ("mysql-monitor_writer_is_also_reader", "true"),   # recorded (agent-facts 83)
+    ("mysql-monitor_galera_healthcheck_interval", "5000"),
+    ("mysql-monitor_galera_healthcheck_timeout", "800"),
     ("mysql-default_authentication_plugin", "mysql_native_password"),
     ("mysql-max_allowed_packet", "67108864"),
     ("mysql-shun_on_failures", "5"),
@@ -281,6 +297,13 @@ def _as_bytes(v):
     if isinstance(v, str):
         return v.encode("utf-8", "surrogateescape")
     return str(v).encode()
+
+
+def servers_v2_checksum(results):
+    """compute_servers_tables_raw_checksum: SpookyHash(19,3) over the non-zero raw checksums of
+    mysql_servers_v2 and the hostgroup tables, in CLUSTER_QUERY order."""
+    parts = [struct.pack("<Q", h) for h in (raw_checksum(r) for r in results) if h]
+    return spooky128(b"".join(parts), 19, 3)[0] if parts else 0
 
 
 def raw_checksum(rows):
@@ -814,13 +837,17 @@ class HostgroupsManager:
     connection pool view shows that order, 224).  A LOAD processes the incoming
     servers in (hostgroup_id, hostname, port) order, like ProxySQL's join over its
     internal table.  A server removed (or configured OFFLINE_HARD) becomes
-    OFFLINE_HARD and is purged as soon as it has no used connection; with used
-    connections (set through the /pool hook) it stays visible as OFFLINE_HARD.
+    OFFLINE_HARD; purge_mysql_servers_table() drops the OFFLINE_HARD servers without
+    used connections, and ProxySQL runs it at the start of the next LOAD and at every
+    read of runtime_mysql_servers, not at the end of a LOAD: until then the pool shows
+    the removed server as OFFLINE_HARD (agent-facts 66-72).  With used connections (the
+    /pool hook) it stays until they are released and a later purge runs.
     """
 
     def __init__(self):
         self.hostgroups = {}     # hid -> [Server], dict keeps creation order
         self.commits = 0
+        self.readonly_flags = {}  # (host, port) -> 0 once read_only=0 was seen with nothing to do
 
     def servers(self):
         return [s for srvs in self.hostgroups.values() for s in srvs]
@@ -839,6 +866,7 @@ class HostgroupsManager:
         """rows: (hostgroup_id, hostname, port, gtid_port, status, weight, compression,
         max_connections, max_replication_lag, use_ssl, max_latency_ms, comment) as text."""
         self.purge()
+        self.readonly_flags = {}                  # the mapping is rebuilt: flags start at 1 again
         incoming = {}
         for r in rows:
             hid, host, port = c_atoi(r[0]), _text(r[1]), c_atoi(r[2])
@@ -864,8 +892,77 @@ class HostgroupsManager:
             s.gtid_port, s.weight, s.compression = c_atoi(r[3]), c_atoi(r[5]), c_atoi(r[6])
             s.max_connections, s.max_replication_lag = c_atoi(r[7]), c_atoi(r[8])
             s.use_ssl, s.max_latency_ms, s.comment = c_atoi(r[9]), c_atoi(r[10]), _text(r[11])
-        self.purge()
         self.commits += 1
+
+    # -- the read_only monitor's actions (read_only_action_v2) -------------------------
+
+    def _insert_copy(self, hid, src):
+        """HostGroup_Server_Mapping::insert_HGM: an OFFLINE_HARD server of that hostgroup comes
+        back ONLINE with the source's settings, otherwise a copy is appended."""
+        s = self.find(hid, src.host, src.port)
+        if s is None or s.status != OFFLINE_HARD:
+            s = Server(hid, src.host, src.port)
+            self.hostgroups.setdefault(hid, []).append(s)
+            s.status = src.status
+        else:
+            s.status = ONLINE
+        s.gtid_port, s.weight, s.compression, s.comment = src.gtid_port, src.weight, src.compression, src.comment
+        s.max_connections, s.max_replication_lag = src.max_connections, src.max_replication_lag
+        s.use_ssl, s.max_latency_ms = src.use_ssl, src.max_latency_ms
+        s.shunned_automatic, s.online_since = False, time.monotonic()
+        return s
+
+    def _copy_if_not_exists(self, dest, src, dest_is_writer):
+        """Each (writer, reader) pair the server has on the src side and lacks on the dest side
+        is added there; a SHUNNED source is ONLINE again (its read_only was just read)."""
+        have = {(w, r) for w, r, _ in dest}
+        for w, r, srv in src:
+            if (w, r) in have:
+                continue
+            if srv.status in (SHUNNED, SHUNNED_REPLICATION_LAG):
+                srv.status, srv.shunned_automatic = ONLINE, False
+            self._insert_copy(w if dest_is_writer else r, srv)
+            have.add((w, r))
+
+    def read_only_action(self, results, replication_rows, writer_is_also_reader):
+        """read_only_action_v2 for [(host, port, read_only)], with the runtime
+        mysql_replication_hostgroups rows; True when runtime servers changed (then OFFLINE_HARD
+        copies are purged).  read_only=1 moves a writer to the reader hostgroup; read_only=0
+        copies a reader-only server into the writer hostgroup (and out of the reader one unless
+        mysql-monitor_writer_is_also_reader); a writable server already in the writer hostgroup
+        is left alone, even if it is not in the reader one."""
+        pairs = [(c_atoi(r[0]), c_atoi(r[1])) for r in replication_rows]
+        changed = False
+        for host, port, read_only in results:
+            def nodes(writer_side):
+                out = []
+                for w, r in pairs:
+                    s = self.find(w if writer_side else r, host, port)
+                    if s is not None and s.status != OFFLINE_HARD:
+                        out.append((w, r, s))
+                return out
+            writers, readers = nodes(True), nodes(False)
+            if read_only == 0:
+                if writers and self.readonly_flags.get((host, port), 1) != 0:
+                    writer_hgs = {w for w, _, _ in writers}
+                    if all(w in writer_hgs for w, _, _ in readers):
+                        self.readonly_flags[(host, port)] = 0
+                        continue
+                elif writers:
+                    continue
+                self._copy_if_not_exists(writers, readers, True)
+                if not writer_is_also_reader:
+                    for _, _, s in readers:
+                        s.status = OFFLINE_HARD
+                changed = True
+            elif writers:
+                self._copy_if_not_exists(readers, writers, False)
+                for _, _, s in writers:
+                    s.status = OFFLINE_HARD
+                changed = True
+        if changed:
+            self.purge()
+        return changed
 
     @staticmethod
     def _sorted(servers):
@@ -891,8 +988,8 @@ class HostgroupsManager:
         return out
 
     def pool_rows(self):
-        """stats_mysql_connection_pool, in hostgroup / server list order (not sorted)."""
-        self.purge()
+        """stats_mysql_connection_pool, in hostgroup / server list order (not sorted), OFFLINE_HARD
+        servers that no purge has dropped yet included."""
         return [(s.hid, s.host, s.port, STATUS_TEXT[s.status], s.conn_used, 0, 0, 0, s.max_conn_used,
                  0, 0, 0, 0, 0) for s in self.servers()]
 
@@ -913,6 +1010,43 @@ class Authentication:
 
     def __init__(self):
         self.arrays = {"frontend": [], "backend": []}
+        self.index = {"frontend": {}, "backend": {}}     # username -> position in its array
+
+    def _add(self, role, new):
+        """MySQL_Authentication::add: an existing account of that name is updated in place."""
+        arr, index = self.arrays[role], self.index[role]
+        i = index.get(new.username)
+        if i is not None and i < len(arr) and arr[i].username == new.username:
+            arr[i] = new
+        else:
+            index[new.username] = len(arr)
+            arr.append(new)
+
+    def delete(self, role, username):
+        """MySQL_Authentication::del: the last account takes the removed one's place."""
+        arr, index = self.arrays[role], self.index[role]
+        i = index.pop(username, None)
+        if i is None or i >= len(arr) or arr[i].username != username:
+            return
+        last = arr.pop()
+        if i < len(arr):
+            arr[i] = last
+            index[last.username] = i
+
+    def add_credentials(self, creds, hostgroup):
+        """ProxySQL_Admin::add_credentials: admin (-2) and stats (-3) users are frontend accounts
+        too, so a frontend mysql_users row of the same name takes their place (identity clash)."""
+        for user, password in creds:
+            a = Account()
+            a.username, a.password = user, password
+            a.use_ssl, a.default_hostgroup, a.default_schema = 0, hostgroup, "main"
+            a.schema_locked = a.transaction_persistent = a.fast_forward = 0
+            a.max_connections, a.attributes, a.comment, a.active = 1000, "", "", True
+            self._add("frontend", a)
+
+    def delete_credentials(self, creds):
+        for user, _ in creds:
+            self.delete("frontend", user)
 
     @staticmethod
     def _account(r):
@@ -931,34 +1065,29 @@ class Authentication:
         a.active = True
         return a
 
-    def refresh(self, rows):
-        """rows: active users (username, password, use_ssl, default_hostgroup, default_schema,
-        schema_locked, transaction_persistent, fast_forward, backend, frontend,
-        max_connections, attributes, comment), memory order."""
+    def refresh(self, rows, admin_users=(), inactive=()):
+        """__refresh_users: rows are the active users (username, password, use_ssl,
+        default_hostgroup, default_schema, schema_locked, transaction_persistent,
+        fast_forward, backend, frontend, max_connections, attributes, comment) in memory
+        order; admin_users are (credentials, hostgroup) pairs, added before them; inactive
+        are the (role, username) of active=0 rows, whose accounts go first
+        (__delete_inactive_users, backends then frontends)."""
+        for role, username in inactive:
+            self.delete(role, username)
         for arr in self.arrays.values():
             for a in arr:
                 a.active = False
-        # username -> position, per role: ProxySQL looks accounts up by hash; a linear scan
-        # made a LOAD of 10,000 users take seconds. Order semantics are unchanged.
-        index = {role: {a.username: i for i, a in enumerate(arr)} for role, arr in self.arrays.items()}
+        for creds, hostgroup in admin_users:
+            self.add_credentials(creds, hostgroup)
         for r in rows:
             for role, flag in (("backend", r[8]), ("frontend", r[9])):
-                if not c_atoi(flag):
-                    continue
-                new = self._account(r)
-                arr = self.arrays[role]
-                i = index[role].get(new.username)
-                if i is not None and i < len(arr) and arr[i].username == new.username:
-                    arr[i] = new                 # updated in place
-                else:
-                    index[role][new.username] = len(arr)
-                    arr.append(new)
-        for arr in self.arrays.values():
+                if c_atoi(flag):
+                    self._add(role, self._account(r))
+        for role, arr in self.arrays.items():
             i = 0
-            while i < len(arr):
+            while i < len(arr):          # remove_inactives: del() and start again at 0
                 if not arr[i].active:
-                    arr[i] = arr[-1]             # remove_index_fast
-                    arr.pop()
+                    self.delete(role, arr[i].username)
                     i = 0
                     continue
                 i += 1
@@ -990,10 +1119,9 @@ class Authentication:
         return total
 
     def frontend(self, username):
-        for a in self.arrays["frontend"]:
-            if a.username == username:
-                return a
-        return None
+        arr = self.arrays["frontend"]
+        i = self.index["frontend"].get(username)
+        return arr[i] if i is not None and i < len(arr) and arr[i].username == username else None
 
 
 class Reply:
@@ -1036,7 +1164,7 @@ class Admin:
     """ProxySQL_Admin: the SQLite databases, the runtime modules and query handling."""
 
     def __init__(self, datadir, initial=False, admin_credentials="admin:admin",
-                 listen="127.0.0.1:6032", monitor_shun_after=24.0):
+                 listen="127.0.0.1:6032", monitor_shun_after=None, config=(), proxysql_servers=()):
         self.lock = threading.RLock()       # sql_query_global_mutex: one admin query at a time
         self.datadir = os.path.abspath(datadir)
         self.disk_path = os.path.join(self.datadir, "proxysql.db")
@@ -1049,9 +1177,14 @@ class Admin:
         self.rt_mysql = {}                  # runtime mysql variables
         self.rt_tables = {}                 # runtime copies of the simple tables
         self.checksums = {}                 # module -> [version, epoch, checksum]
-        self.admin_creds = {}
-        self.stats_creds = {}
-        self.cnf_admin = [("admin-admin_credentials", admin_credentials), ("admin-mysql_ifaces", listen)]
+        self.admin_creds = []               # [(user, password)] of the runtime admin-admin_credentials
+        self.stats_creds = []               # ... and of admin-stats_credentials
+        self.creds_text = {}                # the values they were parsed from
+        self.cnf = self._config_variables(admin_credentials, listen, config)
+        self.cnf_proxysql_servers = list(proxysql_servers)   # (hostname, port, weight, comment)
+        self.cluster = None                 # set by ProxySQLDouble once the node can reach peers
+        self.servers_v2_rows = []           # mysql_servers_v2 as last loaded (a peer's pull reads it)
+        self.current_users = []             # mysql_users rows as last loaded (ditto)
         self.listen = listen
         self.load_save = self._load_save_commands()
         os.makedirs(self.datadir, exist_ok=True)
@@ -1092,7 +1225,9 @@ class Admin:
         fresh = not db.rows("SELECT name FROM disk.sqlite_master WHERE type='table' AND name='mysql_servers'")
         if fresh:
             # first start (or --initial): build the disk database from memory + config
-            self._read_config_admin_variables()
+            self._read_config_variables("admin-")
+            self._read_config_variables("mysql-")
+            self._insert("main.proxysql_servers", self.cnf_proxysql_servers)
             with db.transaction():
                 for name, ddl in DISK_TABLES:
                     db.exec("DROP TABLE IF EXISTS disk.%s" % name)
@@ -1124,20 +1259,49 @@ class Admin:
             self.checksums[name][0] = 1
             self.checksums[name][1] = now
 
-    def _read_config_admin_variables(self):
-        for name, value in self.cnf_admin:
+    @staticmethod
+    def _config_variables(admin_credentials, listen, config):
+        """What proxysql.cnf would hold: admin_credentials first, mysql_ifaces last among the
+        admin variables (the command line plays the config file's role)."""
+        known = dict(ADMIN_VARIABLES + MYSQL_VARIABLES)
+        admin = [("admin-admin_credentials", admin_credentials)]
+        mysql = []
+        for name, value in config:
+            if name not in known or name in ("admin-version", "admin-mysql_ifaces"):
+                raise ValueError("%s is not a variable the double can take from its config" % name)
+            if name == "admin-admin_credentials":
+                admin[0] = (name, value)
+            else:
+                (admin if name.startswith("admin-") else mysql).append((name, value))
+        return admin + [("admin-mysql_ifaces", listen)] + mysql
+
+    def _read_config_variables(self, prefix="admin-"):
+        """Read_Global_Variables_from_configfile: INSERT OR REPLACE, in config order."""
+        rows = [(n, v) for n, v in self.cnf if n.startswith(prefix)]
+        for name, value in rows:
             self.admindb.exec("INSERT OR REPLACE INTO main.global_variables VALUES (%s, %s)"
                               % (sql_literal(name), sql_literal(value)))
-        return len(self.cnf_admin)
+        return len(rows)
 
     # -- checksums ---------------------------------------------------------------
 
-    def _set_checksum(self, module, value, bump):
+    def _set_checksum(self, module, value, bump, peer=None, touch=False):
+        """bump: a LOAD (version + 1, epoch now or the peer's); touch: a change of runtime without
+        a LOAD (the monitor moved a server): epoch now, same version."""
         entry = self.checksums.setdefault(module, [0, 0, ZERO_CHECKSUM])
         entry[2] = value
         if bump:
             entry[0] += 1
-            entry[1] = int(time.time())
+        if bump or touch:
+            entry[1] = peer[1] if peer and peer[1] and peer[0] == value else int(time.time())
+
+    def monitor_read_only(self, results):
+        """Apply read_only check results [(host, port, read_only)]: runtime only, main untouched;
+        the runtime mysql_servers checksum follows (update_glovars_mysql_servers_checksum)."""
+        if self.hgm.read_only_action(results, self.rt_tables.get("mysql_replication_hostgroups", []),
+                                     self.rt_mysql.get("mysql-monitor_writer_is_also_reader") == "true"):
+            self._set_checksum("mysql_servers", runtime_checksum_text(raw_checksum(self.hgm.cluster_rows())),
+                               False, touch=True)
 
     def global_checksum(self):
         data = b""
@@ -1149,7 +1313,7 @@ class Admin:
 
     # -- LOAD / SAVE -------------------------------------------------------------
 
-    def load_admin_variables_to_runtime(self, bump=True):
+    def load_admin_variables_to_runtime(self, bump=True, peer=None):
         known = dict(ADMIN_VARIABLES)
         rt = dict(known)
         rt.update(self.rt_admin)
@@ -1159,21 +1323,33 @@ class Admin:
             if name in known and name != "admin-version":
                 rt[name] = _text(value)
         self.rt_admin = {name: rt[name] for name, _ in ADMIN_VARIABLES}
-        self.admin_creds = self._parse_credentials(self.rt_admin["admin-admin_credentials"])
-        self.stats_creds = self._parse_credentials(self.rt_admin["admin-stats_credentials"])
+        # set_variable("admin_credentials"): a changed list replaces the old users in the
+        # frontend array (compared case-insensitively, as ProxySQL does)
+        for attr, name, hostgroup in (("admin_creds", "admin-admin_credentials", ADMIN_HOSTGROUP),
+                                      ("stats_creds", "admin-stats_credentials", STATS_HOSTGROUP)):
+            value = self.rt_admin[name]
+            if not value or value.lower() == self.creds_text.get(attr, "").lower():
+                continue
+            self.auth.delete_credentials(getattr(self, attr))
+            new = self._parse_credentials(value)
+            self.auth.add_credentials(new, hostgroup)
+            setattr(self, attr, new)
+            self.creds_text[attr] = value
         rows = sorted((n, v) for n, v in self.rt_admin.items() if n not in ADMIN_CHECKSUM_EXCLUDED)
-        self._set_checksum("admin_variables", runtime_checksum_text(raw_checksum(rows)), bump)
+        self._set_checksum("admin_variables", runtime_checksum_text(raw_checksum(rows)), bump, peer)
 
     @staticmethod
     def _parse_credentials(value):
-        creds = {}
+        """'user:pass;user:pass' -> [(user, pass)] (c_split_2 at the first ':')."""
+        creds = []
         for item in value.split(";"):
             if item:
                 user, _, password = item.partition(":")
-                creds[user] = password
+                creds.append((user, password))
         return creds
 
-    def load_mysql_variables_to_runtime(self, bump=True):
+
+    def load_mysql_variables_to_runtime(self, bump=True, peer=None):
         known = dict(MYSQL_VARIABLES)
         rt = dict(known)
         rt.update(self.rt_mysql)
@@ -1187,25 +1363,25 @@ class Admin:
         defaults = sorted((n, v) for n, v in MYSQL_VARIABLES if n not in MYSQL_CHECKSUM_EXCLUDED)
         value = (MYSQL_VARIABLES_DEFAULT_CHECKSUM if rows == defaults
                  else runtime_checksum_text(raw_checksum(rows)))
-        self._set_checksum("mysql_variables", value, bump)
+        self._set_checksum("mysql_variables", value, bump, peer)
 
-    def load_mysql_servers_to_runtime(self, bump=True):
+    def load_mysql_servers_to_runtime(self, bump=True, runtime_rows=None, peer=None, only_runtime=False):
+        """LOAD MYSQL SERVERS TO RUNTIME.  A cluster pull passes the peer's runtime servers
+        (runtime_rows) and its checksums {module: (checksum, epoch)}: the epoch of a module
+        whose new checksum equals the peer's is the peer's (update_glovars_checksum_with_peers);
+        only_runtime commits the runtime servers alone (pull_runtime_mysql_servers_from_peer)."""
         db = self.admindb
-        self.hgm.commit(db.rows("SELECT %s FROM main.mysql_servers" % MYSQL_SERVERS_COLUMNS))
-        for table in SERVERS_AUX_TABLES:
-            self.rt_tables[table] = db.rows("SELECT * FROM main.%s" % table)
-        # mysql_servers_v2: memory servers + the hostgroup tables (gen_global_mysql_servers_v2_checksum)
-        parts = []
-        v2 = raw_checksum(db.rows(MYSQL_SERVERS_V2_QUERY))
-        if v2:
-            parts.append(struct.pack("<Q", v2))
-        for table, order in SERVERS_V2_TABLES:
-            h = raw_checksum(db.rows("SELECT * FROM main.%s ORDER BY %s" % (table, order)))
-            if h:
-                parts.append(struct.pack("<Q", h))
-        v2_global = spooky128(b"".join(parts), 19, 3)[0] if parts else 0
-        self._set_checksum("mysql_servers_v2", runtime_checksum_text(v2_global), bump)
-        self._set_checksum("mysql_servers", runtime_checksum_text(raw_checksum(self.hgm.cluster_rows())), bump)
+        peer = peer or {}
+        self.hgm.commit(runtime_rows if runtime_rows is not None
+                        else db.rows("SELECT %s FROM main.mysql_servers" % MYSQL_SERVERS_COLUMNS))
+        if not only_runtime:
+            self.servers_v2_rows = db.rows(MYSQL_SERVERS_V2_QUERY)
+            for table, order in SERVERS_V2_TABLES:
+                self.rt_tables[table] = db.rows("SELECT * FROM main.%s ORDER BY %s" % (table, order))
+            v2 = servers_v2_checksum([self.servers_v2_rows] + [self.rt_tables[t] for t, _ in SERVERS_V2_TABLES])
+            self._set_checksum("mysql_servers_v2", runtime_checksum_text(v2), bump, peer.get("mysql_servers_v2"))
+        self._set_checksum("mysql_servers", runtime_checksum_text(raw_checksum(self.hgm.cluster_rows())), bump,
+                           peer.get("mysql_servers"))
 
     def save_mysql_servers_to_memory(self):
         db = self.admindb
@@ -1215,12 +1391,21 @@ class Admin:
             db.exec("DELETE FROM main.%s" % table)
             self._insert("main." + table, self.rt_tables.get(table, []))
 
-    def load_mysql_users_to_runtime(self, bump=True):
-        self.auth.refresh(self.admindb.rows(
+    def load_mysql_users_to_runtime(self, bump=True, peer=None):
+        """LOAD MYSQL USERS TO RUNTIME; a cluster pull passes the peer's (checksum, epoch), which
+        the module then takes as they are (__refresh_users with a resultset)."""
+        rows = self.admindb.rows(
             "SELECT username, password, use_ssl, default_hostgroup, default_schema, schema_locked, "
             "transaction_persistent, fast_forward, backend, frontend, max_connections, attributes, comment "
-            "FROM main.mysql_users WHERE active = 1 AND default_hostgroup >= 0"))
-        self._set_checksum("mysql_users", runtime_checksum_text(self.auth.checksum()), bump)
+            "FROM main.mysql_users WHERE active = 1 AND default_hostgroup >= 0")
+        # what PROXY_SELECT ... FROM runtime_mysql_users answers a peer: the rows as loaded, NULL as ''
+        self.current_users = [tuple(b"" if v is None else v for v in r) for r in rows]
+        inactive = [(role, _text(u)) for role in ("backend", "frontend") for (u,) in self.admindb.rows(
+            "SELECT username FROM main.mysql_users WHERE %s=1 AND active=0" % role)]
+        self.auth.refresh(rows, admin_users=((self.admin_creds, ADMIN_HOSTGROUP),
+                                             (self.stats_creds, STATS_HOSTGROUP)), inactive=inactive)
+        value = peer[0] if peer else runtime_checksum_text(self.auth.checksum())
+        self._set_checksum("mysql_users", value, bump, peer)
 
     def save_mysql_users_to_memory(self):
         self.admindb.exec("UPDATE main.mysql_users SET active=0")
@@ -1236,6 +1421,8 @@ class Admin:
             h = raw_checksum(db.rows("SELECT hostname, port, weight, comment FROM main.proxysql_servers "
                                      "ORDER BY hostname, port"))
             self._set_checksum("proxysql_servers", runtime_checksum_text(h), bump)
+            if self.cluster is not None:
+                self.cluster.load_servers(self.rt_tables["proxysql_servers"])
         elif module == "MYSQL QUERY RULES":
             # not ProxySQL's exact algorithm (no query rules were recorded): a hash of both tables
             h1 = raw_checksum(db.rows("SELECT * FROM main.mysql_query_rules ORDER BY rule_id"))
@@ -1279,15 +1466,15 @@ class Admin:
                 db.exec("DELETE FROM disk.%s" % table)
                 db.exec("INSERT INTO disk.%s SELECT * FROM main.%s" % (table, table))
 
-    def to_runtime(self, module):
+    def to_runtime(self, module, peer=None):
         if module == "MYSQL SERVERS":
             self.load_mysql_servers_to_runtime()
         elif module == "MYSQL USERS":
             self.load_mysql_users_to_runtime()
         elif module == "ADMIN VARIABLES":
-            self.load_admin_variables_to_runtime()
+            self.load_admin_variables_to_runtime(peer=peer)
         elif module == "MYSQL VARIABLES":
-            self.load_mysql_variables_to_runtime()
+            self.load_mysql_variables_to_runtime(peer=peer)
         else:
             self.load_simple_to_runtime(module)
 
@@ -1306,7 +1493,14 @@ class Admin:
 
     def from_config(self, module):
         # the only config ProxySQL gets here is the command line (admin_credentials, mysql_ifaces)
-        return self._read_config_admin_variables() if module == "ADMIN VARIABLES" else 0
+        if module in ("ADMIN VARIABLES", "MYSQL VARIABLES"):
+            return self._read_config_variables("admin-" if module == "ADMIN VARIABLES" else "mysql-")
+        if module == "PROXYSQL SERVERS":
+            for row in self.cnf_proxysql_servers:
+                self.admindb.exec("INSERT OR REPLACE INTO main.proxysql_servers VALUES (%s)"
+                                  % ", ".join(sql_literal(v) for v in row))
+            return len(self.cnf_proxysql_servers)
+        return 0
 
     def _load_save_commands(self):
         """Every accepted spelling (ProxySQL matches the whitespace-collapsed, upper-cased text)."""
@@ -1331,6 +1525,17 @@ class Admin:
         for row in rows:
             self.admindb.exec("INSERT INTO %s VALUES (%s)" % (table, ", ".join(sql_literal(v) for v in row)))
 
+    def replace_main_tables(self, tables):
+        """A cluster pull's writes: for each (table, columns, rows) DELETE FROM main.table and
+        INSERT the rows, in one SQLite transaction (one admin lock hold: between client queries)."""
+        db = self.admindb
+        with db.transaction():
+            for table, columns, rows in tables:
+                db.exec("DELETE FROM main.%s" % table)
+                cols = "" if columns == "*" else " (%s)" % columns
+                for row in rows:
+                    db.exec("INSERT INTO main.%s%s VALUES (%s)" % (table, cols, ", ".join(sql_literal(v) for v in row)))
+
     def _replace_table(self, table, rows):
         self.admindb.exec("DELETE FROM %s" % table)
         self._insert(table, rows)
@@ -1347,6 +1552,8 @@ class Admin:
             self._replace_table("stats.stats_mysql_users",
                                 [(a.username, 0, a.max_connections) for a in self.auth.arrays["frontend"]
                                  if a.default_hostgroup >= 0])
+        if "stats_proxysql_servers_checksums" in q and self.cluster is not None:
+            self._replace_table("stats.stats_proxysql_servers_checksums", self.cluster.stats_checksums())
         if "stats_memory_metrics" in q:
             self._replace_table("stats.stats_memory_metrics", [("SQLite3_memory_bytes", "0"),
                                                                ("jemalloc_allocated", "0")])
@@ -1414,6 +1621,12 @@ class Admin:
             return Reply.admin_err("Unknown column '$$' in 'field list'", code=1054)
         if up.startswith(self.OK_PREFIXES):
             return Reply.ok()
+        if not sess.stats and up.startswith("PROXY_SELECT "):
+            reply = self.cluster_query(up)
+            if reply is not None:
+                return reply
+        if not sess.stats and up.startswith("PROXYSQL CLUSTER_NODE_UUID "):
+            return Reply.ok()               # a peer's monitor introduces itself
 
         self.refresh(nsp, admin=not sess.stats)
         if up.startswith("SHOW GLOBAL VARIABLES LIKE 'READ_ONLY'"):
@@ -1492,6 +1705,25 @@ class Admin:
         if r.columns is None:
             return Reply.ok(affected=r.affected)
         return Reply.rows(r.columns, r.rows)
+
+    def cluster_query(self, up):
+        """The CLUSTER_QUERY_* a peer sends, answered from the runtime structures (prefix match,
+        as ProxySQL_Admin does); None for anything else (then SQLite says near "PROXY_SELECT")."""
+        def rows(columns, data):
+            return Reply.rows([c.encode() for c in columns], [tuple(None if v is None else _as_bytes(v) for v in r)
+                                                              for r in data])
+        servers_columns = MYSQL_SERVERS_COLUMNS.split(", ")
+        if up.startswith(CLUSTER_QUERY_RUNTIME_MYSQL_SERVERS.upper()):
+            return rows(servers_columns, self.hgm.cluster_rows())
+        if up.startswith(CLUSTER_QUERY_MYSQL_SERVERS_V2.upper()):
+            return rows(servers_columns, self.servers_v2_rows)
+        for query, table in CLUSTER_QUERY_TABLES:
+            if up.startswith(query.upper()):
+                columns = [_text(c) for c in self.admindb.run("SELECT * FROM main.%s LIMIT 0" % table).columns]
+                return rows(columns, self.rt_tables.get(table, []))
+        if up.startswith(CLUSTER_QUERY_MYSQL_USERS.upper()):
+            return rows(MYSQL_USERS_COLUMNS.replace("active, ", "").split(", "), self.current_users)
+        return None
 
     def command_set(self, sess, nsp):
         """admin_handler_command_set: SET var=value becomes an UPDATE of global_variables."""
@@ -1593,14 +1825,33 @@ class Admin:
 
     # -- authentication --------------------------------------------------------
 
-    def credentials(self, user):
-        """(password, is_stats) for an admin-interface user, or None."""
+    def authenticate(self, user, salt, token):
+        """The admin port's login (MySQL_Protocol process_pkt_handshake_response and
+        MySQL_Session handler___status_CONNECTING_CLIENT): True for a stats session,
+        False for an admin one, None when access is denied.
+
+        Admin and stats credentials live in the frontend user array with hostgroups -2
+        and -3, so a frontend mysql_users row of the same (case-sensitive) name replaces
+        them at LOAD MYSQL USERS TO RUNTIME and that name can no longer log in (either
+        password: the row's hostgroup is >= 0).  From the source, not recorded: a frontend
+        user whose name starts with mysql-monitor_username is let in as admin (bug #492),
+        and the monitor user that is no frontend user logs in as stats with
+        mysql-monitor_password."""
         with self.lock:
-            if user in self.admin_creds:
-                return self.admin_creds[user], False
-            if user in self.stats_creds:
-                return self.stats_creds[user], True
-        return None
+            monitor_user = self.rt_mysql.get("mysql-monitor_username", "")
+            account = self.auth.frontend(user)
+            if account is None:
+                if user == monitor_user and token and \
+                        token == scramble_native(self.rt_mysql.get("mysql-monitor_password", ""), salt):
+                    return True
+                return None
+            if not password_matches(account.password, salt, token):
+                return None
+            if account.default_hostgroup == STATS_HOSTGROUP:
+                return True
+            if account.default_hostgroup < 0 or user.startswith(monitor_user):
+                return False
+            return None
 
     # -- hooks used by the control API and the monitor -----------------------------
 
@@ -1611,9 +1862,7 @@ class Admin:
                 return None
             s.conn_used = used
             s.max_conn_used = max(s.max_conn_used, used)
-            row = (s.hid, s.host, s.port, STATUS_TEXT[s.status], s.conn_used, s.max_conn_used)
-            self.hgm.purge()
-            return row
+            return (s.hid, s.host, s.port, STATUS_TEXT[s.status], s.conn_used, s.max_conn_used)
 
 
 def emulate_crash(reason):
@@ -1684,6 +1933,21 @@ def scramble_native(password, salt):
     h2 = hashlib.sha1(h1).digest()
     h3 = hashlib.sha1(salt + h2).digest()
     return bytes(a ^ b for a, b in zip(h1, h3))
+
+
+def password_matches(stored, salt, token):
+    """mysql_native_password check against a stored cleartext password or a '*'+SHA1(SHA1)
+    hash (PPHR_7auth1); an empty token matches an empty password only."""
+    if not token or not stored:
+        return not token and not stored
+    if stored[0] != "*":
+        return scramble_native(stored, salt) == token
+    try:
+        double = bytes.fromhex(stored[1:])
+    except ValueError:
+        return False
+    h1 = bytes(a ^ b for a, b in zip(token, hashlib.sha1(salt + double).digest()))
+    return len(token) == 20 and hashlib.sha1(h1).digest() == double
 
 
 class ConnectionClosed(Exception):
@@ -1796,13 +2060,13 @@ class ClientConnection:
             # e.g. caching_sha2_password: ask the client to switch to mysql_native_password
             self.send(b"\xfe" + NATIVE_PLUGIN + b"\0" + salt + b"\0")
             token = self.read_packet()
-        creds = self.server.admin.credentials(user)
-        if creds is None or scramble_native(creds[0], salt) != token:
+        stats = self.server.admin.authenticate(user, salt, token)
+        if stats is None:
             msg = "ProxySQL Error: Access denied for user '%s'@'%s' (using password: %s)" % (
                 user, self.peer[0], "YES" if token else "NO")
             self.send(err_payload(1045, msg))
             raise ConnectionClosed()
-        self.session = Session(user, creds[1], self.peer)
+        self.session = Session(user, stats, self.peer)
         self.send(ok_payload(0, HANDSHAKE_STATUS))
 
     # -- command phase -------------------------------------------------------------
@@ -1838,6 +2102,117 @@ class ClientConnection:
                 self.sock.close()
             except OSError:
                 pass
+
+
+class MySQLClientError(Exception):
+    pass
+
+
+class MySQLClient:
+    """The client side of the protocol, as much as the cluster (peers' admin ports) and the
+    read_only monitor (MariaDB backends) need: protocol 41 login with mysql_native_password
+    and text-protocol COM_QUERY (ProxySQL uses libmysqlclient for both)."""
+
+    CAPS = (0x00000001 | 0x00000200 | 0x00002000 | 0x00008000 | 0x00080000)  # LONG_PASSWORD, 41, TRANS, SECURE, PLUGIN
+
+    def __init__(self, host, port, user, password, timeout=1.0, read_timeout=10.0):
+        """timeout: to connect (the cluster's MYSQL_OPT_CONNECT_TIMEOUT is 1 s); read_timeout:
+        for each answer (the monitor's check timeouts)."""
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.settimeout(read_timeout)
+        self.rbuf, self.seq = b"", 0
+        try:
+            greeting = self._read()
+            if greeting[:1] == b"\xff":
+                raise MySQLClientError(greeting[9:].decode("utf-8", "replace"))
+            end = greeting.index(b"\0", 1)
+            salt = greeting[end + 5:end + 13] + greeting[end + 32:end + 44]
+            token = scramble_native(password, salt)
+            self._write(struct.pack("<IIB", self.CAPS, 1 << 24, HANDSHAKE_CHARSET) + b"\0" * 23
+                        + user.encode("utf-8", "surrogateescape") + b"\0" + bytes([len(token)]) + token
+                        + NATIVE_PLUGIN + b"\0")
+            reply = self._read()
+            if reply[:1] == b"\xfe":                    # AuthSwitchRequest
+                salt = reply[1:].split(b"\0", 1)[1].rstrip(b"\0")
+                self._write(scramble_native(password, salt))
+                reply = self._read()
+            if reply[:1] != b"\x00":
+                raise MySQLClientError(reply[9:].decode("utf-8", "replace"))
+        except BaseException:
+            self.close()
+            raise
+
+    def _read(self):
+        while True:
+            if len(self.rbuf) >= 4:
+                n = int.from_bytes(self.rbuf[:3], "little")
+                if len(self.rbuf) >= 4 + n:
+                    self.seq = (self.rbuf[3] + 1) & 0xFF
+                    pkt, self.rbuf = self.rbuf[4:4 + n], self.rbuf[4 + n:]
+                    return pkt
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise MySQLClientError("connection closed by the peer")
+            self.rbuf += chunk
+
+    def _write(self, payload):
+        self.sock.sendall(struct.pack("<I", len(payload))[:3] + bytes([self.seq]) + payload)
+        self.seq = (self.seq + 1) & 0xFF
+
+    @staticmethod
+    def _lenenc(buf, pos):
+        first = buf[pos]
+        if first < 251:
+            return first, pos + 1
+        if first == 0xFB:
+            return None, pos + 1
+        size = {0xFC: 2, 0xFD: 3, 0xFE: 8}[first]
+        return int.from_bytes(buf[pos + 1:pos + 1 + size], "little"), pos + 1 + size
+
+    def query(self, sql):
+        """(column names, rows of bytes/None); ([], []) for an OK packet; MySQLClientError on ERR."""
+        self.seq = 0
+        self._write(b"\x03" + sql.encode("utf-8", "surrogateescape"))
+        first = self._read()
+        if first[:1] == b"\xff":
+            raise MySQLClientError(first[9:].decode("utf-8", "replace"))
+        if first[:1] == b"\x00":
+            return [], []
+        ncol, _ = self._lenenc(first, 0)
+        columns = []
+        for _ in range(ncol):
+            col, pos = self._read(), 0
+            for i in range(5):                          # catalog, schema, table, org_table, name
+                n, pos = self._lenenc(col, pos)
+                if i == 4:
+                    columns.append(col[pos:pos + n].decode("utf-8", "surrogateescape"))
+                pos += n
+        self._read()                                    # EOF after the column definitions
+        rows = []
+        while True:
+            pkt = self._read()
+            if pkt[:1] == b"\xfe" and len(pkt) < 9:
+                return columns, rows
+            if pkt[:1] == b"\xff":
+                raise MySQLClientError(pkt[9:].decode("utf-8", "replace"))
+            row, pos = [], 0
+            while pos < len(pkt):
+                n, pos = self._lenenc(pkt, pos)
+                row.append(None if n is None else pkt[pos:pos + n])
+                pos += n or 0
+            rows.append(tuple(row))
+
+    def close(self):
+        """COM_QUIT, then close (a server logs a bare close as an aborted connection)."""
+        try:
+            self.seq = 0
+            self._write(b"\x01")
+        except OSError:
+            pass
+        try:
+            self.sock.close()
+        except OSError:
+            pass
 
 
 # ---------------------------------------------------------------------------
@@ -1949,19 +2324,24 @@ class ControlHandler(http.server.BaseHTTPRequestHandler):
 
 
 # ---------------------------------------------------------------------------
-# 8. Emulated monitor: a server whose host:port refuses TCP connections for
-#    --monitor-shun-after seconds goes SHUNNED (ProxySQL's ping monitor does that
-#    after mysql-monitor_ping_max_failures missed pings, ~24 s with defaults),
-#    and back ONLINE once it accepts again.  A LOAD resets it to ONLINE at once.
+# 8. Monitors.  The ping monitor is emulated: a server whose host:port refuses TCP
+#    connections goes SHUNNED after mysql-monitor_ping_max_failures missed pings of
+#    mysql-monitor_ping_interval (~24 s with defaults, 3.8 s recorded with 1000 ms),
+#    or after a fixed --monitor-shun-after, and back ONLINE once it accepts again.
+#    A LOAD resets it to ONLINE at once; the failures already logged shun it again at
+#    the next ping (1 s recorded with 1000 ms).
 # ---------------------------------------------------------------------------
 
 MONITOR_MAX_PROBES = 64                 # probe threads at once (thousands of servers: one GIL)
 
 
 class Monitor(threading.Thread):
-    def __init__(self, admin, shun_after):
+    def __init__(self, admin, shun_after=None):
+        """shun_after: fixed seconds of refused TCP before SHUNNED (again after a LOAD too), or
+        None: from the runtime ping interval and max failures, like ProxySQL."""
         super().__init__(name="monitor", daemon=True)
-        self.admin, self.shun_after = admin, shun_after
+        self.admin, self.fixed = admin, shun_after
+        self.shun_after = self.reshun_after = shun_after or 24.0
         self.fail_since = {}                # (host, port) -> monotonic time of first failed probe
         self.in_flight = set()
         self.lock = threading.Lock()
@@ -1971,7 +2351,7 @@ class Monitor(threading.Thread):
         ok = False
         try:
             if target[0]:                   # an empty hostname never connects
-                with socket.create_connection(target, timeout=min(1.0, max(0.2, self.shun_after / 2))):
+                with socket.create_connection(target, timeout=min(1.0, max(0.2, self.reshun_after / 2))):
                     ok = True
         except (OSError, ValueError, UnicodeError):
             ok = False
@@ -1982,11 +2362,20 @@ class Monitor(threading.Thread):
             else:
                 self.fail_since.setdefault(target, time.monotonic())
 
+    def _timings(self, mysql):
+        """(seconds of failures before SHUNNED, seconds after a LOAD before SHUNNED again)."""
+        if self.fixed:
+            return self.fixed, self.fixed
+        ping = max(0.05, c_atoi(mysql.get("mysql-monitor_ping_interval")) / 1000.0)
+        return ping * max(1, c_atoi(mysql.get("mysql-monitor_ping_max_failures"))), ping
+
     def run(self):
-        interval = max(0.05, min(1.0, self.shun_after / 4.0))
+        interval = 0.05
         while not self.stop.wait(interval):
             admin = self.admin
             with admin.lock:
+                self.shun_after, self.reshun_after = self._timings(admin.rt_mysql)
+                interval = max(0.05, min(1.0, self.reshun_after / 4.0))
                 if admin.rt_mysql.get("mysql-monitor_enabled", "true") != "true":
                     continue
                 servers = [s for s in admin.hgm.servers()
@@ -2006,8 +2395,8 @@ class Monitor(threading.Thread):
             with admin.lock, self.lock:
                 for s in admin.hgm.servers():
                     since = self.fail_since.get((s.host, s.port))
-                    if s.status == ONLINE and since is not None \
-                            and now - max(since, s.online_since) >= self.shun_after:
+                    if s.status == ONLINE and since is not None and now - since >= self.shun_after \
+                            and now - s.online_since >= self.reshun_after:
                         s.status, s.shunned_automatic = SHUNNED, True
                     elif s.status == SHUNNED and s.shunned_automatic and since is None \
                             and (s.host, s.port) in targets:
@@ -2015,8 +2404,446 @@ class Monitor(threading.Thread):
                         s.online_since = now
 
 
+
+# read_only check queries by mysql_replication_hostgroups.check_type (MySQL_Monitor.cpp)
+READ_ONLY_QUERIES = {
+    "read_only": "SELECT @@global.read_only read_only",
+    "innodb_read_only": "SELECT @@global.innodb_read_only read_only",
+    "super_read_only": "SELECT @@global.super_read_only read_only",
+    "read_only|innodb_read_only": "SELECT @@global.read_only|@@global.innodb_read_only read_only",
+    "read_only&innodb_read_only": "SELECT @@global.read_only&@@global.innodb_read_only read_only",
+}
+
+
+class ReadOnlyMonitor(threading.Thread):
+    """ProxySQL's read_only monitor: every mysql-monitor_read_only_interval ms, each runtime
+    server (not OFFLINE_*) of a writer or reader hostgroup of mysql_replication_hostgroups is
+    asked its read_only (the row's check_type) as mysql-monitor_username, and the hostgroups
+    manager moves it in runtime (read_only_action_v2).  Loopback backends only; a failed or
+    timed-out check changes nothing."""
+
+    def __init__(self, admin):
+        super().__init__(name="monitor-read-only", daemon=True)
+        self.admin = admin
+        self.stop = threading.Event()
+        self.conns = {}                     # (host, port) -> (user, password, MySQLClient)
+
+    def _check(self, host, port, query, user, password, timeouts):
+        cached = self.conns.get((host, port))
+        if cached is not None and cached[:2] != (user, password):
+            cached[2].close()
+            cached = None
+        try:
+            if cached is None:
+                cached = (user, password, MySQLClient(host, port, user, password, timeout=timeouts[0],
+                                                      read_timeout=timeouts[1]))
+                self.conns[(host, port)] = cached
+            _, rows = cached[2].query(query)
+            return c_atoi(rows[0][0])
+        except (OSError, MySQLClientError, ValueError, IndexError, KeyError):
+            dead = self.conns.pop((host, port), None)
+            if dead is not None:
+                dead[2].close()
+            return None
+
+    def run(self):
+        interval = 1.0
+        while not self.stop.wait(interval):
+            admin = self.admin
+            with admin.lock:
+                mysql = admin.rt_mysql
+                interval = max(0.05, c_atoi(mysql.get("mysql-monitor_read_only_interval")) / 1000.0)
+                if mysql.get("mysql-monitor_enabled", "true") != "true":
+                    continue
+                user, password = mysql.get("mysql-monitor_username", ""), mysql.get("mysql-monitor_password", "")
+                timeouts = tuple(max(0.05, c_atoi(mysql.get(v)) / 1000.0) for v in (
+                    "mysql-monitor_connect_timeout", "mysql-monitor_read_only_timeout"))
+                check_type = {}
+                for r in admin.rt_tables.get("mysql_replication_hostgroups", []):
+                    kind = (_text(r[2]) or "read_only").lower()
+                    check_type.setdefault(c_atoi(r[0]), kind)
+                    check_type.setdefault(c_atoi(r[1]), kind)
+                targets = {}
+                for srv in admin.hgm.servers():
+                    if srv.hid in check_type and srv.status not in (OFFLINE_SOFT, OFFLINE_HARD):
+                        targets.setdefault((srv.host, srv.port), check_type[srv.hid])
+            results = []
+            for (host, port), kind in targets.items():
+                if is_loopback(host) and kind in READ_ONLY_QUERIES:
+                    value = self._check(host, port, READ_ONLY_QUERIES[kind], user, password, timeouts)
+                    if value is not None:
+                        results.append((host, port, 1 if value else 0))
+            if results:
+                with admin.lock:
+                    admin.monitor_read_only(results)
+
+
 # ---------------------------------------------------------------------------
-# 9. The server
+# 9. ProxySQL Cluster (lib/ProxySQL_Cluster.cpp): one monitor thread per row of
+#    runtime proxysql_servers (this node included) logs in to that admin port
+#    with admin-cluster_username/password, polls SELECT GLOBAL_CHECKSUM() every
+#    admin-cluster_check_interval_ms, fetches runtime_checksums_values when it
+#    changed, counts diff_check per module and pulls mysql_servers / mysql_users
+#    from the newest peer once diff_check reaches *_diffs_before_sync (0: never).
+#    A pull rewrites the main tables, LOADs them and (by default) saves them to
+#    disk between two queries of any admin client: staged rows are lost.
+# ---------------------------------------------------------------------------
+
+# the queries a node sends its peers (CLUSTER_QUERY_* of ProxySQL_Cluster.hpp); the admin
+# module answers them from its runtime structures, not from SQLite
+_SERVERS_SELECT = ("PROXY_SELECT hostgroup_id, hostname, port, gtid_port, status, weight, compression, "
+                   "max_connections, max_replication_lag, use_ssl, max_latency_ms, comment FROM ")
+CLUSTER_QUERY_RUNTIME_MYSQL_SERVERS = (_SERVERS_SELECT + "runtime_mysql_servers WHERE status<>'OFFLINE_HARD' "
+                                       "ORDER BY hostgroup_id, hostname, port")
+CLUSTER_QUERY_MYSQL_SERVERS_V2 = (_SERVERS_SELECT + "mysql_servers_v2 WHERE status<>'OFFLINE_HARD' "
+                                  "ORDER BY hostgroup_id, hostname, port")
+CLUSTER_QUERY_TABLES = (   # (query, table), in the order the pull fetches them after mysql_servers_v2
+    ("PROXY_SELECT writer_hostgroup, reader_hostgroup, comment FROM runtime_mysql_replication_hostgroups "
+     "ORDER BY writer_hostgroup", "mysql_replication_hostgroups"),
+    ("PROXY_SELECT writer_hostgroup, backup_writer_hostgroup, reader_hostgroup, offline_hostgroup, active, "
+     "max_writers, writer_is_also_reader, max_transactions_behind, comment FROM "
+     "runtime_mysql_group_replication_hostgroups ORDER BY writer_hostgroup", "mysql_group_replication_hostgroups"),
+    ("PROXY_SELECT writer_hostgroup, backup_writer_hostgroup, reader_hostgroup, offline_hostgroup, active, "
+     "max_writers, writer_is_also_reader, max_transactions_behind, comment FROM runtime_mysql_galera_hostgroups "
+     "ORDER BY writer_hostgroup", "mysql_galera_hostgroups"),
+    ("PROXY_SELECT writer_hostgroup, reader_hostgroup, active, aurora_port, domain_name, max_lag_ms, "
+     "check_interval_ms, check_timeout_ms, writer_is_also_reader, new_reader_weight, add_lag_ms, min_lag_ms, "
+     "lag_num_checks, comment FROM runtime_mysql_aws_aurora_hostgroups ORDER BY writer_hostgroup",
+     "mysql_aws_aurora_hostgroups"),
+    ("PROXY_SELECT hostgroup_id, max_num_online_servers, autocommit, free_connections_pct, init_connect, "
+     "multiplex, connection_warming, throttle_connections_per_sec, ignore_session_variables, hostgroup_settings, "
+     "servers_defaults, comment FROM runtime_mysql_hostgroup_attributes ORDER BY hostgroup_id",
+     "mysql_hostgroup_attributes"),
+    ("PROXY_SELECT hostname, port, username, ssl_ca, ssl_cert, ssl_key, ssl_capath, ssl_crl, ssl_crlpath, "
+     "ssl_cipher, tls_version, comment FROM runtime_mysql_servers_ssl_params ORDER BY hostname, port, username",
+     "mysql_servers_ssl_params"),
+)
+CLUSTER_QUERY_MYSQL_USERS = ("PROXY_SELECT username, password, use_ssl, default_hostgroup, default_schema, "
+                             "schema_locked, transaction_persistent, fast_forward, backend, frontend, "
+                             "max_connections, attributes, comment FROM runtime_mysql_users")
+
+
+class PeerChecksum:
+    """ProxySQL_Checksum_Value_2: a module's checksum as last fetched from one node."""
+    __slots__ = ("version", "epoch", "checksum", "last_changed", "last_updated", "diff_check")
+
+    def __init__(self):
+        self.version = self.epoch = self.last_changed = self.last_updated = self.diff_check = 0
+        self.checksum = ""
+
+
+class ClusterNode:
+    def __init__(self, host, port, weight, comment):
+        self.host, self.port, self.weight, self.comment = host, port, weight, comment
+        self.checksums = {name: PeerChecksum() for name in CHECKSUM_MODULES}
+        self.global_checksum = 0
+        self.active = True
+
+
+class Cluster:
+    """ProxySQL_Cluster + ProxySQL_Cluster_Nodes for one Admin (loopback peers only)."""
+
+    def __init__(self, admin, stopping):
+        self.admin, self.stopping = admin, stopping
+        self.nodes = {}                        # (host, port) -> ClusterNode, runtime proxysql_servers order
+        self.lock = threading.Lock()           # ProxySQL_Cluster_Nodes::mutex
+        self.pull_locks = {"servers": threading.Lock(), "runtime_servers": threading.Lock(),
+                           "users": threading.Lock()}
+        self.uuid = "%08x-%04x-4%03x-8%03x-%012x" % (secrets.randbits(32), secrets.randbits(16), secrets.randbits(12),
+                                                    secrets.randbits(12), secrets.randbits(48))
+        self.started = False
+
+    # -- settings, read from the runtime admin variables ---------------------------
+
+    def setting(self, name):
+        return self.admin.rt_admin.get("admin-cluster_" + name, "")
+
+    def number(self, name):
+        return c_atoi(self.setting(name))
+
+    # -- nodes (load_servers_list) ----------------------------------------------------
+
+    def load_servers(self, rows):
+        """Called by LOAD PROXYSQL SERVERS TO RUNTIME (and at start) with (hostname, port, weight, comment)."""
+        with self.lock:
+            for node in self.nodes.values():
+                node.active = False
+            nodes = {}
+            for r in rows:
+                key = (_text(r[0]), c_atoi(r[1]))
+                node = self.nodes.get(key)
+                if node is None:
+                    node = ClusterNode(key[0], key[1], c_atoi(r[2]), _text(r[3]))
+                    if self.started:
+                        self._spawn(node)
+                node.active, node.weight, node.comment = True, c_atoi(r[2]), _text(r[3])
+                nodes[key] = node
+            self.nodes = nodes
+
+    def start(self):
+        with self.lock:
+            self.started = True
+            for node in self.nodes.values():
+                self._spawn(node)
+
+    def _spawn(self, node):
+        threading.Thread(target=self._monitor, args=(node,), name="cluster-%d" % node.port, daemon=True).start()
+
+    def _credentials(self):
+        with self.admin.lock:
+            return self.setting("username"), self.setting("password")
+
+    def _wait(self, seconds):
+        return self.stopping.wait(max(0.0, seconds))
+
+    # -- the monitor thread of one node (ProxySQL_Cluster_Monitor_thread) --------------
+
+    def _monitor(self, node):
+        while node.active and not self.stopping.is_set():
+            user, password = self._credentials()
+            if not user:
+                self._wait(1.0)                 # do not monitor if the username is empty
+                continue
+            if not is_loopback(node.host):      # the double talks to loopback peers only
+                self._wait(1.0)
+                continue
+            try:
+                conn = MySQLClient(node.host, node.port, user, password, timeout=1.0)
+            except (OSError, MySQLClientError):
+                self._wait(self.number("check_interval_ms") / 1000.0 + 1.0)
+                continue
+            try:
+                self._poll(node, conn)
+            except (OSError, MySQLClientError, ValueError, IndexError, KeyError):
+                pass
+            finally:
+                conn.close()
+            self._wait(self.number("check_interval_ms") / 1000.0)
+
+    def _poll(self, node, conn):
+        _, rows = conn.query("SELECT @@version")
+        if not rows or _text(rows[0][0]) != PROXYSQL_VERSION:
+            self._wait(30.0)                    # different version: no clustering
+            return
+        conn.query("PROXYSQL CLUSTER_NODE_UUID %s %s" % (self.uuid, self.admin.listen))
+        frequency_count = 0
+        while node.active and not self.stopping.is_set():
+            start = time.monotonic()
+            _, rows = conn.query("SELECT GLOBAL_CHECKSUM()")
+            value = c_atoi(rows[0][0]) if rows else 0
+            with self.lock:
+                changed = value != node.global_checksum
+                node.global_checksum = value
+            if changed:
+                _, rows = conn.query("SELECT * FROM runtime_checksums_values ORDER BY name")
+                self.set_checksums(node, rows)
+            else:
+                self.set_checksums(node, None)
+            frequency_count += 1
+            frequency = self.number("check_status_frequency")
+            if frequency and frequency_count >= frequency:
+                frequency_count = 0
+                conn.query("SELECT * FROM stats_mysql_global ORDER BY Variable_Name")
+            self._wait(self.number("check_interval_ms") / 1000.0 - (time.monotonic() - start))
+
+    # -- checksums and the decision to pull (ProxySQL_Node_Entry::set_checksums) ------
+
+    def set_checksums(self, node, rows):
+        now = int(time.time())
+        with self.admin.lock:
+            own = {name: list(self.admin.checksums[name]) for name in CHECKSUM_MODULES}
+            diffs = {m: self.number(m + "_diffs_before_sync")
+                     for m in ("mysql_servers", "mysql_users", "admin_variables", "mysql_variables")}
+            algorithm = self.number("mysql_servers_sync_algorithm")
+        with self.lock:
+            if rows is not None:
+                for r in rows:
+                    name = _text(r[0])
+                    v = node.checksums.get(name)
+                    if v is None:
+                        continue
+                    v.version, v.epoch, v.last_updated = c_atoi(r[1]), c_atoi(r[2]), now
+                    if v.checksum != _text(r[3]):
+                        v.checksum, v.last_changed, v.diff_check = _text(r[3]), now, 1
+                    else:
+                        v.diff_check += 1
+                    if v.checksum == own[name][2]:
+                        v.diff_check = 0
+            else:
+                for name, v in node.checksums.items():
+                    v.last_updated = now
+                    if v.checksum == own[name][2]:
+                        v.diff_check = 0
+                    if v.diff_check:
+                        v.diff_check += 1
+            snapshot = {name: (v.version, v.epoch, v.checksum, v.diff_check) for name, v in node.checksums.items()}
+        if diffs["mysql_servers"]:
+            fetch_runtime = algorithm != 2      # 1 (default) and 3 without -M: runtime servers too
+            pulled = False
+            if self._newer(snapshot["mysql_servers_v2"], own["mysql_servers_v2"], diffs["mysql_servers"]):
+                self.pull_servers(fetch_runtime)
+                pulled = fetch_runtime
+            if fetch_runtime and not pulled and \
+                    self._newer(snapshot["mysql_servers"], own["mysql_servers"], diffs["mysql_servers"]):
+                self.pull_runtime_servers()
+        if diffs["mysql_users"] and self._newer(snapshot["mysql_users"], own["mysql_users"], diffs["mysql_users"]):
+            self.pull_users()
+        for kind in ("admin", "mysql"):
+            module = kind + "_variables"
+            if diffs[module] and self._newer(snapshot[module], own[module], diffs[module]):
+                self.pull_variables(kind)
+
+    @staticmethod
+    def _newer(peer, own, diffs_before_sync):
+        version, epoch, _, diff_check = peer
+        return version > 1 and (own[0] == 1 or epoch > own[1]) and diff_check >= diffs_before_sync
+
+    def _peer_to_sync(self, module, diffs_before_sync):
+        """get_peer_to_sync_*: the node with the newest epoch, unless a newer one lacks diff_checks."""
+        best, epoch, max_epoch = None, 0, 0
+        with self.lock:
+            for node in self.nodes.values():
+                v = node.checksums[module]
+                if v.version > 1 and v.epoch > epoch:
+                    max_epoch = v.epoch
+                    if v.diff_check >= diffs_before_sync:
+                        epoch, best = v.epoch, (node.host, node.port, v.checksum, v.epoch,
+                                                node.checksums["mysql_servers"].checksum,
+                                                node.checksums["mysql_servers"].epoch)
+        return None if best is None or max_epoch > epoch else best
+
+    def _fetch(self, host, port, queries):
+        """The rows of each query on the peer, or None after a failure (then a second's pause,
+        as ProxySQL's fetch_failed)."""
+        user, password = self._credentials()
+        try:
+            conn = MySQLClient(host, port, user, password, timeout=1.0)
+            try:
+                return [conn.query(q)[1] for q in queries]
+            finally:
+                conn.close()
+        except (OSError, MySQLClientError, ValueError, IndexError, KeyError):
+            self._wait(1.0)
+            return None
+
+    # -- the pulls -------------------------------------------------------------------
+
+    def pull_servers(self, fetch_runtime):
+        """pull_mysql_servers_v2_from_peer: DELETE + INSERT of mysql_servers and the hostgroup
+        tables, LOAD, and with *_save_to_disk SAVE (runtime to memory first when the runtime
+        servers were fetched too), all under the admin lock: between two client queries."""
+        with self.pull_locks["servers"]:
+            peer = self._peer_to_sync("mysql_servers_v2", self.number("mysql_servers_diffs_before_sync"))
+            if peer is None:
+                return
+            host, port, v2_checksum, v2_epoch, rt_checksum, rt_epoch = peer
+            queries = [CLUSTER_QUERY_MYSQL_SERVERS_V2] + [q for q, _ in CLUSTER_QUERY_TABLES]
+            if fetch_runtime:
+                queries.append(CLUSTER_QUERY_RUNTIME_MYSQL_SERVERS)
+            results = self._fetch(host, port, queries)
+            if results is None:
+                return
+            runtime = results.pop() if fetch_runtime else None
+            if runtime_checksum_text(servers_v2_checksum(results)) != v2_checksum or \
+                    (runtime is not None and runtime_checksum_text(raw_checksum(runtime)) != rt_checksum):
+                self._wait(1.0)                 # "Checksum changed": try again later
+                return
+            servers = [r[:4] + (b"ONLINE" if r[4] == b"SHUNNED" else r[4],) + r[5:] for r in results[0]]
+            admin = self.admin
+            with admin.lock:
+                admin.replace_main_tables([("mysql_servers", MYSQL_SERVERS_COLUMNS, servers)] + [
+                    (table, "*", rows) for (_, table), rows in zip(CLUSTER_QUERY_TABLES, results[1:])])
+                admin.load_mysql_servers_to_runtime(runtime_rows=runtime, peer={
+                    "mysql_servers_v2": (v2_checksum, v2_epoch), "mysql_servers": (rt_checksum, rt_epoch)})
+                if self.setting("mysql_servers_save_to_disk") == "true":
+                    if fetch_runtime:
+                        admin.save_mysql_servers_to_memory()
+                    admin.memory_to_disk("MYSQL SERVERS")
+
+    def pull_runtime_servers(self):
+        """pull_runtime_mysql_servers_from_peer: only the runtime servers (a peer's monitor moved some)."""
+        with self.pull_locks["runtime_servers"]:
+            peer = self._peer_to_sync("mysql_servers", self.number("mysql_servers_diffs_before_sync"))
+            if peer is None:
+                return
+            host, port, _, _, rt_checksum, rt_epoch = peer
+            (runtime,) = self._fetch(host, port, [CLUSTER_QUERY_RUNTIME_MYSQL_SERVERS]) or (None,)
+            if runtime is None or runtime_checksum_text(raw_checksum(runtime)) != rt_checksum:
+                return
+            admin = self.admin
+            with admin.lock:
+                admin.load_mysql_servers_to_runtime(runtime_rows=runtime, only_runtime=True,
+                                                    peer={"mysql_servers": (rt_checksum, rt_epoch)})
+                if self.setting("mysql_servers_save_to_disk") == "true":
+                    admin.save_mysql_servers_to_memory()
+                    admin.memory_to_disk("MYSQL SERVERS")
+
+    def pull_users(self):
+        """pull_mysql_users_from_peer: DELETE FROM mysql_users, the peer's loaded rows inserted
+        (active=1), LOAD with the peer's checksum and epoch, SAVE TO DISK by default."""
+        with self.pull_locks["users"]:
+            peer = self._peer_to_sync("mysql_users", self.number("mysql_users_diffs_before_sync"))
+            if peer is None:
+                return
+            host, port, checksum, epoch = peer[:4]
+            (rows,) = self._fetch(host, port, [CLUSTER_QUERY_MYSQL_USERS]) or (None,)
+            if rows is None:
+                return
+            probe = Authentication()
+            probe.refresh(rows)
+            if runtime_checksum_text(probe.checksum()) != checksum:
+                self._wait(1.0)
+                return
+            with self.admin.lock:
+                self.admin.replace_main_tables([("mysql_users", MYSQL_USERS_COLUMNS,
+                                                 [r[:2] + (1,) + r[2:] for r in rows])])   # active=1
+                self.admin.load_mysql_users_to_runtime(peer=(checksum, epoch))
+                if self.setting("mysql_users_save_to_disk") == "true":
+                    self.admin.memory_to_disk("MYSQL USERS")
+
+    def pull_variables(self, kind):
+        """pull_global_variables_from_peer: the peer's runtime admin-* (or mysql-*) variables but
+        the interfaces (and mysql-threads) replace ours in memory, LOAD, SAVE TO DISK by default.
+        So a diffs_before_sync=0 set and loaded on one node reaches its peers too."""
+        module = kind + "_variables"
+        with self.pull_locks.setdefault(module, threading.Lock()):
+            peer = self._peer_to_sync(module, self.number(module + "_diffs_before_sync"))
+            if peer is None:
+                return
+            host, port, checksum, epoch = peer[:4]
+            excluded = ADMIN_CHECKSUM_EXCLUDED if kind == "admin" else MYSQL_CHECKSUM_EXCLUDED
+            where = "variable_name LIKE '%s-%%' AND variable_name NOT IN (%s)" % (
+                kind, ", ".join(sql_literal(n) for n in excluded))
+            (rows,) = self._fetch(host, port, ["SELECT * FROM runtime_global_variables WHERE %s "
+                                               "ORDER BY variable_name" % where]) or (None,)
+            if rows is None or runtime_checksum_text(raw_checksum(rows)) != checksum:
+                return
+            admin = self.admin
+            with admin.lock:
+                db = admin.admindb
+                with db.transaction():
+                    db.exec("DELETE FROM main.global_variables WHERE " + where)
+                    for name, value in rows:
+                        db.exec("INSERT OR REPLACE INTO main.global_variables VALUES (%s, %s)"
+                                % (sql_literal(name), sql_literal(value)))
+                module_name = "%s VARIABLES" % kind.upper()
+                admin.to_runtime(module_name, peer=(checksum, epoch))
+                if self.setting(module + "_save_to_disk") == "true":
+                    admin.memory_to_disk(module_name)
+
+    # -- stats ---------------------------------------------------------------------------
+
+    def stats_checksums(self):
+        """stats_proxysql_servers_checksums rows."""
+        with self.lock:
+            return [(n.host, n.port, name, v.version, v.epoch, v.checksum, v.last_changed, v.last_updated,
+                     v.diff_check)
+                    for n in self.nodes.values()
+                    for name, v in ((m, n.checksums[m]) for m in CHECKSUM_MODULES)]
+
+
+# ---------------------------------------------------------------------------
+# 10. The server
 # ---------------------------------------------------------------------------
 
 def is_loopback(host):
@@ -2055,21 +2882,27 @@ class ProxySQLDouble:
     """Admin port + control port + monitor around one Admin instance."""
 
     def __init__(self, listen=("127.0.0.1", 0), datadir=".", initial=False, admin_credentials="admin:admin",
-                 control=None, monitor_shun_after=24.0):
+                 control=None, monitor_shun_after=None, config=(), proxysql_servers=()):
         self.sock = listen_socket(*listen)
         self.host, self.port = self.sock.getsockname()[:2]
         self.admin = Admin(datadir, initial=initial, admin_credentials=admin_credentials,
-                           listen=fmt_addr(self.host, self.port), monitor_shun_after=monitor_shun_after)
+                           listen=fmt_addr(self.host, self.port), monitor_shun_after=monitor_shun_after,
+                           config=config, proxysql_servers=proxysql_servers)
         self.hooks = Hooks()
         self._thread_ids = iter(range(1, 1 << 31))
         self._tid_lock = threading.Lock()
         self.stopping = threading.Event()
+        self.admin.cluster = Cluster(self.admin, self.stopping)
+        self.admin.cluster.load_servers(self.admin.rt_tables.get("proxysql_servers", []))
         self.httpd = None
         if control is not None:
             self.httpd = http.server.ThreadingHTTPServer(control, ControlHandler)
             self.httpd.daemon_threads = True
             self.httpd.double = self
-        self.monitor = Monitor(self.admin, monitor_shun_after) if monitor_shun_after and monitor_shun_after > 0 else None
+        self.monitor = self.read_only_monitor = None
+        if monitor_shun_after is None or monitor_shun_after > 0:       # 0 disables both monitors
+            self.monitor = Monitor(self.admin, monitor_shun_after)
+            self.read_only_monitor = ReadOnlyMonitor(self.admin)
 
     @property
     def control_address(self):
@@ -2085,6 +2918,8 @@ class ProxySQLDouble:
             threading.Thread(target=self.httpd.serve_forever, name="control", daemon=True).start()
         if self.monitor:
             self.monitor.start()
+            self.read_only_monitor.start()
+        self.admin.cluster.start()
 
     def _accept_loop(self):
         while not self.stopping.is_set():
@@ -2178,6 +3013,7 @@ class ProxySQLDouble:
             pass
         if self.monitor:
             self.monitor.stop.set()
+            self.read_only_monitor.stop.set()
         if self.httpd:
             self.httpd.server_close()    # no shutdown(): it waits for serve_forever's 0.5 s poll
 
@@ -2189,18 +3025,42 @@ def main(argv=None):
     ap.add_argument("--initial", action="store_true", help="wipe the disk database first (like proxysql --initial)")
     ap.add_argument("--admin-credentials", default="admin:admin",
                     help="admin-admin_credentials of a fresh datadir (user:pass[;user:pass])")
+    ap.add_argument("--stats-credentials", help="admin-stats_credentials of a fresh datadir")
+    ap.add_argument("--cluster-username", help="admin-cluster_username of a fresh datadir")
+    ap.add_argument("--cluster-password", help="admin-cluster_password of a fresh datadir")
+    ap.add_argument("--monitor-username", help="mysql-monitor_username of a fresh datadir")
+    ap.add_argument("--monitor-password", help="mysql-monitor_password of a fresh datadir")
+    ap.add_argument("--variable", action="append", default=[], metavar="NAME=VALUE",
+                    help="any other admin-* or mysql-* variable of a fresh datadir (repeatable)")
+    ap.add_argument("--proxysql-server", action="append", default=[], metavar="HOST:PORT[:WEIGHT[:COMMENT]]",
+                    help="a proxysql_servers row of a fresh datadir (ProxySQL Cluster peers, repeatable)")
     ap.add_argument("--control", help="HOST:PORT of the HTTP control API (test hooks)")
     ap.add_argument("--port-file", help="write 'admin=HOST:PORT control=HOST:PORT' here once listening")
-    ap.add_argument("--monitor-shun-after", type=float, default=24.0,
-                    help="seconds after which a server refusing TCP goes SHUNNED (0 disables the monitor)")
+    ap.add_argument("--monitor-shun-after", type=float, default=None,
+                    help="fixed seconds after which a server refusing TCP goes SHUNNED (default: "
+                         "mysql-monitor_ping_interval x mysql-monitor_ping_max_failures; 0 disables the monitors)")
     args = ap.parse_args(argv)
     try:
         listen = parse_hostport(args.listen)
         control = parse_hostport(args.control) if args.control else None
+        config = [(name, getattr(args, attr)) for name, attr in (
+            ("admin-stats_credentials", "stats_credentials"), ("admin-cluster_username", "cluster_username"),
+            ("admin-cluster_password", "cluster_password"), ("mysql-monitor_username", "monitor_username"),
+            ("mysql-monitor_password", "monitor_password")) if getattr(args, attr) is not None]
+        for item in args.variable:
+            name, sep, value = item.partition("=")
+            if not sep:
+                raise ValueError("--variable wants NAME=VALUE, got %r" % item)
+            config.append((name.strip(), value))
+        peers = []
+        for item in args.proxysql_server:
+            host, port, weight, comment = (item.split(":", 3) + ["0", ""])[:4]
+            peers.append((host, int(port), int(weight or 0), comment))
+        double = ProxySQLDouble(listen, args.datadir, initial=args.initial,
+                                admin_credentials=args.admin_credentials, control=control,
+                                monitor_shun_after=args.monitor_shun_after, config=config, proxysql_servers=peers)
     except ValueError as e:
         ap.error(str(e))
-    double = ProxySQLDouble(listen, args.datadir, initial=args.initial, admin_credentials=args.admin_credentials,
-                            control=control, monitor_shun_after=args.monitor_shun_after)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

@@ -5,10 +5,17 @@
    each answer is compared field by field (one test per step; test_transcript
    reports the first differing step).  With PROXYSQL_BIN set the same replay runs
    against the real binary.
-2. The test hooks of the control API, start time, loopback-only listening, SIGTERM,
+2. agent-facts.jsonl (131 steps, recorded with more credentials, the identity clash,
+   the pool, the monitor and the passwords): the bare sections against a double (or a
+   real binary) configured like the recorded one, the monitor sections against node 1
+   of the harness's Galera cluster (shell steps: SET GLOBAL on that node).
+3. cluster-node-b.jsonl (23 steps): node B of a pair of doubles (or real binaries)
+   that list each other in proxysql_servers; its shell steps run on node A.
+4. Checksums, cluster pulls, monitor moves and logins beyond the recordings; the
+   test hooks of the control API, start time, loopback-only listening, SIGTERM,
    protocol corners (auth switch, unsupported commands) and concurrency.
 
-Run: cd /work/main && /usr/bin/python3 -m pytest -q tests/integration/test_proxysql_double.py
+Run: /usr/bin/python3 -m pytest -q tests/integration/test_proxysql_double.py (from the repository root)
 """
 
 import json
@@ -33,13 +40,14 @@ import pymysql.err  # noqa: E402
 from pymysql.constants import CLIENT  # noqa: E402
 from pymysql.protocol import EOFPacketWrapper  # noqa: E402
 
-from fakes.proxysql import DOUBLE, PYTHON, ProxySQL  # noqa: E402
+from fakes.proxysql import DOUBLE, PYTHON, ProxySQL, free_port  # noqa: E402
 
 TRANSCRIPT = os.path.join(TESTS, "data", "proxysql-2.7.1", "admin-transcript.jsonl")
 with open(TRANSCRIPT, encoding="utf-8") as _f:
     STEPS = [json.loads(line) for line in _f if line.strip()]
 
 REAL = bool(os.environ.get("PROXYSQL_BIN"))
+double_only = pytest.mark.skipif(REAL, reason="property of the double (PROXYSQL_BIN is set)")
 # The monitor section (468-475) waits for servers that refuse TCP to go SHUNNED:
 # ~24 s on a real ProxySQL with monitor defaults; the double is restarted at the
 # recorded restart (454) with a 3 s delay instead.  Phase 1 keeps the default 24 s,
@@ -125,8 +133,15 @@ def run_sql(conn, sql):
 # ---------------------------------------------------------------------------
 
 class Replay:
-    def __init__(self, proxysql):
+    """Plays recorded steps against a fixture; results[step] lists the differences found.
+
+    shell: a callable(step) performing a recorded side action (a SET GLOBAL on a harness
+    node, SQL on a peer) and returning its differences; without one, shell steps fail."""
+
+    def __init__(self, proxysql, steps=None, shell=None):
         self.p = proxysql
+        self.steps = STEPS if steps is None else steps
+        self.shell = shell
         self.conns = {}
         self.results = {}        # step -> list of differences ([] = identical)
 
@@ -214,8 +229,9 @@ class Replay:
             diffs.append("expected an OK packet, got a result set %s" % short(got["rows"]))
         elif step.get("rows_omitted") and not got.get("rows"):
             diffs.append("expected some rows (values not recorded), got none")
-        if "row_count" in step and step.get("rows") is None and len(got.get("rows", [])) != step["row_count"]:
-            diffs.append("row_count: expected %d, got %d" % (step["row_count"], len(got.get("rows", []))))
+        if step.get("row_count") is not None and step.get("rows") is None \
+                and len(got.get("rows") or []) != step["row_count"]:
+            diffs.append("row_count: expected %d, got %d" % (step["row_count"], len(got.get("rows") or [])))
         for k in ("affected_rows", "warning_count", "eof_server_status", "server_status", "insert_id"):
             if k in step and step[k] != got.get(k):
                 diffs.append("%s: expected %r, got %r" % (k, step[k], got.get(k)))
@@ -337,8 +353,13 @@ class Replay:
                         % (short(final), POLL_TIMEOUT, short(rows))]
             time.sleep(0.1)
 
+    def step_shell(self, step):
+        if self.shell is None:
+            return ["shell step %r: this replay has no way to perform it" % step.get("action")]
+        return self.shell(step)
+
     def run(self):
-        for step in STEPS:
+        for step in self.steps:
             try:
                 self.results[step["step"]] = getattr(self, "step_" + step["type"])(step)
             except Exception as e:     # a crash of one step must not hide the others
@@ -389,6 +410,344 @@ def test_transcript(replay):
 
 
 # ---------------------------------------------------------------------------
+# agent-facts.jsonl: what a sync agent depends on (identity clash, pool, passwords),
+# recorded from a real 2.7.1 started with the credentials below.
+# ---------------------------------------------------------------------------
+
+def load_steps(name):
+    with open(os.path.join(TESTS, "data", "proxysql-2.7.1", name), encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+AGENT_FACTS = load_steps("agent-facts.jsonl")
+# the sections replayed against a bare ProxySQL (no MariaDB backend needed)
+AGENT_FACTS_BARE = [s for s in AGENT_FACTS
+                    if s["section"].startswith(("identity", "pool")) or s["section"] == "passwords"]
+AGENT_FACTS_CONFIG = dict(
+    admin_credentials="admin:admin;ops:opspw;cluster1:clusterpw", stats_credentials="stats:stats;observer:obspw",
+    cluster_username="cluster1", cluster_password="clusterpw", monitor_username="monitor",
+    monitor_password="monitorpw",
+    variables=[("mysql-monitor_ping_interval", "1000"), ("mysql-monitor_read_only_interval", "500")])
+
+
+def replay_results(steps, shell=None, **kwargs):
+    p = ProxySQL(**dict(AGENT_FACTS_CONFIG, **dict(dict(monitor_shun_after=0 if not REAL else None), **kwargs)))
+    p.start()
+    r = Replay(p, steps, shell=shell)
+    try:
+        r.run()
+    finally:
+        p.close()
+    return r
+
+
+def require_refused(ports, what):
+    for port in ports:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                pytest.fail("127.0.0.1:%d accepts connections; the recorded %s steps need it closed" % (port, what))
+
+
+@pytest.fixture(scope="module")
+def agent_facts_bare(instrumented_pymysql):
+    require_refused(range(13501, 13512), "pool")    # the pool section's servers refuse TCP, as recorded
+    return replay_results(AGENT_FACTS_BARE)
+
+
+@pytest.mark.parametrize("step", AGENT_FACTS_BARE, ids=lambda s: "%03d-%s-%s" % (s["step"], s["type"], s["section"]))
+def test_agent_facts_step(agent_facts_bare, step):
+    diffs = agent_facts_bare.results[step["step"]]
+    assert not diffs, describe(step) + "\n  " + "\n  ".join(diffs)
+
+
+# The monitor sections need a live MariaDB: the recording's 1-node Galera on 127.0.0.1:3391 is
+# node 1 of the harness cluster here (its port replaces 3391 in the SQL and the answers), the
+# monitor logs in with the harness's monitor user, and the shell steps run on that node.
+AGENT_FACTS_MONITOR = [s for s in AGENT_FACTS
+                       if s["section"] in ("replication_hostgroups", "shunned", "galera_hostgroups")]
+RECORDED_NODE_PORT = "3391"
+
+
+def retarget(steps, old, new):
+    """The steps with the recorded port `old` replaced by `new` in SQL, rows and snapshots."""
+    def values(rows):
+        return [[new if v == old else v for v in r] for r in rows]
+    out = []
+    for step in steps:
+        step = dict(step)
+        if "sql" in step:
+            step["sql"] = step["sql"].replace(",%s)" % old, ",%s)" % new).replace("port=%s" % old, "port=%s" % new)
+        if step.get("rows") is not None:
+            step["rows"] = values(step["rows"])
+        if "snapshots" in step:
+            step["snapshots"] = [dict(snap, rows=values(snap["rows"])) for snap in step["snapshots"]]
+        out.append(step)
+    return out
+
+
+def on_node(node):
+    actions = {"SET GLOBAL read_only=ON on the node": lambda: node.set_read_only(True),
+               "SET GLOBAL read_only=OFF on the node": lambda: node.set_read_only(False),
+               "SET GLOBAL wsrep_desync=ON": lambda: node.desync(True),
+               "SET GLOBAL wsrep_desync=OFF": lambda: node.desync(False)}
+
+    def shell(step):
+        actions[step["action"]]()
+        return []
+    return shell
+
+
+@pytest.fixture(scope="module")
+def agent_facts_monitor(instrumented_pymysql, galera, mysql_creds):
+    require_refused([13511], "shunned")
+    node = galera[1]
+    galera.heal()
+    assert node.ip == "127.0.0.1"
+    try:
+        return replay_results(retarget(AGENT_FACTS_MONITOR, RECORDED_NODE_PORT, str(node.port)), shell=on_node(node),
+                              monitor_password=mysql_creds.password, monitor_shun_after=None)
+    finally:
+        galera.heal()
+
+
+@pytest.mark.parametrize("step", AGENT_FACTS_MONITOR, ids=lambda s: "%03d-%s-%s" % (s["step"], s["type"], s["section"]))
+def test_agent_facts_monitor_step(agent_facts_monitor, step):
+    diffs = agent_facts_monitor.results[step["step"]]
+    assert not diffs, describe(step) + "\n  " + "\n  ".join(diffs)
+
+
+def test_monitor_move_changes_the_runtime_checksum_only(instrumented_pymysql, galera, mysql_creds):
+    """AGENT-FACTS.md, checksums: when the monitor moves a server (read_only=ON) the runtime
+    mysql_servers checksum changes and its epoch with it, not its version; mysql_servers_v2 and
+    memory stay; a LOAD with nothing changed puts the server back (and the checksum)."""
+    node = galera[1]
+    galera.heal()
+    p = ProxySQL(**dict(AGENT_FACTS_CONFIG, monitor_password=mysql_creds.password,
+                        monitor_shun_after=None if REAL else 30.0))
+    p.start()
+    try:
+        q = p.query
+        sums = "SELECT name, version, checksum FROM runtime_checksums_values WHERE name LIKE 'mysql_servers%' ORDER BY name"
+        q("INSERT INTO mysql_replication_hostgroups (writer_hostgroup, reader_hostgroup) VALUES (40, 41)")
+        q("INSERT INTO mysql_servers (hostgroup_id, hostname, port) VALUES (40, '127.0.0.1', %d)" % node.port)
+        q(LOAD_SERVERS)
+        loaded = q(sums)
+        memory = q("CHECKSUM MEMORY MYSQL SERVERS")
+        node.set_read_only(True)
+        moved = wait_for_rows(p, "SELECT hostgroup_id FROM runtime_mysql_servers", [("41",)])
+        after = q(sums)
+        assert moved == [("41",)]
+        assert after[1] == loaded[1] and after[0][:2] == loaded[0][:2] and after[0][2] != loaded[0][2]
+        assert q("CHECKSUM MEMORY MYSQL SERVERS") == memory
+        q(LOAD_SERVERS)
+        assert q("SELECT checksum FROM runtime_checksums_values WHERE name='mysql_servers'") == [(loaded[0][2],)]
+    finally:
+        p.close()
+        galera.heal()
+
+
+@double_only
+def test_read_only_monitor_leaves_servers_it_cannot_check():
+    """A read_only check that fails (refused, or a login the backend rejects) moves nothing."""
+    require_refused([13509], "read_only")
+    with socket.socket() as listener:            # accepts TCP, then closes: no MySQL greeting
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        mute = listener.getsockname()[1]
+        p = ProxySQL(monitor_shun_after=30.0, variables=[("mysql-monitor_read_only_interval", "100")])
+        p.start()
+        try:
+            p.query("INSERT INTO mysql_replication_hostgroups (writer_hostgroup, reader_hostgroup) VALUES (40, 41)")
+            p.query("INSERT INTO mysql_servers (hostgroup_id, hostname, port) VALUES (40, '127.0.0.1', 13509), "
+                    "(41, '127.0.0.1', %d)" % mute)
+            p.query(LOAD_SERVERS)
+            time.sleep(0.6)
+            assert p.query("SELECT hostgroup_id, port FROM runtime_mysql_servers") == [
+                ("40", "13509"), ("41", str(mute))]
+        finally:
+            p.close()
+
+
+# ---------------------------------------------------------------------------
+# cluster-node-b.jsonl: node B of a 2-node ProxySQL Cluster; the shell steps are SQL
+# sent to node A.  Both nodes list each other in proxysql_servers and pull each
+# other's mysql_servers over the admin protocol.
+# ---------------------------------------------------------------------------
+
+CLUSTER_B = load_steps("cluster-node-b.jsonl")
+RECORDED_PORTS = {"17040": "A", "17050": "B"}
+LOAD_SERVERS = "LOAD MYSQL SERVERS TO RUNTIME"
+# what node A was sent at each shell step (the recording describes it in words; the rows
+# follow from B's answers): a list of statements, or a wait for A's own main table
+CLUSTER_SHELL = {
+    5: ["INSERT INTO mysql_servers (hostgroup_id,hostname,port) VALUES (10,'10.0.0.1',3306),(11,'10.0.0.2',3306)",
+        LOAD_SERVERS],
+    14: ("10", "10.0.0.1", "11", "10.0.0.2", "11", "10.0.0.3"),   # A has pulled B's row, as in the recording
+    15: ["DELETE FROM mysql_servers WHERE hostname='10.0.0.2'", LOAD_SERVERS],
+    21: ["INSERT INTO mysql_servers (hostgroup_id,hostname,port) VALUES (12,'10.0.0.4',3306)", LOAD_SERVERS],
+}
+# the recorded 8-s sleeps are many check intervals (200 ms); the double needs far fewer
+CLUSTER_SLEEP = None if REAL else 2.0
+
+
+class ClusterReplay(Replay):
+    """The replay of node B, with node A at hand for the shell steps."""
+
+    def __init__(self, node_b, node_a, steps):
+        super().__init__(node_b, steps, shell=self.on_node_a)
+        self.a = node_a
+        self.ports = {"A": str(node_a.admin_port), "B": str(node_b.admin_port)}
+
+    def expected_rows(self, step):
+        return [[self.ports[RECORDED_PORTS[v]] if v in RECORDED_PORTS else v for v in r]
+                for r in super().expected_rows(step)]
+
+    def compare_rows(self, step, got, diffs, exp=None):
+        exp = self.expected_rows(step) if exp is None else exp
+        cols = step.get("columns") or []
+        if step.get("time_dependent") and "diff_check" in cols and len(exp) == len(got):
+            # how many checks have passed since the pull, and whether B's monitor of itself
+            # has fetched B's new version yet, is timing: a settled answer is accepted too
+            own = self.p.query("SELECT version FROM runtime_checksums_values WHERE name='mysql_servers'")[0][0]
+            vi, di, pi = cols.index("version"), cols.index("diff_check"), cols.index("port")
+            for e, g in zip(exp, got):
+                if g[di] == "0":
+                    e[di] = "0"
+                if e[pi] == self.ports["B"] and g[vi] == own:
+                    e[vi] = own
+        super().compare_rows(step, got, diffs, exp)
+
+    def step_sleep(self, step):
+        time.sleep(step["seconds"] if CLUSTER_SLEEP is None else min(step["seconds"], CLUSTER_SLEEP))
+        return []
+
+    last_load = 0.0
+
+    def before_load(self):
+        """Epochs are unix seconds and a node pulls only a strictly newer one: two LOADs on the
+        two nodes within one second make a conflict nobody resolves.  The recorded steps were
+        further apart; here each LOAD waits for the next second after the previous one."""
+        if int(time.time()) == int(self.last_load):
+            time.sleep(1.0 - time.time() % 1.0 + 0.01)
+        self.last_load = time.time()
+
+    def step_sql(self, step):
+        if step["sql"].upper().startswith("LOAD MYSQL SERVERS"):
+            self.before_load()
+        return super().step_sql(step)
+
+    def on_node_a(self, step):
+        action = CLUSTER_SHELL[step["step"]]
+        if isinstance(action, tuple):
+            want = [list(action[i:i + 2]) for i in range(0, len(action), 2)]
+            deadline = time.monotonic() + POLL_TIMEOUT
+            while True:
+                got = [list(r) for r in self.a.query("SELECT hostgroup_id, hostname FROM main.mysql_servers "
+                                                     "ORDER BY hostgroup_id, hostname")]
+                if got == want:
+                    return []
+                if time.monotonic() > deadline:
+                    return ["node A's main: expected %s, got %s" % (want, got)]
+                time.sleep(0.1)
+        for sql in action:
+            if sql == LOAD_SERVERS:
+                self.before_load()
+            self.a.query(sql)
+        return []
+
+
+def cluster_pair(**kwargs):
+    """Nodes A and B (A on the lower port, as recorded: ORDER BY port lists A first)."""
+    ports = sorted(free_port() for _ in range(2))
+    peers = [("127.0.0.1", ports[0], 0, "A"), ("127.0.0.1", ports[1], 0, "B")]
+    config = dict(admin_credentials="admin:admin;cluster1:clusterpw", cluster_username="cluster1",
+                  cluster_password="clusterpw", proxysql_servers=peers,
+                  variables=[("admin-cluster_check_interval_ms", "200")])
+    if not REAL:
+        config["monitor_shun_after"] = 0
+    config.update(kwargs)
+    return ProxySQL(admin_port=ports[0], **config), ProxySQL(admin_port=ports[1], **config)
+
+
+@pytest.fixture(scope="module")
+def cluster_replay(instrumented_pymysql):
+    a, b = cluster_pair()
+    try:
+        a.start()
+        b.start()
+        r = ClusterReplay(b, a, CLUSTER_B)
+        r.run()
+    finally:
+        b.close()
+        a.close()
+    return r
+
+
+@pytest.mark.parametrize("step", CLUSTER_B, ids=lambda s: "%02d-%s-%s" % (s["step"], s["type"], s["section"]))
+def test_cluster_node_b_step(cluster_replay, step):
+    diffs = cluster_replay.results[step["step"]]
+    assert not diffs, describe(step) + "\n  " + "\n  ".join(diffs)
+
+
+def wait_for_rows(p, sql, want, timeout=POLL_TIMEOUT):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = p.query(sql)
+        if got == want or time.monotonic() > deadline:
+            return got
+        time.sleep(0.05)
+
+
+def next_second():
+    time.sleep(1.0 - time.time() % 1.0 + 0.01)
+
+
+def test_cluster_pull_loses_staged_rows_and_pulls_users():
+    """Measured by hand on the recorded pair (AGENT-FACTS.md): B's staged rows are lost to a pull
+    of A's change, and B's next LOAD publishes A's row plus what B staged after it.  Users follow
+    the same way (the peer's loaded rows), saved to disk; diffs_before_sync=0 stops a module, and
+    (from the source) reaches the peer with the admin variables."""
+    a, b = cluster_pair()
+    try:
+        a.start()
+        b.start()
+        servers = "SELECT hostgroup_id, hostname FROM main.mysql_servers ORDER BY hostgroup_id, hostname"
+        b.query("INSERT INTO mysql_servers (hostgroup_id, hostname) VALUES (20, 'staged1'), (20, 'staged2')")
+        a.query("INSERT INTO mysql_servers (hostgroup_id, hostname) VALUES (10, 'from-a')")
+        a.query(LOAD_SERVERS)
+        assert wait_for_rows(b, servers, [("10", "from-a")]) == [("10", "from-a")]
+        b.query("INSERT INTO mysql_servers (hostgroup_id, hostname) VALUES (20, 'staged3')")
+        next_second()
+        b.query(LOAD_SERVERS)
+        assert b.query("SELECT hostgroup_id, hostname FROM runtime_mysql_servers") == [
+            ("10", "from-a"), ("20", "staged3")]
+
+        users = "SELECT username, frontend, backend FROM main.mysql_users ORDER BY username"
+        a.query("INSERT INTO mysql_users (username, password, default_hostgroup) VALUES ('app', 'pw', 10)")
+        a.query("LOAD MYSQL USERS TO RUNTIME")
+        assert wait_for_rows(b, users, [("app", "1", "1")]) == [("app", "1", "1")]
+        assert b.query("SELECT username FROM disk.mysql_users") == [("app",)]
+        assert b.query("SELECT checksum FROM runtime_checksums_values WHERE name='mysql_users'") == \
+            a.query("SELECT checksum FROM runtime_checksums_values WHERE name='mysql_users'")
+
+        b.query("SET admin-cluster_mysql_users_diffs_before_sync=0")
+        b.query("LOAD ADMIN VARIABLES TO RUNTIME")
+        # admin variables are pulled like the rest: A takes B's newer ones, the 0 included
+        setting = ("SELECT variable_value FROM runtime_global_variables "
+                   "WHERE variable_name='admin-cluster_mysql_users_diffs_before_sync'")
+        assert wait_for_rows(a, setting, [("0",)]) == [("0",)]
+        assert a.query(setting.replace("runtime_global_variables", "disk.global_variables")) == [("0",)]
+        next_second()
+        a.query("INSERT INTO mysql_users (username, password, default_hostgroup) VALUES ('late', 'pw', 10)")
+        a.query("LOAD MYSQL USERS TO RUNTIME")
+        time.sleep(1.5)
+        assert b.query(users) == [("app", "1", "1")]
+    finally:
+        b.close()
+        a.close()
+
+
+# ---------------------------------------------------------------------------
 # Test hooks, lifecycle and protocol corners
 # ---------------------------------------------------------------------------
 
@@ -400,9 +759,6 @@ def proxysql():
         yield p
     finally:
         p.close()
-
-
-double_only = pytest.mark.skipif(REAL, reason="property of the double (PROXYSQL_BIN is set)")
 
 
 def timed(fn):
@@ -529,8 +885,10 @@ def test_hook_pool_drain(proxysql):
     assert q("SELECT hostgroup_id, hostname, port, status FROM runtime_mysql_servers") == [
         ("10", "127.0.0.1", "13306", "OFFLINE_HARD")]
     proxysql.control("pool", hostgroup=10, host="127.0.0.1", port=13306, used=0)
-    assert q(pool) == []
+    # released, but only a purge (a read of runtime_mysql_servers or the next LOAD) drops it
+    assert q(pool) == [("10", "127.0.0.1", "13306", "OFFLINE_HARD", "0", "5")]
     assert q("SELECT * FROM runtime_mysql_servers") == []
+    assert q(pool) == []
     with pytest.raises(RuntimeError, match="404"):
         proxysql.control("pool", hostgroup=10, host="127.0.0.1", port=13306, used=1)
 
@@ -569,6 +927,33 @@ def test_starts_in_well_under_a_second(tmp_path):
         proc.wait(5)
     assert line.startswith("admin=127.0.0.1:")
     assert started < 1.0 and ready < 1.0, (started, ready)
+
+
+@double_only
+def test_config_options_of_a_fresh_datadir(tmp_path):
+    """--variable takes only variables the double has; config values land in global_variables of a
+    fresh datadir only (like proxysql.cnf), proxysql_servers rows too."""
+    r = subprocess.run([PYTHON, DOUBLE, "--listen", "127.0.0.1:0", "--datadir", str(tmp_path / "x"),
+                        "--variable", "mysql-no_such_thing=1"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "mysql-no_such_thing" in r.stderr, r.stderr
+    p = ProxySQL(monitor_shun_after=0, stats_credentials="stats:stats;observer:obspw",
+                 variables=[("mysql-monitor_read_only_interval", "500")],
+                 proxysql_servers=[("127.0.0.1", 16998, 1, "peer")])
+    p.start()
+    try:
+        q = "SELECT variable_value FROM global_variables WHERE variable_name IN " \
+            "('admin-stats_credentials', 'mysql-monitor_read_only_interval') ORDER BY variable_name"
+        assert p.query(q) == [("stats:stats;observer:obspw",), ("500",)]
+        assert p.query("SELECT * FROM runtime_proxysql_servers") == [("127.0.0.1", "16998", "1", "peer")]
+        assert p.query("SELECT 1", "observer", "obspw") == [("1",)]
+        p.query("UPDATE global_variables SET variable_value='900' WHERE variable_name='mysql-monitor_read_only_interval'")
+        p.query("SAVE MYSQL VARIABLES TO DISK")
+        p.restart()                              # not fresh: the config is not read again
+        assert p.query(q)[1] == ("900",)
+        assert p.query("LOAD MYSQL VARIABLES FROM CONFIG") == 1     # one mysql-* variable in the config
+        assert p.query(q)[1] == ("500",)
+    finally:
+        p.close()
 
 
 @double_only
@@ -753,3 +1138,77 @@ def test_restart_keeps_port_and_reloads_disk(proxysql):
     assert proxysql.query("SELECT hostname FROM disk.mysql_servers") == [("saved",)]
     proxysql.restart(initial=True)
     assert proxysql.query("SELECT COUNT(*) FROM disk.mysql_servers") == [("0",)]
+
+
+def test_identity_clash_and_monitor_logins():
+    """From ProxySQL's source, beyond the recording: the monitor user that is no frontend user
+    logs in as stats with mysql-monitor_password; a frontend user named like the monitor user
+    is let in as admin (bug #492); a changed admin_credentials list replaces the clashing row
+    until the next LOAD MYSQL USERS."""
+    p = ProxySQL(monitor_shun_after=0, admin_credentials="admin:admin;ops:opspw",
+                 monitor_username="monitor", monitor_password="monitorpw")
+    p.start()
+    try:
+        assert p.query("SELECT DATABASE()", "monitor", "monitorpw") == [("stats",)]
+        p.query("INSERT INTO mysql_users (username, password) VALUES ('monitor', 'mpw'), ('ops', 'x')")
+        p.query("LOAD MYSQL USERS TO RUNTIME")
+        assert p.query("SELECT DATABASE()", "monitor", "mpw") == [("admin",)]
+        with pytest.raises(pymysql.err.OperationalError):
+            p.connect("monitor", "monitorpw")
+        with pytest.raises(pymysql.err.OperationalError):
+            p.connect("ops", "opspw")
+        p.query("UPDATE global_variables SET variable_value='admin:admin;ops:newpw' "
+                "WHERE variable_name='admin-admin_credentials'")
+        p.query("LOAD ADMIN VARIABLES TO RUNTIME")
+        assert p.query("SELECT 1", "ops", "newpw") == [("1",)]
+        p.query("LOAD MYSQL USERS TO RUNTIME")
+        with pytest.raises(pymysql.err.OperationalError):
+            p.connect("ops", "newpw")
+    finally:
+        p.close()
+
+
+def test_which_checksum_follows_what():
+    """AGENT-FACTS.md "Which checksum follows what" (measured by hand on a real 2.7.1): memory =
+    disk is a plain comparison, runtime mysql_servers = memory right after a LOAD, mysql_servers_v2
+    changes only with a LOAD, the users' runtime checksum is not CHECKSUM MEMORY MYSQL USERS."""
+    p = ProxySQL(monitor_shun_after=0)
+    p.start()
+    try:
+        q = p.query
+
+        def cks(what):
+            return q("CHECKSUM %s" % what)[0][1]
+
+        def runtime(name):
+            return q("SELECT checksum FROM runtime_checksums_values WHERE name='%s'" % name)[0][0]
+
+        q("INSERT INTO mysql_replication_hostgroups (writer_hostgroup, reader_hostgroup) VALUES (40, 41)")
+        q("INSERT INTO mysql_servers (hostgroup_id, hostname, port) VALUES (40,'127.0.0.1',3391),"
+          "(20,'127.0.0.1',13501)")
+        staged = ("0x248FC739B0B507DA", "0x00", "0x0000000000000000", "0x0000000000000000")
+        assert (cks("MEMORY MYSQL SERVERS"), cks("DISK MYSQL SERVERS"), runtime("mysql_servers"),
+                runtime("mysql_servers_v2")) == staged
+        q("LOAD MYSQL SERVERS TO RUNTIME")
+        assert (runtime("mysql_servers"), runtime("mysql_servers_v2")) == ("0x248FC739B0B507DA",
+                                                                           "0xEA759BE23E923295")
+        q("SAVE MYSQL SERVERS TO DISK")
+        assert cks("DISK MYSQL SERVERS") == cks("MEMORY MYSQL SERVERS") == "0x248FC739B0B507DA"
+        q("UPDATE mysql_servers SET weight=2 WHERE port=13501")
+        assert cks("MEMORY MYSQL SERVERS") != "0x248FC739B0B507DA"
+        assert (runtime("mysql_servers"), runtime("mysql_servers_v2"), cks("DISK MYSQL SERVERS")) == (
+            "0x248FC739B0B507DA", "0xEA759BE23E923295", "0x248FC739B0B507DA")
+        q("UPDATE mysql_servers SET weight=1 WHERE port=13501")
+        assert cks("MEMORY MYSQL SERVERS") == "0x248FC739B0B507DA"
+
+        q("INSERT INTO mysql_users (username, password, default_hostgroup) VALUES ('app', 'pw', 10)")
+        q("LOAD MYSQL USERS TO RUNTIME")
+        loaded = runtime("mysql_users")
+        assert loaded != cks("MEMORY MYSQL USERS")
+        q("SAVE MYSQL USERS TO DISK")
+        assert cks("DISK MYSQL USERS") == cks("MEMORY MYSQL USERS")
+        memory = cks("MEMORY MYSQL USERS")
+        q("UPDATE mysql_users SET default_hostgroup=11")
+        assert cks("MEMORY MYSQL USERS") != memory and runtime("mysql_users") == loaded
+    finally:
+        p.close()
