@@ -117,6 +117,25 @@ int pxadmin_read_runtime(struct pxadmin *a, const deadline_t *dl, struct px_serv
 	return read_layer(a, "runtime_mysql_", dl, servers, users, e);
 }
 
+int pxadmin_peer_epoch(struct pxadmin *a, const deadline_t *dl, long long *epoch, struct db_err *e)
+{
+	MYSQL_RES *res;
+	MYSQL_ROW row;
+	long n;
+
+	*epoch = 0;
+	if (db_query(&a->db,
+		     "SELECT MAX(epoch) FROM stats_proxysql_servers_checksums WHERE name IN ('mysql_servers', "
+		     "'mysql_servers_v2', 'mysql_users')",
+		     dl, &res, e) < 0)
+		return -1;
+	if (res && (row = mysql_fetch_row(res)) != NULL && row[0] && sk_parse_long(row[0], 0, 4102444800L, &n))
+		*epoch = n;
+	if (res)
+		mysql_free_result(res);
+	return 0;
+}
+
 int pxadmin_read_peers(struct pxadmin *a, bool runtime, const deadline_t *dl, struct px_peers *out, struct db_err *e)
 {
 	MYSQL_RES *res;

@@ -36,6 +36,10 @@ int pxadmin_read(struct pxadmin *a, const deadline_t *dl, struct px_servers *ser
 int pxadmin_read_runtime(struct pxadmin *a, const deadline_t *dl, struct px_servers *servers, struct px_users *users,
 			 struct db_err *e) SK_MUST_CHECK;
 
+/* The newest epoch (Unix seconds) at which a ProxySQL Cluster peer loaded mysql_servers or
+ * mysql_users, as this node sees it (stats_proxysql_servers_checksums); 0 when none. */
+int pxadmin_peer_epoch(struct pxadmin *a, const deadline_t *dl, long long *epoch, struct db_err *e) SK_MUST_CHECK;
+
 /* proxysql_servers of memory (main) or runtime; sorted. */
 int pxadmin_read_peers(struct pxadmin *a, bool runtime, const deadline_t *dl, struct px_peers *out,
 		       struct db_err *e) SK_MUST_CHECK;

@@ -514,6 +514,30 @@ static int follow(struct agent *ag, struct target *t, const struct plan *p)
 	return 1;
 }
 
+/* single-writer: a peer pulls only a checksum whose epoch (whole seconds) is newer than its own; a
+ * LOAD in the same second as a peer's last one would never spread ("epoch times are EQUAL"). So the
+ * writer's LOAD waits, up to a second and a half and within the deadline, for a later second. */
+static int await_newer_epoch(struct agent *ag, struct target *t, const struct plan *p, const deadline_t *dl)
+{
+	long long epoch;
+	struct db_err e;
+	bool loads = false;
+
+	for (size_t i = 0; i < p->n && !loads; i++)
+		loads = strncmp(p->steps[i].sql, "LOAD MYSQL ", 11) == 0;
+	if (!loads || t->cluster_peers <= 0)
+		return 0;
+	if (pxadmin_peer_epoch(&t->px, dl, &epoch, &e) < 0) {
+		log_warn("target %s: reading stats_proxysql_servers_checksums failed: %s", t->pt.name, e.msg);
+		t->errors_read++;
+		return -1;
+	}
+	for (int i = 0; i < 15 && (long long)agent_unix_now() <= epoch && deadline_left_ms(dl) > 200; i++)
+		if (agent_nap(ag, 100))
+			return -1;
+	return 0;
+}
+
 /* Only drains (and the LOAD and SAVE that follow them) left to do. */
 static bool only_drains(const struct plan *p)
 {
@@ -666,6 +690,8 @@ int agent_reconcile(struct agent *ag, struct target *t, const struct agent_want 
 		else if (strncmp(plan.steps[i].sql, "SAVE ", 5) == 0 && i == 0)
 			t->saves_owed++;
 	}
+	if (plan.n && strcmp(cluster_mode(t), "single-writer") == 0 && await_newer_epoch(ag, t, &plan, &dl) < 0)
+		goto out;
 	if (plan.n && pxadmin_apply(&t->px, &plan, &dl, &ag->stop, &done, &e) < 0) {
 		if (ag->stop)
 			log_warn("target %s: stopping: abandoned the apply after %zu of %zu statement(s), before its "

@@ -61,6 +61,11 @@ def weight_of(p, host):
     return rows[0][0] if rows else None
 
 
+def is_writer(agent):
+    status, text = agent.http("/metrics")
+    return status == 200 and "\nproxysql_sync_cluster_writer 1\n" in "\n" + text
+
+
 def pct(values, q):
     s = sorted(values)
     return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
@@ -80,7 +85,7 @@ def main():
         make_cluster(pxs)
         test_sync.put_topology(consul, users=False)
         extra = ('cluster-mode = "single-writer"\ncluster-lock-ttl = 3.0\ncluster-lock-delay = 1.0\n'
-                 'admin-timeout = 1.0\ncluster-converge-timeout = 10.0\nquiescence-min = 0.0\n')
+                 'admin-timeout = 1.0\ncluster-converge-timeout = 10.0\n')
         for i, p in enumerate(pxs):
             d = os.path.join(work, "agent%d" % i)
             os.makedirs(d)
@@ -106,8 +111,7 @@ def main():
 
         rows = []
         for how, sig in (("SIGTERM (lock released)", signal.SIGTERM), ("SIGKILL (session expires)", signal.SIGKILL)):
-            writer = [ag for ag in agents if ag.proc and ag.proc.poll() is None
-                      and "proxysql_sync_cluster_writer 1" in ag.http("/metrics")[1]]
+            writer = [ag for ag in agents if ag.proc and ag.proc.poll() is None and is_writer(ag)]
             if not writer:
                 raise SystemExit("cluster_bench: no writer")
             writer = writer[0]
@@ -115,8 +119,7 @@ def main():
             writer.proc.send_signal(sig)
             writer.proc.wait(10)
             others = [ag for ag in agents if ag is not writer and ag.proc.poll() is None]
-            wait("a new writer", lambda: any("proxysql_sync_cluster_writer 1" in ag.http("/metrics")[1]
-                                             for ag in others), 60)
+            wait("a new writer", lambda: any(is_writer(ag) for ag in others), 60)
             took = time.monotonic() - t0
             consul.put("mysql/replica/shop/eu/db9:3306", b"" if how.startswith("SIGTERM") else b"{}")
             live = [pxs[agents.index(ag)] for ag in others]

@@ -14,7 +14,9 @@ Runs, one after the other, on loopback:
    bounded load;
 3. tests/bench/sync_bench.py: proxysql-sync against the Consul and ProxySQL doubles (again with
    the static build when bin/static/ has it);
-4. tests/bench/fanout_bench.py: 50, 100 and 200 agents on one Consul double (a short run: 5 s
+4. tests/bench/cluster_bench.py: cluster-mode = single-writer on a 3-node ProxySQL Cluster of
+   doubles: a KV change to every node (p50, p99) and the takeover after the writer's agent stops.
+5. tests/bench/fanout_bench.py: 50, 100 and 200 agents on one Consul double (a short run: 5 s
    blocking waits, 3 timed changes and 2 counted rounds per fleet, about 1.5 min).
 
 Each prints Markdown; this script puts the outputs under one header with the machine's facts
@@ -96,6 +98,8 @@ def main():
     ap.add_argument("--servers", type=int, default=2000, help="servers in the initial sync (default 2000)")
     ap.add_argument("--initial-runs", type=int, default=3, help="initial syncs, each against a fresh ProxySQL "
                     "(default 3)")
+    ap.add_argument("--cluster-changes", type=int, default=100,
+                    help="KV changes timed on the 3-node single-writer cluster (default 100)")
     ap.add_argument("--fanout", default="50,100,200", help="fan-out fleet sizes (default 50,100,200)")
     ap.add_argument("--fanout-changes", type=int, default=3, help="KV changes timed per fleet (default 3)")
     a = ap.parse_args()
@@ -118,6 +122,8 @@ def main():
     if os.path.exists(os.path.join(static_dir, "proxysql-sync")):
         sections.append(("proxysql-sync: Consul KV -> ProxySQL (static, musl)", sync_argv,
                          dict(env, SIDEKICK_BIN=static_dir)))
+    sections.append(("proxysql-sync single-writer on a ProxySQL Cluster",
+                     [PYTHON, os.path.join(HERE, "cluster_bench.py"), "--changes", str(a.cluster_changes)], env))
     sections.append(("proxysql-sync fan-out: many agents, one Consul",
                      [PYTHON, os.path.join(HERE, "fanout_bench.py"), "--agents", a.fanout,
                       "--changes", str(a.fanout_changes), "--quiet-changes", "2", "--idle", "8"], env))
