@@ -303,3 +303,90 @@ def test_proxysql_servers_follow_the_announced_fleet(fast_consul, workdir):
             print(a.logs())
         for p in pxs:
             p.close()
+
+
+# ---- a real two-node ProxySQL Cluster (the doubles pull from each other as ProxySQL does) -----
+
+def two_node_cluster():
+    import sys
+    import os
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
+    from cluster_bench import make_cluster
+    from fakes.proxysql import ProxySQL
+    from test_sync import ADMIN_PASSWORD
+    pxs = [ProxySQL(admin_password=ADMIN_PASSWORD).start() for _ in range(2)]
+    make_cluster(pxs)
+    return pxs
+
+
+def test_disable_pull_on_a_two_node_cluster(fast_consul, workdir):
+    """disable-pull with an agent per node: both converge; a change LOADed by hand on one node does not
+    reach the other (its pull of mysql_servers is off) and that node's agent takes it back."""
+    import os
+    consul = fast_consul
+    pxs = two_node_cluster()
+    agents = []
+    try:
+        put_topology(consul, users=False)
+        for i, p in enumerate(pxs):
+            d = os.path.join(workdir, "a%d" % i)
+            os.makedirs(d)
+            agents.append(Agent(consul, [p], d, extra='cluster-mode = "disable-pull"\nresync-interval = 1.0\n').start())
+        for p in pxs:
+            wait_until("both converge", lambda p=p: synced(p), timeout=15)
+        for p in pxs:
+            assert runtime_variable_of(p, "admin-cluster_mysql_servers_diffs_before_sync") == "0"
+        pxs[0].query("UPDATE mysql_servers SET weight=77 WHERE hostname='db2'")
+        pxs[0].query("LOAD MYSQL SERVERS TO RUNTIME")
+        time.sleep(1.5)                       # well past 3 checks of 200 ms
+        weights = [p.query("SELECT weight FROM runtime_mysql_servers WHERE hostname='db2'")[0][0] for p in pxs]
+        assert weights[1] == "1", weights     # not pulled
+        wait_until("taken back on node 1", lambda: pxs[0].query(
+            "SELECT weight FROM runtime_mysql_servers WHERE hostname='db2'")[0][0] == "1", timeout=10)
+    finally:
+        for a in agents:
+            a.stop()
+            print(a.logs())
+        for p in pxs:
+            p.close()
+
+
+def runtime_variable_of(px, name):
+    rows = px.query("SELECT variable_value FROM runtime_global_variables WHERE variable_name='%s'" % name)
+    return rows[0][0] if rows else None
+
+
+def test_single_writer_on_a_two_node_cluster(fast_consul, workdir):
+    """single-writer on a real two-node cluster: exactly one agent applies, the cluster carries the
+    change, both agents are ready; after the writer's agent stops the other applies and a KV change
+    reaches both nodes."""
+    import os
+    consul = fast_consul
+    pxs = two_node_cluster()
+    agents = []
+    try:
+        put_topology(consul, users=False)
+        for i, p in enumerate(pxs):
+            d = os.path.join(workdir, "a%d" % i)
+            os.makedirs(d)
+            agents.append(Agent(consul, [p], d, extra=SINGLE_WRITER).start())
+        for p in pxs:
+            wait_until("both nodes", lambda p=p: synced(p), timeout=20)
+        for a in agents:
+            wait_until("both ready", a.ready, timeout=10)
+        assert len(writer_of(agents)) == 1
+        w = writer_of(agents)[0]
+        f = agents[1 - agents.index(w)]
+        assert "applied" not in f.logs(), f.logs()          # the follower wrote nothing
+        stop_and_check(w)
+        wait_until("the other takes over", lambda: metric(f, "proxysql_sync_cluster_writer") == 1, timeout=10)
+        consul.put("mysql/replica/shop/eu/db5:3306", b"")
+        for p in pxs:
+            wait_until("db5 on both nodes", lambda p=p: ("11", "db5", "3306", "ONLINE") in runtime_servers(p),
+                       timeout=20)
+    finally:
+        for a in agents:
+            a.stop()
+            print(a.logs())
+        for p in pxs:
+            p.close()
