@@ -133,3 +133,25 @@ def test_one_source_per_hostgroup(consul, px, workdir):
         agent = Agent(consul, [px], workdir, extra=extra)
         r = agent.run("--check-config")
         assert r.returncode == 2 and want in r.stderr and len(r.stderr.strip().splitlines()) == 1, (extra, r.stderr)
+
+
+def test_consul_service_definition_examples():
+    """dist/consul/mysql-service.json and its Kubernetes ConfigMap hold the same definition: an HTTP
+    check on clustercheck --listen (port 9200, as statefulset-httpget.yaml runs it), and the meta
+    keys the services example of docs/proxysql-sync.md maps."""
+    import os
+    import yaml
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    with open(os.path.join(root, "dist", "consul", "mysql-service.json")) as f:
+        plain = json.load(f)
+    with open(os.path.join(root, "k8s", "mariadb-galera", "consul-service.yaml")) as f:
+        cm = yaml.safe_load(f)
+    in_cm = json.loads(cm["data"]["mysql-service.json"])
+    for d in (plain, in_cm):
+        svc = d["service"]
+        assert svc["name"] == "mysql" and svc["port"] == 3306
+        [chk] = svc["checks"]
+        assert chk["http"] == "http://127.0.0.1:9200/" and chk["timeout"] < chk["interval"]
+        assert all(k.startswith("proxysql_") for k in svc["meta"])
+    with open(os.path.join(root, "k8s", "mariadb-galera", "statefulset-httpget.yaml")) as f:
+        assert '"--listen", "9200"' in f.read()
