@@ -390,3 +390,46 @@ def test_single_writer_on_a_two_node_cluster(fast_consul, workdir):
             print(a.logs())
         for p in pxs:
             p.close()
+
+
+def test_monitor_roles_leave_the_read_only_monitor_alone(galera, mysql_creds, consul, workdir):
+    """roles = "monitor" beside ProxySQL's read_only monitor on a real Galera node: the member is
+    written into the writer hostgroup only; SET GLOBAL read_only=ON makes the monitor move it to the
+    reader hostgroup in runtime, and the agent sends no write and no LOAD for as long as we watch."""
+    from fakes.proxysql import ProxySQL
+    from test_sync import ADMIN_PASSWORD
+    node = galera[1]
+    galera.heal()
+    p = ProxySQL(admin_password=ADMIN_PASSWORD, monitor_username=mysql_creds.user,
+                 monitor_password=mysql_creds.password, monitor_shun_after=30.0,
+                 variables=[("mysql-monitor_read_only_interval", "500")])
+    p.start()
+    agent = None
+    try:
+        p.query("INSERT INTO mysql_replication_hostgroups (writer_hostgroup, reader_hostgroup) VALUES (10, 11)")
+        p.query("LOAD MYSQL SERVERS TO RUNTIME")
+        addr = "%s:%d" % (node.ip, node.port)
+        consul.put("mysql/master/shop", addr.encode())
+        consul.put("mysql/master/shop/hostname", node.ip.encode())
+        consul.put("mysql/master/shop/port", str(node.port).encode())
+        agent = Agent(consul, [p], workdir, extra="resync-interval = 1.0\n")
+        agent.text = agent.text.replace('reader_hostgroup = 11; }', 'reader_hostgroup = 11; roles = "monitor"; }')
+        agent.write_config()
+        agent.start()
+        me = (node.ip, str(node.port))
+        wait_until("the member in the writer hostgroup", lambda: [r[:3] for r in memory_servers(p)] == [
+            ("10",) + me])
+        wait_until("/readyz", agent.ready)
+        p.clear_statements()
+        node.set_read_only(True)
+        wait_until("the monitor's move", lambda: ("11",) + me in [r[:3] for r in runtime_servers(p)], timeout=10)
+        time.sleep(3.5)                      # three resyncs
+        assert ("11",) + me in [r[:3] for r in runtime_servers(p)]
+        assert [r[:3] for r in memory_servers(p)] == [("10",) + me]
+        assert writes(p) == [], writes(p)
+    finally:
+        node.set_read_only(False)
+        if agent:
+            stop_and_check(agent)
+        p.close()
+        galera.heal()
