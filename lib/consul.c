@@ -1237,6 +1237,18 @@ static int parse_item(const char *body, const struct scan *s, const cJSON *obj, 
 	return 0;
 }
 
+/* The entries of a listing: a JSON array of at most CONSUL_KV_MAX_ITEMS. */
+static int count_items(const cJSON *doc, size_t *n, char *err, size_t errlen)
+{
+	*n = 0;
+	if (!cJSON_IsArray(doc))
+		return sk_err(err, errlen, "not a JSON array");
+	for (const cJSON *it = doc->child; it; it = it->next)
+		if (++*n > CONSUL_KV_MAX_ITEMS)
+			return sk_err(err, errlen, "more than %d entries", CONSUL_KV_MAX_ITEMS);
+	return 0;
+}
+
 int consul_parse_kv_json(const char *body, size_t len, struct consul_kv_list *out, char *err, size_t errlen)
 {
 	struct scan s = { 0 };
@@ -1277,15 +1289,8 @@ int consul_parse_kv_json(const char *body, size_t len, struct consul_kv_list *ou
 		sk_err(err, errlen, "number literals do not match the document");
 		goto out;
 	}
-	if (!cJSON_IsArray(doc)) {
-		sk_err(err, errlen, "not a JSON array");
+	if (count_items(doc, &n, err, errlen) < 0)
 		goto out;
-	}
-	for (const cJSON *it = doc->child; it; it = it->next)
-		if (++n > CONSUL_KV_MAX_ITEMS) {
-			sk_err(err, errlen, "more than %d entries", CONSUL_KV_MAX_ITEMS);
-			goto out;
-		}
 	out->items = xcalloc(n, sizeof(*out->items));
 	n = 0;
 	for (const cJSON *it = doc->child; it; it = it->next, n++) {
@@ -1395,15 +1400,8 @@ int consul_parse_health_json(const char *body, size_t len, struct consul_kv_list
 		sk_err(err, errlen, len ? "not valid JSON" : "empty answer");
 		goto out;
 	}
-	if (!cJSON_IsArray(doc)) {
-		sk_err(err, errlen, "not a JSON array");
+	if (count_items(doc, &n, err, errlen) < 0)
 		goto out;
-	}
-	for (const cJSON *it = doc->child; it; it = it->next)
-		if (++n > CONSUL_KV_MAX_ITEMS) {
-			sk_err(err, errlen, "more than %d entries", CONSUL_KV_MAX_ITEMS);
-			goto out;
-		}
 	out->items = xcalloc(n ? n : 1, sizeof(*out->items));
 	n = 0;
 	for (const cJSON *it = doc->child; it; it = it->next, n++) {

@@ -477,6 +477,16 @@ static void report(struct agent *ag, struct target *t, const struct tstate *st, 
 	t->diffs_before_sync[TABLE_USERS] = st->facts.users_diffs_before_sync;
 }
 
+static void mark_in_sync(struct agent *ag, struct target *t)
+{
+	pthread_mutex_lock(&ag->mu);
+	t->why[0] = '\0';
+	pthread_mutex_unlock(&ag->mu);
+	t->in_sync = true;
+	t->synced_once = true;
+	t->last_sync_unix = agent_unix_now();
+}
+
 /* single-writer, not the writer: write nothing; the target is in sync once the cluster has carried
  * the writer's change to it (its plan is empty), not when it stays different longer than
  * cluster-converge-timeout. Returns 0 (in sync) or 1 (look again soon). */
@@ -488,12 +498,7 @@ static int follow(struct agent *ag, struct target *t, const struct plan *p)
 		if (t->diverged_since_us && !t->in_sync)
 			log_info("target %s: the cluster carried the writer's state here", t->pt.name);
 		t->diverged_since_us = 0;
-		pthread_mutex_lock(&ag->mu);
-		t->why[0] = '\0';
-		pthread_mutex_unlock(&ag->mu);
-		t->in_sync = true;
-		t->synced_once = true;
-		t->last_sync_unix = agent_unix_now();
+		mark_in_sync(ag, t);
 		return 0;
 	}
 	if (!t->diverged_since_us)
@@ -769,12 +774,7 @@ int agent_reconcile(struct agent *ag, struct target *t, const struct agent_want 
 	if (!t->in_sync)
 		log_info("target %s: in the desired state (%zu servers, %zu users)%s", t->pt.name, want_s.n,
 			 users ? want->users.n : 0, plan.draining || plan.server_drains ? "; draining" : "");
-	pthread_mutex_lock(&ag->mu);
-	t->why[0] = '\0';
-	pthread_mutex_unlock(&ag->mu);
-	t->in_sync = true;
-	t->synced_once = true;
-	t->last_sync_unix = agent_unix_now();
+	mark_in_sync(ag, t);
 	rc = plan.draining || plan.server_drains ? 1 : 0;
 out:
 	forget_drains(t, &st.mem_s, &want_s);

@@ -770,6 +770,11 @@ def test_bad_configuration_exits_2_with_one_line(workdir):
         'bogus = 1\n': "unknown setting",
         'clusters = ( { alias = "a"; writer_hostgroup = 1; } );\n': "no ProxySQL target",
     }
+    assert_check_config_refuses(cfg, cases)
+
+
+def assert_check_config_refuses(cfg, cases):
+    """Each {config text: words}: --check-config exits 2 with one line holding the words."""
     for text, want in cases.items():
         with open(cfg, "w") as f:
             f.write(text)

@@ -159,6 +159,25 @@ def fast_consul():
     c.close()
 
 
+def agents_for(consul, pxs, workdir, extra):
+    """One started agent per ProxySQL, each in a directory of its own."""
+    import os
+    agents = []
+    for i, p in enumerate(pxs):
+        d = os.path.join(workdir, "a%d" % i)
+        os.makedirs(d)
+        agents.append(Agent(consul, [p], d, extra=extra(p) if callable(extra) else extra).start())
+    return agents
+
+
+def stop_all(agents, pxs):
+    for a in agents:
+        a.stop()
+        print(a.logs())
+    for p in pxs:
+        p.close()
+
+
 def writer_of(agents):
     return [a for a in agents if metric(a, "proxysql_sync_cluster_writer") == 1]
 
@@ -177,10 +196,7 @@ def test_single_writer_elects_one_agent_and_hands_over(fast_consul, workdir):
     agents = []
     try:
         put_topology(consul, users=False)
-        for i, p in enumerate(pxs):
-            d = os.path.join(workdir, "a%d" % i)
-            os.makedirs(d)
-            agents.append(Agent(consul, [p], d, extra=SINGLE_WRITER).start())
+        agents = agents_for(consul, pxs, workdir, SINGLE_WRITER)
         wait_until("one writer", lambda: len(writer_of(agents)) == 1, timeout=15)
         time.sleep(2)
         assert len(writer_of(agents)) == 1
@@ -211,11 +227,7 @@ def test_single_writer_elects_one_agent_and_hands_over(fast_consul, workdir):
         wait_until("the change on the writer's target",
                    lambda: ("11", "db5", "3306", "ONLINE") in runtime_servers(wp))
     finally:
-        for a in agents:
-            a.stop()
-            print(a.logs())
-        for p in pxs:
-            p.close()
+        stop_all(agents, pxs)
 
 
 def test_single_writer_gives_the_lock_up_when_its_proxysql_is_gone(fast_consul, workdir):
@@ -229,10 +241,7 @@ def test_single_writer_gives_the_lock_up_when_its_proxysql_is_gone(fast_consul, 
     agents = []
     try:
         put_topology(consul, users=False)
-        for i, p in enumerate(pxs):
-            d = os.path.join(workdir, "a%d" % i)
-            os.makedirs(d)
-            agents.append(Agent(consul, [p], d, extra=SINGLE_WRITER).start())
+        agents = agents_for(consul, pxs, workdir, SINGLE_WRITER)
         wait_until("one writer", lambda: len(writer_of(agents)) == 1, timeout=15)
         w = writer_of(agents)[0]
         other = agents[1 - agents.index(w)]
@@ -241,11 +250,7 @@ def test_single_writer_gives_the_lock_up_when_its_proxysql_is_gone(fast_consul, 
         wait_until("the other writes", lambda: metric(other, "proxysql_sync_cluster_writer") == 1, timeout=10)
         wait_until("its target synced", lambda: synced(pxs[agents.index(other)]))
     finally:
-        for a in agents:
-            a.stop()
-            print(a.logs())
-        for p in pxs:
-            p.close()
+        stop_all(agents, pxs)
 
 
 # ---- the fleet: proxysql_servers from announcements ------------------------------------------
@@ -267,12 +272,9 @@ def test_proxysql_servers_follow_the_announced_fleet(fast_consul, workdir):
     agents = []
     try:
         put_topology(consul, users=False)
-        for i, p in enumerate(pxs):
-            d = os.path.join(workdir, "a%d" % i)
-            os.makedirs(d)
-            extra = ('announce-prefix = "proxysql/fleet"\nannounce-address = "127.0.0.1:%d"\nannounce-ttl = 2.0\n'
-                     'cluster-mode = "disable-pull"\nresync-interval = 1.0\n' % p.admin_port)
-            agents.append(Agent(consul, [p], d, extra=extra).start())
+        agents = agents_for(consul, pxs, workdir, lambda p: (
+            'announce-prefix = "proxysql/fleet"\nannounce-address = "127.0.0.1:%d"\nannounce-ttl = 2.0\n'
+            'cluster-mode = "disable-pull"\nresync-interval = 1.0\n' % p.admin_port))
         fleet = sorted(("127.0.0.1", p.admin_port) for p in pxs)
         for p in pxs:
             wait_until("the fleet on every node", lambda p=p: peers(p) == fleet, timeout=15)
@@ -298,11 +300,7 @@ def test_proxysql_servers_follow_the_announced_fleet(fast_consul, workdir):
         rt = sorted((r[0], int(r[1])) for r in pxs[0].query("SELECT hostname, port FROM runtime_proxysql_servers"))
         assert rt == [("127.0.0.1", pxs[0].admin_port)]
     finally:
-        for a in agents:
-            a.stop()
-            print(a.logs())
-        for p in pxs:
-            p.close()
+        stop_all(agents, pxs)
 
 
 # ---- a real two-node ProxySQL Cluster (the doubles pull from each other as ProxySQL does) -----
@@ -328,10 +326,7 @@ def test_disable_pull_on_a_two_node_cluster(fast_consul, workdir):
     agents = []
     try:
         put_topology(consul, users=False)
-        for i, p in enumerate(pxs):
-            d = os.path.join(workdir, "a%d" % i)
-            os.makedirs(d)
-            agents.append(Agent(consul, [p], d, extra='cluster-mode = "disable-pull"\nresync-interval = 1.0\n').start())
+        agents = agents_for(consul, pxs, workdir, 'cluster-mode = "disable-pull"\nresync-interval = 1.0\n')
         for p in pxs:
             wait_until("both converge", lambda p=p: synced(p), timeout=15)
         for p in pxs:
@@ -344,11 +339,7 @@ def test_disable_pull_on_a_two_node_cluster(fast_consul, workdir):
         wait_until("taken back on node 1", lambda: pxs[0].query(
             "SELECT weight FROM runtime_mysql_servers WHERE hostname='db2'")[0][0] == "1", timeout=10)
     finally:
-        for a in agents:
-            a.stop()
-            print(a.logs())
-        for p in pxs:
-            p.close()
+        stop_all(agents, pxs)
 
 
 def runtime_variable_of(px, name):
@@ -366,10 +357,7 @@ def test_single_writer_on_a_two_node_cluster(fast_consul, workdir):
     agents = []
     try:
         put_topology(consul, users=False)
-        for i, p in enumerate(pxs):
-            d = os.path.join(workdir, "a%d" % i)
-            os.makedirs(d)
-            agents.append(Agent(consul, [p], d, extra=SINGLE_WRITER).start())
+        agents = agents_for(consul, pxs, workdir, SINGLE_WRITER)
         for p in pxs:
             wait_until("both nodes", lambda p=p: synced(p), timeout=20)
         for a in agents:
@@ -385,11 +373,7 @@ def test_single_writer_on_a_two_node_cluster(fast_consul, workdir):
             wait_until("db5 on both nodes", lambda p=p: ("11", "db5", "3306", "ONLINE") in runtime_servers(p),
                        timeout=20)
     finally:
-        for a in agents:
-            a.stop()
-            print(a.logs())
-        for p in pxs:
-            p.close()
+        stop_all(agents, pxs)
 
 
 def test_monitor_roles_leave_the_read_only_monitor_alone(galera, mysql_creds, consul, workdir):
