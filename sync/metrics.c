@@ -26,7 +26,8 @@ static bool target_facts(struct agent *ag, sk_buf *b)
 			ok = ok &&
 			     sk_buf_addf(b, "proxysql_sync_foreign_staged_rows_total{target=\"%s\",table=\"%s\"} %lu\n",
 					 ag->targets[i].pt.name, tables[k], ag->targets[i].foreign_staged_total[k]);
-	ok = ok && sk_buf_addf(b, "# TYPE proxysql_sync_foreign_staged_rows gauge\n");
+	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_foreign_staged_rows Rows staged in memory by someone else, not "
+				  "loaded, as last seen.\n# TYPE proxysql_sync_foreign_staged_rows gauge\n");
 	for (size_t i = 0; i < ag->ntargets; i++)
 		for (int k = 0; k < TABLE_COUNT; k++)
 			ok = ok && sk_buf_addf(b, "proxysql_sync_foreign_staged_rows{target=\"%s\",table=\"%s\"} %zu\n",
@@ -111,23 +112,29 @@ void agent_metrics(struct agent *ag, sk_buf *b)
 	for (size_t i = 0; i < ag->nwatches; i++)
 		ok = ok && sk_buf_addf(b, "proxysql_sync_consul_index{prefix=\"%s\"} %llu\n", ag->watches[i].prefix,
 				       (unsigned long long)ag->watches[i].metric_index);
-	ok = ok && sk_buf_addf(b, "# TYPE proxysql_sync_consul_up gauge\n");
+	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_consul_up 1 while the last read of the prefix or service "
+				  "succeeded and was believed.\n# TYPE proxysql_sync_consul_up gauge\n");
 	for (size_t i = 0; i < ag->nwatches; i++)
 		ok = ok && sk_buf_addf(b, "proxysql_sync_consul_up{prefix=\"%s\"} %d\n", ag->watches[i].prefix,
 				       ag->watches[i].ok && ag->watches[i].have);
 	ok = ok &&
 	     sk_buf_addf(
 		     b,
-		     "# TYPE proxysql_sync_rejected_entries_total counter\nproxysql_sync_rejected_entries_total %lu\n"
-		     "# TYPE proxysql_sync_rejected_entries gauge\nproxysql_sync_rejected_entries %zu\n"
-		     "# TYPE proxysql_sync_guard_blocks_total "
+		     "# HELP proxysql_sync_rejected_entries_total Rejections logged since the start (each problem "
+		     "counted once).\n# TYPE proxysql_sync_rejected_entries_total "
+		     "counter\nproxysql_sync_rejected_entries_total %lu\n"
+		     "# HELP proxysql_sync_rejected_entries KV entries (and service instances, protected user names) "
+		     "rejected now.\n# TYPE proxysql_sync_rejected_entries gauge\nproxysql_sync_rejected_entries %zu\n"
+		     "# HELP proxysql_sync_guard_blocks_total Times a guard held a change back (shrink: a prefix; "
+		     "hostgroup_shrink; unsettled_failover).\n# TYPE proxysql_sync_guard_blocks_total "
 		     "counter\nproxysql_sync_guard_blocks_total{guard=\"shrink\"} %lu\n"
 		     "proxysql_sync_guard_blocks_total{guard=\"hostgroup_shrink\"} %lu\n"
 		     "proxysql_sync_guard_blocks_total{guard=\"unsettled_failover\"} %lu\n",
 		     ag->rejected_total, ag->rejected_now + protected_now(ag), ag->guard_blocks,
 		     ag->hostgroup_guard_blocks, ag->unsettled_holds);
 	ok = ok && sk_buf_addf(b,
-			       "# TYPE proxysql_sync_errors_total "
+			       "# HELP proxysql_sync_errors_total Failures by stage: consul, connect, read, apply, "
+			       "verify.\n# TYPE proxysql_sync_errors_total "
 			       "counter\nproxysql_sync_errors_total{stage=\"consul\",target=\"\"} %lu\n",
 			       ag->consul_errors);
 	for (size_t i = 0; i < ag->ntargets; i++) {
@@ -141,23 +148,30 @@ void agent_metrics(struct agent *ag, sk_buf *b)
 				       t->pt.name, t->errors_connect, t->pt.name, t->errors_read, t->pt.name,
 				       t->errors_apply, t->pt.name, t->errors_verify);
 	}
-	ok = ok && sk_buf_addf(b, "# TYPE proxysql_sync_applies_total counter\n");
+	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_applies_total Applies that changed a target (statements sent "
+				  "and verified).\n# TYPE proxysql_sync_applies_total counter\n");
 	for (size_t i = 0; i < ag->ntargets; i++)
 		ok = ok && sk_buf_addf(b, "proxysql_sync_applies_total{target=\"%s\"} %lu\n", ag->targets[i].pt.name,
 				       ag->targets[i].applies);
-	ok = ok && sk_buf_addf(b, "# TYPE proxysql_sync_writer_guard_total counter\n");
+	ok = ok &&
+	     sk_buf_addf(b, "# HELP proxysql_sync_writer_guard_total Times a writer hostgroup would have been emptied "
+			    "and its servers were kept.\n# TYPE proxysql_sync_writer_guard_total counter\n");
 	for (size_t i = 0; i < ag->ntargets; i++)
 		ok = ok && sk_buf_addf(b, "proxysql_sync_writer_guard_total{target=\"%s\"} %lu\n",
 				       ag->targets[i].pt.name, ag->targets[i].writer_guard);
-	ok = ok && sk_buf_addf(b, "# TYPE proxysql_sync_last_sync_timestamp_seconds gauge\n");
+	ok = ok &&
+	     sk_buf_addf(b, "# HELP proxysql_sync_last_sync_timestamp_seconds When the target was last found or "
+			    "brought in sync (Unix time).\n# TYPE proxysql_sync_last_sync_timestamp_seconds gauge\n");
 	for (size_t i = 0; i < ag->ntargets; i++)
 		ok = ok && sk_buf_addf(b, "proxysql_sync_last_sync_timestamp_seconds{target=\"%s\"} %.3f\n",
 				       ag->targets[i].pt.name, ag->targets[i].last_sync_unix);
-	ok = ok && sk_buf_addf(b, "# TYPE proxysql_sync_target_in_sync gauge\n");
+	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_target_in_sync 1 when desired = memory = runtime (= disk with "
+				  "save-to-disk), as the target says.\n# TYPE proxysql_sync_target_in_sync gauge\n");
 	for (size_t i = 0; i < ag->ntargets; i++)
 		ok = ok && sk_buf_addf(b, "proxysql_sync_target_in_sync{target=\"%s\"} %d\n", ag->targets[i].pt.name,
 				       ag->targets[i].in_sync);
-	ok = ok && sk_buf_addf(b, "# TYPE proxysql_sync_apply_duration_seconds histogram\n");
+	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_apply_duration_seconds Time of one apply: read, statements, "
+				  "LOAD, SAVE, verify.\n# TYPE proxysql_sync_apply_duration_seconds histogram\n");
 	for (size_t i = 0; i < ag->ntargets; i++) {
 		struct target *t = &ag->targets[i];
 		unsigned long cum = 0;
@@ -176,7 +190,8 @@ void agent_metrics(struct agent *ag, sk_buf *b)
 				       t->pt.name, cum + t->hist[AGENT_HIST_BUCKETS], t->pt.name,
 				       (double)t->hist_sum_us / 1e6, t->pt.name, t->hist_count);
 	}
-	ok = ok && sk_buf_addf(b, "# TYPE proxysql_sync_desired_servers gauge\n");
+	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_desired_servers Servers the desired state has per owned "
+				  "hostgroup.\n# TYPE proxysql_sync_desired_servers gauge\n");
 	for (size_t i = 0; i < ag->nowned; i++) {
 		size_t n = 0;
 
@@ -184,7 +199,9 @@ void agent_metrics(struct agent *ag, sk_buf *b)
 			n += ag->want_servers.v[k].hostgroup == ag->owned[i];
 		ok = ok && sk_buf_addf(b, "proxysql_sync_desired_servers{hostgroup=\"%ld\"} %zu\n", ag->owned[i], n);
 	}
-	ok = ok && sk_buf_addf(b, "# TYPE proxysql_sync_desired_users gauge\nproxysql_sync_desired_users %zu\n",
+	ok = ok && sk_buf_addf(b,
+			       "# HELP proxysql_sync_desired_users Users the desired state has.\n# TYPE "
+			       "proxysql_sync_desired_users gauge\nproxysql_sync_desired_users %zu\n",
 			       ag->want_users.n);
 	ok = ok && target_facts(ag, b);
 	pthread_mutex_unlock(&ag->mu);

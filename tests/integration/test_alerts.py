@@ -236,11 +236,10 @@ def test_agent_metrics_pass_promtool_check_metrics(tmp_path):
                 time.sleep(0.1)
             assert body, "no /metrics"
             r = promtool("check", "metrics", input=body.decode())
-            # Lint findings other than a missing # HELP line (the agent writes # TYPE only)
-            # are failures; a parse error is one too.
-            problems = [ln for ln in (r.stdout + r.stderr).splitlines()
-                        if ln.strip() and not ln.endswith(" no help text")]
-            assert r.returncode in (0, 3) and problems == [], r.stdout + r.stderr
+            # Every lint finding is a failure (every metric has its # HELP and # TYPE lines);
+            # a parse error is one too.
+            problems = [ln for ln in (r.stdout + r.stderr).splitlines() if ln.strip()]
+            assert r.returncode == 0 and problems == [], r.stdout + r.stderr
         finally:
             agent.terminate()
             agent.wait(10)
