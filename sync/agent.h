@@ -85,6 +85,7 @@ struct target {
 	size_t protected_now, conflicts_now, foreign_now[TABLE_COUNT];
 	long cluster_peers, diffs_before_sync[TABLE_COUNT];
 	size_t monitor_rows; /* monitor hostgroup rows that name an owned hostgroup */
+	bool facts_logged;
 	unsigned refused_now; /* what this target refuses (target.c REFUSED_* bits), logged when it changes */
 	/* metrics */
 	atomic_ulong applies, errors_read, errors_apply, errors_verify, errors_connect, writer_guard;

@@ -465,7 +465,8 @@ static void report(struct agent *ag, struct target *t, const struct tstate *st, 
 				monitor_rows++;
 				break;
 			}
-	if (monitor_rows != t->monitor_rows || st->facts.cluster_peers != t->cluster_peers) {
+	if (!t->facts_logged || monitor_rows != t->monitor_rows || st->facts.cluster_peers != t->cluster_peers) {
+		t->facts_logged = true; /* at the first connect, then on each change */
 		log_info("target %s: %zu monitor hostgroup row(s) over the agent's hostgroups; %ld ProxySQL Cluster "
 			 "peer(s) (pull: mysql_servers %ld, mysql_users %ld)",
 			 t->pt.name, monitor_rows, st->facts.cluster_peers, st->facts.servers_diffs_before_sync,
