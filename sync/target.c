@@ -627,6 +627,10 @@ int agent_reconcile(struct agent *ag, struct target *t, const struct agent_want 
 			log_warn("target %s: %s", t->pt.name, st.refused_why);
 		t->refused_now = st.refused;
 	}
+	if (st.refused) { /* /readyz says so from now on, not only once the rest is applied */
+		t->in_sync = false;
+		set_why(ag, t, "%s", st.refused_why);
+	}
 	/* Only the hostgroups written here. */
 	for (size_t i = 0; i < want->servers.n; i++)
 		if (in_list(st.owned, st.nowned, want->servers.v[i].hostgroup))

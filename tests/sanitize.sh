@@ -7,8 +7,8 @@
 # does with the process's output, and a reporting process exits 86 (ASan, LSan at exit) or aborts
 # (UBSan), so the test that ran it fails too. After pytest the script fails when any report file
 # exists or pytest's output mentions a report, and prints the reports. Without PYTEST ARGS it runs
-# the sync agent's suite, --register, proxysql-check, clustercheck --listen, healthcheck and a subset of
-# the probe tests, then a short soak of the agent (SANITIZE_NO_SOAK=1: none); docs/reliability.md.
+# the sync agent's suites (safety, cluster, services, Consul behaviours; the 40 s outage runs unsanitized
+# only), --register, proxysql-check, clustercheck --listen, healthcheck and a subset of the probe tests, then a short soak of the agent (SANITIZE_NO_SOAK=1: none); docs/reliability.md.
 set -u
 cd "$(dirname "$0")/.."
 bindir=${1:?usage: tests/sanitize.sh BINDIR [PYTEST ARGS...]}
@@ -24,7 +24,9 @@ if [ $# -eq 0 ]; then
 		$p::test_replica_lagging $p::test_replica_sql_thread_failed $p::test_bypass_files \
 		$p::test_wrong_credentials $p::test_hostile_input $p::test_unknown_options_help_and_version \
 		$p::test_clustercheck_positional_xinetd_form $p::test_clustercheck_behind_an_inetd_socket \
-		$p::test_no_password_in_any_output tests/integration/test_healthcheck.py
+		$p::test_no_password_in_any_output tests/integration/test_healthcheck.py \
+		tests/integration/test_sync_safety.py tests/integration/test_sync_cluster.py \
+		tests/integration/test_sync_services.py tests/integration/test_sync_consul.py
 	# These time a one-shot probe's whole run against deadline + 100 ms; ASan's start-up and the
 	# leak scan at exit add 50-150 ms on a busy 2-core machine. Their paths run unsanitized in
 	# make integration, and the agent's and the listener's hung-server paths run here.
@@ -33,7 +35,8 @@ if [ $# -eq 0 ]; then
 		--deselect $q::test_liveness_query_hangs_after_login --deselect $q::test_readiness_with_sync_readyz \
 		--deselect $q::test_readiness_hung_admin \
 		--deselect tests/integration/test_healthcheck.py::test_sigstopped \
-		--deselect tests/integration/test_healthcheck.py::test_http_sigstopped_within_the_deadline
+		--deselect tests/integration/test_healthcheck.py::test_http_sigstopped_within_the_deadline \
+		--deselect tests/integration/test_sync_safety.py::test_proxysql_down_40s_then_back_empty_gets_its_config_within_1s
 fi
 
 reports=$(mktemp -d /tmp/sk-sanitizer-XXXXXX)
