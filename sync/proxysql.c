@@ -125,7 +125,7 @@ int pxadmin_peer_epoch(struct pxadmin *a, const deadline_t *dl, long long *epoch
 
 	*epoch = 0;
 	if (db_query(&a->db,
-		     "SELECT MAX(epoch) FROM stats_proxysql_servers_checksums WHERE name IN ('mysql_servers', "
+		     "SELECT MAX(epoch) FROM stats.stats_proxysql_servers_checksums WHERE name IN ('mysql_servers', "
 		     "'mysql_servers_v2', 'mysql_users')",
 		     dl, &res, e) < 0)
 		return -1;

