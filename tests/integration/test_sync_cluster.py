@@ -419,3 +419,24 @@ def test_monitor_roles_leave_the_read_only_monitor_alone(galera, mysql_creds, co
             stop_and_check(agent)
         p.close()
         galera.heal()
+
+
+def test_refuse_on_a_two_node_cluster(fast_consul, workdir):
+    """cluster-mode = refuse (the default) with an agent per node of a real two-node cluster: neither
+    writes mysql_servers or mysql_users; both say so in /readyz."""
+    consul = fast_consul
+    pxs = two_node_cluster()
+    agents = []
+    try:
+        put_topology(consul)
+        for p in pxs:
+            p.clear_statements()
+        agents = agents_for(consul, pxs, workdir, "")
+        for a in agents:
+            wait_until("the refusal", lambda a=a: "ProxySQL Cluster" in a.http("/readyz")[1], timeout=10)
+        time.sleep(1)
+        for p in pxs:
+            assert memory_servers(p) == []
+            assert not [x for x in writes(p) if "mysql_servers" in x or "mysql_users" in x], writes(p)
+    finally:
+        stop_all(agents, pxs)
