@@ -184,7 +184,9 @@ static int run(struct sync_config *cfg, int argc, char **argv, bool *abandoned)
 
 int main(int argc, char **argv)
 {
-	struct sync_config cfg;
+	/* static: a configuration left to a target thread still running at exit (agent_stop) stays
+	 * reachable, not a leak. */
+	static struct sync_config cfg;
 	sigset_t stops;
 	char err[512];
 	int rc, lock = -1;
