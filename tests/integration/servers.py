@@ -510,9 +510,25 @@ class MariaDB:
         self.sigstopped = False
 
     def sigstop(self):
-        """Freeze mysqld: TCP connects still succeed, no greeting is ever sent."""
+        """Freeze mysqld: TCP connects still succeed, no greeting is ever sent.
+
+        Returns once every thread of it is stopped: kill() returns before a thread running on
+        another core has been stopped, and such a thread could still answer a query."""
         self.proc.send_signal(signal.SIGSTOP)
         self.sigstopped = True
+        task_dir = "/proc/%d/task" % self.proc.pid
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                states = []
+                for tid in os.listdir(task_dir):
+                    with open(os.path.join(task_dir, tid, "stat")) as f:
+                        states.append(f.read().rsplit(")", 1)[1].split()[0])
+            except OSError:
+                return                       # gone: nothing left to answer
+            if states and all(st in ("T", "t") for st in states):
+                return
+            time.sleep(0.005)
 
     def sigcont(self):
         if self.running:
