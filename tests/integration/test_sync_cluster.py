@@ -161,6 +161,13 @@ def fast_consul():
     c.close()
 
 
+def proxysql_doubles(n):
+    """n started ProxySQLs (doubles, or real with PROXYSQL_BIN) with the suite's admin password."""
+    from fakes.proxysql import ProxySQL
+    from test_sync import ADMIN_PASSWORD
+    return [ProxySQL(admin_password=ADMIN_PASSWORD).start() for _ in range(n)]
+
+
 def agents_for(consul, pxs, workdir, extra):
     """One started agent per ProxySQL, each in a directory of its own."""
     import os
@@ -190,11 +197,8 @@ def test_single_writer_elects_one_agent_and_hands_over(fast_consul, workdir):
     change, so it turns not ready after cluster-converge-timeout). The writer stopped (SIGTERM:
     released) or killed (its session expires): the other takes over and writes, and a KV change
     after that reaches its target."""
-    import os
-    from fakes.proxysql import ProxySQL
-    from test_sync import ADMIN_PASSWORD
     consul = fast_consul
-    pxs = [ProxySQL(admin_password=ADMIN_PASSWORD).start() for _ in range(2)]
+    pxs = proxysql_doubles(2)
     agents = []
     try:
         put_topology(consul, users=False)
@@ -235,11 +239,8 @@ def test_single_writer_elects_one_agent_and_hands_over(fast_consul, workdir):
 def test_single_writer_gives_the_lock_up_when_its_proxysql_is_gone(fast_consul, workdir):
     """A writer whose own ProxySQL has been unreachable longer than cluster-leader-grace releases the
     lock: one dead ProxySQL never freezes the whole cluster's config."""
-    import os
-    from fakes.proxysql import ProxySQL
-    from test_sync import ADMIN_PASSWORD
     consul = fast_consul
-    pxs = [ProxySQL(admin_password=ADMIN_PASSWORD).start() for _ in range(2)]
+    pxs = proxysql_doubles(2)
     agents = []
     try:
         put_topology(consul, users=False)
@@ -266,11 +267,8 @@ def test_proxysql_servers_follow_the_announced_fleet(fast_consul, workdir):
     proxysql_servers equal to the fleet; one that stops takes its key with it and the others drop
     it; one killed is dropped when its session expires; a node never drops itself; LOAD and SAVE
     PROXYSQL SERVERS only when the fleet changed."""
-    import os
-    from fakes.proxysql import ProxySQL
-    from test_sync import ADMIN_PASSWORD
     consul = fast_consul
-    pxs = [ProxySQL(admin_password=ADMIN_PASSWORD).start() for _ in range(3)]
+    pxs = proxysql_doubles(3)
     agents = []
     try:
         put_topology(consul, users=False)
@@ -312,9 +310,7 @@ def two_node_cluster():
     import os
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
     from cluster_bench import make_cluster
-    from fakes.proxysql import ProxySQL
-    from test_sync import ADMIN_PASSWORD
-    pxs = [ProxySQL(admin_password=ADMIN_PASSWORD).start() for _ in range(2)]
+    pxs = proxysql_doubles(2)
     make_cluster(pxs)
     return pxs
 
