@@ -318,7 +318,6 @@ def two_node_cluster():
 def test_disable_pull_on_a_two_node_cluster(fast_consul, workdir):
     """disable-pull with an agent per node: both converge; a change LOADed by hand on one node does not
     reach the other (its pull of mysql_servers is off) and that node's agent takes it back."""
-    import os
     consul = fast_consul
     pxs = two_node_cluster()
     agents = []
@@ -349,7 +348,6 @@ def test_single_writer_on_a_two_node_cluster(fast_consul, workdir):
     """single-writer on a real two-node cluster: exactly one agent applies, the cluster carries the
     change, both agents are ready; after the writer's agent stops the other applies and a KV change
     reaches both nodes."""
-    import os
     consul = fast_consul
     pxs = two_node_cluster()
     agents = []
