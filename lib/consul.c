@@ -863,25 +863,40 @@ out:
 	return ret;
 }
 
+/* PUT <path><id>[?note=...]: the endpoints that name a session, a service or a check. */
+static int put_named(struct consul *c, const char *path, const char *id, const char *note, const deadline_t *dl,
+		     char *what, size_t wlen, char *err, size_t errlen)
+{
+	sk_buf url;
+	int ret = -1;
+
+	snprintf(what, wlen, "PUT %s%.120s", path, id);
+	if (!*id || has_ctl(id) || (note && has_ctl(note)))
+		return sk_err(err, errlen, "%s: not an ID", what);
+	sk_buf_init(&url, 1024);
+	if (!sk_buf_add(&url, path, strlen(path)) || !add_escaped(&url, id, false) ||
+	    (note && (!sk_buf_add(&url, "?note=", 6) || !add_escaped(&url, note, false)))) {
+		sk_err(err, errlen, "%s: too long", what);
+		goto out;
+	}
+	ret = request(c, "PUT", url.data, what, NULL, NULL, 0, dl, err, errlen);
+out:
+	sk_buf_free(&url);
+	return ret;
+}
+
 /* PUT /v1/session/<verb>/<id>. */
 static int session_op(struct consul *c, const char *verb, const char *id, const deadline_t *dl, char *what, size_t wlen,
 		      char *err, size_t errlen)
 {
-	sk_buf path;
-	int ret = -1;
+	char path[64];
 
-	snprintf(what, wlen, "PUT /v1/session/%s/%.80s", verb, id);
-	if (!session_id_ok(id))
+	snprintf(path, sizeof(path), "/v1/session/%s/", verb);
+	if (!session_id_ok(id)) {
+		snprintf(what, wlen, "PUT %s%.80s", path, id);
 		return sk_err(err, errlen, "%s: not a session ID", what);
-	sk_buf_init(&path, 256);
-	if (!sk_buf_addf(&path, "/v1/session/%s/", verb) || !add_escaped(&path, id, false)) {
-		sk_err(err, errlen, "%s: too long", what);
-		goto out;
 	}
-	ret = request(c, "PUT", path.data, what, NULL, NULL, 0, dl, err, errlen);
-out:
-	sk_buf_free(&path);
-	return ret;
+	return put_named(c, path, id, NULL, dl, what, wlen, err, errlen);
 }
 
 int consul_session_renew(struct consul *c, const char *id, const deadline_t *dl, bool *gone, char *err, size_t errlen)
@@ -914,6 +929,45 @@ int consul_session_destroy(struct consul *c, const char *id, const deadline_t *d
 	if (!ok)
 		return sk_err(err, errlen, "%s: refused", what);
 	return 0;
+}
+
+int consul_agent_service_register(struct consul *c, const char *json, size_t len, const deadline_t *dl, char *err,
+				  size_t errlen)
+{
+	const char *what = "PUT /v1/agent/service/register";
+
+	if (request(c, "PUT", "/v1/agent/service/register", what, "application/json", json, len, dl, err, errlen) < 0)
+		return -1;
+	return c->meta.http_status == 200 ? 0 : status_error(c, what, err, errlen);
+}
+
+int consul_agent_service_deregister(struct consul *c, const char *id, const deadline_t *dl, char *err, size_t errlen)
+{
+	char what[200];
+
+	if (put_named(c, "/v1/agent/service/deregister/", id, NULL, dl, what, sizeof(what), err, errlen) < 0)
+		return -1;
+	return c->meta.http_status == 200 ? 0 : status_error(c, what, err, errlen);
+}
+
+int consul_agent_check_pass(struct consul *c, const char *check_id, const char *note, const deadline_t *dl,
+			    bool *unknown, char *err, size_t errlen)
+{
+	char what[200], line[256];
+
+	*unknown = false;
+	if (put_named(c, "/v1/agent/check/pass/", check_id, note, dl, what, sizeof(what), err, errlen) < 0)
+		return -1;
+	if (c->meta.http_status == 200)
+		return 0;
+	body_line(c, line, sizeof(line));
+	if (c->meta.http_status == 404 ||
+	    (c->meta.http_status == 500 &&
+	     (strstr(line, "does not have associated TTL") || strstr(line, "Unknown check")))) {
+		*unknown = true;
+		return 0;
+	}
+	return status_error(c, what, err, errlen);
 }
 
 int consul_leader(struct consul *c, const deadline_t *dl, char *out, size_t len, char *err, size_t errlen)

@@ -202,6 +202,18 @@ int consul_session_renew(struct consul *c, const char *id, const deadline_t *dl,
 int consul_session_destroy(struct consul *c, const char *id, const deadline_t *dl, char *err,
 			   size_t errlen) SK_MUST_CHECK;
 
+/* The local Consul agent's service API. Register a service (`json`: a service definition, its
+ * checks included), deregister one by ID, pass a TTL check by ID with a note. A check pass that
+ * the agent does not know (404 "Unknown check ID", or the 500 "does not have associated TTL" of
+ * older releases: the agent restarted without it, or someone deregistered the service) returns 0
+ * with *unknown true; the caller registers again. Each returns 0 or -1. */
+int consul_agent_service_register(struct consul *c, const char *json, size_t len, const deadline_t *dl, char *err,
+				  size_t errlen) SK_MUST_CHECK;
+int consul_agent_service_deregister(struct consul *c, const char *id, const deadline_t *dl, char *err,
+				    size_t errlen) SK_MUST_CHECK;
+int consul_agent_check_pass(struct consul *c, const char *check_id, const char *note, const deadline_t *dl,
+			    bool *unknown, char *err, size_t errlen) SK_MUST_CHECK;
+
 /* The Raft leader's address (GET /v1/status/leader) into out[len]; "" when there is none.
  * A cheap liveness probe: no ACL, no blocking. Returns 0 or -1. */
 int consul_leader(struct consul *c, const deadline_t *dl, char *out, size_t len, char *err,

@@ -1,11 +1,15 @@
-/* announce.c: this ProxySQL announces itself under announce-prefix: one key, held by a TTL session
- * that ends with the node (serfHealth) or when the agent stops renewing it. */
+/* announce.c: this ProxySQL announces itself, either under announce-prefix (one key, held by a TTL
+ * session that ends with the node (serfHealth) or when the agent stops renewing it) or as an
+ * instance of announce-service, registered with the local Consul agent under a TTL check that the
+ * agent keeps passing. */
 #include "agent.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cJSON.h"
 #include "log.h"
 
 /* The announce key's value: {"hostname", "port", "weight", "comment"}, and its key. */
@@ -27,9 +31,21 @@ static void announce_entry(const struct opts *o, char *key, size_t keylen, sk_bu
 		log_warn("announce: value too long");
 }
 
-void *announce_main(void *arg)
+/* After a round: nap a third of the TTL; after a failure (err set), log the trouble when it is new
+ * and back off. True when the agent is stopping. */
+static bool announce_pause(struct agent *ag, const char *err, int *attempt, long ttl_s, const char *what)
 {
-	struct agent *ag = arg;
+	if (!err) {
+		*attempt = 0;
+		return agent_nap(ag, ttl_s * 1000 / 3);
+	}
+	if (*attempt == 0)
+		log_warn("announce %s: %s (retrying)", what, err);
+	return agent_nap(ag, agent_backoff_ms((*attempt)++, 5000));
+}
+
+static void *announce_kv(struct agent *ag)
+{
 	const struct opts *o = &ag->cfg->o;
 	long ttl_s = (long)opt_num(o, "announce-ttl");
 	char key[600], session[CONSUL_SESSION_ID_MAX] = "", err[400];
@@ -80,14 +96,11 @@ void *announce_main(void *arg)
 				log_info("announce: %s = %s (session TTL %lds)", key, value.data, ttl_s);
 			announced = true;
 		}
-		attempt = 0;
-		if (agent_nap(ag, ttl_s * 1000 / 3))
+		if (announce_pause(ag, NULL, &attempt, ttl_s, key))
 			break;
 		continue;
 	retry:
-		if (attempt == 0)
-			log_warn("announce %s: %s (retrying)", key, err);
-		if (agent_nap(ag, agent_backoff_ms(attempt++, 5000)))
+		if (announce_pause(ag, err, &attempt, ttl_s, key))
 			break;
 	}
 	consul_set_cancel_fd(ag->announce_c, -1); /* stopping: the key and the session go now */
@@ -100,4 +113,103 @@ void *announce_main(void *arg)
 	}
 	sk_buf_free(&value);
 	return NULL;
+}
+
+/* The registration of announce-service: ID "<service>-<host>_<port>" (other characters than
+ * letters, digits, '.', '-' and '_' become '_'), weight and comment in Service.Meta (strings, and
+ * a weight of 0 is valid for proxysql_servers but not for Weights.Passing), one TTL check that
+ * starts passing; Consul removes the instance once that check has been critical for
+ * max(1 minute, 4 TTLs) (the agent died without deregistering). */
+static void service_def(const struct opts *o, char *id, size_t idlen, char **json, size_t *len)
+{
+	const char *name = opt_str(o, "announce-service");
+	long ttl_s = (long)opt_num(o, "announce-ttl");
+	char host[256], text[64];
+	long port = 6032;
+	cJSON *def = cJSON_CreateObject(), *meta, *check;
+
+	if (model_split_address(opt_str(o, "announce-address"), 6032, host, sizeof(host), &port))
+		host[0] = '\0';
+	snprintf(id, idlen, "%.200s-%s_%ld", name, host, port);
+	for (char *p = id; *p; p++)
+		if (!isalnum((unsigned char)*p) && *p != '.' && *p != '-' && *p != '_')
+			*p = '_';
+	if (!def || !cJSON_AddStringToObject(def, "ID", id) || !cJSON_AddStringToObject(def, "Name", name) ||
+	    !cJSON_AddStringToObject(def, "Address", host) || !cJSON_AddNumberToObject(def, "Port", (double)port) ||
+	    !(meta = cJSON_AddObjectToObject(def, "Meta")) || !(check = cJSON_AddObjectToObject(def, "Check")))
+		sk_oom();
+	snprintf(text, sizeof(text), "%ld", opt_int(o, "announce-weight"));
+	if (!cJSON_AddStringToObject(meta, "weight", text) ||
+	    (*opt_str(o, "announce-comment") &&
+	     !cJSON_AddStringToObject(meta, "comment", opt_str(o, "announce-comment"))))
+		sk_oom();
+	snprintf(text, sizeof(text), "%lds", ttl_s);
+	if (!cJSON_AddStringToObject(check, "Name", "proxysql-sync announce") ||
+	    !cJSON_AddStringToObject(check, "TTL", text) || !cJSON_AddStringToObject(check, "Status", "passing"))
+		sk_oom();
+	snprintf(text, sizeof(text), "%lds", ttl_s * 4 > 60 ? ttl_s * 4 : 60);
+	if (!cJSON_AddStringToObject(check, "DeregisterCriticalServiceAfter", text))
+		sk_oom();
+	*json = cJSON_PrintUnformatted(def);
+	cJSON_Delete(def);
+	if (!*json)
+		sk_oom();
+	*len = strlen(*json);
+}
+
+static void *announce_service(struct agent *ag)
+{
+	const struct opts *o = &ag->cfg->o;
+	long ttl_s = (long)opt_num(o, "announce-ttl");
+	char id[480], check[500], err[400], *def;
+	bool registered = false, tried = false;
+	int attempt = 0;
+	size_t len;
+
+	service_def(o, id, sizeof(id), &def, &len);
+	snprintf(check, sizeof(check), "service:%s", id);
+	while (!ag->stop) {
+		deadline_t dl = deadline_in_ms(5000);
+		bool unknown = false;
+
+		if (!registered) {
+			tried = true;
+			if (consul_agent_service_register(ag->announce_c, def, len, &dl, err, sizeof(err)) < 0)
+				goto retry;
+			log_info("announce: %s registered as an instance of service %s (TTL check %lds)", id,
+				 opt_str(o, "announce-service"), ttl_s);
+			registered = true;
+		} else if (consul_agent_check_pass(ag->announce_c, check, "proxysql-sync is running", &dl, &unknown,
+						   err, sizeof(err)) < 0) {
+			goto retry;
+		} else if (unknown) {
+			log_warn("announce: the Consul agent no longer knows %s (restarted without it, or deregistered "
+				 "by hand); registering again",
+				 check);
+			registered = false;
+			continue;
+		}
+		if (announce_pause(ag, NULL, &attempt, ttl_s, id))
+			break;
+		continue;
+	retry:
+		if (announce_pause(ag, err, &attempt, ttl_s, id))
+			break;
+	}
+	consul_set_cancel_fd(ag->announce_c, -1); /* stopping: the instance goes now */
+	if (tried) {
+		deadline_t dl = deadline_in_ms(1000);
+
+		if (consul_agent_service_deregister(ag->announce_c, id, &dl, err, sizeof(err)) < 0)
+			log_warn("announce %s: %s (its check turns critical after %lds)", id, err, ttl_s);
+	}
+	cJSON_free(def);
+	return NULL;
+}
+
+void *announce_main(void *arg)
+{
+	struct agent *ag = arg;
+
+	return *opt_str(&ag->cfg->o, "announce-service") ? announce_service(ag) : announce_kv(ag);
 }

@@ -36,11 +36,12 @@ const struct opt_def sync_options[] = {
 	{"servers-prefix", 0, OPT_STRING, "PREFIX", "", NULL, 0, 0, NULL, "Generic servers as <prefix>/<hostgroup>/<host:port> = JSON attributes ('' to ignore).", 0},
 	{"users-prefix", 0, OPT_STRING, "PREFIX", "", NULL, 0, 0, NULL, "Users as <prefix>/<username> = JSON ('' to ignore).", 0},
 	{"announce-prefix", 0, OPT_STRING, "PREFIX", "", NULL, 0, 0, NULL, "ProxySQL hosts announce themselves as <prefix>/<host>_<port> = {hostname, port, weight, comment}; with proxysql-servers, every target's proxysql_servers follows it ('' to turn off).", 0},
-	{"announce-address", 0, OPT_STRING, "HOST:PORT", "", "PROXYSQL_SYNC_ANNOUNCE_ADDRESS", 0, 0, NULL, "Announce this ProxySQL under announce-prefix, as its peers reach its admin port (a key under a TTL session that ends with the node or the agent; '' to not announce).", 0},
+	{"announce-service", 0, OPT_STRING, "NAME", "", NULL, 0, 0, NULL, "Instead of announce-prefix: the ProxySQL fleet is the passing instances of this Consul service (Service.Address, Service.Port, Service.Meta weight and comment), and announce-address registers this ProxySQL as one of them through the Consul agent at consul-addr, with a TTL check ('' to turn off).", 0},
+	{"announce-address", 0, OPT_STRING, "HOST:PORT", "", "PROXYSQL_SYNC_ANNOUNCE_ADDRESS", 0, 0, NULL, "Announce this ProxySQL, as its peers reach its admin port: a key under announce-prefix held by a TTL session that ends with the node or the agent, or an instance of announce-service whose TTL check the agent keeps passing ('' to not announce).", 0},
 	{"announce-weight", 0, OPT_INT, "N", "0", NULL, 0, 10000000, NULL, "The weight announced with announce-address.", 0},
 	{"announce-comment", 0, OPT_STRING, "TEXT", "", NULL, 0, 0, NULL, "The comment announced with announce-address.", 0},
-	{"announce-ttl", 0, OPT_NUMBER, "SECONDS", "15", NULL, 1, 86400, NULL, "The TTL of the announce key's session (renewed at a third of it).", 0},
-	{"proxysql-servers", 0, OPT_FLAG, NULL, "1", NULL, 0, 0, NULL, "With announce-prefix: keep each target's proxysql_servers equal to the announced fleet (the target itself always stays).", 0},
+	{"announce-ttl", 0, OPT_NUMBER, "SECONDS", "15", NULL, 1, 86400, NULL, "The TTL of the announce key's session or of the announce-service check (renewed at a third of it).", 0},
+	{"proxysql-servers", 0, OPT_FLAG, NULL, "1", NULL, 0, 0, NULL, "With announce-prefix or announce-service: keep each target's proxysql_servers equal to the announced fleet (the target itself always stays).", 0},
 	{"region", 0, OPT_STRING, "NAME", "", "PROXYSQL_SYNC_REGION", 0, 0, NULL, "This ProxySQL's region: its replicas go to each cluster's reader_hostgroup.", 0},
 	{"managed-hostgroups", 0, OPT_STRING, "ID[,ID...]", "", NULL, 0, 0, NULL, "Hostgroups the generic servers prefix may fill.", 0},
 	{"admin-addr", 0, OPT_STRING, "HOST:PORT", NULL, "PROXYSQL_ADMIN_ADDR", 0, 0, NULL, "One ProxySQL admin target (more in the config file's targets list).", 0},
@@ -464,11 +465,19 @@ static int check_whole(struct sync_config *c, char *err, size_t errlen)
 		if (bad || !strchr(opt_str(&c->o, "announce-address"), ':'))
 			return sk_err(err, errlen, "announce-address '%s' %s", opt_str(&c->o, "announce-address"),
 				      bad ? bad : "needs a port (HOST:PORT)");
-		if (!*opt_str(&c->o, "announce-prefix"))
-			return sk_err(err, errlen, "announce-address needs an announce-prefix");
+		if (!*opt_str(&c->o, "announce-prefix") && !*opt_str(&c->o, "announce-service"))
+			return sk_err(err, errlen, "announce-address needs an announce-prefix or an announce-service");
 		if (model_check_text(opt_str(&c->o, "announce-comment"), MODEL_COMMENT_MAX))
 			return sk_err(err, errlen, "announce-comment is not printable text of at most 255 bytes");
 	}
+	if (*opt_str(&c->o, "announce-prefix") && *opt_str(&c->o, "announce-service"))
+		return sk_err(err, errlen,
+			      "announce-prefix and announce-service are both set: the fleet has one source");
+	if (*opt_str(&c->o, "announce-service") &&
+	    (strchr(opt_str(&c->o, "announce-service"), '/') || strlen(opt_str(&c->o, "announce-service")) > 200 ||
+	     model_check_text(opt_str(&c->o, "announce-service"), 200)))
+		return sk_err(err, errlen, "announce-service '%s' is not a Consul service name",
+			      opt_str(&c->o, "announce-service"));
 	if (!*l->master_prefix && !*l->replica_prefix && !*l->servers_prefix && !*l->users_prefix && !l->nservices &&
 	    !*l->announce_prefix)
 		return sk_err(err, errlen, "nothing to watch: every prefix is empty");
@@ -526,6 +535,8 @@ static int check_whole(struct sync_config *c, char *err, size_t errlen)
 		bool of_cluster = false;
 		const char *who;
 
+		if (a->fleet)
+			continue; /* the ProxySQL fleet, not a hostgroup */
 		for (size_t k = 0; k < l->nclusters; k++)
 			of_cluster = of_cluster || ((l->clusters[k].writer_from_service &&
 						     a->hostgroup == l->clusters[k].writer_hostgroup) ||
@@ -605,6 +616,21 @@ enum opts_result sync_config_load(struct sync_config *c, int argc, char **argv, 
 	l->servers_prefix = xstrdup(opt_str(&c->o, "servers-prefix"));
 	l->users_prefix = xstrdup(opt_str(&c->o, "users-prefix"));
 	l->announce_prefix = xstrdup(opt_flag(&c->o, "proxysql-servers") ? opt_str(&c->o, "announce-prefix") : "");
+	if (*opt_str(&c->o, "announce-service") && opt_flag(&c->o, "proxysql-servers")) {
+		struct layout_service *sv;
+		char label[260];
+
+		if (l->nservices >= LAYOUT_MAX_SERVICES) {
+			sk_err(err, errlen, "more than %d services (announce-service is one)", LAYOUT_MAX_SERVICES);
+			return OPTS_ERROR;
+		}
+		sv = add_service(l);
+		sv->name = xstrdup(opt_str(&c->o, "announce-service"));
+		sv->hostgroup = -1;
+		sv->fleet = true;
+		snprintf(label, sizeof(label), "fleet service %.200s", sv->name);
+		sv->label = xstrdup(label);
+	}
 	l->region = xstrdup(opt_str(&c->o, "region"));
 	l->user_tag = xstrdup(opt_str(&c->o, "user-tag"));
 	if (parse_id_list(opt_str(&c->o, "managed-hostgroups"), &l->managed_hostgroups, &l->nmanaged) < 0) {

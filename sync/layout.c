@@ -341,6 +341,55 @@ static void replica(const struct layout_config *cfg, const struct kv_pair *kv, s
 	server_entry(cfg, r, kv, hg, addr);
 }
 
+static void announced(const struct kv_pair *kv, struct layout_result *r);
+
+/* A KV pair made from a JSON object (consumed), as if Consul had held it; the caller frees the
+ * value with cJSON_free. */
+static struct kv_pair json_pair(char *key, cJSON *obj)
+{
+	struct kv_pair one = { .key = key, .value = cJSON_PrintUnformatted(obj) };
+
+	cJSON_Delete(obj);
+	if (!one.value)
+		sk_oom();
+	one.len = strlen(one.value);
+	return one;
+}
+
+/* A passing instance of the announce-service: one ProxySQL of the fleet at <address>:<port>, its
+ * weight and comment from Service.Meta (strings: "weight" a number), checked like an announce key. */
+static void fleet_instance(const struct layout_service *sv, const struct kv_pair *kv, struct layout_result *r,
+			   const char *addr)
+{
+	char host[MODEL_HOST_MAX + 1], label[400];
+	long port = 0, weight = 0;
+	const char *bad = model_split_address(addr, 6032, host, sizeof(host), &port), *w, *comment;
+	cJSON *doc = cJSON_ParseWithLength(kv->value, kv->len), *entry, *meta;
+	struct kv_pair one;
+
+	snprintf(label, sizeof(label), "%s: %s", sv->label, addr);
+	meta = doc ? cJSON_GetObjectItemCaseSensitive(doc, "meta") : NULL;
+	w = cJSON_IsObject(meta) ? json_str_item(meta, "weight") : NULL;
+	comment = cJSON_IsObject(meta) ? json_str_item(meta, "comment") : NULL;
+	if (!bad && w && !sk_parse_long(w, 0, 10000000L, &weight))
+		bad = "Service.Meta.weight is not a number from 0 to 10000000";
+	if (bad) {
+		reject(r, label, "%s", bad);
+		cJSON_Delete(doc);
+		return;
+	}
+	entry = cJSON_CreateObject();
+	if (!entry || !cJSON_AddStringToObject(entry, "hostname", host) ||
+	    !cJSON_AddNumberToObject(entry, "port", (double)port) ||
+	    !cJSON_AddNumberToObject(entry, "weight", (double)weight) ||
+	    (comment && !cJSON_AddStringToObject(entry, "comment", comment)))
+		sk_oom();
+	cJSON_Delete(doc);
+	one = json_pair(label, entry);
+	announced(&one, r);
+	cJSON_free(one.value);
+}
+
 /* SERVICE_KEY_PREFIX<index>/<address>:<port> = {"node", "id", "weight", "meta"}: a passing instance. */
 static void service_instance(const struct layout_config *cfg, const struct kv_pair *kv, struct layout_result *r,
 			     const char *rest)
@@ -358,6 +407,10 @@ static void service_instance(const struct layout_config *cfg, const struct kv_pa
 	if (!end || *end != '/' || i < 0 || (size_t)i >= cfg->nservices)
 		return;
 	sv = &cfg->services[i];
+	if (sv->fleet) {
+		fleet_instance(sv, kv, r, end + 1);
+		return;
+	}
 	snprintf(label, sizeof(label), "%s: %s", sv->label, end + 1);
 	doc = cJSON_ParseWithLength(kv->value, kv->len);
 	attrs = cJSON_CreateObject();
@@ -398,12 +451,7 @@ static void service_instance(const struct layout_config *cfg, const struct kv_pa
 		cJSON_Delete(attrs);
 		return;
 	}
-	one.key = label;
-	one.value = cJSON_PrintUnformatted(attrs);
-	cJSON_Delete(attrs);
-	if (!one.value)
-		sk_oom();
-	one.len = strlen(one.value);
+	one = json_pair(label, attrs);
 	server_entry(cfg, r, &one, sv->hostgroup, end + 1);
 	cJSON_free(one.value);
 }
@@ -709,6 +757,16 @@ size_t layout_owned_hostgroups(const struct layout_config *cfg, long *out, size_
 		out[i] = all[i];
 	free(all);
 	return k;
+}
+
+bool layout_has_fleet(const struct layout_config *cfg)
+{
+	if (cfg->announce_prefix && *cfg->announce_prefix)
+		return true;
+	for (size_t i = 0; i < cfg->nservices; i++)
+		if (cfg->services[i].fleet)
+			return true;
+	return false;
 }
 
 bool layout_is_writer_hostgroup(const struct layout_config *cfg, long hg)

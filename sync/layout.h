@@ -36,6 +36,7 @@ struct layout_service {
 	char *meta_prefix; /* Service.Meta "<prefix>weight", "<prefix>max_connections"... become attributes; NULL: none */
 	bool weights; /* weight from Service.Weights.Passing */
 	char *label; /* for logs and /metrics: "service mysql [replica]" */
+	bool fleet; /* announce-service: the instances are the ProxySQL fleet (Service.Meta weight, comment), no hostgroup */
 };
 
 /* One orchestrator cluster alias and where its servers go. */
@@ -102,6 +103,9 @@ void layout_result_free(struct layout_result *r);
 /* The hostgroups the agent owns (writer, reader, remote, managed), for the plan. Sorted, unique.
  * Returns how many there are; the lowest `max` of them are written to `out`. */
 size_t layout_owned_hostgroups(const struct layout_config *cfg, long *out, size_t max);
+
+/* True when proxysql_servers follows an announced fleet (announce-prefix or announce-service). */
+bool layout_has_fleet(const struct layout_config *cfg);
 
 /* True when `hg` is a writer hostgroup of some cluster. */
 bool layout_is_writer_hostgroup(const struct layout_config *cfg, long hg);

@@ -203,12 +203,12 @@ static int disable_pull(struct agent *ag, struct target *t, struct tstate *st, c
 		*pulled[tb] = 0;
 		changed = true;
 	}
-	if (*ag->cfg->layout.announce_prefix && st->facts.peers_diffs_before_sync > 0) {
+	if (layout_has_fleet(&ag->cfg->layout) && st->facts.peers_diffs_before_sync > 0) {
 		/* proxysql_servers follows the announced fleet: the agent's too */
 		if (pxadmin_exec(&t->px, "SET admin-cluster_proxysql_servers_diffs_before_sync=0", dl, e) < 0)
 			return -1;
 		log_info("target %s: ProxySQL Cluster member: no longer pulls proxysql_servers from its peers "
-			 "(cluster-mode = disable-pull; the agent keeps it equal to announce-prefix)",
+			 "(cluster-mode = disable-pull; the agent keeps it equal to the announced fleet)",
 			 t->pt.name);
 		st->facts.peers_diffs_before_sync = 0;
 		changed = true;
@@ -234,7 +234,7 @@ static void tstate_free(struct tstate *st)
 static int read_state(struct target *t, bool users, bool disk, const deadline_t *dl, struct tstate *st,
 		      struct db_err *e)
 {
-	bool peers = *t->ag->cfg->layout.announce_prefix != '\0';
+	bool peers = layout_has_fleet(&t->ag->cfg->layout);
 
 	memset(st, 0, sizeof(*st));
 	if (pxadmin_read_facts(&t->px, dl, &st->facts, e) < 0 ||
@@ -286,7 +286,7 @@ static void plan_state(struct agent *ag, const struct tstate *st, const struct p
 	};
 
 	plan_target(&in, &po, out, ds, du);
-	if (*cfg->layout.announce_prefix) {
+	if (layout_has_fleet(&cfg->layout)) {
 		/* The announced fleet, this target itself always in it (announce-address). */
 		struct px_peers fleet;
 		struct px_peer self = { 0 };

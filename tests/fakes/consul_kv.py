@@ -2400,6 +2400,11 @@ class ConsulAPI:
         store = self.store
         with store.lock:
             key = (store.node, cid)
+            # agent.go vetCheckUpdateWithAuthorizer: an unknown check is a 404 in current releases
+            # (older ones: a 500 "Unknown check"); updateTTLCheck: a check without a TTL, a 500.
+            if key not in store.checks:
+                raise ApiError(404, "Unknown check ID %s. Ensure that the check ID is passed, not the check name."
+                               % go_quote(cid))
             if key not in store.check_ttl:
                 raise ApiError(500, "CheckID %s does not have associated TTL" % go_quote(cid))
             c = store.checks[key]

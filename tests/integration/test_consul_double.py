@@ -1365,8 +1365,13 @@ def test_register_weights_and_bad_bodies(consul, svc):
     assert r.status == 400
     r = consul.request("PUT", "/v1/agent/service/register", body=json.dumps({"Port": 1}))
     assert r.status == 400 and "Missing service name" in r.text
+    # agent.go vetCheckUpdateWithAuthorizer: an unknown check ID is a 404; updateTTLCheck: a
+    # check that exists without a TTL is a 500 "CheckID ... does not have associated TTL".
     r = consul.request("PUT", "/v1/agent/check/pass/no-such-check")
-    assert r.status in (404, 500) and "no-such-check" in r.text
+    assert r.status == 404 and r.text.startswith('Unknown check ID "no-such-check"')
+    sid = register(consul, svc, svc + "-tcp", Check={"TCP": "127.0.0.1:1", "Interval": "10s"})
+    r = consul.request("PUT", "/v1/agent/check/pass/service:" + sid)
+    assert r.status == 500 and "does not have associated TTL" in r.text
 
 
 def test_300_concurrent_blocking_queries_wake_on_one_write(consul, ns, svc):

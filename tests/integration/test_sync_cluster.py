@@ -262,45 +262,117 @@ def peers(px):
     return sorted((r[0], int(r[1])) for r in px.query("SELECT hostname, port FROM main.proxysql_servers"))
 
 
-def test_proxysql_servers_follow_the_announced_fleet(fast_consul, workdir):
-    """Three agents announce their ProxySQL (announce-address under announce-prefix) and keep
-    proxysql_servers equal to the fleet; one that stops takes its key with it and the others drop
-    it; one killed is dropped when its session expires; a node never drops itself; LOAD and SAVE
-    PROXYSQL SERVERS only when the fleet changed."""
-    consul = fast_consul
+def fleet_lifecycle(consul, workdir, announce, started, after_stop, forget_own):
+    """Three agents announce their ProxySQL (`announce(px)`: its config lines) and keep
+    proxysql_servers equal to the fleet. Checked: the fleet on every node (then `started(pxs)`);
+    no PROXYSQL SERVERS statement while it is still; node 3 stopped with SIGTERM leaves at once
+    (`after_stop(px)` checks Consul's side) and the others drop it; node 2 killed is dropped once
+    its TTL (2 s) has passed; node 1's announcement removed behind its agent's back
+    (`forget_own(px)`) leaves node 1 with itself, in memory and runtime."""
     pxs = proxysql_doubles(3)
     agents = []
+    me = lambda p: [("127.0.0.1", p.admin_port)]  # noqa: E731
     try:
         put_topology(consul, users=False)
-        agents = agents_for(consul, pxs, workdir, lambda p: (
-            'announce-prefix = "proxysql/fleet"\nannounce-address = "127.0.0.1:%d"\nannounce-ttl = 2.0\n'
+        agents = agents_for(consul, pxs, workdir, lambda p: announce(p) + (
+            'announce-address = "127.0.0.1:%d"\nannounce-ttl = 2.0\n'
             'cluster-mode = "disable-pull"\nresync-interval = 1.0\n' % p.admin_port))
-        fleet = sorted(("127.0.0.1", p.admin_port) for p in pxs)
+        fleet = sorted(me(p)[0] for p in pxs)
         for p in pxs:
             wait_until("the fleet on every node", lambda p=p: peers(p) == fleet, timeout=15)
+        started(pxs)
         for p in pxs:
             p.clear_statements()
-        time.sleep(2.5)
+        time.sleep(2.5)                       # several renewals or check passes (a third of the TTL)
         for p in pxs:
             assert not [x for x in writes(p) if "PROXYSQL SERVERS" in x], writes(p)
-        # SIGTERM: the key goes at once
         stop_and_check(agents[2])
-        fleet2 = fleet[:]
-        fleet2.remove(("127.0.0.1", pxs[2].admin_port))
+        after_stop(pxs[2])
         for p in pxs[:2]:
-            wait_until("node 3 dropped", lambda p=p: peers(p) == fleet2, timeout=15)
-        # SIGKILL: its session expires (TTL 2 s, up to twice that), then it is dropped
+            wait_until("node 3 dropped", lambda p=p: peers(p) == sorted(me(pxs[0]) + me(pxs[1])), timeout=15)
         agents[1].proc.kill()
         agents[1].proc.wait(5)
-        wait_until("node 2 dropped", lambda: peers(pxs[0]) == [("127.0.0.1", pxs[0].admin_port)], timeout=20)
-        # node 1's own key deleted by hand: it keeps itself
-        consul.delete("proxysql/fleet/127.0.0.1_%d" % pxs[0].admin_port)
+        killed_at = time.monotonic()
+        wait_until("node 2 dropped", lambda: peers(pxs[0]) == me(pxs[0]), timeout=20)
+        assert time.monotonic() - killed_at > 1.0
+        forget_own(pxs[0])
         time.sleep(2)
-        assert peers(pxs[0]) == [("127.0.0.1", pxs[0].admin_port)]
+        assert peers(pxs[0]) == me(pxs[0])
         rt = sorted((r[0], int(r[1])) for r in pxs[0].query("SELECT hostname, port FROM runtime_proxysql_servers"))
-        assert rt == [("127.0.0.1", pxs[0].admin_port)]
+        assert rt == me(pxs[0])
+        return agents
     finally:
         stop_all(agents, pxs)
+
+
+def test_proxysql_servers_follow_the_announced_fleet(fast_consul, workdir):
+    """announce-prefix: each agent's key is held by a TTL session; SIGTERM deletes it, a killed
+    agent's session expires and takes it; a node never drops itself; LOAD and SAVE PROXYSQL
+    SERVERS only when the fleet changed (fleet_lifecycle)."""
+    consul = fast_consul
+
+    def gone(p):
+        assert consul.get("proxysql/fleet/127.0.0.1_%d" % p.admin_port).status == 404
+
+    fleet_lifecycle(consul, workdir, lambda p: 'announce-prefix = "proxysql/fleet"\n', lambda pxs: None, gone,
+                    lambda p: consul.delete("proxysql/fleet/127.0.0.1_%d" % p.admin_port))
+
+
+def fleet_service(consul):
+    """The passing instances of service proxysql: {(address, port): (weight, comment)} from Meta."""
+    r = consul.request("GET", "/v1/health/service/proxysql", params={"passing": "1"})
+    return {(e["Service"]["Address"], e["Service"]["Port"]): (e["Service"]["Meta"].get("weight"),
+                                                             e["Service"]["Meta"].get("comment"))
+            for e in r.json()}
+
+
+def test_proxysql_servers_follow_the_announced_service(fast_consul, workdir):
+    """announce-service: each agent registers its ProxySQL with the Consul agent as an instance of
+    service proxysql (TTL check, weight and comment in Service.Meta); SIGTERM deregisters it; a
+    killed agent's check turns critical after its TTL and the instance leaves the passing set; an
+    instance deregistered behind the agent's back is registered again (fleet_lifecycle)."""
+    consul = fast_consul
+    logs = []
+
+    def started(pxs):
+        assert len(fleet_service(consul)) == 3
+        assert fleet_service(consul)[("127.0.0.1", pxs[1].admin_port)] == (
+            str(pxs[1].admin_port % 7), "pod %d" % pxs[1].admin_port)
+        row = pxs[0].query("SELECT weight, comment FROM runtime_proxysql_servers WHERE port=%d" % pxs[2].admin_port)
+        assert row == [(str(pxs[2].admin_port % 7), "pod %d" % pxs[2].admin_port)], row
+
+    def gone(p):
+        assert ("127.0.0.1", p.admin_port) not in fleet_service(consul)
+        catalog = consul.request("GET", "/v1/catalog/service/proxysql").json()
+        assert not [e for e in catalog if e["ServicePort"] == p.admin_port], catalog
+
+    def forget(p):
+        [sid] = [e["ServiceID"] for e in consul.request("GET", "/v1/catalog/service/proxysql").json()
+                 if e["ServicePort"] == p.admin_port]
+        assert consul.request("PUT", "/v1/agent/service/deregister/" + sid).status == 200
+        wait_until("registered again", lambda: ("127.0.0.1", p.admin_port) in fleet_service(consul), timeout=10)
+
+    agents = fleet_lifecycle(consul, workdir, lambda p: (
+        'announce-service = "proxysql"\nannounce-weight = %d\nannounce-comment = "pod %d"\n'
+        % (p.admin_port % 7, p.admin_port)), started, gone, forget)
+    assert "registering again" in agents[0].logs()
+
+
+def test_announce_service_refusals(workdir):
+    """--check-config: announce-service beside announce-prefix, a bad service name, and
+    announce-address with neither, each one line and exit 2."""
+    import subprocess
+    from test_sync import BIN
+    base = ["--consul-addr", "127.0.0.1:1", "--admin-addr", "127.0.0.1:6032", "--check-config",
+            "--master-prefix", "", "--replica-prefix", "", "--users-prefix", "u/"]
+    for extra, want in ((["--announce-service", "proxysql", "--announce-prefix", "f/"], "both set"),
+                        (["--announce-service", "a/b"], "is not a Consul service name"),
+                        (["--announce-address", "127.0.0.1:6032"], "needs an announce-prefix or an announce-service")):
+        r = subprocess.run([BIN + "/proxysql-sync"] + base + extra, capture_output=True, text=True, timeout=10)
+        assert r.returncode == 2 and want in r.stderr and len(r.stderr.strip().splitlines()) == 1, (extra, r.stderr)
+    r = subprocess.run([BIN + "/proxysql-sync"] + base + ["--announce-service", "proxysql", "--announce-address",
+                                                        "127.0.0.1:6032"], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 0, r.stderr
 
 
 # ---- a real two-node ProxySQL Cluster (the doubles pull from each other as ProxySQL does) -----

@@ -216,6 +216,12 @@ static void run_case(void **state)
 	compare(dir, "expect.unsettled", b.data ? b.data : "");
 	sk_buf_free(&b);
 
+	for (size_t i = 0; i < lr.peers.n; i++)
+		assert_true(sk_buf_addf(&b, "%s:%ld weight %ld comment '%s'\n", lr.peers.v[i].host, lr.peers.v[i].port,
+					lr.peers.v[i].weight, lr.peers.v[i].comment ? lr.peers.v[i].comment : ""));
+	compare_if_present(dir, "expect.peers", b.data ? b.data : "");
+	sk_buf_free(&b);
+
 	cur = load_current(dir, &have_s, &have_u, &drains, &ndrains);
 	rt = cJSON_GetObjectItem(cur, "runtime");
 	json_servers(cJSON_GetObjectItem(rt, "servers"), &rt_s);
