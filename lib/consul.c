@@ -697,6 +697,47 @@ long consul_wait_budget_ms(long wait_ms)
 	return wait_ms + wait_ms / 16 + WAIT_MARGIN_MS;
 }
 
+/* The index, wait and consistency parameters of a blocking read (after a first parameter). */
+static bool add_blocking(sk_buf *path, uint64_t index, long wait_ms, enum consul_consistency mode)
+{
+	return (index == 0 || sk_buf_addf(path, "&index=%" PRIu64, index)) &&
+	       (index == 0 || wait_ms <= 0 || sk_buf_addf(path, "&wait=%ldms", wait_ms)) &&
+	       (mode == CONSUL_DEFAULT || sk_buf_addf(path, "&%s", consul_consistency_str(mode)));
+}
+
+typedef int (*list_parser)(const char *body, size_t len, struct consul_kv_list *out, char *err, size_t errlen);
+
+/* GET a blocking listing (a 404 is an empty one where `empty_404`): the status and the index
+ * checked, the body parsed into out, the answer's headers into meta. */
+static int blocking_list(struct consul *c, const char *path, const char *what, bool empty_404, list_parser parse,
+			 const deadline_t *dl, struct consul_kv_list *out, struct consul_meta *meta, char *err,
+			 size_t errlen)
+{
+	char why[200];
+	int ret = -1;
+
+	if (request(c, "GET", path, what, NULL, NULL, 0, dl, err, errlen) < 0)
+		goto out;
+	if (c->meta.http_status != 200 && !(empty_404 && c->meta.http_status == 404)) {
+		status_error(c, what, err, errlen);
+		goto out;
+	}
+	if (!c->index_seen) {
+		sk_err(err, errlen, "%s: answer without a valid X-Consul-Index header", what);
+		goto out;
+	}
+	if (c->meta.http_status == 200 &&
+	    parse(c->body.data ? c->body.data : "", c->body.len, out, why, sizeof(why)) < 0) {
+		sk_err(err, errlen, "%s: bad answer: %s", what, why);
+		goto out;
+	}
+	ret = 0;
+out:
+	*meta = c->meta;
+	release_big_body(c);
+	return ret;
+}
+
 int consul_kv_list(struct consul *c, const char *prefix, uint64_t index, long wait_ms, enum consul_consistency mode,
 		   const deadline_t *dl, struct consul_kv_list *out, struct consul_meta *meta, char *err, size_t errlen)
 {
@@ -712,35 +753,11 @@ int consul_kv_list(struct consul *c, const char *prefix, uint64_t index, long wa
 		return -1;
 	sk_buf_init(&path, 16384);
 	if (!sk_buf_add(&path, "/v1/kv/", 7) || !add_escaped(&path, prefix, true) ||
-	    !sk_buf_add(&path, "?recurse", 8) || (index > 0 && !sk_buf_addf(&path, "&index=%" PRIu64, index)) ||
-	    (index > 0 && wait_ms > 0 && !sk_buf_addf(&path, "&wait=%ldms", wait_ms)) ||
-	    (mode != CONSUL_DEFAULT && !sk_buf_addf(&path, "&%s", consul_consistency_str(mode)))) {
+	    !sk_buf_add(&path, "?recurse", 8) || !add_blocking(&path, index, wait_ms, mode))
 		sk_err(err, errlen, "%s: key too long", what);
-		goto out;
-	}
-	if (request(c, "GET", path.data, what, NULL, NULL, 0, dl, err, errlen) < 0)
-		goto out;
-	if (c->meta.http_status != 200 && c->meta.http_status != 404) {
-		status_error(c, what, err, errlen);
-		goto out;
-	}
-	if (!c->index_seen) {
-		sk_err(err, errlen, "%s: answer without a valid X-Consul-Index header", what);
-		goto out;
-	}
-	if (c->meta.http_status == 200) {
-		char why[200];
-
-		if (consul_parse_kv_json(c->body.data ? c->body.data : "", c->body.len, out, why, sizeof(why)) < 0) {
-			sk_err(err, errlen, "%s: bad answer: %s", what, why);
-			goto out;
-		}
-	}
-	ret = 0;
-out:
-	*meta = c->meta;
+	else
+		ret = blocking_list(c, path.data, what, true, consul_parse_kv_json, dl, out, meta, err, errlen);
 	sk_buf_free(&path);
-	release_big_body(c);
 	return ret;
 }
 
@@ -1497,36 +1514,11 @@ int consul_health_service(struct consul *c, const struct consul_service_query *q
 	ok = ok && (!q->near || (sk_buf_add(&path, "&near=", 6) && add_escaped(&path, q->near, false))) &&
 	     (!q->filter || (sk_buf_add(&path, "&filter=", 8) && add_escaped(&path, q->filter, false))) &&
 	     (!q->datacenter || (sk_buf_add(&path, "&dc=", 4) && add_escaped(&path, q->datacenter, false))) &&
-	     (index == 0 || sk_buf_addf(&path, "&index=%" PRIu64, index)) &&
-	     (index == 0 || wait_ms <= 0 || sk_buf_addf(&path, "&wait=%ldms", wait_ms)) &&
-	     (mode == CONSUL_DEFAULT || sk_buf_addf(&path, "&%s", consul_consistency_str(mode)));
-	if (!ok) {
+	     add_blocking(&path, index, wait_ms, mode);
+	if (!ok)
 		sk_err(err, errlen, "%s: query too long", what);
-		goto out;
-	}
-	if (request(c, "GET", path.data, what, NULL, NULL, 0, dl, err, errlen) < 0)
-		goto out;
-	if (c->meta.http_status != 200) {
-		status_error(c, what, err, errlen);
-		goto out;
-	}
-	if (!c->index_seen) {
-		sk_err(err, errlen, "%s: answer without a valid X-Consul-Index header", what);
-		goto out;
-	}
-	{
-		char why[200];
-
-		if (consul_parse_health_json(c->body.data ? c->body.data : "", c->body.len, out, why, sizeof(why)) <
-		    0) {
-			sk_err(err, errlen, "%s: bad answer: %s", what, why);
-			goto out;
-		}
-	}
-	ret = 0;
-out:
-	*meta = c->meta;
+	else
+		ret = blocking_list(c, path.data, what, false, consul_parse_health_json, dl, out, meta, err, errlen);
 	sk_buf_free(&path);
-	release_big_body(c);
 	return ret;
 }
