@@ -3,6 +3,69 @@
 
 #include "log.h"
 
+/* The metrics with one sample per target. */
+enum target_metric {
+	TM_CONFLICTS_NOW,
+	TM_PROTECTED_NOW,
+	TM_CLUSTER_PEERS,
+	TM_MONITOR_ROWS,
+	TM_APPLIES,
+	TM_WRITER_GUARD,
+	TM_LAST_SYNC_UNIX,
+	TM_IN_SYNC,
+};
+
+static const struct {
+	const char *name, *type, *help;
+	int decimals;
+} target_metrics[] = {
+	[TM_CONFLICTS_NOW] = { "proxysql_sync_user_conflicts", "gauge",
+			       "KV users left alone: a user of that name is not the agent's (adopt-users).", 0 },
+	[TM_PROTECTED_NOW] = { "proxysql_sync_protected_users", "gauge",
+			       "KV users named like an admin, stats, cluster or monitor login of the target: never "
+			       "written.",
+			       0 },
+	[TM_CLUSTER_PEERS] = { "proxysql_sync_cluster_peers", "gauge",
+			       "Rows of runtime_proxysql_servers (a ProxySQL Cluster member when > 0).", 0 },
+	[TM_MONITOR_ROWS] = { "proxysql_sync_monitor_hostgroup_rows", "gauge",
+			      "Rows of the monitor hostgroup tables that name one of the agent's hostgroups.", 0 },
+	[TM_APPLIES] = { "proxysql_sync_applies_total", "counter",
+			 "Applies that changed a target (statements sent and verified).", 0 },
+	[TM_WRITER_GUARD] = { "proxysql_sync_writer_guard_total", "counter",
+			      "Times a writer hostgroup would have been emptied and its servers were kept.", 0 },
+	[TM_LAST_SYNC_UNIX] = { "proxysql_sync_last_sync_timestamp_seconds", "gauge",
+				"When the target was last found or brought in sync (Unix time).", 3 },
+	[TM_IN_SYNC] = { "proxysql_sync_target_in_sync", "gauge",
+			 "1 when desired = memory = runtime (= disk with save-to-disk), as the target says.", 0 },
+};
+
+static double target_value(const struct target *t, enum target_metric m)
+{
+	switch (m) {
+	case TM_CONFLICTS_NOW: return (double)t->conflicts_now;
+	case TM_PROTECTED_NOW: return (double)t->protected_now;
+	case TM_CLUSTER_PEERS: return (double)t->cluster_peers;
+	case TM_MONITOR_ROWS: return (double)t->monitor_rows;
+	case TM_APPLIES: return (double)t->applies;
+	case TM_WRITER_GUARD: return (double)t->writer_guard;
+	case TM_LAST_SYNC_UNIX: return (double)t->last_sync_unix;
+	case TM_IN_SYNC: return (double)t->in_sync;
+	}
+	return 0;
+}
+
+static bool per_target(const struct agent *ag, sk_buf *b, enum target_metric m)
+{
+	const char *name = target_metrics[m].name;
+	bool ok = sk_buf_addf(b, "# HELP %s %s\n# TYPE %s %s\n", name, target_metrics[m].help, name,
+			      target_metrics[m].type);
+
+	for (size_t i = 0; ok && i < ag->ntargets; i++)
+		ok = sk_buf_addf(b, "%s{target=\"%s\"} %.*f\n", name, ag->targets[i].pt.name,
+				 target_metrics[m].decimals, target_value(&ag->targets[i], m));
+	return ok;
+}
+
 /* KV users a target refused because a login of ProxySQL itself has their name. */
 static size_t protected_now(const struct agent *ag)
 {
@@ -32,17 +95,8 @@ static bool target_facts(struct agent *ag, sk_buf *b)
 		for (int k = 0; k < TABLE_COUNT; k++)
 			ok = ok && sk_buf_addf(b, "proxysql_sync_foreign_staged_rows{target=\"%s\",table=\"%s\"} %zu\n",
 					       ag->targets[i].pt.name, tables[k], ag->targets[i].foreign_now[k]);
-	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_user_conflicts KV users left alone: a user of that name "
-				  "is not the agent's (adopt-users).\n# TYPE proxysql_sync_user_conflicts gauge\n");
-	for (size_t i = 0; i < ag->ntargets; i++)
-		ok = ok && sk_buf_addf(b, "proxysql_sync_user_conflicts{target=\"%s\"} %zu\n", ag->targets[i].pt.name,
-				       ag->targets[i].conflicts_now);
-	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_protected_users KV users named like an admin, stats, "
-				  "cluster or monitor login of the target: never written.\n"
-				  "# TYPE proxysql_sync_protected_users gauge\n");
-	for (size_t i = 0; i < ag->ntargets; i++)
-		ok = ok && sk_buf_addf(b, "proxysql_sync_protected_users{target=\"%s\"} %zu\n", ag->targets[i].pt.name,
-				       ag->targets[i].protected_now);
+	ok = ok && per_target(ag, b, TM_CONFLICTS_NOW);
+	ok = ok && per_target(ag, b, TM_PROTECTED_NOW);
 	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_owed_total LOADs and SAVEs sent because runtime or disk "
 				  "differed from memory with nothing else to change.\n"
 				  "# TYPE proxysql_sync_owed_total counter\n");
@@ -52,11 +106,7 @@ static bool target_facts(struct agent *ag, sk_buf *b)
 				       "proxysql_sync_owed_total{target=\"%s\",kind=\"save\"} %lu\n",
 				       ag->targets[i].pt.name, ag->targets[i].loads_owed, ag->targets[i].pt.name,
 				       ag->targets[i].saves_owed);
-	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_cluster_peers Rows of runtime_proxysql_servers (a ProxySQL "
-				  "Cluster member when > 0).\n# TYPE proxysql_sync_cluster_peers gauge\n");
-	for (size_t i = 0; i < ag->ntargets; i++)
-		ok = ok && sk_buf_addf(b, "proxysql_sync_cluster_peers{target=\"%s\"} %ld\n", ag->targets[i].pt.name,
-				       ag->targets[i].cluster_peers);
+	ok = ok && per_target(ag, b, TM_CLUSTER_PEERS);
 	ok = ok &&
 	     sk_buf_addf(b, "# HELP proxysql_sync_cluster_diffs_before_sync admin-cluster_<table>_diffs_before_sync "
 			    "(> 0: the table is pulled from peers).\n"
@@ -66,12 +116,7 @@ static bool target_facts(struct agent *ag, sk_buf *b)
 			ok = ok &&
 			     sk_buf_addf(b, "proxysql_sync_cluster_diffs_before_sync{target=\"%s\",table=\"%s\"} %ld\n",
 					 ag->targets[i].pt.name, tables[k], ag->targets[i].diffs_before_sync[k]);
-	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_monitor_hostgroup_rows Rows of the monitor hostgroup tables "
-				  "that name one of the agent's hostgroups.\n"
-				  "# TYPE proxysql_sync_monitor_hostgroup_rows gauge\n");
-	for (size_t i = 0; i < ag->ntargets; i++)
-		ok = ok && sk_buf_addf(b, "proxysql_sync_monitor_hostgroup_rows{target=\"%s\"} %zu\n",
-				       ag->targets[i].pt.name, ag->targets[i].monitor_rows);
+	ok = ok && per_target(ag, b, TM_MONITOR_ROWS);
 	if (ag->lock.enabled)
 		ok = ok && sk_buf_addf(b,
 				       "# HELP proxysql_sync_cluster_writer 1 while this agent holds cluster-lock-key "
@@ -148,28 +193,10 @@ void agent_metrics(struct agent *ag, sk_buf *b)
 				       t->pt.name, t->errors_connect, t->pt.name, t->errors_read, t->pt.name,
 				       t->errors_apply, t->pt.name, t->errors_verify);
 	}
-	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_applies_total Applies that changed a target (statements sent "
-				  "and verified).\n# TYPE proxysql_sync_applies_total counter\n");
-	for (size_t i = 0; i < ag->ntargets; i++)
-		ok = ok && sk_buf_addf(b, "proxysql_sync_applies_total{target=\"%s\"} %lu\n", ag->targets[i].pt.name,
-				       ag->targets[i].applies);
-	ok = ok &&
-	     sk_buf_addf(b, "# HELP proxysql_sync_writer_guard_total Times a writer hostgroup would have been emptied "
-			    "and its servers were kept.\n# TYPE proxysql_sync_writer_guard_total counter\n");
-	for (size_t i = 0; i < ag->ntargets; i++)
-		ok = ok && sk_buf_addf(b, "proxysql_sync_writer_guard_total{target=\"%s\"} %lu\n",
-				       ag->targets[i].pt.name, ag->targets[i].writer_guard);
-	ok = ok &&
-	     sk_buf_addf(b, "# HELP proxysql_sync_last_sync_timestamp_seconds When the target was last found or "
-			    "brought in sync (Unix time).\n# TYPE proxysql_sync_last_sync_timestamp_seconds gauge\n");
-	for (size_t i = 0; i < ag->ntargets; i++)
-		ok = ok && sk_buf_addf(b, "proxysql_sync_last_sync_timestamp_seconds{target=\"%s\"} %.3f\n",
-				       ag->targets[i].pt.name, ag->targets[i].last_sync_unix);
-	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_target_in_sync 1 when desired = memory = runtime (= disk with "
-				  "save-to-disk), as the target says.\n# TYPE proxysql_sync_target_in_sync gauge\n");
-	for (size_t i = 0; i < ag->ntargets; i++)
-		ok = ok && sk_buf_addf(b, "proxysql_sync_target_in_sync{target=\"%s\"} %d\n", ag->targets[i].pt.name,
-				       ag->targets[i].in_sync);
+	ok = ok && per_target(ag, b, TM_APPLIES);
+	ok = ok && per_target(ag, b, TM_WRITER_GUARD);
+	ok = ok && per_target(ag, b, TM_LAST_SYNC_UNIX);
+	ok = ok && per_target(ag, b, TM_IN_SYNC);
 	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_apply_duration_seconds Time of one apply: read, statements, "
 				  "LOAD, SAVE, verify.\n# TYPE proxysql_sync_apply_duration_seconds histogram\n");
 	for (size_t i = 0; i < ag->ntargets; i++) {

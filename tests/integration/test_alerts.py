@@ -101,7 +101,8 @@ def exported_metrics():
         if name.endswith(".c"):
             with open(os.path.join(SYNC_DIR, name)) as f:
                 src += f.read()
-    return set(re.findall(r"(proxysql_sync_[a-z_]+?)(?:_bucket|_sum|_count)?(?=[{ \\])", src))
+    # a name before its labels, its value, or a format's end; or quoted whole (the per-target table)
+    return set(re.findall(r"(proxysql_sync_[a-z_]+?)(?:_bucket|_sum|_count)?(?=[{ \\\"])", src))
 
 
 def test_rules_file_passes_promtool_check():
