@@ -5,15 +5,23 @@ N agents (default 50, 100, 200) of bin/proxysql-sync watch mysql/master/ and mys
 Consul double with blocking queries; agent i applies to ProxySQL double i mod P (default P = 4).
 For one KV change (a replica's weight) it measures, over --changes changes:
 
+  * re-armed: time from the PUT until each agent's next blocking query at the change's index
+    reaches the Consul double (its request log): the agent has read the answer, with no poller in
+    between; p50, p99, max over every agent and change;
   * seen: time from the PUT until each agent's /metrics shows the change's X-Consul-Index
-    (proxysql_sync_consul_index{prefix="mysql/replica/"}); p50, p99, max over every agent and change;
-  * applied: time until every ProxySQL double serves the new weight (runtime_mysql_servers);
+    (proxysql_sync_consul_index{prefix="mysql/replica/"}), taken when that agent's answer arrives;
+  * applied: time until every ProxySQL double serves the new weight (runtime_mysql_servers, polled
+    on a thread of its own);
   * Consul requests per change (from the double's request log: blocking queries re-armed at the
     change's index), admin LOADs per change per ProxySQL (agents sharing a target each apply what
     they see), agent CPU per change (all agents' threads, less an idle window of the same length) -
     these over --quiet-changes rounds of a few changes, without /metrics polling;
   * idle Consul requests per second per agent (/_fake/counters), with blocking waits of --wait s;
   * memory: agents' RSS and PSS (shared library pages counted once), the Consul double's RSS.
+
+The ProxySQL doubles run at nice 19 (--proxysql-nice): every agent reads its target after every
+change, which costs the Python doubles more CPU than the agents and the Consul double together, and
+at nice 0 they would take the cores the measured path needs; their CPU per change is shown.
 
 Prints one Markdown table; asserts nothing. Loopback only; every process is stopped at the end.
 
