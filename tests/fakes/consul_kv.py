@@ -12,7 +12,8 @@ It implements what a KV or service-health client sees from one Consul server age
   /v1/status/leader, /v1/status/peers, /v1/agent/self,
   /v1/catalog/datacenters
   /v1/agent/service/register, /v1/agent/service/deregister/<id>,
-  /v1/agent/check/pass|warn|fail|update/<id> (TTL checks that expire),
+  /v1/agent/check/pass|warn|fail|update/<id> (TTL checks that expire;
+                      DeregisterCriticalServiceAfter reaps a service critical too long),
   /v1/catalog/register, /v1/catalog/deregister
   /v1/health/service/<name>, /v1/catalog/service/<name>
                       blocking, passing, tag, node-meta, filter (a go-bexpr
@@ -72,6 +73,8 @@ MAX_QUERY_TIME = 600 * SECOND               # blocking.mdx: limited to 10 minute
 JITTER_FRACTION = 16                        # blocking.mdx: adds up to wait/16
 SESSION_TTL_MIN_DEFAULT = 10 * SECOND       # session.mdx: TTL between 10s ...
 SESSION_TTL_MAX = 86400 * SECOND            # ... and 86400s
+CHECK_REAP_INTERVAL_DEFAULT = 30 * SECOND     # agent config check_reap_interval
+DEREGISTER_CRITICAL_MIN_DEFAULT = 60 * SECOND  # check_deregister_interval_min: "1m"
 SESSION_TTL_MULTIPLIER = 2                  # session.mdx: "may not be reaped for up to double this TTL"
 DEFAULT_LOCK_DELAY = 15 * SECOND            # session.mdx: LockDelay default "15s"
 MAX_LOCK_DELAY = 60 * SECOND                # structs.MaxLockDelay
@@ -656,8 +659,11 @@ class Authorizer:
 class Store:
     def __init__(self, datadir=None, dc="dc1", node="fake-node", acl_master=None,
                  session_ttl_min=SESSION_TTL_MIN_DEFAULT, tombstone_ttl=TOMBSTONE_TTL_DEFAULT,
-                 version=FAKE_CONSUL_VERSION):
+                 version=FAKE_CONSUL_VERSION, check_reap_interval=CHECK_REAP_INTERVAL_DEFAULT,
+                 deregister_critical_min=DEREGISTER_CRITICAL_MIN_DEFAULT):
         self.datadir, self.dc, self.node = datadir, dc, node
+        self.check_reap_interval, self.deregister_critical_min = check_reap_interval, deregister_critical_min
+        self.next_reap = time.monotonic() + check_reap_interval / SECOND
         self.version = version
         self.node_id = str(uuid.uuid5(uuid.NAMESPACE_DNS, node))
         self.acl_master = acl_master
@@ -693,6 +699,7 @@ class Store:
         self.services = {}          # (node, service ID) -> service record (see ensure_service)
         self.checks = {}            # (node, check ID) -> structs.HealthCheck as JSON
         self.check_ttl = {}         # (node, check ID) -> [TTL ns, monotonic expiry or None]
+        self.check_reap = {}        # (node, check ID) -> [DeregisterCriticalServiceAfter ns, critical since or None]
         self.service_index = {}     # service name -> index of its last change ("service.<name>")
         self._changed_keys = set()
         self._changed_services = set()
@@ -727,6 +734,9 @@ class Store:
         now = time.monotonic()
         self.check_ttl = {tuple(k.split("\x00", 1)): [t, now + t / SECOND] for k, t in cat.get("ttl", {}).items()
                           if tuple(k.split("\x00", 1)) in self.checks}
+        # A restarted agent rebuilds checkReapAfter from its check definitions; criticality counts anew.
+        self.check_reap = {tuple(k.split("\x00", 1)): [t, None] for k, t in cat.get("reap", {}).items()
+                           if tuple(k.split("\x00", 1)) in self.checks}
 
     def _persist(self):
         path = self._state_file()
@@ -740,7 +750,8 @@ class Store:
              "acl_tokens": self.acl_tokens,
              "catalog": {"nodes": list(self.nodes.values()), "services": list(self.services.values()),
                          "checks": list(self.checks.values()), "service_index": self.service_index,
-                         "ttl": {"%s\x00%s" % k: v[0] for k, v in self.check_ttl.items()}}}
+                         "ttl": {"%s\x00%s" % k: v[0] for k, v in self.check_ttl.items()},
+                         "reap": {"%s\x00%s" % k: v[0] for k, v in self.check_reap.items()}}}
         tmp = path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(d, f)
@@ -1021,10 +1032,13 @@ class Store:
                 for sid in [sid for sid, due in self.session_deadline.items() if due <= now]:
                     self.session_invalidate(sid)
                 self.expire_ttl_checks(now)
+                self.reap_critical_services(now)
                 self.reap_tombstones()
                 self.commit()
                 dues = list(self.session_deadline.values()) + [t[1] for t in self.tombstones.values()]
                 dues += [t[1] for t in self.check_ttl.values() if t[1] is not None]
+                if any(r[1] is not None for r in self.check_reap.values()):
+                    dues.append(self.next_reap)
                 timeout = (min(dues) - time.monotonic()) if dues else None
                 if timeout is None or timeout > 0:
                     self.timers.wait(timeout)
@@ -1090,6 +1104,12 @@ class Store:
             return
         self.checks[key] = new
         self.table_index["checks"] = idx
+        if key in self.check_reap:
+            was = old["Status"] == "critical" if old else False
+            if new["Status"] != "critical":
+                self.check_reap[key][1] = None
+            elif not was or self.check_reap[key][1] is None:
+                self.check_reap[key][1] = time.monotonic()
         svc = self.services.get((check["Node"], check["ServiceID"])) if check["ServiceID"] else None
         if svc is not None:
             self._touch_service(idx, svc["Service"])
@@ -1112,6 +1132,7 @@ class Store:
     def delete_check(self, idx, node, check_id):
         c = self.checks.pop((node, check_id), None)
         self.check_ttl.pop((node, check_id), None)
+        self.check_reap.pop((node, check_id), None)
         if c is None:
             return False
         self.table_index["checks"] = idx
@@ -1181,6 +1202,19 @@ class Store:
         for k in due:
             self.check_ttl[k][1] = None
             self.set_check_status(idx, k[0], k[1], "critical", "TTL expired")
+
+    def reap_critical_services(self, now):
+        """agent.go reapServicesInternal, every check_reap_interval: a service one of whose checks
+        has been critical for longer than its DeregisterCriticalServiceAfter is deregistered."""
+        if now < self.next_reap:
+            return
+        self.next_reap = now + self.check_reap_interval / SECOND
+        due = {(k[0], self.checks[k]["ServiceID"]) for k, (after, since) in self.check_reap.items()
+               if since is not None and now - since > after / SECOND and self.checks[k]["ServiceID"]}
+        if due:
+            idx = self.next_index()
+            for node, sid in sorted(due):
+                self.delete_service(idx, node, sid)
 
     def health_rows(self, name):
         """CheckServiceNodes of a service name, ordered by node and service ID."""
@@ -2308,7 +2342,7 @@ class ConsulAPI:
                 "EnableTagOverride": bool(f(body, "EnableTagOverride", bool, False))}
 
     def check_def(self, node, svc, body, default_id, default_name):
-        """A check definition -> (structs.HealthCheck JSON, TTL ns or 0)."""
+        """A check definition -> (structs.HealthCheck JSON, TTL ns or 0, DeregisterCriticalServiceAfter ns or 0)."""
         f = self.field
         ttl_text = f(body, "TTL", str, "")
         ttl = 0
@@ -2320,13 +2354,22 @@ class ConsulAPI:
         status = f(body, "Status", str, "") or "critical"       # checks start critical
         if status not in ("passing", "warning", "critical"):
             raise ApiError(400, "Invalid check status: \"%s\"" % status)
+        reap = 0
+        reap_text = f(body, "DeregisterCriticalServiceAfter", str, "")
+        if reap_text:
+            try:
+                reap = parse_go_duration(reap_text)
+            except ValueError as e:
+                raise ApiError(400, "Invalid check: %s" % e)
+            # agent.go addCheck: shorter than check_deregister_interval_min is raised to it (a warning)
+            reap = max(reap, self.store.deregister_critical_min)
         kind = "ttl" if ttl else ("http" if f(body, "HTTP", str) else "tcp" if f(body, "TCP", str) else "")
         return health_check(node, f(body, "CheckID", str) or f(body, "ID", str) or default_id,
                             f(body, "Name", str) or default_name, status,
                             service_id=svc["ID"] if svc else "", service_name=svc["Service"] if svc else "",
                             tags=svc["Tags"] if svc else None, check_type=kind,
                             notes=f(body, "Notes", str, ""), output=f(body, "Output", str, ""),
-                            interval=f(body, "Interval", str, ""), timeout=f(body, "Timeout", str, "")), ttl
+                            interval=f(body, "Interval", str, ""), timeout=f(body, "Timeout", str, "")), ttl, reap
 
     def write_rpc(self, req):
         opts = QueryOptions(req.get("dc") or self.store.dc, self.parse_token(req), False, False, 0, 0)
@@ -2352,12 +2395,12 @@ class ConsulAPI:
             idx = store.next_index()
             old = store.services.get((store.node, svc["ID"]))
             store.ensure_service(idx, store.node, svc)
-            keep = {c["CheckID"] for c, _ in checks}
+            keep = {c["CheckID"] for c, _, _ in checks}
             if req.has("replace-existing-checks") or old is None:
                 for (n, cid), c in list(store.checks.items()):
                     if n == store.node and c["ServiceID"] == svc["ID"] and cid not in keep:
                         store.delete_check(idx, n, cid)
-            for d, (c, ttl) in zip(defs, checks):
+            for d, (c, ttl, reap) in zip(defs, checks):
                 prev = store.checks.get((store.node, c["CheckID"]))
                 if prev is not None and not self.field(d, "Status", str):
                     c = dict(c, Status=prev["Status"], Output=prev["Output"])   # a re-registration keeps the state
@@ -2367,6 +2410,13 @@ class ConsulAPI:
                     store.timers.notify_all()
                 else:
                     store.check_ttl.pop((store.node, c["CheckID"]), None)
+                if reap:
+                    state = store.check_reap.get((store.node, c["CheckID"]))
+                    store.check_reap[(store.node, c["CheckID"])] = [reap, state[1] if state else None]
+                    if c["Status"] == "critical" and not state:
+                        store.check_reap[(store.node, c["CheckID"])][1] = time.monotonic()
+                else:
+                    store.check_reap.pop((store.node, c["CheckID"]), None)
             store.commit()
         return Response(200)
 
@@ -2876,6 +2926,8 @@ def make_server(args):
         os.makedirs(args.datadir, exist_ok=True)
     store = Store(datadir=args.datadir, dc=args.dc, node=args.node, version=args.consul_version,
                   acl_master=args.acl_master_token,
+                  check_reap_interval=parse_go_duration(args.check_reap_interval),
+                  deregister_critical_min=parse_go_duration(args.check_deregister_interval_min),
                   session_ttl_min=parse_go_duration(args.session_ttl_min),
                   tombstone_ttl=parse_go_duration(args.tombstone_ttl))
     faults = Faults()
@@ -2909,6 +2961,10 @@ def main(argv=None):
     p.add_argument("--acl-master-token", help="enable ACLs (default deny) with this management token")
     p.add_argument("--session-ttl-min", default="10s", help="session_ttl_min (default 10s)")
     p.add_argument("--tombstone-ttl", default="15m", help="KV tombstone lifetime (default 15m)")
+    p.add_argument("--check-reap-interval", default="30s",
+                   help="how often services whose check stayed critical too long are deregistered (default 30s)")
+    p.add_argument("--check-deregister-interval-min", default="1m",
+                   help="the least DeregisterCriticalServiceAfter honoured (default 1m)")
     p.add_argument("--txn-max-ops", type=int, default=TXN_MAX_OPS_DEFAULT,
                    help="operations allowed in one /v1/txn (default 64; Consul >= 1.x uses 128)")
     p.add_argument("--kv-max-value-size", type=int, default=KV_MAX_VALUE_SIZE)

@@ -1208,6 +1208,32 @@ def test_ttl_check_expires_to_critical(fast, svc):
     assert c["Status"] == "critical" and c["Output"] == "TTL expired"
 
 
+def test_service_critical_too_long_is_deregistered(svc):
+    """agent/check.mdx DeregisterCriticalServiceAfter: "If a check is in the critical state for more
+    than this configured value, then its associated service (and all of its associated checks) will
+    automatically be deregistered"; agent.go: values under check_deregister_interval_min (1m) are
+    raised to it, and the reaper runs every check_reap_interval (30s). Here both are shortened."""
+    with Consul(extra_args=["--check-reap-interval", "200ms", "--check-deregister-interval-min", "1s"]) as c:
+        sid = register(c, svc, Check={"TTL": "1s", "Status": "passing", "DeregisterCriticalServiceAfter": "10ms"})
+        keep = register(c, svc, svc + "-kept", Check={"TTL": "1s", "Status": "passing"})
+        assert len(health(c, svc, passing=True).json()) == 2
+        time.sleep(1.5)                  # both TTLs expired: critical, not yet reaped (raised to 1s)
+        assert sorted(r["Service"]["ID"] for r in health(c, svc).json()) == sorted([sid, keep])
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and len(health(c, svc).json()) == 2:
+            time.sleep(0.1)
+        assert [r["Service"]["ID"] for r in health(c, svc).json()] == [keep]
+        check_pass(c, "service:" + keep)           # without DeregisterCriticalServiceAfter: stays
+        assert len(health(c, svc, passing=True).json()) == 1
+        # a check that turns passing again in time is not reaped
+        sid = register(c, svc, svc + "-back", Check={"TTL": "1s", "Status": "passing",
+                                                    "DeregisterCriticalServiceAfter": "1s"})
+        time.sleep(1.3)
+        check_pass(c, "service:" + sid)
+        time.sleep(1.0)
+        assert sid in [r["Service"]["ID"] for r in health(c, svc).json()]
+
+
 def test_health_tag_filter_is_repeatable(consul, svc):
     """health.mdx tag: "Can be used multiple times ... returning only the
     results that include all of the tag values provided"."""
