@@ -714,9 +714,22 @@ class GaleraNode(MariaDB):
         if wait:
             self.wait_synced(timeout)
 
+    # A node frozen for about evs.suspect_timeout (5 s) or more may be evicted by its peers a
+    # moment after it is thawed (their view change was under way), and then it drops to
+    # non-Primary and rejoins: its status reads healthy until then. Until evs.inactive_timeout
+    # (10 s) and a margin have passed since the SIGCONT, the cluster is not called healthy.
+    SETTLE_AFTER_STOP_S, SETTLE_S = 4.0, 12.0
+
+    def sigstop(self):
+        super().sigstop()
+        self.stopped_at = time.monotonic()
+
     def sigcont(self, wait=False, timeout=60.0):
         """SIGCONT; with wait=True also wait until Synced (it rejoins by itself)."""
+        was_stopped = self.sigstopped
         super().sigcont()
+        if was_stopped and time.monotonic() - getattr(self, "stopped_at", 0) >= self.SETTLE_AFTER_STOP_S:
+            self.settle_until = time.monotonic() + self.SETTLE_S
         if wait:
             self.wait_synced(timeout)
 
@@ -810,6 +823,9 @@ class GaleraCluster:
             if n.sigstopped:
                 out.append(f"{n.name} SIGSTOPped")
                 continue
+            if time.monotonic() < getattr(n, "settle_until", 0):
+                out.append(f"{n.name} thawed after a long SIGSTOP: its peers may still evict it")
+                continue
             try:
                 s = n.status()
                 ro, desync = n.sql("SELECT @@read_only, @@wsrep_desync", timeout=5)[0]
@@ -849,6 +865,9 @@ class GaleraCluster:
         re-bootstrap from the most advanced stopped node when none runs), start
         stopped nodes (IST/SST), then clear desync and read_only everywhere.
         """
+        settle = max(getattr(n, "settle_until", 0) for n in self.nodes) - time.monotonic()
+        if settle > 0:
+            time.sleep(settle)             # a thawed node's eviction, if any, has happened by then
         if not self.problems():
             return
         t0 = time.monotonic()
