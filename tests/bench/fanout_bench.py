@@ -23,6 +23,10 @@ The ProxySQL doubles run at nice 19 (--proxysql-nice): every agent reads its tar
 change, which costs the Python doubles more CPU than the agents and the Consul double together, and
 at nice 0 they would take the cores the measured path needs; their CPU per change is shown.
 
+With CONSUL_BIN (and PROXYSQL_BIN) set, the real servers run instead of the doubles; what only a
+double's request or statement log tells (re-armed, requests per change, idle requests, LOADs) is
+then n/a, and seen/applied/CPU are measured as usual.
+
 Prints one Markdown table; asserts nothing. Loopback only; every process is stopped at the end.
 
     /usr/bin/python3 tests/bench/fanout_bench.py [--agents 50,100,200] [--changes 5] [--wait 5]
@@ -129,7 +133,10 @@ class Fleet:
 
     def __init__(self, n, n_px, wait, consistency, work, px_nice=0):
         self.n, self.work, self.px_nice = n, work, px_nice
-        self.consul = Consul(use_double=True, workdir=os.path.join(work, "consul"))
+        # CONSUL_BIN / PROXYSQL_BIN: real servers. What only the doubles can tell (their request
+        # log, their statement log) is then shown as n/a.
+        self.real_consul = bool(os.environ.get("CONSUL_BIN"))
+        self.consul = Consul(use_double=not self.real_consul, workdir=os.path.join(work, "consul"))
         self.pxs = [ProxySQL(admin_password="bench-" + os.urandom(4).hex(),
                              workdir=os.path.join(work, "px%d" % i)) for i in range(n_px)]
         self.wait, self.consistency = wait, consistency
@@ -142,7 +149,8 @@ class Fleet:
         self.consul.start()
         for px in self.pxs:
             px.start()
-            renice(px.proc.pid, self.px_nice)
+            if px.is_fake:
+                renice(px.proc.pid, self.px_nice)
         self.consul.put("mysql/master/shop", b"db1:3306")
         self.consul.put(REPLICA_KEY, b'{"weight": 1}')
         self.consul.put("mysql/replica/shop/eu/db3:3306", b"")
@@ -183,13 +191,34 @@ class Fleet:
         return not pending
 
     def counters(self, reset=False):
+        if self.real_consul:
+            return None
         r = self.consul.request("DELETE" if reset else "GET", "/_fake/counters")
         return r.json()["total"]
+
+    def clear_requests(self):
+        if not self.real_consul:
+            self.consul.request("DELETE", "/_fake/requests")
+
+    def loads(self):
+        """LOAD MYSQL SERVERS TO RUNTIME statements per ProxySQL since the last clear (doubles)."""
+        if not all(px.is_fake for px in self.pxs):
+            return None
+        return statistics.mean(
+            sum(1 for s in px.statements() if s["sql"].upper().startswith("LOAD MYSQL SERVERS TO RUNTIME"))
+            for px in self.pxs)
+
+    def clear_loads(self):
+        for px in self.pxs:
+            if px.is_fake:
+                px.clear_statements()
 
     def change_requests(self, since, until, new_index):
         """API requests a change caused: the blocking queries re-armed at the change's index
         and reads without an index (a watch starting over), after `since` (epoch seconds).
         Re-arms at an older index are blocking waits that timed out: idle traffic."""
+        if self.real_consul:
+            return None
         n = 0
         for rec in self.consul.request("GET", "/_fake/requests").json():
             if not since <= rec["time"] < until or not rec["path"].startswith("/v1/kv/"):
@@ -204,6 +233,8 @@ class Fleet:
         change's index: the agent has read the answer and asks for the next one. Measured in the
         double as each request arrives, so no poller stands between the agent and the figure; one
         per agent (the first n re-arms: each agent re-arms once per change)."""
+        if self.real_consul:
+            return []
         t = sorted(rec["time"] - since for rec in self.consul.request("GET", "/_fake/requests").json()
                    if rec["path"] == "/v1/kv/mysql/replica/" and rec["time"] >= since
                    and int(rec["query"].get("index", ["0"])[0]) >= new_index)
@@ -268,17 +299,17 @@ def run(n, a):
         time.sleep(a.idle)
         dt = time.monotonic() - t0
         idle_req = fleet.counters()
-        idle_rate = idle_req / dt
+        idle_rate = idle_req / dt if idle_req is not None else None
         idle_cpu_rate = (fleet.agent_cpu() - c0) / dt
         consul_idle_cpu = (cpu_seconds(fleet.consul.proc.pid) - k0) / dt
-        row["idle_req_per_agent_s"] = idle_rate / n
+        row["idle_req_per_agent_s"] = idle_rate / n if idle_rate is not None else None
 
         # -- latency: seen by every agent, applied on every ProxySQL -----------------------------
         seen, applied, rearmed = [], [], []
         weight = 1
         for _ in range(a.changes):
             weight += 1
-            fleet.consul.request("DELETE", "/_fake/requests")
+            fleet.clear_requests()
             wall_put = time.time()
             t_put = time.monotonic()
             idx = put_weight(fleet.consul, weight)
@@ -322,9 +353,8 @@ def run(n, a):
             time.sleep(window)
             idle_agents, idle_consul = fleet.agent_cpu() - c0, cpu_seconds(fleet.consul.proc.pid) - k0
             idle_px = fleet.proxysql_cpu() - p0
-            for px in fleet.pxs:
-                px.clear_statements()
-            fleet.consul.request("DELETE", "/_fake/requests")
+            fleet.clear_loads()
+            fleet.clear_requests()
             since = time.time()
             c0, k0, p0 = fleet.agent_cpu(), cpu_seconds(fleet.consul.proc.pid), fleet.proxysql_cpu()
             t0 = time.monotonic()
@@ -337,12 +367,12 @@ def run(n, a):
             cpus.append((fleet.agent_cpu() - c0 - idle_agents) / burst)
             kcpus.append((cpu_seconds(fleet.consul.proc.pid) - k0 - idle_consul) / burst)
             pcpus.append((fleet.proxysql_cpu() - p0 - idle_px) / burst)
-            reqs.append(fleet.change_requests(since, time.time(), first) / burst - 2)   # less put_weight: PUT, GET
-            loads.append(statistics.mean(
-                sum(1 for s in px.statements() if s["sql"].upper().startswith("LOAD MYSQL SERVERS TO RUNTIME"))
-                for px in fleet.pxs) / burst)
-        row["req_per_change"] = statistics.median(reqs)
-        row["loads_per_change"] = statistics.median(loads)
+            got = fleet.change_requests(since, time.time(), first)
+            reqs.append(got / burst - 2 if got is not None else None)   # less put_weight: PUT, GET
+            got = fleet.loads()
+            loads.append(got / burst if got is not None else None)
+        row["req_per_change"] = median_or_none(reqs)
+        row["loads_per_change"] = median_or_none(loads)
         row["cpu_per_change"] = statistics.median(cpus)
         row["consul_cpu_per_change"] = statistics.median(kcpus)
         row["proxysql_cpu_per_change"] = statistics.median(pcpus)
@@ -360,6 +390,15 @@ def run(n, a):
         fleet.stop()
         shutil.rmtree(work, ignore_errors=True)
     return row
+
+
+def median_or_none(values):
+    return None if None in values else statistics.median(values)
+
+
+def opt(fmt, v):
+    """A figure, or n/a where only a double can tell (real Consul or ProxySQL)."""
+    return "n/a" if v is None else fmt % v
 
 
 def ms(v):
@@ -395,14 +434,16 @@ def main():
           % ("last start to all ready" if a.spread_start else "start to all ready"))
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        s, q = r["seen"], r["rearmed"] or [float("nan")]
-        print("| %d | %.1f s | %s / %s / %s | %s / %s / %s | %s / %s | %.0f | %.1f | %.2f ms (%.1f us per agent) | %.1f ms | %.0f ms "
-              "| %.3f | %.1f us/s per agent | %.1f MiB | %.0f MiB | %.0f MiB (%d) |" % (
-                  r["agents"], r["start"], ms(statistics.median(q)), ms(pct(q, 99)), ms(max(q)),
+        s, q = r["seen"], r["rearmed"]
+        print("| %d | %.1f s | %s | %s / %s / %s | %s / %s | %s | %s | %.2f ms (%.1f us per agent) | %.1f ms | %.0f ms "
+              "| %s | %.1f us/s per agent | %.1f MiB | %.0f MiB | %.0f MiB (%d) |" % (
+                  r["agents"], r["start"],
+                  "%s / %s / %s" % (ms(statistics.median(q)), ms(pct(q, 99)), ms(max(q))) if q else "n/a",
                   ms(statistics.median(s)), ms(pct(s, 99)), ms(max(s)),
-                  ms(statistics.median(r["applied"])), ms(max(r["applied"])), r["req_per_change"],
-                  r["loads_per_change"], r["cpu_per_change"] * 1000, r["cpu_per_change"] * 1e6 / r["agents"],
-                  r["consul_cpu_per_change"] * 1000, r["proxysql_cpu_per_change"] * 1000, r["idle_req_per_agent_s"], 1e6 * r["idle_cpu_per_agent"],
+                  ms(statistics.median(r["applied"])), ms(max(r["applied"])), opt("%.0f", r["req_per_change"]),
+                  opt("%.1f", r["loads_per_change"]), r["cpu_per_change"] * 1000, r["cpu_per_change"] * 1e6 / r["agents"],
+                  r["consul_cpu_per_change"] * 1000, r["proxysql_cpu_per_change"] * 1000,
+                  opt("%.3f", r["idle_req_per_agent_s"]), 1e6 * r["idle_cpu_per_agent"],
                   r["rss_median"] / 1024, r["pss_total"] / 1024, r["consul_rss"] / 1024, r["consul_threads"]))
     print("\nre-armed: PUT to the agent's next blocking query at the change's index, as the Consul double "
           "logs its arrival (the agent has read and parsed the answer; no poller involved); "
