@@ -163,6 +163,12 @@ static int string_list(config_setting_t *s, const char *name, char ***out, size_
 	return 0;
 }
 
+/* A name that can be a Consul service's and sit in a URL path: printable, no '/', at most 200 bytes. */
+static bool service_name_ok(const char *name)
+{
+	return *name && !strchr(name, '/') && strlen(name) <= 200 && !model_check_text(name, 200);
+}
+
 /* One service source: { name = "mysql"; tags = ["replica"]; hostgroup = 11; ... } (a cluster's
  * writer_service / reader_service has no hostgroup: the cluster's). */
 static int load_service(struct layout_service *sv, config_setting_t *s, long hostgroup, const char *what, char *err,
@@ -195,7 +201,7 @@ static int load_service(struct layout_service *sv, config_setting_t *s, long hos
 	}
 	if (config_setting_lookup_bool(s, "weights", &b))
 		sv->weights = b;
-	if (!sv->name[0] || strchr(sv->name, '/') || strlen(sv->name) > 200)
+	if (!service_name_ok(sv->name))
 		return sk_err(err, errlen, "line %d: service name '%s' is not a Consul service name",
 			      config_setting_source_line(s), sv->name);
 	for (size_t i = 0; i < sv->nnode_meta; i++)
@@ -473,9 +479,7 @@ static int check_whole(struct sync_config *c, char *err, size_t errlen)
 	if (*opt_str(&c->o, "announce-prefix") && *opt_str(&c->o, "announce-service"))
 		return sk_err(err, errlen,
 			      "announce-prefix and announce-service are both set: the fleet has one source");
-	if (*opt_str(&c->o, "announce-service") &&
-	    (strchr(opt_str(&c->o, "announce-service"), '/') || strlen(opt_str(&c->o, "announce-service")) > 200 ||
-	     model_check_text(opt_str(&c->o, "announce-service"), 200)))
+	if (*opt_str(&c->o, "announce-service") && !service_name_ok(opt_str(&c->o, "announce-service")))
 		return sk_err(err, errlen, "announce-service '%s' is not a Consul service name",
 			      opt_str(&c->o, "announce-service"));
 	if (!*l->master_prefix && !*l->replica_prefix && !*l->servers_prefix && !*l->users_prefix && !l->nservices &&
