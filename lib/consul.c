@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,10 +35,13 @@ struct consul {
 	int cancel_fd;
 	sk_buf body;
 	bool body_overflow;
+	struct consul_listing *listing; /* set while a listing is read: 200 answers stream into it */
 	bool index_seen;
 	struct consul_meta meta;
 	char curl_err[CURL_ERROR_SIZE];
 };
+
+static const char *listing_error(const struct consul_listing *p, bool *too_large);
 
 /* -- configuration ---------------------------------------------------------------------------- */
 
@@ -239,10 +243,25 @@ static int parse_addr(const char *addr, bool ssl, const char *server_name, sk_bu
 	return 0;
 }
 
+#define ERROR_BODY_MAX 4096 /* what is kept of a listing's answer that is not a 200: its message */
+
 static size_t on_body(char *ptr, size_t size, size_t n, void *ud)
 {
 	struct consul *c = ud;
 
+	if (c->listing) {
+		long status = 0;
+		size_t keep = size * n;
+
+		curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
+		if (status == 200)
+			return consul_listing_feed(c->listing, ptr, size * n) == 0 ? size * n : 0;
+		if (keep > ERROR_BODY_MAX - c->body.len)
+			keep = ERROR_BODY_MAX - c->body.len;
+		if (keep && !sk_buf_add(&c->body, ptr, keep))
+			c->body_overflow = true;
+		return size * n;
+	}
 	if (!sk_buf_add(&c->body, ptr, size * n)) {
 		c->body_overflow = true;
 		return 0;
@@ -584,6 +603,7 @@ static int request(struct consul *c, const char *method, const char *path, const
 	struct curl_slist *hdrs = NULL, *h;
 	sk_buf url;
 	char ctype[64];
+	const char *why;
 	bool cancelled;
 	CURLcode rc;
 	int ret = -1;
@@ -644,7 +664,10 @@ static int request(struct consul *c, const char *method, const char *path, const
 		c->meta.http_status = 0;
 		sk_err(err, errlen, "%s: cancelled", what);
 	} else if (rc == CURLE_WRITE_ERROR && c->body_overflow) {
+		c->meta.too_large = true;
 		sk_err(err, errlen, "%s: answer larger than %zu bytes (the response size cap)", what, c->body.max);
+	} else if (rc == CURLE_WRITE_ERROR && c->listing && (why = listing_error(c->listing, &c->meta.too_large))) {
+		sk_err(err, errlen, c->meta.too_large ? "%s: %s" : "%s: bad answer: %s", what, why);
 	} else if (rc == CURLE_OPERATION_TIMEDOUT) {
 		c->meta.http_status = 0;
 		sk_err(err, errlen, "%s: timeout after %ld ms (deadline)", what, left);
@@ -705,18 +728,20 @@ static bool add_blocking(sk_buf *path, uint64_t index, long wait_ms, enum consul
 	       (mode == CONSUL_DEFAULT || sk_buf_addf(path, "&%s", consul_consistency_str(mode)));
 }
 
-typedef int (*list_parser)(const char *body, size_t len, struct consul_kv_list *out, char *err, size_t errlen);
-
-/* GET a blocking listing (a 404 is an empty one where `empty_404`): the status and the index
- * checked, the body parsed into out, the answer's headers into meta. */
-static int blocking_list(struct consul *c, const char *path, const char *what, bool empty_404, list_parser parse,
-			 const deadline_t *dl, struct consul_kv_list *out, struct consul_meta *meta, char *err,
-			 size_t errlen)
+/* GET a blocking listing (a 404 is an empty one where `empty_404`), parsed as it arrives: the
+ * status and the index checked, the entries into out, the answer's headers into meta. */
+static int blocking_list(struct consul *c, const char *path, const char *what, bool empty_404,
+			 enum consul_listing_kind kind, const deadline_t *dl, struct consul_kv_list *out,
+			 struct consul_meta *meta, char *err, size_t errlen)
 {
-	char why[200];
-	int ret = -1;
+	struct consul_listing *l = consul_listing_new(kind, c->body.max);
+	char why[240];
+	int ret = -1, rc;
 
-	if (request(c, "GET", path, what, NULL, NULL, 0, dl, err, errlen) < 0)
+	c->listing = l;
+	rc = request(c, "GET", path, what, NULL, NULL, 0, dl, err, errlen);
+	c->listing = NULL;
+	if (rc < 0)
 		goto out;
 	if (c->meta.http_status != 200 && !(empty_404 && c->meta.http_status == 404)) {
 		status_error(c, what, err, errlen);
@@ -726,13 +751,13 @@ static int blocking_list(struct consul *c, const char *path, const char *what, b
 		sk_err(err, errlen, "%s: answer without a valid X-Consul-Index header", what);
 		goto out;
 	}
-	if (c->meta.http_status == 200 &&
-	    parse(c->body.data ? c->body.data : "", c->body.len, out, why, sizeof(why)) < 0) {
+	if (c->meta.http_status == 200 && consul_listing_finish(l, out, why, sizeof(why)) < 0) {
 		sk_err(err, errlen, "%s: bad answer: %s", what, why);
 		goto out;
 	}
 	ret = 0;
 out:
+	consul_listing_free(l);
 	*meta = c->meta;
 	release_big_body(c);
 	return ret;
@@ -756,7 +781,7 @@ int consul_kv_list(struct consul *c, const char *prefix, uint64_t index, long wa
 	    !sk_buf_add(&path, "?recurse", 8) || !add_blocking(&path, index, wait_ms, mode))
 		sk_err(err, errlen, "%s: key too long", what);
 	else
-		ret = blocking_list(c, path.data, what, true, consul_parse_kv_json, dl, out, meta, err, errlen);
+		ret = blocking_list(c, path.data, what, true, CONSUL_LISTING_KV, dl, out, meta, err, errlen);
 	sk_buf_free(&path);
 	return ret;
 }
@@ -1105,11 +1130,13 @@ static bool json_number_ok(const char *s, size_t n)
 
 /* The lexical checks cJSON does not make, in one pass: only JSON white space between tokens,
  * valid UTF-8 and no control characters or \u0000 in strings, strict number syntax, nesting
- * at most KV_MAX_DEPTH. Records every number literal so exact 64-bit values can be read. */
-static int scan_json(const char *body, size_t len, struct scan *s, char *err, size_t errlen)
+ * at most KV_MAX_DEPTH (counting the listing's own array: `body` is one entry of it). Records every
+ * number literal so exact 64-bit values can be read; `base` is where the entry starts in the answer,
+ * for the byte offsets of messages. */
+static int scan_json(const char *body, size_t len, size_t base, struct scan *s, char *err, size_t errlen)
 {
 	const unsigned char *p = (const unsigned char *)body;
-	int depth = 0;
+	int depth = 1;
 
 	for (size_t i = 0; i < len;) {
 		unsigned char ch = p[i];
@@ -1125,19 +1152,21 @@ static int scan_json(const char *body, size_t len, struct scan *s, char *err, si
 					break;
 				}
 				if (p[i] < 0x20)
-					return sk_err(err, errlen, "control character in a string at byte %zu", i);
+					return sk_err(err, errlen, "control character in a string at byte %zu",
+						      base + i);
 				if (p[i] == '\\') {
 					if (i + 1 >= len)
 						return sk_err(err, errlen, "unterminated string");
 					if (p[i + 1] == 'u' && i + 5 < len && memcmp(p + i + 2, "0000", 4) == 0)
 						return sk_err(err, errlen,
-							      "NUL character (\\u0000) in a string at byte %zu", i);
+							      "NUL character (\\u0000) in a string at byte %zu",
+							      base + i);
 					i += 2;
 					continue;
 				}
 				n = utf8_len(p + i, len - i);
 				if (n == 0)
-					return sk_err(err, errlen, "invalid UTF-8 at byte %zu", i);
+					return sk_err(err, errlen, "invalid UTF-8 at byte %zu", base + i);
 				i += n;
 			}
 		} else if (ch == '-' || (ch >= '0' && ch <= '9')) {
@@ -1147,7 +1176,7 @@ static int scan_json(const char *body, size_t len, struct scan *s, char *err, si
 					   p[i] == 'E'))
 				i++;
 			if (!json_number_ok(body + start, i - start))
-				return sk_err(err, errlen, "bad number at byte %zu", start);
+				return sk_err(err, errlen, "bad number at byte %zu", base + start);
 			if (s->n == s->cap) {
 				s->cap = s->cap ? s->cap * 2 : 64;
 				s->nums = xrealloc(s->nums, s->cap * sizeof(*s->nums));
@@ -1166,7 +1195,7 @@ static int scan_json(const char *body, size_t len, struct scan *s, char *err, si
 			   (ch >= 'a' && ch <= 'z')) {
 			i++; /* structure, white space and the letters of true/false/null: cJSON checks them */
 		} else {
-			return sk_err(err, errlen, "unexpected byte 0x%02x at byte %zu", ch, i);
+			return sk_err(err, errlen, "unexpected byte 0x%02x at byte %zu", ch, base + i);
 		}
 	}
 	return 0;
@@ -1308,77 +1337,6 @@ static int parse_item(const char *body, const struct scan *s, const cJSON *obj, 
 	return 0;
 }
 
-/* The entries of a listing: a JSON array of at most CONSUL_KV_MAX_ITEMS. */
-static int count_items(const cJSON *doc, size_t *n, char *err, size_t errlen)
-{
-	*n = 0;
-	if (!cJSON_IsArray(doc))
-		return sk_err(err, errlen, "not a JSON array");
-	for (const cJSON *it = doc->child; it; it = it->next)
-		if (++*n > CONSUL_KV_MAX_ITEMS)
-			return sk_err(err, errlen, "more than %d entries", CONSUL_KV_MAX_ITEMS);
-	return 0;
-}
-
-int consul_parse_kv_json(const char *body, size_t len, struct consul_kv_list *out, char *err, size_t errlen)
-{
-	struct scan s = { 0 };
-	const char *end = NULL;
-	cJSON *doc = NULL;
-	size_t n = 0, ord = 0;
-	char why[160];
-	int ret = -1;
-
-	out->n = 0;
-	out->items = NULL;
-	if (scan_json(body, len, &s, why, sizeof(why)) < 0) {
-		sk_err(err, errlen, "not valid JSON: %s", why);
-		goto out;
-	}
-	if (s.n > INT32_MAX) {
-		sk_err(err, errlen, "too many numbers");
-		goto out;
-	}
-	doc = cJSON_ParseWithLengthOpts(body, len, &end, false);
-	if (!doc) {
-		size_t at = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
-
-		if (len)
-			sk_err(err, errlen, "not valid JSON (near byte %zu)", at);
-		else
-			sk_err(err, errlen, "empty answer");
-		goto out;
-	}
-	for (const char *p = end; p < body + len; p++) {
-		if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
-			sk_err(err, errlen, "trailing data after the JSON value at byte %zu", (size_t)(p - body));
-			goto out;
-		}
-	}
-	number_ordinals(doc, &ord);
-	if (ord != s.n) {
-		sk_err(err, errlen, "number literals do not match the document");
-		goto out;
-	}
-	if (count_items(doc, &n, err, errlen) < 0)
-		goto out;
-	out->items = xcalloc(n, sizeof(*out->items));
-	n = 0;
-	for (const cJSON *it = doc->child; it; it = it->next, n++) {
-		if (parse_item(body, &s, it, n, &out->items[n], err, errlen) < 0) {
-			out->n = n + 1; /* free what the failed item got too */
-			consul_kv_list_free(out);
-			goto out;
-		}
-	}
-	out->n = n;
-	ret = 0;
-out:
-	cJSON_Delete(doc);
-	free(s.nums);
-	return ret;
-}
-
 int consul_config_from_opts(struct consul_config *c, const struct opts *o, char *err, size_t errlen)
 {
 	static const struct {
@@ -1459,34 +1417,295 @@ static int health_item(const cJSON *it, size_t n, struct consul_kv *out, char *e
 	return 0;
 }
 
-int consul_parse_health_json(const char *body, size_t len, struct consul_kv_list *out, char *err, size_t errlen)
+/* ---- listings, parsed as they arrive -------------------------------------------------------- */
+
+/* A listing is read one entry at a time: the bytes of the entry in progress are gathered (at most
+ * CONSUL_ENTRY_MAX_BYTES), checked, parsed on their own and turned into one compact consul_kv;
+ * nothing else of the answer is kept. So what a listing costs is its entries' keys and values
+ * plus one entry's parse, never a tree of the whole answer. */
+
+enum { L_BEFORE, L_OPEN, L_ENTRY, L_COMMA, L_DONE, L_FAILED };
+
+struct consul_listing {
+	enum consul_listing_kind kind;
+	int state;
+	size_t max_bytes, seen; /* the answer's size cap; bytes fed so far */
+	bool too_large;
+	/* the entry being gathered */
+	char *entry;
+	size_t elen, ecap, estart, values;
+	int depth;
+	bool in_str, esc;
+	struct consul_kv_list out;
+	size_t cap;
+	char err[240];
+};
+
+struct consul_listing *consul_listing_new(enum consul_listing_kind kind, size_t max_bytes)
 {
-	cJSON *doc = cJSON_ParseWithLength(body, len);
-	size_t n = 0;
-	int ret = -1;
+	struct consul_listing *p = xcalloc(1, sizeof(*p));
+
+	p->kind = kind;
+	p->max_bytes = max_bytes ? max_bytes : CONSUL_MAX_RESPONSE_DEFAULT;
+	return p;
+}
+
+void consul_listing_free(struct consul_listing *p)
+{
+	if (!p)
+		return;
+	consul_kv_list_free(&p->out);
+	free(p->entry);
+	free(p);
+}
+
+static int listing_fail(struct consul_listing *p, const char *fmt, ...) SK_PRINTF(2, 3);
+
+static int listing_fail(struct consul_listing *p, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(p->err, sizeof(p->err), fmt, ap);
+	va_end(ap);
+	p->state = L_FAILED;
+	consul_kv_list_free(&p->out);
+	p->cap = 0;
+	return -1;
+}
+
+static bool json_ws(unsigned char ch)
+{
+	return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r';
+}
+
+/* The entry gathered is complete: check it, parse it and keep it as one consul_kv. */
+static int listing_entry(struct consul_listing *p)
+{
+	struct scan s = { 0 };
+	const char *end = NULL;
+	cJSON *doc = NULL;
+	size_t len = p->elen, ord = 0, i = p->out.n;
+	struct consul_kv *kv;
+	char why[200];
+	int rc = -1;
+
+	while (len && json_ws((unsigned char)p->entry[len - 1]))
+		len--;
+	if (scan_json(p->entry, len, p->estart, &s, why, sizeof(why)) < 0) {
+		listing_fail(p, "not valid JSON: %s", why);
+		goto out;
+	}
+	doc = cJSON_ParseWithLengthOpts(p->entry, len, &end, false);
+	if (!doc || end != p->entry + len) {
+		size_t at = end && end >= p->entry && end <= p->entry + len ? (size_t)(end - p->entry) : 0;
+
+		listing_fail(p, "not valid JSON (near byte %zu)", p->estart + at);
+		goto out;
+	}
+	number_ordinals(doc, &ord);
+	if (ord != s.n) {
+		listing_fail(p, "number literals do not match the document");
+		goto out;
+	}
+	if (p->out.n == p->cap) {
+		p->cap = p->cap ? p->cap * 2 : 16;
+		if (p->cap > CONSUL_KV_MAX_ITEMS)
+			p->cap = CONSUL_KV_MAX_ITEMS;
+		p->out.items = xrealloc(p->out.items, p->cap * sizeof(*p->out.items));
+	}
+	kv = &p->out.items[i];
+	memset(kv, 0, sizeof(*kv));
+	if ((p->kind == CONSUL_LISTING_KV ? parse_item(p->entry, &s, doc, i, kv, why, sizeof(why))
+					  : health_item(doc, i, kv, why, sizeof(why))) < 0) {
+		free(kv->key);
+		free(kv->value);
+		free(kv->session);
+		listing_fail(p, "%s", why);
+		goto out;
+	}
+	p->out.n++;
+	rc = 0;
+out:
+	cJSON_Delete(doc);
+	free(s.nums);
+	return rc;
+}
+
+/* The first byte of an entry (not white space, not ']'). */
+static int listing_start_entry(struct consul_listing *p, size_t at)
+{
+	if (p->out.n >= CONSUL_KV_MAX_ITEMS)
+		return listing_fail(p, "more than %d entries", CONSUL_KV_MAX_ITEMS);
+	p->elen = 0;
+	p->estart = at;
+	p->values = 0;
+	p->depth = 0;
+	p->in_str = p->esc = false;
+	p->state = L_ENTRY;
+	return 0;
+}
+
+/* One byte of an entry; `at` is its offset in the answer. */
+static int listing_entry_byte(struct consul_listing *p, unsigned char ch, size_t at)
+{
+	if (p->in_str) {
+		if (p->esc)
+			p->esc = false;
+		else if (ch == '\\')
+			p->esc = true;
+		else if (ch == '"')
+			p->in_str = false;
+	} else if (ch == '"') {
+		p->in_str = true;
+	} else if (ch == '[' || ch == '{') {
+		p->values++;
+		if (++p->depth + 1 > KV_MAX_DEPTH)
+			return listing_fail(p, "not valid JSON: nested deeper than %d levels at byte %zu", KV_MAX_DEPTH,
+					    at);
+	} else if (ch == ']' || ch == '}') {
+		if (p->depth == 0) {
+			if (ch == '}')
+				return listing_fail(p, "not valid JSON: unexpected '}' at byte %zu", at);
+			p->state = L_DONE;
+			return listing_entry(p);
+		}
+		p->depth--;
+	} else if (ch == ',') {
+		if (p->depth == 0) {
+			p->state = L_COMMA;
+			return listing_entry(p);
+		}
+		p->values++;
+	}
+	if (p->values > CONSUL_ENTRY_MAX_VALUES)
+		return listing_fail(p, "entry %zu (at byte %zu) holds more than %d JSON values", p->out.n, p->estart,
+				    CONSUL_ENTRY_MAX_VALUES);
+	if (p->elen == p->ecap) {
+		if (p->elen >= CONSUL_ENTRY_MAX_BYTES)
+			return listing_fail(p, "entry %zu (at byte %zu) is larger than %d bytes", p->out.n, p->estart,
+					    CONSUL_ENTRY_MAX_BYTES);
+		p->ecap = p->ecap ? p->ecap * 2 : 1024;
+		if (p->ecap > CONSUL_ENTRY_MAX_BYTES)
+			p->ecap = CONSUL_ENTRY_MAX_BYTES;
+		p->entry = xrealloc(p->entry, p->ecap);
+	}
+	p->entry[p->elen++] = (char)ch;
+	return 0;
+}
+
+int consul_listing_feed(struct consul_listing *p, const char *data, size_t len)
+{
+	const unsigned char *d = (const unsigned char *)data;
+
+	if (p->state == L_FAILED)
+		return -1;
+	if (len > p->max_bytes - p->seen) {
+		p->too_large = true;
+		return listing_fail(p, "answer larger than %zu bytes (the response size cap)", p->max_bytes);
+	}
+	for (size_t i = 0; i < len; i++) {
+		size_t at = p->seen + i;
+		unsigned char ch = d[i];
+
+		switch (p->state) {
+		case L_BEFORE:
+			if (json_ws(ch))
+				break;
+			if (ch != '[')
+				return strchr("{\"-0123456789tfn", ch) && ch
+					       ? listing_fail(p, "not a JSON array")
+					       : listing_fail(p, "not valid JSON: unexpected byte 0x%02x at byte %zu",
+							      ch, at);
+			p->state = L_OPEN;
+			break;
+		case L_OPEN:
+		case L_COMMA:
+			if (json_ws(ch))
+				break;
+			if (ch == ']') {
+				if (p->state == L_COMMA)
+					return listing_fail(p, "not valid JSON: ',' before ']' at byte %zu", at);
+				p->state = L_DONE;
+				break;
+			}
+			if (listing_start_entry(p, at) < 0 || listing_entry_byte(p, ch, at) < 0)
+				return -1;
+			break;
+		case L_ENTRY:
+			if (listing_entry_byte(p, ch, at) < 0)
+				return -1;
+			break;
+		case L_DONE:
+			if (!json_ws(ch))
+				return listing_fail(p,
+						    "not valid JSON: unexpected byte 0x%02x at byte %zu (trailing data "
+						    "after the JSON value)",
+						    ch, at);
+			break;
+		default: return -1;
+		}
+	}
+	p->seen += len;
+	return 0;
+}
+
+int consul_listing_finish(struct consul_listing *p, struct consul_kv_list *out, char *err, size_t errlen)
+{
+	out->n = 0;
+	out->items = NULL;
+	switch (p->state) {
+	case L_DONE:
+		*out = p->out;
+		if (out->n == 0) {
+			free(out->items);
+			out->items = NULL;
+		} else if (p->cap > out->n) {
+			out->items = xrealloc(out->items, out->n * sizeof(*out->items));
+		}
+		memset(&p->out, 0, sizeof(p->out));
+		p->cap = 0;
+		return 0;
+	case L_BEFORE: listing_fail(p, "empty answer"); break;
+	case L_ENTRY: listing_fail(p, p->in_str ? "unterminated string" : "not valid JSON: truncated"); break;
+	case L_OPEN:
+	case L_COMMA: listing_fail(p, "not valid JSON: truncated"); break;
+	default: break;
+	}
+	return sk_err(err, errlen, "%s", p->err);
+}
+
+/* Why the listing failed so far (NULL: it has not), and whether it was the size cap. */
+static const char *listing_error(const struct consul_listing *p, bool *too_large)
+{
+	*too_large = p->too_large;
+	return p->state == L_FAILED ? p->err : NULL;
+}
+
+static int parse_whole(enum consul_listing_kind kind, const char *body, size_t len, struct consul_kv_list *out,
+		       char *err, size_t errlen)
+{
+	struct consul_listing *p = consul_listing_new(kind, len ? len : 1);
+	int rc = -1;
 
 	out->n = 0;
 	out->items = NULL;
-	if (!doc) {
-		sk_err(err, errlen, len ? "not valid JSON" : "empty answer");
-		goto out;
-	}
-	if (count_items(doc, &n, err, errlen) < 0)
-		goto out;
-	out->items = xcalloc(n ? n : 1, sizeof(*out->items));
-	n = 0;
-	for (const cJSON *it = doc->child; it; it = it->next, n++) {
-		if (health_item(it, n, &out->items[n], err, errlen) < 0) {
-			out->n = n;
-			consul_kv_list_free(out);
-			goto out;
-		}
-	}
-	out->n = n;
-	ret = 0;
-out:
-	cJSON_Delete(doc);
-	return ret;
+	if (consul_listing_feed(p, body, len) == 0)
+		rc = consul_listing_finish(p, out, err, errlen);
+	else
+		sk_err(err, errlen, "%s", p->err);
+	consul_listing_free(p);
+	return rc;
+}
+
+int consul_parse_kv_json(const char *body, size_t len, struct consul_kv_list *out, char *err, size_t errlen)
+{
+	return parse_whole(CONSUL_LISTING_KV, body, len, out, err, errlen);
+}
+
+int consul_parse_health_json(const char *body, size_t len, struct consul_kv_list *out, char *err, size_t errlen)
+{
+	return parse_whole(CONSUL_LISTING_HEALTH, body, len, out, err, errlen);
 }
 
 int consul_health_service(struct consul *c, const struct consul_service_query *q, uint64_t index, long wait_ms,
@@ -1518,7 +1737,7 @@ int consul_health_service(struct consul *c, const struct consul_service_query *q
 	if (!ok)
 		sk_err(err, errlen, "%s: query too long", what);
 	else
-		ret = blocking_list(c, path.data, what, false, consul_parse_health_json, dl, out, meta, err, errlen);
+		ret = blocking_list(c, path.data, what, false, CONSUL_LISTING_HEALTH, dl, out, meta, err, errlen);
 	sk_buf_free(&path);
 	return ret;
 }

@@ -13,6 +13,8 @@
 #define CONSUL_DEFAULT_ADDR "127.0.0.1:8500"
 #define CONSUL_MAX_RESPONSE_DEFAULT ((size_t)16 * 1024 * 1024) /* bytes of one answer, decompressed */
 #define CONSUL_KV_MAX_ITEMS 100000 /* entries in one KV listing */
+#define CONSUL_ENTRY_MAX_BYTES (2 * 1024 * 1024) /* one entry of a listing (Consul's values: 512 KiB) */
+#define CONSUL_ENTRY_MAX_VALUES 16384 /* JSON values (objects, arrays, members) in one entry */
 #define CONSUL_SESSION_ID_MAX 64 /* room for a session ID (a 36-character UUID) and its NUL */
 
 /* How the client reaches Consul and proves who it is. Every string is heap-owned by the
@@ -80,6 +82,7 @@ struct consul_meta {
 	long last_contact_ms; /* X-Consul-LastContact */
 	bool filtered_by_acls; /* X-Consul-Results-Filtered-By-ACLs: true: the answer may be partial */
 	long http_status; /* 0 when no HTTP answer arrived (connection failed, timeout, cancelled) */
+	bool too_large; /* the answer passed the response size cap (max_response): refused unread */
 };
 
 /* The meta of the most recent request (any function), owned by the client. */
@@ -152,10 +155,29 @@ long consul_wait_budget_ms(long wait_ms);
  * objects, a missing or non-string Key, a Value that is neither null nor canonical base64,
  * a Session that is not a string, an index or Flags that is not a whole number in uint64,
  * duplicate fields, NUL characters in strings, nesting deeper than 8, more than
- * CONSUL_KV_MAX_ITEMS entries, trailing garbage. Unknown fields are ignored. Returns 0 or -1
+ * CONSUL_KV_MAX_ITEMS entries, an entry larger than CONSUL_ENTRY_MAX_BYTES or holding more than
+ * CONSUL_ENTRY_MAX_VALUES values, trailing garbage. Unknown fields are ignored. Returns 0 or -1
  * (then *out is empty). */
 int consul_parse_kv_json(const char *body, size_t len, struct consul_kv_list *out, char *err,
 			 size_t errlen) SK_MUST_CHECK;
+
+/* A listing parsed as its bytes arrive (what consul_kv_list and consul_health_service use), so that
+ * memory follows the entries kept, never the size or shape of the answer: one entry at a time
+ * (at most CONSUL_ENTRY_MAX_BYTES and CONSUL_ENTRY_MAX_VALUES) is checked and parsed as
+ * consul_parse_kv_json / consul_parse_health_json describe, and only its compact consul_kv stays.
+ * More than max_bytes fed in all is an error ("answer larger than ... (the response size cap)").
+ * Errors are sticky: once feed returns -1 the rest is ignored. */
+enum consul_listing_kind { CONSUL_LISTING_KV, CONSUL_LISTING_HEALTH };
+struct consul_listing;
+
+/* A new parser (free with consul_listing_free); max_bytes 0 means CONSUL_MAX_RESPONSE_DEFAULT. */
+struct consul_listing *consul_listing_new(enum consul_listing_kind kind, size_t max_bytes);
+/* Feed the next `len` bytes of the answer. Returns 0, or -1 once the answer is known bad. */
+int consul_listing_feed(struct consul_listing *p, const char *data, size_t len) SK_MUST_CHECK;
+/* The answer is complete: on success moves the entries into *out (free with consul_kv_list_free)
+ * and returns 0; otherwise -1 with err saying why and *out empty. */
+int consul_listing_finish(struct consul_listing *p, struct consul_kv_list *out, char *err, size_t errlen) SK_MUST_CHECK;
+void consul_listing_free(struct consul_listing *p);
 
 /* The index for the next blocking query, from the previous one and the X-Consul-Index just
  * received (Consul's blocking-query rules): when the index went backwards (got < prev: a

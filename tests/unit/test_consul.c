@@ -57,6 +57,45 @@ static void render(const struct consul_kv_list *l, sk_buf *b)
 	}
 }
 
+/* What a parse gave, as the .expect files spell it ("error <why>" or the rendered listing). */
+static void outcome(int rc, struct consul_kv_list *l, const char *err, sk_buf *b)
+{
+	if (rc < 0) {
+		assert_int_equal(l->n, 0);
+		assert_null(l->items);
+		assert_true(sk_buf_addf(b, "error %s\n", err));
+	} else {
+		render(l, b);
+		consul_kv_list_free(l);
+	}
+}
+
+/* Feed `body` in pieces: cut at `cut` (one split), or one byte at a time (cut == SIZE_MAX). */
+static void parse_pieces(enum consul_listing_kind kind, const char *body, size_t len, size_t cut, sk_buf *b)
+{
+	struct consul_listing *p = consul_listing_new(kind, len ? len : 1);
+	struct consul_kv_list l = { 0 };
+	char err[256] = "";
+	int rc = 0;
+
+	if (cut == SIZE_MAX) {
+		for (size_t i = 0; i < len && rc == 0; i++)
+			rc = consul_listing_feed(p, body + i, 1);
+	} else {
+		rc = consul_listing_feed(p, body, cut);
+		if (rc == 0)
+			rc = consul_listing_feed(p, body + cut, len - cut);
+	}
+	if (rc == 0)
+		rc = consul_listing_finish(p, &l, err, sizeof(err));
+	else
+		assert_int_equal(consul_listing_finish(p, &l, err, sizeof(err)), -1);
+	outcome(rc, &l, err, b);
+	consul_listing_free(p);
+}
+
+/* Every case, parsed whole and then fed as the network may deliver it: cut at every byte boundary
+ * and byte by byte, the answer (the entries, or the error with its byte offsets) is the same. */
 static void test_parse_cases(void **state)
 {
 	char **files;
@@ -69,6 +108,7 @@ static void test_parse_cases(void **state)
 		char expect_path[2100], err[256], *body = NULL, *expect;
 		struct consul_kv_list l = { 7, (struct consul_kv *)&l }; /* garbage: the parser must reset it */
 		size_t len = 0;
+		sk_buf got;
 		int rc;
 
 		assert_int_equal(sk_read_file(files[i], 1 << 20, &body, &len, err, sizeof(err)), 0);
@@ -76,38 +116,139 @@ static void test_parse_cases(void **state)
 		expect = testdata_read(expect_path);
 		err[0] = '\0';
 		rc = consul_parse_kv_json(body, len, &l, err, sizeof(err));
+		sk_buf_init(&got, 1 << 20);
+		outcome(rc, &l, err, &got);
 		if (strncmp(expect, "error ", 6) == 0) {
 			char *want = expect + 6;
 
 			want[strcspn(want, "\n")] = '\0';
-			if (rc != -1 || l.n != 0 || l.items != NULL || !strstr(err, want)) {
-				fprintf(stderr, "%s: want error containing '%s', got rc=%d n=%zu err='%s'\n", files[i],
-					want, rc, l.n, err);
+			if (rc != -1 || !strstr(err, want)) {
+				fprintf(stderr, "%s: want error containing '%s', got rc=%d '%s'\n", files[i], want, rc,
+					got.data);
 				failed++;
 			}
-		} else {
-			sk_buf got;
-
-			sk_buf_init(&got, 1 << 20);
-			if (rc != 0) {
-				fprintf(stderr, "%s: want success, got error '%s'\n", files[i], err);
-				failed++;
-			} else {
-				render(&l, &got);
-				if (strcmp(got.data, expect) != 0) {
-					fprintf(stderr, "%s:\n--- want\n%s--- got\n%s", files[i], expect, got.data);
-					failed++;
-				}
-			}
-			sk_buf_free(&got);
-			consul_kv_list_free(&l);
+		} else if (strcmp(got.data, expect) != 0) {
+			fprintf(stderr, "%s:\n--- want\n%s--- got\n%s", files[i], expect, got.data);
+			failed++;
 		}
+		for (size_t cut = 0; cut <= len + 1; cut++) {
+			sk_buf piece;
+
+			sk_buf_init(&piece, 1 << 20);
+			parse_pieces(CONSUL_LISTING_KV, body, len, cut > len ? SIZE_MAX : cut, &piece);
+			if (strcmp(piece.data, got.data) != 0) {
+				fprintf(stderr, "%s cut at %zu:\n--- whole\n%s--- pieces\n%s", files[i], cut, got.data,
+					piece.data);
+				failed++;
+				cut = len + 1;
+			}
+			sk_buf_free(&piece);
+		}
+		sk_buf_free(&got);
 		free(body);
 		free(expect);
 		free(files[i]);
 	}
 	free(files);
 	assert_int_equal(failed, 0);
+}
+
+/* A health listing split anywhere gives the same instances. */
+static void test_stream_health_splits(void **state)
+{
+	static const char body[] =
+		"[{\"Node\":{\"Node\":\"n1\",\"Address\":\"10.0.0.1\"},\"Service\":{\"ID\":\"db\",\"Address\":\"\","
+		"\"Port\":3306,\"Weights\":{\"Passing\":3,\"Warning\":1},\"Meta\":{\"zone\":\"a]}\\\"\"}},"
+		"\"Checks\":[{\"Output\":\"ok ],\"}]},\n{\"Node\":{\"Node\":\"n2\",\"Address\":\"::1\"},"
+		"\"Service\":{\"ID\":\"db2\",\"Port\":3307},\"Checks\":[]}]";
+	struct consul_kv_list l;
+	char err[256];
+	sk_buf whole;
+
+	(void)state;
+	assert_int_equal(consul_parse_health_json(body, sizeof(body) - 1, &l, err, sizeof(err)), 0);
+	assert_int_equal(l.n, 2);
+	assert_string_equal(l.items[0].key, "10.0.0.1:3306");
+	assert_string_equal(l.items[1].key, "[::1]:3307");
+	assert_non_null(strstr(l.items[0].value, "\"weight\":3"));
+	sk_buf_init(&whole, 1 << 20);
+	outcome(0, &l, err, &whole);
+	for (size_t cut = 0; cut <= sizeof(body); cut++) {
+		sk_buf piece;
+
+		sk_buf_init(&piece, 1 << 20);
+		parse_pieces(CONSUL_LISTING_HEALTH, body, sizeof(body) - 1, cut >= sizeof(body) ? SIZE_MAX : cut,
+			     &piece);
+		assert_string_equal(piece.data, whole.data);
+		sk_buf_free(&piece);
+	}
+	sk_buf_free(&whole);
+}
+
+/* The limits that bound memory whatever the answer: the answer's size cap (exact: a byte less
+ * passes), an entry's bytes, an entry's JSON values. Each refuses before storing more. */
+static void test_stream_limits(void **state)
+{
+	static const char head[] = "[{\"Key\":\"k\",\"CreateIndex\":1,\"ModifyIndex\":1,\"X\":";
+	struct {
+		const char *fill; /* repeated to make the unknown field X */
+		size_t times;
+		const char *open, *close, *error;
+	} cases[] = {
+		{ "AAAA", CONSUL_ENTRY_MAX_BYTES / 4, "\"", "\"", "is larger than 2097152 bytes" },
+		{ "AAAA", CONSUL_ENTRY_MAX_BYTES / 4 - 20, "\"", "\"", NULL },
+		{ "0,", CONSUL_ENTRY_MAX_VALUES, "[", "0]", "holds more than 16384 JSON values" },
+		{ "0,", CONSUL_ENTRY_MAX_VALUES - 10, "[", "0]", NULL },
+		{ "{},", 9000, "[", "{}]", "holds more than 16384 JSON values" },
+	};
+	struct consul_kv_list l;
+	char err[256];
+
+	(void)state;
+	for (size_t i = 0; i < SK_ARRAY_LEN(cases); i++) {
+		sk_buf b;
+		int rc;
+
+		sk_buf_init(&b, 8u << 20);
+		assert_true(sk_buf_add(&b, head, sizeof(head) - 1) && sk_buf_addf(&b, "%s", cases[i].open));
+		for (size_t k = 0; k < cases[i].times; k++)
+			assert_true(sk_buf_addf(&b, "%s", cases[i].fill));
+		assert_true(sk_buf_addf(&b, "%s}]", cases[i].close));
+		err[0] = '\0';
+		rc = consul_parse_kv_json(b.data, b.len, &l, err, sizeof(err));
+		if (cases[i].error) {
+			if (rc != -1 || !strstr(err, cases[i].error))
+				fail_msg("case %zu: want '%s', got rc %d '%s'", i, cases[i].error, rc, err);
+		} else {
+			if (rc != 0)
+				fail_msg("case %zu: want success, got '%s'", i, err);
+			assert_int_equal(l.n, 1);
+			consul_kv_list_free(&l);
+		}
+		sk_buf_free(&b);
+	}
+
+	/* The answer's cap counts every byte fed, white space included. */
+	{
+		static const char body[] = "[{\"Key\":\"k\",\"CreateIndex\":1,\"ModifyIndex\":1}]   ";
+		size_t len = sizeof(body) - 1;
+		struct consul_listing *p = consul_listing_new(CONSUL_LISTING_KV, len);
+
+		assert_int_equal(consul_listing_feed(p, body, len), 0);
+		assert_int_equal(consul_listing_finish(p, &l, err, sizeof(err)), 0);
+		assert_int_equal(l.n, 1);
+		consul_kv_list_free(&l);
+		consul_listing_free(p);
+
+		p = consul_listing_new(CONSUL_LISTING_KV, len - 1);
+		assert_int_equal(consul_listing_feed(p, body, 10), 0);
+		assert_int_equal(consul_listing_feed(p, body + 10, len - 10), -1);
+		assert_int_equal(consul_listing_feed(p, "", 0), -1); /* sticky */
+		assert_int_equal(consul_listing_finish(p, &l, err, sizeof(err)), -1);
+		assert_non_null(strstr(err, "answer larger than 47 bytes (the response size cap)"));
+		assert_int_equal(l.n, 0);
+		consul_listing_free(p);
+	}
 }
 
 static void test_parse_item_cap(void **state)
@@ -700,13 +841,22 @@ static void test_connection_refused(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_parse_cases),         cmocka_unit_test(test_parse_item_cap),
-		cmocka_unit_test(test_next_index_table),    cmocka_unit_test(test_config_defaults),
-		cmocka_unit_test(test_config_env),          cmocka_unit_test(test_config_env_errors),
-		cmocka_unit_test(test_addresses),           cmocka_unit_test(test_new_token_file),
-		cmocka_unit_test(test_consistency_names),   cmocka_unit_test(test_kv_list_request),
-		cmocka_unit_test(test_kv_list_answers),     cmocka_unit_test(test_deadline_and_cancel),
-		cmocka_unit_test(test_writes_and_sessions), cmocka_unit_test(test_connection_refused),
+		cmocka_unit_test(test_parse_cases),
+		cmocka_unit_test(test_parse_item_cap),
+		cmocka_unit_test(test_stream_health_splits),
+		cmocka_unit_test(test_stream_limits),
+		cmocka_unit_test(test_next_index_table),
+		cmocka_unit_test(test_config_defaults),
+		cmocka_unit_test(test_config_env),
+		cmocka_unit_test(test_config_env_errors),
+		cmocka_unit_test(test_addresses),
+		cmocka_unit_test(test_new_token_file),
+		cmocka_unit_test(test_consistency_names),
+		cmocka_unit_test(test_kv_list_request),
+		cmocka_unit_test(test_kv_list_answers),
+		cmocka_unit_test(test_deadline_and_cancel),
+		cmocka_unit_test(test_writes_and_sessions),
+		cmocka_unit_test(test_connection_refused),
 	};
 
 	log_setup("test_consul", LOG_TEXT, LOG_OFF, stderr);
