@@ -33,10 +33,12 @@ struct watch {
 	char error[300];
 	/* What the current trouble is, so that it is logged once and not at every retry (the texts
 	 * vary: "after 3 ms"): the HTTP status of a failed read (0: no answer; -1: filtered by ACLs),
-	 * and the reason answers are being ignored (NULL: they are not). */
+	 * -2: larger than max-response-bytes), and the reason answers are being ignored (NULL: they
+	 * are not). */
 	long err_status;
 	const char *ignoring;
 	int wake_fd; /* eventfd: the watch's Consul request in flight ends when it is written */
+	unsigned long too_large; /* answers refused for passing max-response-bytes, under ag->mu */
 	unsigned long reads; /* answers believed (changed or not), under ag->mu: the hostgroup guard's confirmations */
 };
 

@@ -30,7 +30,7 @@ const struct opt_def sync_options[] = {
 	{"consistency", 0, OPT_ENUM, "MODE", "default", NULL, 0, 0, "default|stale|consistent", "Consul read consistency.", 0},
 	{"max-stale", 0, OPT_NUMBER, "SECONDS", "5", NULL, 0, 3600, NULL, "With consistency=stale: ignore answers whose server last heard from the leader longer ago.", 0},
 	{"wait", 0, OPT_NUMBER, "SECONDS", "60", NULL, 1, 600, NULL, "Blocking query wait (Consul caps it at 600).", 0},
-	{"max-response-bytes", 0, OPT_INT, "BYTES", "16777216", NULL, 4096, 1073741824, NULL, "A larger Consul answer is an error.", 0},
+	{"max-response-bytes", 0, OPT_INT, "BYTES", "16777216", NULL, 4096, 1073741824, NULL, "A larger Consul answer is refused (the last good state kept). Listings are parsed as they arrive: memory follows the keys kept, not this cap.", 0},
 	{"master-prefix", 0, OPT_STRING, "PREFIX", "mysql/master", NULL, 0, 0, NULL, "orchestrator's KVClusterMasterPrefix ('' to ignore).", 0},
 	{"replica-prefix", 0, OPT_STRING, "PREFIX", "mysql/replica", NULL, 0, 0, NULL, "Replicas as <prefix>/<alias>/<region>/<host:port> ('' to ignore).", 0},
 	{"servers-prefix", 0, OPT_STRING, "PREFIX", "", NULL, 0, 0, NULL, "Generic servers as <prefix>/<hostgroup>/<host:port> = JSON attributes ('' to ignore).", 0},

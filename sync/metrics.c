@@ -162,6 +162,12 @@ void agent_metrics(struct agent *ag, sk_buf *b)
 	for (size_t i = 0; i < ag->nwatches; i++)
 		ok = ok && sk_buf_addf(b, "proxysql_sync_consul_up{prefix=\"%s\"} %d\n", ag->watches[i].prefix,
 				       ag->watches[i].ok && ag->watches[i].have);
+	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_consul_too_large_total Answers refused for passing "
+				  "max-response-bytes (the last good state kept).\n# TYPE "
+				  "proxysql_sync_consul_too_large_total counter\n");
+	for (size_t i = 0; i < ag->nwatches; i++)
+		ok = ok && sk_buf_addf(b, "proxysql_sync_consul_too_large_total{prefix=\"%s\"} %lu\n",
+				       ag->watches[i].prefix, ag->watches[i].too_large);
 	ok = ok &&
 	     sk_buf_addf(
 		     b,

@@ -29,8 +29,10 @@ static void watch_failed(struct watch *w, long status, const char *err)
 
 	pthread_mutex_lock(&ag->mu);
 	ag->consul_errors++;
+	if (status == -2)
+		w->too_large++;
 	if (w->ok || status != w->err_status)
-		log_warn("consul: %s: %s (%s, retrying)", w->prefix, err,
+		log_warn("consul: %s: %s%s (%s, retrying)", w->prefix, err, status == -2 ? " (max-response-bytes)" : "",
 			 w->have ? "keeping the last good state" : "nothing read yet");
 	w->ok = false;
 	w->err_status = status;
@@ -129,7 +131,7 @@ void *watch_main(void *arg)
 				w->index = 0;
 				continue;
 			}
-			watch_failed(w, meta.http_status, err);
+			watch_failed(w, meta.too_large ? -2 : meta.http_status, err);
 			if (agent_nap(ag, agent_backoff_ms(attempt++, 30000)))
 				break;
 			continue;

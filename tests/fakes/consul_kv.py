@@ -1260,6 +1260,7 @@ class Faults:
         self.hang_count, self.hang_seconds, self.hang_then = 0, 0.0, "answer"
         self.release_gen = getattr(self, "release_gen", 0) + 1
         self.slow_ms = 0
+        self.pad_count, self.pad_bytes, self.pad_path, self.pad_shape = 0, 0, "", "numbers"
         self.stale_empty_count, self.stale_empty_index = 0, 1
         self.leader_known, self.leaderless_since, self.leaderless_reads = True, 0.0, "fail"
         self.consistent_reads = "ok"          # ok | verifying | lost
@@ -1276,6 +1277,13 @@ class Faults:
                 return None
             self.fail_count -= 1
             return self.fail_code, self.fail_body
+
+    def take_pad(self, path):
+        with self.lock:
+            if self.pad_count <= 0 or not path.startswith(self.pad_path):
+                return None
+            self.pad_count -= 1
+            return self.pad_bytes, self.pad_shape
 
     def take_hang(self):
         with self.lock:
@@ -1325,6 +1333,17 @@ class Faults:
             self.requests.append(record)
             del self.requests[:-10000]
             self.counts[group] = self.counts.get(group, 0) + 1
+
+
+def padded(body, size, shape):
+    """A listing grown to at least `size` bytes and still valid JSON with the same entries: the
+    last entry gets an unknown field, an array of zeros (numbers) or one long string (string)."""
+    room = max(0, size - len(body) - 10)
+    if shape == "numbers":
+        pad = b"[" + b",".join([b"0"] * max(1, room // 2)) + b"]"
+    else:
+        pad = b'"' + b"a" * room + b'"'
+    return body[:-2] + b',"Pad":' + pad + b"}]"
 
 
 # ---------------------------------------------------------------------------
@@ -2620,6 +2639,17 @@ class FakeControl:
         self.faults.release()
         return self.reply({"released": True})
 
+    def do_pad(self, req):
+        f = self.faults
+        shape = req.get("shape", "numbers")
+        if shape not in ("numbers", "string"):
+            raise ValueError("shape must be numbers or string")
+        with f.lock:
+            f.pad_count = self.int_param(req, "count", 1)
+            f.pad_bytes = self.int_param(req, "bytes")
+            f.pad_path, f.pad_shape = req.get("path"), shape
+        return self.reply({"pad": f.pad_count, "bytes": f.pad_bytes, "shape": shape})
+
     def do_slow(self, req):
         self.faults.slow_ms = self.int_param(req, "ms")
         return self.reply({"slow_ms": self.faults.slow_ms})
@@ -2858,6 +2888,10 @@ class Handler(BaseHTTPRequestHandler):
                     self.close_connection = True
         if faults.slow_ms and not req.path.startswith("/_fake/"):
             time.sleep(faults.slow_ms / 1000.0)
+        if not req.path.startswith("/_fake/") and resp.status == 200 and resp.body.endswith(b"}]"):
+            pad = faults.take_pad(req.path)
+            if pad:
+                resp.body = padded(resp.body, *pad)
         self.send(req, resp)
 
     @staticmethod
