@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,43 +102,73 @@ static bool build_desired(struct agent *ag, struct layout_result *lr)
 	return true;
 }
 
-/* Make `lr`'s rows and keeps the desired state (taken from lr). Caller holds mu. */
-static void publish(struct agent *ag, struct layout_result *lr)
-{
-	px_servers_free(&ag->want_servers);
-	px_users_free(&ag->want_users);
-	px_keeps_free(&ag->want_keep_servers);
-	px_names_free(&ag->want_keep_users);
-	px_peers_free(&ag->want_peers);
-	ag->want_peers = lr->peers;
-	memset(&lr->peers, 0, sizeof(lr->peers));
-	ag->want_servers = lr->servers;
-	ag->want_users = lr->users;
-	ag->want_keep_servers = lr->keep_servers;
-	ag->want_keep_users = lr->keep_users;
-	memset(&lr->servers, 0, sizeof(lr->servers));
-	memset(&lr->users, 0, sizeof(lr->users));
-	memset(&lr->keep_servers, 0, sizeof(lr->keep_servers));
-	memset(&lr->keep_users, 0, sizeof(lr->keep_users));
-	layout_result_free(lr);
-}
+/* A published desired state: its rows, and how many hold it (the agent while it is the current
+ * one, and each target reconciling with it). */
+struct want_share {
+	atomic_uint refs;
+	struct agent_want rows;
+};
 
-void agent_want_copy(struct agent *ag, struct agent_want *w)
-{
-	px_servers_copy(&w->servers, &ag->want_servers);
-	px_users_copy(&w->users, &ag->want_users);
-	px_keeps_copy(&w->keep_servers, &ag->want_keep_servers);
-	px_names_copy(&w->keep_users, &ag->want_keep_users);
-	px_peers_copy(&w->peers, &ag->want_peers);
-}
-
-void agent_want_free(struct agent_want *w)
+static void want_rows_free(struct agent_want *w)
 {
 	px_servers_free(&w->servers);
 	px_users_free(&w->users);
 	px_keeps_free(&w->keep_servers);
 	px_names_free(&w->keep_users);
 	px_peers_free(&w->peers);
+}
+
+static void want_share_release(struct want_share *s)
+{
+	if (s && atomic_fetch_sub(&s->refs, 1) == 1) {
+		want_rows_free(&s->rows);
+		free(s);
+	}
+}
+
+/* Make `lr`'s rows and keeps the desired state (taken from lr). Caller holds mu. */
+static void publish(struct agent *ag, struct layout_result *lr)
+{
+	struct want_share *s = xcalloc(1, sizeof(*s));
+
+	atomic_init(&s->refs, 1);
+	s->rows.servers = lr->servers;
+	s->rows.users = lr->users;
+	s->rows.keep_servers = lr->keep_servers;
+	s->rows.keep_users = lr->keep_users;
+	s->rows.peers = lr->peers;
+	memset(&lr->servers, 0, sizeof(lr->servers));
+	memset(&lr->users, 0, sizeof(lr->users));
+	memset(&lr->keep_servers, 0, sizeof(lr->keep_servers));
+	memset(&lr->keep_users, 0, sizeof(lr->keep_users));
+	memset(&lr->peers, 0, sizeof(lr->peers));
+	layout_result_free(lr);
+	want_share_release(ag->want_share); /* a target still reconciling with it keeps it */
+	ag->want_share = s;
+	ag->want_servers = s->rows.servers;
+	ag->want_users = s->rows.users;
+	ag->want_keep_servers = s->rows.keep_servers;
+	ag->want_keep_users = s->rows.keep_users;
+	ag->want_peers = s->rows.peers;
+}
+
+void agent_want_copy(struct agent *ag, struct agent_want *w)
+{
+	memset(w, 0, sizeof(*w));
+	if (!ag->want_share)
+		return;
+	*w = ag->want_share->rows;
+	w->share = ag->want_share;
+	atomic_fetch_add(&w->share->refs, 1);
+}
+
+void agent_want_free(struct agent_want *w)
+{
+	if (w->share)
+		want_share_release(w->share);
+	else
+		want_rows_free(w);
+	memset(w, 0, sizeof(*w));
 }
 
 static void *coordinator_main(void *arg)
@@ -286,11 +317,8 @@ static void agent_release(struct agent *ag)
 	for (size_t i = 0; i < ag->nlogged; i++)
 		free(ag->logged_rejects[i]);
 	free(ag->logged_rejects);
-	px_servers_free(&ag->want_servers);
-	px_users_free(&ag->want_users);
-	px_keeps_free(&ag->want_keep_servers);
-	px_names_free(&ag->want_keep_users);
-	px_peers_free(&ag->want_peers);
+	want_share_release(ag->want_share);
+	ag->want_share = NULL;
 	if (ag->cancel_fd >= 0)
 		close(ag->cancel_fd);
 	pthread_cond_destroy(&ag->cv);

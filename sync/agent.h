@@ -16,6 +16,7 @@
 #define AGENT_HIST_BUCKETS 10
 
 struct agent;
+struct want_share;
 
 /* One watched prefix: a blocking-query loop and the last snapshot that passed the guards. */
 struct watch {
@@ -125,6 +126,7 @@ struct agent {
 	struct px_keeps want_keep_servers;
 	struct px_names want_keep_users;
 	struct px_peers want_peers;
+	struct want_share *want_share; /* owns the want_* rows above, shared with the targets */
 	int64_t reread_until_us; /* a target confirms a shrink: watchers re-read at once until then */
 	unsigned long desired_gen;
 	bool have_desired;
@@ -166,9 +168,12 @@ struct agent_want {
 	struct px_peers peers; /* the announced fleet, for proxysql_servers */
 	struct px_keeps keep_servers;
 	struct px_names keep_users;
+	struct want_share *share; /* the published state these rows belong to (agent_want_copy) */
 };
 
-/* A copy of the published desired state (caller holds ag->mu); free with agent_want_free. */
+/* The published desired state (caller holds ag->mu), shared, not copied: the rows stay valid
+ * and unchanged until agent_want_free, however often the coordinator publishes meanwhile, and
+ * are read-only. So N targets cost one desired state, not N + 1. */
 void agent_want_copy(struct agent *ag, struct agent_want *w);
 void agent_want_free(struct agent_want *w);
 
