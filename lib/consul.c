@@ -2,6 +2,7 @@
  * handle under a deadline, and a strict parser for KV listings. */
 #include "consul.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <curl/curl.h>
 #include <cJSON.h>
@@ -33,6 +34,7 @@ struct consul {
 	char *userpwd; /* basic auth (a secret) */
 	struct curl_slist *connect_to;
 	int cancel_fd;
+	bool proxied; /* requests go through a proxy (consul_proxy_for) */
 	sk_buf body;
 	bool body_overflow;
 	struct consul_listing *listing; /* set while a listing is read: 200 answers stream into it */
@@ -70,6 +72,12 @@ static const char *env(const char *name)
 	const char *v = getenv(name);
 
 	return v && *v ? v : NULL;
+}
+
+/* The first of two variables that is set and not empty (Go's getEnvAny). */
+static const char *env_any(const char *a, const char *b)
+{
+	return env(a) ? env(a) : env(b);
 }
 
 /* A boolean as Go's strconv.ParseBool spells it, plus the yes/no/on/off of the other settings. */
@@ -144,6 +152,212 @@ bool consul_consistency_parse(const char *s, enum consul_consistency *out)
 	return false;
 }
 
+/* -- proxies, as Consul's own client chooses them -------------------------------------------- */
+
+/* An IP address: family 4 (in b[0..3], IPv4-mapped IPv6 included) or 6. */
+struct ipaddr {
+	int fam;
+	unsigned char b[16];
+};
+
+static bool ip_parse(const char *s, struct ipaddr *ip)
+{
+	static const unsigned char mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+	unsigned char buf[16];
+
+	memset(ip, 0, sizeof(*ip));
+	if (inet_pton(AF_INET, s, buf) == 1) {
+		ip->fam = 4;
+		memcpy(ip->b, buf, 4);
+		return true;
+	}
+	if (inet_pton(AF_INET6, s, buf) != 1)
+		return false;
+	if (memcmp(buf, mapped, sizeof(mapped)) == 0) {
+		ip->fam = 4;
+		memcpy(ip->b, buf + 12, 4);
+	} else {
+		ip->fam = 6;
+		memcpy(ip->b, buf, 16);
+	}
+	return true;
+}
+
+static bool ip_loopback(const struct ipaddr *ip)
+{
+	static const unsigned char one[16] = { [15] = 1 };
+
+	return ip->fam == 4 ? ip->b[0] == 127 : memcmp(ip->b, one, 16) == 0;
+}
+
+/* Whether `ip` is inside "addr/bits" (`cidr`); false when `cidr` is not one. */
+static bool cidr_contains(const char *cidr, const struct ipaddr *ip, bool *is_cidr)
+{
+	const char *slash = strchr(cidr, '/');
+	char addr[64];
+	struct ipaddr net;
+	long bits;
+
+	*is_cidr = false;
+	if (!slash || (size_t)(slash - cidr) >= sizeof(addr))
+		return false;
+	memcpy(addr, cidr, (size_t)(slash - cidr));
+	addr[slash - cidr] = '\0';
+	/* An IPv4-mapped network is an IPv6 one to Go: keep the family inet_pton gives. */
+	if (!ip_parse(addr, &net) || !slash[1] || strspn(slash + 1, "0123456789") != strlen(slash + 1) ||
+	    !sk_parse_long(slash + 1, 0, strchr(addr, ':') ? 128 : 32, &bits))
+		return false;
+	*is_cidr = true;
+	if (strchr(addr, ':') && net.fam == 4) /* ::ffff:a.b.c.d/n: compare as IPv6 */
+		return false;
+	if (!ip || ip->fam != net.fam)
+		return false;
+	for (long i = 0; i < bits; i++)
+		if (((ip->b[i / 8] ^ net.b[i / 8]) >> (7 - i % 8)) & 1)
+			return false;
+	return true;
+}
+
+/* Go's net.SplitHostPort: "host:port" or "[v6]:port" (the port may be empty). */
+static bool split_host_port(const char *s, char *host, size_t hlen, const char **port)
+{
+	const char *colon = strrchr(s, ':'), *h = s, *hend;
+
+	if (!colon)
+		return false;
+	if (s[0] == '[') {
+		const char *end = strchr(s, ']');
+
+		if (!end || end + 1 != colon)
+			return false;
+		h = s + 1;
+		hend = end;
+		if (memchr(h, '[', (size_t)(hend - h)) || strchr(colon, ']') || strchr(colon, '['))
+			return false;
+	} else {
+		hend = colon;
+		if (memchr(s, ':', (size_t)(hend - s)) || strpbrk(s, "[]"))
+			return false;
+	}
+	if ((size_t)(hend - h) >= hlen)
+		return false;
+	memcpy(host, h, (size_t)(hend - h));
+	host[hend - h] = '\0';
+	*port = colon + 1;
+	return true;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+
+	return k <= n && memcmp(s + n - k, suffix, k) == 0;
+}
+
+/* One NO_PROXY entry (trimmed, lower case) against the request's host (lower case, no brackets),
+ * port and address (NULL: a name), as Go's httpproxy config matchers do. */
+static bool no_proxy_entry_matches(const char *p, const char *host, const char *port, const struct ipaddr *ip)
+{
+	char phost[256], dom[258];
+	const char *pport = "";
+	struct ipaddr pip;
+	bool match_host, is_cidr, in = cidr_contains(p, ip, &is_cidr);
+
+	if (is_cidr)
+		return in;
+	if (split_host_port(p, phost, sizeof(phost), &pport)) {
+		if (!phost[0])
+			return false; /* no host part: malformed, ignored */
+	} else if (!sk_strlcpy(phost, p, sizeof(phost))) {
+		return false;
+	}
+	if (ip_parse(phost, &pip))
+		return ip && pip.fam == ip->fam && memcmp(pip.b, ip->b, pip.fam == 4 ? 4 : 16) == 0 &&
+		       (!*pport || strcmp(pport, port) == 0);
+	/* A name: "example.com" matches it and its subdomains, ".example.com" and "*.example.com"
+	 * only the subdomains. */
+	if (strncmp(phost, "*.", 2) == 0)
+		memmove(phost, phost + 1, strlen(phost));
+	match_host = phost[0] != '.';
+	snprintf(dom, sizeof(dom), "%s%s", match_host ? "." : "", phost);
+	if (!(ends_with(host, dom) || (match_host && strcmp(host, dom + 1) == 0)))
+		return false;
+	return !*pport || strcmp(pport, port) == 0;
+}
+
+/* A proxy's credentials (scheme://user:password@host) are secrets to the log. */
+static void proxy_secrets(const char *url)
+{
+	const char *a = strstr(url, "://"), *at, *slash;
+	char *userinfo, *colon;
+
+	a = a ? a + 3 : url;
+	at = strchr(a, '@');
+	slash = strchr(a, '/');
+	if (!at || (slash && slash < at))
+		return;
+	userinfo = xmalloc((size_t)(at - a) + 1);
+	memcpy(userinfo, a, (size_t)(at - a));
+	userinfo[at - a] = '\0';
+	log_add_secret(userinfo);
+	if ((colon = strchr(userinfo, ':')))
+		log_add_secret(colon + 1);
+	sk_wipe(userinfo, strlen(userinfo));
+	free(userinfo);
+}
+
+char *consul_proxy_for(const char *scheme, const char *host, long port, const char *http_proxy, const char *https_proxy,
+		       const char *no_proxy)
+{
+	const char *proxy = strcmp(scheme, "https") == 0  ? https_proxy
+			    : strcmp(scheme, "http") == 0 ? http_proxy
+							  : NULL;
+	char h[256], portstr[24], *list, *save = NULL, *out;
+	struct ipaddr ip;
+	bool is_ip, direct = false;
+	size_t n;
+
+	if (!proxy || !*proxy || !host)
+		return NULL;
+	n = strlen(host);
+	if (n >= 2 && host[0] == '[' && host[n - 1] == ']')
+		host++, n -= 2;
+	if (n == 0 || n >= sizeof(h))
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		h[i] = (char)tolower((unsigned char)host[i]);
+	h[n] = '\0';
+	snprintf(portstr, sizeof(portstr), "%ld", port > 0 ? port : strcmp(scheme, "https") == 0 ? 443L : 80L);
+	is_ip = ip_parse(h, &ip);
+	if (strcmp(h, "localhost") == 0 || (is_ip && ip_loopback(&ip)))
+		return NULL;
+	list = xstrdup(no_proxy ? no_proxy : "");
+	for (char *p = strtok_r(list, ",", &save); p && !direct; p = strtok_r(NULL, ",", &save)) {
+		char *end;
+
+		while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\v' || *p == '\f')
+			p++;
+		end = p + strlen(p);
+		while (end > p && isspace((unsigned char)end[-1]))
+			*--end = '\0';
+		for (char *q = p; *q; q++)
+			*q = (char)tolower((unsigned char)*q);
+		if (!*p)
+			continue;
+		direct = strcmp(p, "*") == 0 || no_proxy_entry_matches(p, h, portstr, is_ip ? &ip : NULL);
+	}
+	free(list);
+	if (direct)
+		return NULL;
+	/* Go reads a value without a scheme ("proxy:3128") as http://. */
+	if (strstr(proxy, "://"))
+		return xstrdup(proxy);
+	n = strlen(proxy) + sizeof("http://");
+	out = xmalloc(n);
+	snprintf(out, n, "http://%s", proxy);
+	return out;
+}
+
 /* -- the client ------------------------------------------------------------------------------- */
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -166,7 +380,7 @@ static bool has_ctl(const char *s)
  * "unix:///path". Fills the base URL (with `url_host` in place of the authority's host when
  * set, for TLS server names), the socket path and the CURLOPT_CONNECT_TO entry. */
 static int parse_addr(const char *addr, bool ssl, const char *server_name, sk_buf *base, char **unix_path,
-		      char **connect_to, char *err, size_t errlen)
+		      char **connect_to, char *req_host, long *req_port, char *err, size_t errlen)
 {
 	const char *sep = strstr(addr, "://"), *rest = addr, *slash, *port = NULL;
 	const char *scheme = ssl ? "https" : "http";
@@ -215,12 +429,10 @@ static int parse_addr(const char *addr, bool ssl, const char *server_name, sk_bu
 		port = colon ? colon + 1 : NULL;
 		hlen = colon ? (size_t)(colon - host) : alen;
 	}
-	if (port) {
-		long p;
-
-		if (!sk_parse_long(port, 1, 65535, &p))
-			return sk_err(err, errlen, "consul address '%.80s': bad port", addr);
-	}
+	if (port && !sk_parse_long(port, 1, 65535, req_port))
+		return sk_err(err, errlen, "consul address '%.80s': bad port", addr);
+	memcpy(req_host, host, hlen);
+	req_host[hlen] = '\0';
 	if (server_name && ssl) {
 		const char *pt = port ? port : strcmp(scheme, "https") == 0 ? "443" : "80";
 
@@ -341,7 +553,8 @@ struct consul *consul_new(const struct consul_config *cfg, char *err, size_t err
 {
 	struct consul *c = xcalloc(1, sizeof(*c));
 	sk_buf base;
-	char *token = NULL, *connect_to = NULL;
+	char *token = NULL, *connect_to = NULL, *proxy = NULL, req_host[256] = "";
+	long req_port = 0;
 	bool ssl;
 
 	sk_buf_init(&base, 4096);
@@ -353,7 +566,7 @@ struct consul *consul_new(const struct consul_config *cfg, char *err, size_t err
 	}
 	ssl = cfg->ssl || (cfg->addr && strncmp(cfg->addr, "https://", 8) == 0);
 	if (parse_addr(cfg->addr && *cfg->addr ? cfg->addr : CONSUL_DEFAULT_ADDR, ssl, cfg->tls_server_name, &base,
-		       &c->unix_path, &connect_to, err, errlen) < 0)
+		       &c->unix_path, &connect_to, req_host, &req_port, err, errlen) < 0)
 		goto fail;
 	c->base = xstrdup(base.data);
 	if (cfg->token_file) {
@@ -411,6 +624,18 @@ struct consul *consul_new(const struct consul_config *cfg, char *err, size_t err
 	curl_easy_setopt(c->easy, CURLOPT_USERAGENT, "sidekick");
 	if (c->unix_path)
 		curl_easy_setopt(c->easy, CURLOPT_UNIX_SOCKET_PATH, c->unix_path);
+	/* The proxy is decided here, never by libcurl's own reading of the environment (which
+	 * proxies loopback too, and would hand the token to the proxy). "" means direct; an empty
+	 * CURLOPT_NOPROXY makes libcurl ignore NO_PROXY: the decision above already applied it. */
+	if (!c->unix_path)
+		proxy = consul_proxy_for(ssl ? "https" : "http", req_host, req_port,
+					 env_any("HTTP_PROXY", "http_proxy"), env_any("HTTPS_PROXY", "https_proxy"),
+					 env_any("NO_PROXY", "no_proxy"));
+	if (proxy)
+		proxy_secrets(proxy);
+	curl_easy_setopt(c->easy, CURLOPT_PROXY, proxy ? proxy : "");
+	curl_easy_setopt(c->easy, CURLOPT_NOPROXY, "");
+	c->proxied = proxy != NULL;
 	if (c->userpwd)
 		curl_easy_setopt(c->easy, CURLOPT_USERPWD, c->userpwd);
 	if (ssl) {
@@ -437,6 +662,10 @@ struct consul *consul_new(const struct consul_config *cfg, char *err, size_t err
 	if (token) {
 		sk_wipe(token, strlen(token));
 		free(token);
+	}
+	if (proxy) {
+		sk_wipe(proxy, strlen(proxy));
+		free(proxy);
 	}
 	sk_buf_free(&base);
 	return c;
@@ -673,7 +902,8 @@ static int request(struct consul *c, const char *method, const char *path, const
 		sk_err(err, errlen, "%s: timeout after %ld ms (deadline)", what, left);
 	} else if (rc != CURLE_OK) {
 		c->meta.http_status = 0;
-		sk_err(err, errlen, "%s: %s", what, c->curl_err[0] ? c->curl_err : curl_easy_strerror(rc));
+		sk_err(err, errlen, "%s: %s%s", what, c->curl_err[0] ? c->curl_err : curl_easy_strerror(rc),
+		       c->proxied ? " (through the proxy HTTP_PROXY/HTTPS_PROXY name; NO_PROXY to go direct)" : "");
 	} else {
 		ret = 0;
 	}

@@ -56,6 +56,19 @@ struct opts;
  * consul-tls-server-name, consul-datacenter) override it where set. Returns 0 or -1. */
 int consul_config_from_opts(struct consul_config *c, const struct opts *o, char *err, size_t errlen) SK_MUST_CHECK;
 
+/* The proxy a request to Consul goes through, chosen as Consul's own Go client chooses it (Go's
+ * http.ProxyFromEnvironment, golang.org/x/net/http/httpproxy): `http_proxy` (HTTP_PROXY, else
+ * http_proxy) for an http address, `https_proxy` (HTTPS_PROXY, else https_proxy) for an https
+ * one; never for "localhost" or a loopback address (127.0.0.0/8, ::1); never when `no_proxy`
+ * (NO_PROXY, else no_proxy: a comma-separated list) has "*", an IP address (with an optional
+ * port) equal to the host's, a CIDR block holding it, or a name that is the host or one of its
+ * parent domains (".example.com" and "*.example.com": subdomains only; "name:port": that port
+ * only). `host` is the address's host (an IPv6 address with or without brackets), `port` its port
+ * (0: the scheme's default). Returns the proxy URL ("http://" prefixed when it has no scheme), a
+ * new string the caller frees, or NULL for a direct connection. Pure. */
+char *consul_proxy_for(const char *scheme, const char *host, long port, const char *http_proxy, const char *https_proxy,
+		       const char *no_proxy);
+
 /* The client: one reusable connection (keep-alive). Not thread-safe: one thread at a time. */
 struct consul;
 

@@ -314,6 +314,66 @@ static void clear_env(void)
 		unsetenv(env_names[i]);
 }
 
+/* -- proxies, from tests/data/consul/proxy.table ---------------------------------------------------- */
+
+static char *table_field(char **cur)
+{
+	char *f = *cur, *bar = strchr(f, '|'), *end;
+
+	if (bar) {
+		*bar = '\0';
+		*cur = bar + 1;
+	} else {
+		*cur = f + strlen(f);
+	}
+	while (*f == ' ' || *f == '\t')
+		f++;
+	end = f + strlen(f);
+	while (end > f && (end[-1] == ' ' || end[-1] == '\t'))
+		*--end = '\0';
+	return strcmp(f, "-") == 0 ? NULL : f;
+}
+
+static void test_proxy_table(void **state)
+{
+	char path[1024], *text, *line, *save = NULL;
+	int rows = 0;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/consul/proxy.table", testdata_dir());
+	text = testdata_read(path);
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char scheme[16], host[128], *cur = line, *target, *http, *https, *no, *want, *why, *got;
+		long port;
+
+		if (line[0] == '#' || !line[strspn(line, " \t")])
+			continue;
+		/* NO_PROXY is kept untrimmed: the function trims its entries itself. */
+		target = table_field(&cur);
+		http = table_field(&cur);
+		https = table_field(&cur);
+		no = cur;
+		cur = strchr(cur, '|');
+		assert_non_null(cur);
+		*cur++ = '\0';
+		if (strcmp(no, " - ") == 0)
+			no = NULL;
+		want = table_field(&cur);
+		why = table_field(&cur);
+		assert_non_null(target);
+		assert_non_null(want);
+		assert_int_equal(sscanf(target, "%15s %127s %ld", scheme, host, &port), 3);
+		got = consul_proxy_for(scheme, host, port, http, https, no);
+		if (strcmp(got ? got : "direct", want) != 0)
+			fail_msg("%s %s %ld, NO_PROXY '%s' (%s): want %s, got %s", scheme, host, port, no ? no : "",
+				 why, want, got ? got : "direct");
+		free(got);
+		rows++;
+	}
+	assert_true(rows >= 40);
+	free(text);
+}
+
 static void test_config_defaults(void **state)
 {
 	struct consul_config c;
@@ -841,21 +901,14 @@ static void test_connection_refused(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_parse_cases),
-		cmocka_unit_test(test_parse_item_cap),
-		cmocka_unit_test(test_stream_health_splits),
-		cmocka_unit_test(test_stream_limits),
-		cmocka_unit_test(test_next_index_table),
-		cmocka_unit_test(test_config_defaults),
-		cmocka_unit_test(test_config_env),
-		cmocka_unit_test(test_config_env_errors),
-		cmocka_unit_test(test_addresses),
-		cmocka_unit_test(test_new_token_file),
-		cmocka_unit_test(test_consistency_names),
-		cmocka_unit_test(test_kv_list_request),
-		cmocka_unit_test(test_kv_list_answers),
-		cmocka_unit_test(test_deadline_and_cancel),
-		cmocka_unit_test(test_writes_and_sessions),
+		cmocka_unit_test(test_parse_cases),          cmocka_unit_test(test_parse_item_cap),
+		cmocka_unit_test(test_stream_health_splits), cmocka_unit_test(test_stream_limits),
+		cmocka_unit_test(test_proxy_table),          cmocka_unit_test(test_next_index_table),
+		cmocka_unit_test(test_config_defaults),      cmocka_unit_test(test_config_env),
+		cmocka_unit_test(test_config_env_errors),    cmocka_unit_test(test_addresses),
+		cmocka_unit_test(test_new_token_file),       cmocka_unit_test(test_consistency_names),
+		cmocka_unit_test(test_kv_list_request),      cmocka_unit_test(test_kv_list_answers),
+		cmocka_unit_test(test_deadline_and_cancel),  cmocka_unit_test(test_writes_and_sessions),
 		cmocka_unit_test(test_connection_refused),
 	};
 
