@@ -183,6 +183,21 @@ def test_once_consul_down_exits_1(tmp_path, prefix):
 # The loop against a real Galera node
 # ---------------------------------------------------------------------------
 
+def test_once_never_through_a_proxy_for_a_loopback_consul(healthy_galera, clustercheck_creds, consul, prefix,
+                                                          registrars, tmp_path):
+    """http_proxy, HTTP_PROXY and ALL_PROXY name a proxy and Consul is on loopback: --register --once
+    talks to it directly (the proxy sees no request, so never the token) and registers."""
+    from test_sync_consul_client import RecordingProxy
+    host, port = consul.addr.rsplit(":", 1)
+    with RecordingProxy((host, int(port))) as proxy:
+        env = {name: proxy.url for name in ("http_proxy", "HTTP_PROXY", "ALL_PROXY", "all_proxy")}
+        r = registrars(tmp_path, healthy_galera[1], clustercheck_creds, consul.addr, prefix, "--state-file",
+                       str(tmp_path / "state"), env=env)
+        assert r.run_once() == 0, r.output
+        assert kv_entry(consul, r.key) is not None
+        assert proxy.seen() == []
+
+
 def test_registers_while_healthy_and_sigterm_cleans_up(healthy_galera, clustercheck_creds, consul, prefix,
                                                       registrars, tmp_path):
     node = healthy_galera[1]
