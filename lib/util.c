@@ -243,7 +243,7 @@ bool sk_buf_add(sk_buf *b, const void *p, size_t n)
 	if (n > b->max - b->len)
 		return false;
 	if (b->len + n + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 256;
+		size_t cap = b->cap ? b->cap : 32; /* many buffers end as one short string: no slack */
 
 		while (cap < b->len + n + 1)
 			cap *= 2;
