@@ -26,7 +26,8 @@ if [ $# -eq 0 ]; then
 		$p::test_clustercheck_positional_xinetd_form $p::test_clustercheck_behind_an_inetd_socket \
 		$p::test_no_password_in_any_output tests/integration/test_healthcheck.py \
 		tests/integration/test_sync_safety.py tests/integration/test_sync_cluster.py \
-		tests/integration/test_sync_services.py tests/integration/test_sync_consul.py
+		tests/integration/test_sync_services.py tests/integration/test_sync_consul.py \
+		tests/integration/test_sync_consul_client.py
 	# These time a one-shot probe's whole run against deadline + 100 ms; ASan's start-up and the
 	# leak scan at exit add 50-150 ms on a busy 2-core machine. Their paths run unsanitized in
 	# make integration, and the agent's and the listener's hung-server paths run here.
