@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "consul.h"
 #include "log.h"
 #include "probe.h"
 
@@ -45,10 +46,33 @@ static size_t discard(char *p, size_t size, size_t n, void *ctx)
 	return size * n;
 }
 
+/* The proxy for `url`, chosen as for Consul (never one for loopback: the agent is a sidecar);
+ * NULL for a direct connection or a URL libcurl cannot take apart (it then fails on its own). */
+static char *proxy_for_url(const char *url)
+{
+	CURLU *u = curl_url();
+	char *scheme = NULL, *host = NULL, *port = NULL, *proxy = NULL;
+	long p = 0;
+
+	if (u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+	    curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+	    curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK) {
+		if (curl_url_get(u, CURLUPART_PORT, &port, 0) != CURLUE_OK || !sk_parse_long(port, 1, 65535, &p))
+			p = 0;
+		proxy = consul_proxy_from_env(scheme, host, p);
+	}
+	curl_free(scheme);
+	curl_free(host);
+	curl_free(port);
+	curl_url_cleanup(u);
+	return proxy;
+}
+
 /* GET url within the deadline; returns the HTTP status or -1 with why set. */
 static long http_status(const char *url, const deadline_t *dl, char *why, size_t len)
 {
 	CURL *c = curl_easy_init();
+	char *proxy;
 	long status = -1;
 	CURLcode rc;
 
@@ -56,6 +80,9 @@ static long http_status(const char *url, const deadline_t *dl, char *why, size_t
 		sk_fmt(why, len, "cannot start libcurl");
 		return -1;
 	}
+	proxy = proxy_for_url(url);
+	curl_easy_setopt(c, CURLOPT_PROXY, proxy ? proxy : ""); /* "": direct, whatever the environment */
+	curl_easy_setopt(c, CURLOPT_NOPROXY, "");
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)deadline_left_ms(dl));
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
@@ -67,6 +94,7 @@ static long http_status(const char *url, const deadline_t *dl, char *why, size_t
 	else
 		sk_fmt(why, len, "%s", curl_easy_strerror(rc));
 	curl_easy_cleanup(c);
+	free(proxy);
 	return status;
 }
 

@@ -358,6 +358,16 @@ char *consul_proxy_for(const char *scheme, const char *host, long port, const ch
 	return out;
 }
 
+char *consul_proxy_from_env(const char *scheme, const char *host, long port)
+{
+	char *proxy = consul_proxy_for(scheme, host, port, env_any("HTTP_PROXY", "http_proxy"),
+				       env_any("HTTPS_PROXY", "https_proxy"), env_any("NO_PROXY", "no_proxy"));
+
+	if (proxy)
+		proxy_secrets(proxy);
+	return proxy;
+}
+
 /* -- the client ------------------------------------------------------------------------------- */
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -628,11 +638,7 @@ struct consul *consul_new(const struct consul_config *cfg, char *err, size_t err
 	 * proxies loopback too, and would hand the token to the proxy). "" means direct; an empty
 	 * CURLOPT_NOPROXY makes libcurl ignore NO_PROXY: the decision above already applied it. */
 	if (!c->unix_path)
-		proxy = consul_proxy_for(ssl ? "https" : "http", req_host, req_port,
-					 env_any("HTTP_PROXY", "http_proxy"), env_any("HTTPS_PROXY", "https_proxy"),
-					 env_any("NO_PROXY", "no_proxy"));
-	if (proxy)
-		proxy_secrets(proxy);
+		proxy = consul_proxy_from_env(ssl ? "https" : "http", req_host, req_port);
 	curl_easy_setopt(c->easy, CURLOPT_PROXY, proxy ? proxy : "");
 	curl_easy_setopt(c->easy, CURLOPT_NOPROXY, "");
 	c->proxied = proxy != NULL;

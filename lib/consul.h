@@ -69,6 +69,12 @@ int consul_config_from_opts(struct consul_config *c, const struct opts *o, char 
 char *consul_proxy_for(const char *scheme, const char *host, long port, const char *http_proxy, const char *https_proxy,
 		       const char *no_proxy);
 
+/* consul_proxy_for with the proxies from the environment as Go reads them (HTTP_PROXY, else
+ * http_proxy; HTTPS_PROXY, else https_proxy; NO_PROXY, else no_proxy); a proxy's credentials are
+ * registered with the log redactor. For any HTTP client of the project that should pick its
+ * proxy the way Consul's client does. */
+char *consul_proxy_from_env(const char *scheme, const char *host, long port);
+
 /* The client: one reusable connection (keep-alive). Not thread-safe: one thread at a time. */
 struct consul;
 

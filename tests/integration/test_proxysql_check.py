@@ -249,6 +249,23 @@ def test_readiness_with_sync_readyz(proxysql):
     assert (r.rc, r.text) == (1, "not ready: no ONLINE server in writer hostgroup 10\n"), r
 
 
+def test_sync_readyz_on_loopback_never_through_a_proxy(proxysql):
+    """http_proxy, HTTP_PROXY and ALL_PROXY name a proxy (a kubelet exec probe inherits the pod's
+    environment): the agent's /readyz on 127.0.0.1 is asked directly, as proxysql-sync asks a
+    loopback Consul, and the probe says ready; the proxy sees nothing."""
+    from test_sync_consul_client import RecordingProxy
+    load_servers(proxysql, [(10, "db1", 3306, "ONLINE")])
+    rz = Readyz()
+    try:
+        with RecordingProxy(("127.0.0.1", 1)) as proxy:
+            env = {name: proxy.url for name in ("http_proxy", "HTTP_PROXY", "ALL_PROXY", "all_proxy")}
+            r = check(proxysql, "--readiness", "-w", "10", "--sync-readyz", rz.url, env=env)
+            assert r.rc == 0, r
+            assert proxy.seen() == []
+    finally:
+        rz.close()
+
+
 def test_readiness_hung_admin(proxysql):
     load_servers(proxysql, [(10, "db1", 3306, "ONLINE")])
     proxysql.pause()
