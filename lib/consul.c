@@ -909,7 +909,9 @@ static int request(struct consul *c, const char *method, const char *path, const
 	} else if (rc != CURLE_OK) {
 		c->meta.http_status = 0;
 		sk_err(err, errlen, "%s: %s%s", what, c->curl_err[0] ? c->curl_err : curl_easy_strerror(rc),
-		       c->proxied ? " (through the proxy HTTP_PROXY/HTTPS_PROXY name; NO_PROXY to go direct)" : "");
+		       c->proxied ? " (through the proxy of HTTP_PROXY or HTTPS_PROXY; NO_PROXY lists hosts reached "
+				    "directly)"
+				  : "");
 	} else {
 		ret = 0;
 	}

@@ -15,7 +15,7 @@ import urllib.parse
 
 import pytest
 
-from test_sync import (Agent, first_sync, put_topology, px, runtime_servers, stop_and_check,  # noqa: F401
+from test_sync import (Agent, first_sync, free_port, put_topology, px, runtime_servers, stop_and_check,  # noqa: F401
                        synced, wait_until, workdir, writes, consul)
 from test_sync_safety import metric
 
@@ -164,6 +164,18 @@ def test_named_consul_through_the_proxy(consul, px, workdir, started):
         seen = proxy.seen()
         assert seen and all(("http://%s:%d/v1/" % (NAME, consul_port(consul))) in r["line"] for r in seen), seen
         stop_and_check(agent)
+
+
+def test_a_dead_proxy_is_named_in_the_log(consul, px, workdir, started):
+    """Consul by a name, HTTP_PROXY naming a port nobody listens on: the agent logs that the
+    request failed through the proxy (and how to go direct), and is not ready."""
+    dead = types.SimpleNamespace(url="http://127.0.0.1:%d" % free_port())
+    agent = ProxyAgent(consul, px, workdir, dead, addr="%s:%d" % (NAME, consul_port(consul))).start()
+    started.append(agent)
+    wait_until("the failure through the proxy", lambda: "through the proxy of HTTP_PROXY or HTTPS_PROXY"
+               in agent.logs(), timeout=30)
+    assert not agent.ready()
+    stop_and_check(agent)
 
 
 def test_no_proxy_for_the_name_goes_direct(consul, px, workdir, started):
