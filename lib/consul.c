@@ -1693,6 +1693,8 @@ void consul_listing_free(struct consul_listing *p)
 	if (!p)
 		return;
 	consul_kv_list_free(&p->out);
+	if (p->entry)
+		sk_wipe(p->entry, p->elen);
 	free(p->entry);
 	free(p);
 }
@@ -1757,6 +1759,8 @@ static int listing_entry(struct consul_listing *p)
 	if ((p->kind == CONSUL_LISTING_KV ? parse_item(p->entry, &s, doc, i, kv, why, sizeof(why))
 					  : health_item(doc, i, kv, why, sizeof(why))) < 0) {
 		free(kv->key);
+		if (kv->value)
+			sk_wipe(kv->value, kv->len); /* user passwords */
 		free(kv->value);
 		free(kv->session);
 		listing_fail(p, "%s", why);
@@ -1766,6 +1770,7 @@ static int listing_entry(struct consul_listing *p)
 	rc = 0;
 out:
 	cJSON_Delete(doc);
+	sk_wipe(p->entry, p->elen); /* the entry's text: base64 of user passwords */
 	free(s.nums);
 	return rc;
 }
@@ -1823,10 +1828,18 @@ static int listing_entry_byte(struct consul_listing *p, unsigned char ch, size_t
 		if (p->elen >= CONSUL_ENTRY_MAX_BYTES)
 			return listing_fail(p, "entry %zu (at byte %zu) is larger than %d bytes", p->out.n, p->estart,
 					    CONSUL_ENTRY_MAX_BYTES);
+		char *bigger;
+
 		p->ecap = p->ecap ? p->ecap * 2 : 1024;
 		if (p->ecap > CONSUL_ENTRY_MAX_BYTES)
 			p->ecap = CONSUL_ENTRY_MAX_BYTES;
-		p->entry = xrealloc(p->entry, p->ecap);
+		bigger = xmalloc(p->ecap); /* not realloc: the old text is wiped, not left behind */
+		if (p->elen)
+			memcpy(bigger, p->entry, p->elen);
+		if (p->entry)
+			sk_wipe(p->entry, p->elen);
+		free(p->entry);
+		p->entry = bigger;
 	}
 	p->entry[p->elen++] = (char)ch;
 	return 0;
