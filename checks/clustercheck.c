@@ -484,7 +484,7 @@ static void on_http(void *ctx, const char *method, const char *path, struct http
 	}
 }
 
-static int serve(struct cc_checker *c, const char *spec, unsigned idle_s, unsigned max_conns)
+static int serve(struct cc_checker *c, const char *spec, const struct http_limits *lim)
 {
 	struct http_server *srv;
 	sigset_t set;
@@ -501,7 +501,7 @@ static int serve(struct cc_checker *c, const char *spec, unsigned idle_s, unsign
 		db_set_abort_fd(abort_pipe[0]);
 	else
 		abort_pipe[0] = abort_pipe[1] = -1;
-	srv = http_start(spec, HTTP_HANDLERS_BLOCK, on_http, c, idle_s, max_conns, err, sizeof(err));
+	srv = http_start(spec, HTTP_HANDLERS_BLOCK, on_http, c, lim, err, sizeof(err));
 	if (!srv) {
 		log_error("%s (--listen)", err);
 		return 2;
@@ -606,12 +606,18 @@ int main(int argc, char **argv)
 			return rc;
 		}
 	} else if (opt_str(&o, "listen")) {
+		struct http_limits lim = {
+			.max_conns = (unsigned)opt_int(&o, "max-connections"),
+			.max_conns_per_ip = (unsigned)opt_int(&o, "max-connections-per-ip"),
+			.idle_timeout_s = (unsigned)opt_int(&o, "idle-timeout"),
+			.request_timeout_ms = (unsigned)(opt_num(&o, "request-timeout") * 1000),
+		};
+
 		if (!log_level_parse(opt_str(&o, "log-level"), &level) ||
 		    !log_format_parse(opt_str(&o, "log-format"), &fmt))
 			level = LOG_INFO, fmt = LOG_TEXT;
 		log_setup(argv[0], fmt, level, stderr);
-		rc = serve(&c, opt_str(&o, "listen"), (unsigned)opt_int(&o, "idle-timeout"),
-			   (unsigned)opt_int(&o, "max-connections"));
+		rc = serve(&c, opt_str(&o, "listen"), &lim);
 	} else {
 		rc = one_shot(&c, opt_flag(&o, "json"), diag, started);
 	}

@@ -115,8 +115,15 @@ static int run(struct sync_config *cfg, int argc, char **argv, bool *abandoned)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 
 	if (*opt_str(&cfg->o, "health-listen")) {
-		health = http_start(opt_str(&cfg->o, "health-listen"), HTTP_HANDLERS_QUICK, on_health, NULL, 10, 64,
-				    err, sizeof(err));
+		struct http_limits lim = {
+			.max_conns = (unsigned)opt_int(&cfg->o, "health-max-connections"),
+			.max_conns_per_ip = (unsigned)opt_int(&cfg->o, "health-max-connections-per-ip"),
+			.idle_timeout_s = (unsigned)opt_int(&cfg->o, "health-idle-timeout"),
+			.request_timeout_ms = (unsigned)(opt_num(&cfg->o, "health-request-timeout") * 1000),
+		};
+
+		health = http_start(opt_str(&cfg->o, "health-listen"), HTTP_HANDLERS_QUICK, on_health, NULL, &lim, err,
+				    sizeof(err));
 		if (!health) {
 			log_error("%s (health-listen)", err);
 			return 2;

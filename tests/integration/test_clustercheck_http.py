@@ -21,6 +21,7 @@ import time
 import pytest
 
 import probes_cases as pc
+import trickle
 
 TIMEOUT = 1.0          # --timeout of the listeners below
 
@@ -195,13 +196,13 @@ def _assert_all_synced(counts, total):
 # condition variable with a monotonic deadline); they must get its answer, not a 503. A short
 # cache makes such waits frequent at every expiry.
 def test_listen_concurrent_clients_all_correct(healthy_galera, listeners):
-    ln = listeners(healthy_galera[2])
+    ln = listeners(healthy_galera[2], "--max-connections-per-ip", "64")     # 50 clients on 127.0.0.1
     _assert_all_synced(_hammer(ln, 50, 20), 1000)
     ln.stop()
 
 
 def test_listen_concurrent_clients_with_cache(healthy_galera, listeners):
-    ln = listeners(healthy_galera[2], "--cache-ms", "50")
+    ln = listeners(healthy_galera[2], "--cache-ms", "50", "--max-connections-per-ip", "64")
     _assert_all_synced(_hammer(ln, 50, 20), 1000)
     ln.stop()
 
@@ -234,6 +235,20 @@ def test_listen_idle_clients_do_not_block_others(healthy_galera, listeners):
     finally:
         for s in idle:
             s.close()
+    raw, _ = ln.request()
+    assert_answer(raw, "synced")
+    ln.stop()
+
+
+# 300 connections from 30 other loopback addresses trickle a byte a second and reconnect when
+# closed: /liveness from 127.0.0.1 is answered all along, each trickling connection is closed at
+# --request-timeout (not at the idle timeout that every byte restarts), and one address holds at
+# most --max-connections-per-ip.
+def test_listen_trickling_clients_starve_nobody(healthy_galera, listeners):
+    ln = listeners(healthy_galera[1], "--request-timeout", "2")
+    t, p = trickle.hostile_run(ln.port, "/liveness", conns=300, addrs=30, interval=1.0, duration=10.0)
+    trickle.assert_not_starved(t, p, request_timeout=2.0, bound=TIMEOUT + pc.SLACK)
+    assert trickle.count_kept(ln.port, "127.0.0.99", 40) == 32          # the default per address
     raw, _ = ln.request()
     assert_answer(raw, "synced")
     ln.stop()

@@ -354,6 +354,7 @@ def test_health_port_slow_and_oversized_clients_hold_up_nobody(consul, px, agent
     """The health port answers on one event-loop thread: clients that send nothing, half a
     request, or headers larger than a connection's buffer hold up no other request."""
     put_topology(consul)
+    agent.write_config("health-max-connections-per-ip = 64\n")    # all 32 come from 127.0.0.1
     agent.start()
     wait_until("/readyz", agent.ready)
     stuck = []

@@ -25,6 +25,7 @@ import uuid
 
 import pytest
 
+import trickle
 from fakes.consul import Consul
 from test_sync import (ADMIN_PASSWORD, SYNC, TOPOLOGY, Agent, RuntimeSampler, consul, first_sync,  # noqa: F401
                        free_port, put_topology, px, runtime_servers, synced, wait_until, workdir, writes)
@@ -651,6 +652,22 @@ def fault_tests(path):
             doc = ast.get_docstring(node) or ""
             found[node.name] = doc.splitlines()[0].strip() if doc else ""
     return found
+
+
+@pytest.mark.fault
+def test_health_port_under_trickling_clients(consul, px, workdir):
+    """/healthz from 127.0.0.1 always answered within 1 s; each trickling connection closed at `health-request-timeout`; one address holds at most `health-max-connections-per-ip`."""
+    put_topology(consul)
+    agent = Agent(consul, [px], workdir, extra="health-request-timeout = 2.0\n").start()
+    try:
+        wait_until("/readyz", agent.ready)
+        t, p = trickle.hostile_run(agent.health_port, "/healthz", conns=300, addrs=30, interval=1.0, duration=10.0)
+        trickle.assert_not_starved(t, p, request_timeout=2.0, bound=1.0)
+        assert trickle.count_kept(agent.health_port, "127.0.0.99", 40) == 32   # the default per address
+        assert agent.http("/healthz") == (200, "ok\n")
+        assert agent.proc.poll() is None
+    finally:
+        finish(agent)
 
 
 def test_fault_matrix_doc():
