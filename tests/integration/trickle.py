@@ -223,14 +223,15 @@ def count_kept(port, addr, n, wait=0.5):
             s.close()
 
 
-def hostile_run(port, path, conns=300, addrs=30, interval=1.0, duration=10.0):
-    """Probe `path` from 127.0.0.1 while `conns` connections from `addrs` other loopback addresses
-    trickle one byte every `interval` s; returns (Trickler, Prober) once `duration` is over."""
+def hostile_run(port, path, conns=300, addrs=30, interval=1.0, duration=10.0, probe_every=0.1):
+    """Probe `path` from 127.0.0.1 every `probe_every` s while `conns` connections from `addrs`
+    other loopback addresses trickle one byte every `interval` s; returns (Trickler, Prober) once
+    `duration` is over."""
     with Trickler(port, conns=conns, addrs=addrs, interval=interval, duration=duration) as t:
         deadline = time.monotonic() + 5
         while t.max_open < conns * 0.9 and time.monotonic() < deadline:
             time.sleep(0.05)            # the hostile connections are open before the first probe
-        with Prober(port, path, duration=duration - 1) as p:
+        with Prober(port, path, interval=probe_every, duration=duration - 1) as p:
             p.wait()
     return t, p
 
