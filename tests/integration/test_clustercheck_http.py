@@ -254,6 +254,22 @@ def test_listen_trickling_clients_starve_nobody(healthy_galera, listeners):
     ln.stop()
 
 
+def test_listen_refuses_limits_it_cannot_keep(tmp_path):
+    """Out-of-range limits, and a hard descriptor limit below --max-connections: exit 2, one line."""
+    base = [os.path.join(pc.BIN, "clustercheck"), "--listen", "127.0.0.1:0", "--host", "127.0.0.1", "--port", "9",
+            "--defaults-extra-file", "", "--log-file", str(tmp_path / "log")]
+    for extra, want in ((["--request-timeout", "0"], "--request-timeout"),
+                        (["--max-connections-per-ip", "0"], "--max-connections-per-ip"),
+                        (["--max-connections", "10001"], "--max-connections")):
+        r = subprocess.run(base + extra, capture_output=True, text=True, timeout=10, env=pc.clean_env(None))
+        assert r.returncode == 2 and want in r.stderr and len(r.stderr.strip().splitlines()) == 1, (extra, r)
+    r = subprocess.run(["prlimit", "--nofile=256:256", "--"] + base + ["--max-connections", "1024"],
+                       capture_output=True, text=True, timeout=10, env=pc.clean_env(None))
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r
+    assert "1024 connections need 1088 descriptors, the hard limit is 256" in lines[0], lines
+
+
 # -- a hung mysqld ---------------------------------------------------------------------------
 def test_listen_sigstopped_mysqld_answers_503_in_time_and_recovers(healthy_galera, listeners):
     node = healthy_galera[3]

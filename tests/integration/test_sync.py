@@ -770,6 +770,9 @@ def test_bad_configuration_exits_2_with_one_line(workdir):
         'admin-addr = "127.0.0.1:6032"\nwait = 9999\n': "wait",
         'bogus = 1\n': "unknown setting",
         'clusters = ( { alias = "a"; writer_hostgroup = 1; } );\n': "no ProxySQL target",
+        'health-request-timeout = 0.0\n': "health-request-timeout",
+        'health-max-connections-per-ip = 0\n': "health-max-connections-per-ip",
+        'health-max-connections = 100000\n': "health-max-connections",
     }
     assert_check_config_refuses(cfg, cases)
 
