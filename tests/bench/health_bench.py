@@ -221,6 +221,8 @@ def main():
             print("\n%s %s: first failed probe: %r" % (name, h["server"], h["first_failure"]))
     print("\nEach trickling connection sends a byte every 2 s and is reopened at once when closed; the "
           "servers run with their defaults (request deadline 5 s, 32 connections per address, 1024 in all). "
+          "Hostile open: connections the clients had open at once, as the clients see them (one waiting in "
+          "the listen queue counts); closed: those the server closed after their first byte. "
           "Goal: every probe answered, p99 <= 250 ms.")
 
 
