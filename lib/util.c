@@ -177,10 +177,8 @@ bool sk_streq_ci(const char *a, const char *b)
 
 void sk_wipe(void *p, size_t n)
 {
-	volatile unsigned char *v = p;
-
-	while (n--)
-		*v++ = 0;
+	if (p && n)
+		explicit_bzero(p, n);
 }
 
 int sk_read_file(const char *path, size_t max, char **out, size_t *len, char *err, size_t errlen)
