@@ -6,6 +6,7 @@
 
 #include "log.h"
 #include "probe.h"
+#include "proc.h"
 
 /* clang-format off */
 static const struct opt_def options[] = {
@@ -97,6 +98,7 @@ int main(int argc, char **argv)
 	bool json, ready;
 	const char *probe;
 
+	proc_no_dumps(); /* before any password is read */
 	log_setup(argv[0], LOG_TEXT, LOG_WARN, stderr);
 	if ((rc = opts_parse_main(&o, argc, argv)) >= 0)
 		return rc;

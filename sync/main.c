@@ -18,6 +18,7 @@
 #include "db.h"
 #include "http.h"
 #include "log.h"
+#include "proc.h"
 
 /* The running agent, swapped on reload; the health handler reads it under `mu`. While a reload
  * stops the old agent (up to admin-timeout), `ag` is NULL and `state` says why: the lock is never
@@ -113,6 +114,11 @@ static int run(struct sync_config *cfg, int argc, char **argv, bool *abandoned)
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	/* Before any other thread: as a container's PID 1 the agent inherits every orphan. */
+	if (proc_reaper_start(err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		return 1;
+	}
 
 	if (*opt_str(&cfg->o, "health-listen")) {
 		health = http_start(opt_str(&cfg->o, "health-listen"), HTTP_HANDLERS_QUICK, on_health, NULL, 10, 64,
@@ -192,6 +198,7 @@ int main(int argc, char **argv)
 	int rc, lock = -1;
 	bool abandoned = false;
 
+	proc_no_dumps(); /* before any password or token is read */
 	/* Before anything else: a stop or reload signal that comes while the agent starts waits for
 	 * the loop (sigwait), rather than being dropped (PID 1 has no default actions) or, for
 	 * SIGHUP, killing it. The one-shot modes take them back below. */

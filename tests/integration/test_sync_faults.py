@@ -25,6 +25,7 @@ import uuid
 
 import pytest
 
+import pid1
 from fakes.consul import Consul
 from test_sync import (ADMIN_PASSWORD, SYNC, TOPOLOGY, Agent, RuntimeSampler, consul, first_sync,  # noqa: F401
                        free_port, put_topology, px, runtime_servers, synced, wait_until, workdir, writes)
@@ -448,20 +449,6 @@ def test_signals_at_random_points(consul, px, workdir):
         assert [r[:2] for r in rows if r[0] == "10"] == [("10", "db1")], rows
 
 
-def children(pid):
-    out = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open("/proc/%s/stat" % d) as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                out.append(int(d))
-    return out
-
-
 def nspid(pid):
     with open("/proc/%d/status" % pid) as f:
         return [line.split()[1:] for line in f if line.startswith("NSpid:")][0]
@@ -480,7 +467,7 @@ def test_pid1_in_a_pid_namespace(consul, px, workdir):
         out = open(agent.log, "ab")
         outer = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
         out.close()
-        inner = wait_until("proxysql-sync as PID 1", lambda: [p for p in children(outer.pid)
+        inner = wait_until("proxysql-sync as PID 1", lambda: [p for p, _ in pid1.children(outer.pid)
                                                                if open("/proc/%d/comm" % p).read().strip()
                                                                == "proxysql-sync"], timeout=5, interval=0.001)[0]
         assert nspid(inner)[-1] == "1", nspid(inner)
@@ -515,6 +502,29 @@ def test_pid1_in_a_pid_namespace(consul, px, workdir):
     finally:
         print(agent.logs())
         assert ADMIN_PASSWORD not in agent.logs()
+
+
+@pytest.mark.fault
+def test_pid1_reaps_orphans(consul, px, workdir):
+    """As PID 1 it reaps every orphan reparented to it (kubectl exec leftovers): no zombie stays; still syncs."""
+    pid1.need_namespaces()
+    put_topology(consul, users=False)
+    agent = Agent(consul, [px], workdir)
+    outer, inner = pid1.start_pid1([SYNC, "-c", agent.cfg], agent.log, "proxysql-sync")
+    try:
+        wait_until("the first sync", lambda: synced(px))
+        pid1.make_orphans(inner, 6)
+        assert pid1.wait_no_children(inner, 5), "zombies left: %r" % pid1.zombies(inner)
+        pid1.make_orphans(inner, 6)         # again, while it works
+        consul.put("mysql/replica/shop/eu/db4:3306", b"")
+        wait_until("a change", lambda: ("11", "db4", "3306", "ONLINE") in runtime_servers(px))
+        assert pid1.wait_no_children(inner, 5), "zombies left: %r" % pid1.zombies(inner)
+        assert pid1.stop(outer, inner, signal.SIGTERM) == 0
+    finally:
+        if outer.poll() is None:
+            outer.kill()
+            outer.wait(5)
+        print(agent.logs())
 
 
 @pytest.fixture
