@@ -1432,7 +1432,7 @@ static int health_item(const cJSON *it, size_t n, struct consul_kv *out, char *e
 		addr = json_str(node, "Address");
 	if (!addr || !*addr || strlen(addr) > 255)
 		return sk_err(err, errlen, "entry %zu: no Service.Address or Node.Address", n);
-	if (!cJSON_IsNumber(port) || port->valuedouble < 1 || port->valuedouble > 65535 ||
+	if (!cJSON_IsNumber(port) || !(port->valuedouble >= 1 && port->valuedouble <= 65535) ||
 	    port->valuedouble != (double)(long)port->valuedouble)
 		return sk_err(err, errlen, "entry %zu: Service.Port is not a port number", n);
 	snprintf(key, sizeof(key), strchr(addr, ':') ? "[%s]:%ld" : "%s:%ld", addr, (long)port->valuedouble);

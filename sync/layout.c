@@ -82,7 +82,8 @@ static const char *int_attr(const cJSON *v, long min, long max, long *out)
 	} else {
 		return "is not a number";
 	}
-	if (d != (double)(long)d || d < (double)min || d > (double)max)
+	/* In range before the conversion: converting 1e300 to long is undefined behaviour. */
+	if (!(d >= (double)min && d <= (double)max) || d != (double)(long)d)
 		return "is out of range";
 	*out = (long)d;
 	return NULL;
@@ -475,7 +476,7 @@ static void announced(const struct kv_pair *kv, struct layout_result *r)
 		bad = "value is not a JSON object";
 	else if (!host || (bad = model_check_host(host)) != NULL)
 		bad = bad ? bad : "has no hostname";
-	else if (!cJSON_IsNumber(port) || port->valuedouble < 1 || port->valuedouble > 65535 ||
+	else if (!cJSON_IsNumber(port) || !(port->valuedouble >= 1 && port->valuedouble <= 65535) ||
 		 port->valuedouble != (double)(long)port->valuedouble)
 		bad = "port is not a number from 1 to 65535";
 	else if (weight && (int_attr(weight, 0, 10000000, &w) != NULL))
