@@ -604,8 +604,8 @@ static int request(struct consul *c, const char *method, const char *path, const
 		sk_err(err, errlen, "%s: URL too long", what);
 		goto out;
 	}
-	left = deadline_left_ms(dl); /* never 0 below: libcurl reads a 0 timeout as "none" */
-	if (left <= 0 || deadline_expired(dl)) {
+	left = deadline_timeout_ms(dl); /* never 0 below: libcurl reads a 0 timeout as "none" */
+	if (left < 0) {
 		sk_err(err, errlen, "%s: no time left before the request (deadline)", what);
 		goto out;
 	}

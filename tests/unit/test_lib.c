@@ -575,8 +575,19 @@ static void test_deadline(void **state)
 	assert_false(deadline_expired(&n));
 	assert_int_equal(deadline_left_ms(&n), INT32_MAX);
 	assert_true(deadline_min(n, d).at == d.at);
+	/* For libcurl, where 0 means "no timeout": at least 1 ms while time is left, -1 after. */
+	assert_true(deadline_timeout_ms(&d) >= 1 && deadline_timeout_ms(&d) <= 50);
+	assert_int_equal(deadline_timeout_ms(&e), -1);
+	assert_int_equal(deadline_timeout_ms(&n), INT32_MAX);
+	for (int i = 0; i < 1000; i++) {
+		deadline_t soon = { deadline_now_us() + 300 }; /* 0.3 ms: rounds up, never down to 0 */
+		long ms = deadline_timeout_ms(&soon);
+
+		assert_true(ms == 1 || ms == -1);
+	}
 	usleep(60000);
 	assert_true(deadline_expired(&d));
+	assert_int_equal(deadline_timeout_ms(&d), -1);
 }
 
 static void test_statusmap_parse(void **state)
