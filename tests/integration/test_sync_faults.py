@@ -554,6 +554,46 @@ def full_tmpfs(workdir):
 
 
 @pytest.mark.fault
+def test_lock_file_planted_by_another_user(consul, px, workdir):
+    """A planted symbolic link, FIFO or other user's file: `--once` exits 1 with one line, follows no link, creates nothing."""
+    if os.geteuid() != 0:
+        pytest.skip("chown to another user needs root")
+    put_topology(consul, users=False)
+    agent = Agent(consul, [px], workdir)
+    lock = os.path.join(workdir, "sync.lock")
+    victim = os.path.join(workdir, "victim")
+
+    def once(why):
+        r = agent.run("--once", timeout=10)
+        out = (r.stdout + r.stderr).strip().splitlines()
+        assert r.returncode == 1 and len(out) == 1 and why in out[0], (why, r.returncode, out)
+        assert "lock file %s: " % lock in out[0]
+
+    os.symlink(victim, lock)                # dangling: following it would create the victim
+    once("a symbolic link, not followed")
+    assert not os.path.exists(victim)
+    os.unlink(lock)
+    os.mkfifo(lock)
+    once("not a regular file")
+    os.unlink(lock)
+    with open(lock, "w"):
+        pass
+    os.chown(lock, 65534, 65534)            # pre-created by another local user
+    once("belongs to uid 65534, not to this user (uid 0)")
+    os.unlink(lock)
+    assert agent.run("--once", timeout=30).returncode == 0
+    # The default: under $XDG_RUNTIME_DIR when it is set.
+    agent.text = agent.text.replace('lock-file = "%s/sync.lock"' % workdir, "")
+    agent.write_config()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONSUL_")}
+    env["XDG_RUNTIME_DIR"] = workdir
+    r = subprocess.run([SYNC, "-c", agent.cfg, "--once"], capture_output=True, text=True, timeout=30, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    st = os.lstat(os.path.join(workdir, "proxysql-sync.lock"))
+    assert st.st_uid == 0 and st.st_mode & 0o777 == 0o600, st
+
+
+@pytest.mark.fault
 def test_lock_file_on_a_full_disk(consul, px, workdir, full_tmpfs):
     """`--once` exits 1 at once with one line naming the lock file; an existing lock file still works (exit 0)."""
     put_topology(consul, users=False)
