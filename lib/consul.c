@@ -254,8 +254,10 @@ static size_t on_body(char *ptr, size_t size, size_t n, void *ud)
  * copied out by now, so give that memory back instead of keeping it between wake-ups. */
 static void release_big_body(struct consul *c)
 {
-	if (c->body.cap > 65536)
+	if (c->body.cap > 65536) {
+		sk_wipe(c->body.data, c->body.len); /* KV values: user passwords */
 		sk_buf_free(&c->body); /* keeps the size cap */
+	}
 }
 
 static bool parse_u64(const char *s, uint64_t *out)
@@ -450,6 +452,7 @@ void consul_free(struct consul *c)
 	free(c->base);
 	free(c->unix_path);
 	free(c->dc);
+	sk_wipe(c->body.data, c->body.len);
 	sk_buf_free(&c->body);
 	free(c);
 }
@@ -589,6 +592,7 @@ static int request(struct consul *c, const char *method, const char *path, const
 	int ret = -1;
 	long left;
 
+	sk_wipe(c->body.data, c->body.len); /* the last answer's KV values: user passwords */
 	c->body.len = 0;
 	if (c->body.data)
 		c->body.data[0] = '\0';
@@ -1025,6 +1029,8 @@ void consul_kv_list_free(struct consul_kv_list *l)
 {
 	for (size_t i = 0; i < l->n; i++) {
 		free(l->items[i].key);
+		if (l->items[i].value)
+			sk_wipe(l->items[i].value, l->items[i].len); /* user passwords */
 		free(l->items[i].value);
 		free(l->items[i].session);
 	}
@@ -1374,7 +1380,7 @@ int consul_parse_kv_json(const char *body, size_t len, struct consul_kv_list *ou
 	out->n = n;
 	ret = 0;
 out:
-	cJSON_Delete(doc);
+	sk_json_delete_wiped(doc); /* base64 of the values: user passwords */
 	free(s.nums);
 	return ret;
 }

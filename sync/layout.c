@@ -111,7 +111,7 @@ static const char *server_attrs(const char *value, size_t len, struct px_server 
 		return NULL; /* empty, or "host:port" as orchestrator and clustercheck write it */
 	root = cJSON_ParseWithLength(value, len);
 	if (!root || !cJSON_IsObject(root)) {
-		cJSON_Delete(root);
+		sk_json_delete_wiped(root);
 		return "value is not valid JSON";
 	}
 	cJSON_ArrayForEach(it, root)
@@ -626,7 +626,7 @@ static void user(const struct layout_config *cfg, const struct kv_pair *kv, stru
 	u.comment = NULL;
 	u.default_schema = cfg->user_defaults.default_schema ? xstrdup(cfg->user_defaults.default_schema) : NULL;
 	bad = user_json(root, &u, why, sizeof(why));
-	cJSON_Delete(root);
+	sk_json_delete_wiped(root); /* the password */
 	if (bad) {
 		reject(r, kv->key, "%s", bad);
 		px_names_add(&r->keep_users, name);

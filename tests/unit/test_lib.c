@@ -8,10 +8,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <unistd.h>
 
 #include <cJSON.h>
 
+#include "consul.h"
 #include "deadline.h"
 #include "log.h"
 #include "opt.h"
@@ -538,6 +540,63 @@ static void test_log_long_lines(void **state)
 	free(msg);
 }
 
+/* cJSON allocations, checked as they are freed: none may still hold `secret_text`. */
+static const char *secret_text;
+static int blocks_with_secret;
+
+static void *hooked_malloc(size_t n)
+{
+	return malloc(n);
+}
+
+static void hooked_free(void *p)
+{
+	if (p && secret_text && memmem(p, malloc_usable_size(p), secret_text, strlen(secret_text)))
+		blocks_with_secret++;
+	free(p);
+}
+
+static void expect_wiped(const char *secret)
+{
+	cJSON_Hooks hooks = { hooked_malloc, hooked_free };
+
+	secret_text = secret;
+	blocks_with_secret = 0;
+	cJSON_InitHooks(&hooks);
+}
+
+/* A KV listing's document and a user's JSON value are wiped before they are freed: no block that
+ * goes back to the allocator holds the password, or its base64 (what Consul sends). */
+static void test_secrets_wiped_before_free(void **state)
+{
+	const char user[] = "{\"password\": \"Pw-4f9c2e1d\", \"roles\": [\"Pw-4f9c2e1d\"]}";
+	/* base64 of {"password":"Pw-4f9c2e1d"} */
+	const char listing[] = "[{\"Key\":\"proxysql/users/app\",\"Value\":\"eyJwYXNzd29yZCI6IlB3LTRmOWMyZTFkIn0=\","
+			       "\"Flags\":0,\"CreateIndex\":5,\"ModifyIndex\":5,\"LockIndex\":0}]";
+	struct consul_kv_list l;
+	char err[200];
+	cJSON *doc;
+
+	(void)state;
+	expect_wiped("Pw-4f9c2e1d");
+	doc = cJSON_Parse(user);
+	assert_non_null(doc);
+	sk_json_delete_wiped(doc);
+	assert_int_equal(blocks_with_secret, 0);
+	doc = cJSON_Parse(user); /* the check itself: cJSON_Delete alone leaves it */
+	cJSON_Delete(doc);
+	assert_true(blocks_with_secret > 0);
+
+	expect_wiped("eyJwYXNzd29yZCI6IlB3LTRmOWMyZTFkIn0=");
+	assert_int_equal(consul_parse_kv_json(listing, strlen(listing), &l, err, sizeof(err)), 0);
+	assert_int_equal(blocks_with_secret, 0);
+	assert_int_equal(l.n, 1);
+	assert_non_null(memmem(l.items[0].value, l.items[0].len, "Pw-4f9c2e1d", 11));
+	consul_kv_list_free(&l);
+	cJSON_InitHooks(NULL);
+	secret_text = NULL;
+}
+
 static void test_k8s_deadline_table(void **state)
 {
 	char path[1024], *text, *p, *save = NULL;
@@ -644,6 +703,7 @@ int main(void)
 		cmocka_unit_test(test_redaction),
 		cmocka_unit_test(test_log_lines),
 		cmocka_unit_test(test_log_long_lines),
+		cmocka_unit_test(test_secrets_wiped_before_free),
 		cmocka_unit_test(test_k8s_deadline_table),
 		cmocka_unit_test(test_deadline),
 		cmocka_unit_test(test_statusmap_parse),
