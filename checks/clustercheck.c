@@ -19,6 +19,7 @@
 #include "healthcheck.h"
 #include "http.h"
 #include "log.h"
+#include "proc.h"
 #include "probe.h"
 
 /* The classic answers, byte for byte (Percona clustercheck). */
@@ -491,6 +492,11 @@ static int serve(struct cc_checker *c, const char *spec, const struct http_limit
 	char err[256];
 	int sig = 0, abort_pipe[2];
 
+	/* Before any other thread: as a container's PID 1 it inherits every orphan. */
+	if (proc_reaper_start(err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		return 1;
+	}
 	/* Block the stop signals in every thread; the main thread waits for them. */
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
@@ -534,6 +540,7 @@ int main(int argc, char **argv)
 	enum log_format fmt;
 	int rc;
 
+	proc_no_dumps(); /* before any password is read */
 	/* Waiters time out on a CLOCK_MONOTONIC deadline (deadline_t), so the condition variable
 	 * must use that clock (the default, CLOCK_REALTIME, made every wait expire at once). */
 	pthread_condattr_init(&ca);
