@@ -19,6 +19,7 @@
 #include "healthcheck.h"
 #include "http.h"
 #include "log.h"
+#include "proc.h"
 #include "probe.h"
 
 /* The classic answers, byte for byte (Percona clustercheck). */
@@ -484,13 +485,18 @@ static void on_http(void *ctx, const char *method, const char *path, struct http
 	}
 }
 
-static int serve(struct cc_checker *c, const char *spec, unsigned idle_s, unsigned max_conns)
+static int serve(struct cc_checker *c, const char *spec, const struct http_limits *lim)
 {
 	struct http_server *srv;
 	sigset_t set;
 	char err[256];
 	int sig = 0, abort_pipe[2];
 
+	/* Before any other thread: as a container's PID 1 it inherits every orphan. */
+	if (proc_reaper_start(err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		return 1;
+	}
 	/* Block the stop signals in every thread; the main thread waits for them. */
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
@@ -501,7 +507,7 @@ static int serve(struct cc_checker *c, const char *spec, unsigned idle_s, unsign
 		db_set_abort_fd(abort_pipe[0]);
 	else
 		abort_pipe[0] = abort_pipe[1] = -1;
-	srv = http_start(spec, HTTP_HANDLERS_BLOCK, on_http, c, idle_s, max_conns, err, sizeof(err));
+	srv = http_start(spec, HTTP_HANDLERS_BLOCK, on_http, c, lim, err, sizeof(err));
 	if (!srv) {
 		log_error("%s (--listen)", err);
 		return 2;
@@ -534,6 +540,7 @@ int main(int argc, char **argv)
 	enum log_format fmt;
 	int rc;
 
+	proc_no_dumps(); /* before any password is read */
 	/* Waiters time out on a CLOCK_MONOTONIC deadline (deadline_t), so the condition variable
 	 * must use that clock (the default, CLOCK_REALTIME, made every wait expire at once). */
 	pthread_condattr_init(&ca);
@@ -606,12 +613,18 @@ int main(int argc, char **argv)
 			return rc;
 		}
 	} else if (opt_str(&o, "listen")) {
+		struct http_limits lim = {
+			.max_conns = (unsigned)opt_int(&o, "max-connections"),
+			.max_conns_per_ip = (unsigned)opt_int(&o, "max-connections-per-ip"),
+			.idle_timeout_s = (unsigned)opt_int(&o, "idle-timeout"),
+			.request_timeout_ms = (unsigned)(opt_num(&o, "request-timeout") * 1000),
+		};
+
 		if (!log_level_parse(opt_str(&o, "log-level"), &level) ||
 		    !log_format_parse(opt_str(&o, "log-format"), &fmt))
 			level = LOG_INFO, fmt = LOG_TEXT;
 		log_setup(argv[0], fmt, level, stderr);
-		rc = serve(&c, opt_str(&o, "listen"), (unsigned)opt_int(&o, "idle-timeout"),
-			   (unsigned)opt_int(&o, "max-connections"));
+		rc = serve(&c, opt_str(&o, "listen"), &lim);
 	} else {
 		rc = one_shot(&c, opt_flag(&o, "json"), diag, started);
 	}

@@ -7,6 +7,7 @@
 #include "galera.h"
 #include "log.h"
 #include "probe.h"
+#include "proc.h"
 #include "secret.h"
 
 /* clang-format off */
@@ -104,6 +105,7 @@ int main(int argc, char **argv)
 	bool ok_if_donor = false;
 	int rc;
 
+	proc_no_dumps(); /* before any password is read */
 	log_setup(argv[0], LOG_TEXT, LOG_WARN, stderr);
 	if ((rc = opts_parse_main(&o, argc, argv)) >= 0)
 		return rc;

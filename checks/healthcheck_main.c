@@ -11,6 +11,7 @@
 #include "healthcheck.h"
 #include "log.h"
 #include "probe.h"
+#include "proc.h"
 
 /* clang-format off */
 /* The table drives --help and docs/options/healthcheck.md. The tests and the script's options are
@@ -159,6 +160,7 @@ int main(int argc, char **argv)
 	deadline_t dl;
 	int rc;
 
+	proc_no_dumps(); /* before any password is read */
 	log_setup(argv[0], LOG_TEXT, LOG_WARN, stderr);
 	pr = opts_parse(&o, own_options(argc, argv, own), own, err, sizeof(err));
 	free(own);

@@ -5,6 +5,7 @@
 #include "galera.h"
 #include "log.h"
 #include "probe.h"
+#include "proc.h"
 
 /* clang-format off */
 static const struct opt_def options[] = {
@@ -48,6 +49,7 @@ int main(int argc, char **argv)
 	int rc;
 	bool json, fetched;
 
+	proc_no_dumps(); /* before any password is read */
 	log_setup(argv[0], LOG_TEXT, LOG_WARN, stderr);
 	if ((rc = opts_parse_main(&o, argc, argv)) >= 0)
 		return rc;

@@ -7,6 +7,7 @@
 #include "consul.h"
 #include "log.h"
 #include "probe.h"
+#include "proc.h"
 
 /* clang-format off */
 static const struct opt_def options[] = {
@@ -71,11 +72,16 @@ static char *proxy_for_url(const char *url)
 /* GET url within the deadline; returns the HTTP status or -1 with why set. */
 static long http_status(const char *url, const deadline_t *dl, char *why, size_t len)
 {
-	CURL *c = curl_easy_init();
+	long left = deadline_timeout_ms(dl), status = -1;
 	char *proxy;
-	long status = -1;
+	CURL *c;
 	CURLcode rc;
 
+	if (left < 0) { /* never 0 to libcurl: that would mean no timeout at all */
+		sk_fmt(why, len, "no time left for the request (--timeout)");
+		return -1;
+	}
+	c = curl_easy_init();
 	if (!c) {
 		sk_fmt(why, len, "cannot start libcurl");
 		return -1;
@@ -84,7 +90,7 @@ static long http_status(const char *url, const deadline_t *dl, char *why, size_t
 	curl_easy_setopt(c, CURLOPT_PROXY, proxy ? proxy : ""); /* "": direct, whatever the environment */
 	curl_easy_setopt(c, CURLOPT_NOPROXY, "");
 	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)deadline_left_ms(dl));
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, left);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -125,6 +131,7 @@ int main(int argc, char **argv)
 	bool json, ready;
 	const char *probe;
 
+	proc_no_dumps(); /* before any password is read */
 	log_setup(argv[0], LOG_TEXT, LOG_WARN, stderr);
 	if ((rc = opts_parse_main(&o, argc, argv)) >= 0)
 		return rc;

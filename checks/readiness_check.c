@@ -6,6 +6,7 @@
 #include "galera.h"
 #include "log.h"
 #include "probe.h"
+#include "proc.h"
 #include "replica.h"
 
 /* clang-format off */
@@ -56,6 +57,7 @@ int main(int argc, char **argv)
 	int rc;
 	bool json;
 
+	proc_no_dumps(); /* before any password is read */
 	log_setup(argv[0], LOG_TEXT, LOG_WARN, stderr);
 	if ((rc = opts_parse_main(&o, argc, argv)) >= 0)
 		return rc;

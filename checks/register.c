@@ -14,6 +14,7 @@
 #include "clustercheck.h"
 #include "consul.h"
 #include "log.h"
+#include "proc.h"
 
 enum key_state { KEY_UNKNOWN, KEY_PRESENT, KEY_ABSENT };
 
@@ -435,8 +436,14 @@ static int register_loop(struct registrar *g, bool *abandoned)
 	struct signalfd_siginfo si;
 	pthread_t thread;
 	sigset_t set;
+	char err[200];
 	int sigfd;
 
+	/* Before any other thread: as a container's PID 1 it inherits every orphan. */
+	if (proc_reaper_start(err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		return 1;
+	}
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);

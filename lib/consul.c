@@ -495,8 +495,10 @@ static size_t on_body(char *ptr, size_t size, size_t n, void *ud)
  * copied out by now, so give that memory back instead of keeping it between wake-ups. */
 static void release_big_body(struct consul *c)
 {
-	if (c->body.cap > 65536)
+	if (c->body.cap > 65536) {
+		sk_wipe(c->body.data, c->body.len); /* KV values: user passwords */
 		sk_buf_free(&c->body); /* keeps the size cap */
+	}
 }
 
 static bool parse_u64(const char *s, uint64_t *out)
@@ -704,6 +706,7 @@ void consul_free(struct consul *c)
 	free(c->base);
 	free(c->unix_path);
 	free(c->dc);
+	sk_wipe(c->body.data, c->body.len);
 	sk_buf_free(&c->body);
 	free(c);
 }
@@ -844,6 +847,7 @@ static int request(struct consul *c, const char *method, const char *path, const
 	int ret = -1;
 	long left;
 
+	sk_wipe(c->body.data, c->body.len); /* the last answer's KV values: user passwords */
 	c->body.len = 0;
 	if (c->body.data)
 		c->body.data[0] = '\0';
@@ -859,8 +863,8 @@ static int request(struct consul *c, const char *method, const char *path, const
 		sk_err(err, errlen, "%s: URL too long", what);
 		goto out;
 	}
-	left = deadline_left_ms(dl); /* never 0 below: libcurl reads a 0 timeout as "none" */
-	if (left <= 0 || deadline_expired(dl)) {
+	left = deadline_timeout_ms(dl); /* never 0 below: libcurl reads a 0 timeout as "none" */
+	if (left < 0) {
 		sk_err(err, errlen, "%s: no time left before the request (deadline)", what);
 		goto out;
 	}
@@ -1288,6 +1292,8 @@ void consul_kv_list_free(struct consul_kv_list *l)
 {
 	for (size_t i = 0; i < l->n; i++) {
 		free(l->items[i].key);
+		if (l->items[i].value)
+			sk_wipe(l->items[i].value, l->items[i].len); /* user passwords */
 		free(l->items[i].value);
 		free(l->items[i].session);
 	}
@@ -1628,7 +1634,7 @@ static int health_item(const cJSON *it, size_t n, struct consul_kv *out, char *e
 		addr = json_str(node, "Address");
 	if (!addr || !*addr || strlen(addr) > 255)
 		return sk_err(err, errlen, "entry %zu: no Service.Address or Node.Address", n);
-	if (!cJSON_IsNumber(port) || port->valuedouble < 1 || port->valuedouble > 65535 ||
+	if (!cJSON_IsNumber(port) || !(port->valuedouble >= 1 && port->valuedouble <= 65535) ||
 	    port->valuedouble != (double)(long)port->valuedouble)
 		return sk_err(err, errlen, "entry %zu: Service.Port is not a port number", n);
 	snprintf(key, sizeof(key), strchr(addr, ':') ? "[%s]:%ld" : "%s:%ld", addr, (long)port->valuedouble);
@@ -1769,8 +1775,8 @@ static int listing_entry(struct consul_listing *p)
 	p->out.n++;
 	rc = 0;
 out:
-	cJSON_Delete(doc);
-	sk_wipe(p->entry, p->elen); /* the entry's text: base64 of user passwords */
+	sk_json_delete_wiped(doc); /* base64 of the values: user passwords */
+	sk_wipe(p->entry, p->elen); /* the entry's text, the same */
 	free(s.nums);
 	return rc;
 }

@@ -40,6 +40,13 @@ int deadline_left_ms(const deadline_t *d)
 	return left > INT32_MAX ? INT32_MAX : (int)left;
 }
 
+long deadline_timeout_ms(const deadline_t *d)
+{
+	int left = deadline_left_ms(d); /* rounded up: 1 while any time is left */
+
+	return left > 0 && !deadline_expired(d) ? left : -1;
+}
+
 bool deadline_expired(const deadline_t *d)
 {
 	return d->at != 0 && deadline_now_us() >= d->at;

@@ -22,6 +22,11 @@ deadline_t deadline_never(void);
 /* Milliseconds left, rounded up, never negative; INT32_MAX when there is no deadline. */
 int deadline_left_ms(const deadline_t *d);
 
+/* The time left for a library that reads 0 as "no timeout" (libcurl's CURLOPT_TIMEOUT_MS): at
+ * least 1 ms while the deadline has not passed, -1 once it has (the caller then fails the step
+ * rather than start it with no limit); INT32_MAX when there is no deadline. */
+long deadline_timeout_ms(const deadline_t *d);
+
 /* True once the deadline has passed. */
 bool deadline_expired(const deadline_t *d);
 

@@ -1,15 +1,27 @@
 /* http.c: libmicrohttpd glue: address parsing, a thread per connection or one event loop, replies
- * from a handler. */
+ * from a handler, and the limits that keep hostile clients from starving the port. */
 #include "http.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+
+#include "deadline.h"
+
+/* One open connection, for its request deadline. */
+struct conn {
+	struct conn *prev, *next; /* in the server's waiting list while `waiting` */
+	int fd;
+	int64_t due_us; /* CLOCK_MONOTONIC time by which its request must be complete */
+	bool waiting; /* a request is expected: from accept, or since the previous reply went out */
+};
 
 struct http_server {
 	struct MHD_Daemon *d;
@@ -17,7 +29,20 @@ struct http_server {
 	void *ctx;
 	unsigned port;
 	atomic_int busy; /* requests between their handler's start and their reply's last byte */
+	/* The request deadline: connections waiting for a complete request, oldest due first (every
+	 * wait lasts the same, so appending keeps the order), and the thread that closes late ones. */
+	int64_t request_timeout_us;
+	pthread_mutex_t mu;
+	pthread_cond_t cv; /* on CLOCK_MONOTONIC; signalled when the list gets a new head, or at stop */
+	struct conn *head, *tail;
+	bool stopping;
+	bool watchdog_running;
+	pthread_t watchdog;
 };
+
+/* Descriptors besides the connections: the listening socket, libmicrohttpd's own, the log, the
+ * binary's clients (mysqld, Consul, ProxySQL admin). */
+#define FD_MARGIN 64
 
 /* Each connection's buffer for the request line, headers and the reply's header; a request
  * whose headers do not fit gets 431. Probes and scrapers send a few hundred bytes. */
@@ -92,6 +117,104 @@ static enum MHD_Result add_arg(void *cls, enum MHD_ValueKind kind, const char *k
 	return MHD_YES;
 }
 
+/* Starts the wait for a request on `c` (under s->mu). */
+static void wait_start(struct http_server *s, struct conn *c)
+{
+	c->due_us = deadline_now_us() + s->request_timeout_us;
+	c->waiting = true;
+	c->next = NULL;
+	c->prev = s->tail;
+	if (s->tail)
+		s->tail->next = c;
+	else {
+		s->head = c;
+		pthread_cond_signal(&s->cv);
+	}
+	s->tail = c;
+}
+
+/* Ends the wait for a request on `c`, if it was waiting (under s->mu). */
+static void wait_end(struct http_server *s, struct conn *c)
+{
+	if (!c->waiting)
+		return;
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->head = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	else
+		s->tail = c->prev;
+	c->prev = c->next = NULL;
+	c->waiting = false;
+}
+
+/* The watchdog thread: shuts down the socket of every connection whose request is late, which
+ * wakes libmicrohttpd's poll on it and makes it close the connection. The descriptor cannot
+ * belong to another connection yet: libmicrohttpd reports a connection closed (on_connection,
+ * which takes s->mu) before it closes its descriptor. */
+static void *watchdog(void *arg)
+{
+	struct http_server *s = arg;
+
+	pthread_mutex_lock(&s->mu);
+	while (!s->stopping) {
+		int64_t now = deadline_now_us();
+		struct timespec at;
+
+		while (s->head && s->head->due_us <= now) {
+			struct conn *late = s->head;
+
+			shutdown(late->fd, SHUT_RDWR);
+			wait_end(s, late);
+		}
+		if (!s->head) {
+			pthread_cond_wait(&s->cv, &s->mu);
+			continue;
+		}
+		at.tv_sec = (time_t)(s->head->due_us / 1000000);
+		at.tv_nsec = (long)(s->head->due_us % 1000000) * 1000;
+		pthread_cond_timedwait(&s->cv, &s->mu, &at);
+	}
+	pthread_mutex_unlock(&s->mu);
+	return NULL;
+}
+
+/* The connection `mc` opened or closed: its deadline entry is made or dropped. */
+static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
+			  enum MHD_ConnectionNotificationCode toe)
+{
+	struct http_server *s = cls;
+	struct conn *c = *socket_context;
+
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *info = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+		c = xcalloc(1, sizeof(*c));
+		c->fd = info ? info->connect_fd : -1;
+		pthread_mutex_lock(&s->mu);
+		if (c->fd >= 0)
+			wait_start(s, c);
+		pthread_mutex_unlock(&s->mu);
+		*socket_context = c;
+	} else if (c) {
+		pthread_mutex_lock(&s->mu);
+		wait_end(s, c);
+		pthread_mutex_unlock(&s->mu);
+		free(c);
+		*socket_context = NULL;
+	}
+}
+
+/* The deadline entry of `mc`, or NULL. */
+static struct conn *conn_of(struct MHD_Connection *mc)
+{
+	const union MHD_ConnectionInfo *info = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+
+	return info ? info->socket_context : NULL;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
 				  const char *version, const char *upload_data, size_t *upload_data_size,
 				  void **con_cls)
@@ -112,8 +235,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return MHD_YES;
 	}
 	if (*con_cls == &started) {
+		struct conn *conn = conn_of(c);
+
 		*con_cls = &handled;
 		atomic_fetch_add(&s->busy, 1);
+		if (conn) { /* the request is complete: no deadline while it is answered */
+			pthread_mutex_lock(&s->mu);
+			wait_end(s, conn);
+			pthread_mutex_unlock(&s->mu);
+		}
 	}
 	r->status = 500;
 	r->content_type = "text/plain";
@@ -135,24 +265,65 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode why)
 {
 	struct http_server *s = cls;
+	struct conn *conn;
 
-	(void)c;
-	(void)why;
 	if (*con_cls == &handled)
 		atomic_fetch_sub(&s->busy, 1);
 	*con_cls = NULL;
+	/* The reply went out and the connection stays open: the next request's wait starts now. */
+	if (why == MHD_REQUEST_TERMINATED_COMPLETED_OK && (conn = conn_of(c)) != NULL) {
+		pthread_mutex_lock(&s->mu);
+		if (!conn->waiting)
+			wait_start(s, conn);
+		pthread_mutex_unlock(&s->mu);
+	}
+}
+
+/* Makes room for `conns` connections in RLIMIT_NOFILE, raising the soft limit up to the hard one. */
+static int fd_room(unsigned conns, char *err, size_t errlen)
+{
+	struct rlimit rl;
+	rlim_t need = (rlim_t)conns + FD_MARGIN;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need)
+		return 0;
+	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need)
+		return sk_err(err, errlen, "%u connections need %lu descriptors, the hard limit is %lu (ulimit -Hn)",
+			      conns, (unsigned long)need, (unsigned long)rl.rlim_max);
+	rl.rlim_cur = need;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return sk_err(err, errlen, "cannot raise the descriptor limit to %lu: %s", (unsigned long)need,
+			      strerror(errno));
+	return 0;
+}
+
+/* Frees a server whose daemon is stopped or was never started. */
+static void server_free(struct http_server *s)
+{
+	if (s->watchdog_running) {
+		pthread_mutex_lock(&s->mu);
+		s->stopping = true;
+		pthread_cond_signal(&s->cv);
+		pthread_mutex_unlock(&s->mu);
+		pthread_join(s->watchdog, NULL);
+	}
+	pthread_cond_destroy(&s->cv);
+	pthread_mutex_destroy(&s->mu);
+	free(s);
 }
 
 struct http_server *http_start(const char *spec, enum http_mode mode, http_handler h, void *ctx,
-			       unsigned idle_timeout_s, unsigned max_conns, char *err, size_t errlen)
+			       const struct http_limits *lim, char *err, size_t errlen)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
 	struct http_server *s;
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_SUPPRESS_DATE_NO_CLOCK;
 	const union MHD_DaemonInfo *info;
+	pthread_condattr_t ca;
+	int rc;
 
-	if (http_parse_listen(spec, &ss, &len, err, errlen) < 0)
+	if (http_parse_listen(spec, &ss, &len, err, errlen) < 0 || fd_room(lim->max_conns, err, errlen) < 0)
 		return NULL;
 	if (mode == HTTP_HANDLERS_BLOCK)
 		flags |= MHD_USE_THREAD_PER_CONNECTION;
@@ -161,14 +332,30 @@ struct http_server *http_start(const char *spec, enum http_mode mode, http_handl
 	s = xcalloc(1, sizeof(*s));
 	s->h = h;
 	s->ctx = ctx;
+	s->request_timeout_us = (int64_t)lim->request_timeout_ms * 1000;
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	rc = pthread_create(&s->watchdog, NULL, watchdog, s);
+	if (rc != 0) {
+		server_free(s);
+		sk_err(err, errlen, "cannot start the request deadline thread: %s", strerror(rc));
+		return NULL;
+	}
+	s->watchdog_running = true;
 	s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-				MHD_OPTION_CONNECTION_TIMEOUT, idle_timeout_s, MHD_OPTION_CONNECTION_LIMIT, max_conns,
+				MHD_OPTION_CONNECTION_TIMEOUT, lim->idle_timeout_s, MHD_OPTION_CONNECTION_LIMIT,
+				lim->max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT, lim->max_conns_per_ip,
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
 				MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-				MHD_OPTION_END);
+				MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_END);
 	if (!s->d) {
-		free(s);
-		sk_err(err, errlen, "cannot listen on %s: %s", spec, errno ? strerror(errno) : "libmicrohttpd failed");
+		int e = errno;
+
+		server_free(s);
+		sk_err(err, errlen, "cannot listen on %s: %s", spec, e ? strerror(e) : "libmicrohttpd failed");
 		return NULL;
 	}
 	info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
@@ -198,5 +385,5 @@ void http_stop(struct http_server *s)
 	if (!s)
 		return;
 	MHD_stop_daemon(s->d);
-	free(s);
+	server_free(s);
 }

@@ -37,10 +37,22 @@ int http_parse_listen(const char *spec, struct sockaddr_storage *ss, socklen_t *
  * thread per request cost 5 times the CPU of this mode, 7 times under musl). */
 enum http_mode { HTTP_HANDLERS_BLOCK, HTTP_HANDLERS_QUICK };
 
-/* Start serving `spec`; idle connections are closed after `idle_timeout_s`, and at most
- * `max_conns` are open at once. Returns NULL with err set (bad address, port in use). */
+/* The limits that keep a health port answering under hostile clients. */
+struct http_limits {
+	unsigned max_conns; /* open connections at most; one more is closed at once */
+	unsigned max_conns_per_ip; /* open connections from one client address at most */
+	unsigned idle_timeout_s; /* close a connection that sends nothing for this long */
+	/* A request must be complete (headers and body) this long after its connection opened or
+	 * its connection's previous reply went out, however steadily it trickles; otherwise the
+	 * connection is closed unanswered. */
+	unsigned request_timeout_ms;
+};
+
+/* Start serving `spec` within `lim`. Raises the soft RLIMIT_NOFILE when lim->max_conns needs more
+ * descriptors. Returns NULL with err set (bad address, port in use, a hard descriptor limit
+ * below what lim->max_conns needs). */
 struct http_server *http_start(const char *spec, enum http_mode mode, http_handler h, void *ctx,
-			       unsigned idle_timeout_s, unsigned max_conns, char *err, size_t errlen);
+			       const struct http_limits *lim, char *err, size_t errlen);
 
 /* The port actually bound (useful with port 0). */
 unsigned http_port(const struct http_server *s);

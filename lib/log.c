@@ -9,6 +9,9 @@
 
 #define LOG_MAX_SECRETS 256
 #define LOG_LINE_MAX 4096
+/* The longest line written, newline included; a longer message is cut and marked. */
+#define LOG_LINE_BYTES 8192
+#define LOG_CUT_MARK " [cut: line longer than 8192 bytes]"
 
 static struct {
 	char prog[64];
@@ -92,20 +95,44 @@ void log_clear_secrets(void)
 	pthread_mutex_unlock(&lg_lock);
 }
 
-/* Caller holds lg_lock. */
+/* Caller holds lg_lock. Every byte inside any occurrence of any secret (overlapping ones, and
+ * secrets inside other secrets, included) is marked first; then each run of marked bytes becomes
+ * one "***". One pass over a fixed input: it ends whatever the secrets are (even "***"), and the
+ * result never grows, since a run is at least as long as the shortest secret (3 bytes). */
 static void redact_locked(char *s)
 {
-	size_t count = lg.nsecrets < LOG_MAX_SECRETS ? lg.nsecrets : LOG_MAX_SECRETS;
+	size_t count = lg.nsecrets < LOG_MAX_SECRETS ? lg.nsecrets : LOG_MAX_SECRETS, n = strlen(s), o = 0;
+	unsigned char small[1024], *mark;
+	bool any = false;
 
+	if (count == 0 || n == 0)
+		return;
+	mark = n <= sizeof(small) ? small : xmalloc(n);
+	memset(mark, 0, n);
 	for (size_t i = 0; i < count; i++) {
-		size_t n = strlen(lg.secrets[i]);
-		char *hit;
+		size_t len = strlen(lg.secrets[i]);
+		const char *hit;
 
-		while ((hit = strstr(s, lg.secrets[i])) != NULL) {
-			memcpy(hit, "***", 3);
-			memmove(hit + 3, hit + n, strlen(hit + n) + 1);
+		for (const char *p = s; (hit = strstr(p, lg.secrets[i])) != NULL; p = hit + 1) {
+			memset(mark + (hit - s), 1, len);
+			any = true;
 		}
 	}
+	if (any) {
+		/* The write position never passes the read position: a run writes its 3 bytes over
+		 * bytes of its own, which are not read again. */
+		for (size_t i = 0; i < n; i++) {
+			if (!mark[i])
+				s[o++] = s[i];
+			else if (i == 0 || !mark[i - 1]) {
+				memcpy(s + o, "***", 3);
+				o += 3;
+			}
+		}
+		s[o] = '\0';
+	}
+	if (mark != small)
+		free(mark);
 }
 
 void log_redact(char *s)
@@ -115,20 +142,84 @@ void log_redact(char *s)
 	pthread_mutex_unlock(&lg_lock);
 }
 
+/* The bytes `c` takes in a line. Both formats escape every control character (below 0x20, and
+ * 0x7f), so data can neither end a line nor move a terminal's cursor: text as \n \r \t \xHH, JSON
+ * as \n \r \t \u00HH (and \" \\). */
+static size_t escaped_len(unsigned char c, bool json)
+{
+	if (c == '\n' || c == '\r' || c == '\t')
+		return 2;
+	if (c < 0x20 || c == 0x7f)
+		return json ? 6 : 4;
+	if (json && (c == '"' || c == '\\'))
+		return 2;
+	return 1;
+}
+
+static bool add_escaped(sk_buf *b, const char *s, size_t n, bool json)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		char esc[8];
+
+		switch (escaped_len(c, json)) {
+		case 1: esc[0] = (char)c; break;
+		case 2:
+			esc[0] = '\\';
+			esc[1] = c == '\n' ? 'n' : c == '\r' ? 'r' : c == '\t' ? 't' : (char)c;
+			break;
+		default: snprintf(esc, sizeof(esc), json ? "\\u%04x" : "\\x%02x", c); break;
+		}
+		if (!sk_buf_add(b, esc, escaped_len(c, json)))
+			return false;
+	}
+	return true;
+}
+
+/* Append `msg` escaped, leaving `reserve` bytes of the line for what follows. A message that does
+ * not fit is cut at a character boundary and ends with LOG_CUT_MARK: a line is never dropped. */
+static bool add_message(sk_buf *b, const char *msg, size_t reserve, bool json)
+{
+	size_t room = b->max - b->len - reserve, need = 0, n = strlen(msg), keep = 0;
+
+	for (size_t i = 0; i < n; i++)
+		need += escaped_len((unsigned char)msg[i], json);
+	if (need <= room)
+		return add_escaped(b, msg, n, json);
+	room = room > sizeof(LOG_CUT_MARK) - 1 ? room - (sizeof(LOG_CUT_MARK) - 1) : 0;
+	for (need = 0; keep < n && need + escaped_len((unsigned char)msg[keep], json) <= room; keep++)
+		need += escaped_len((unsigned char)msg[keep], json);
+	while (keep > 0 && ((unsigned char)msg[keep] & 0xc0) == 0x80)
+		keep--; /* not inside a UTF-8 sequence */
+	return add_escaped(b, msg, keep, json) && sk_buf_add(b, LOG_CUT_MARK, sizeof(LOG_CUT_MARK) - 1);
+}
+
 void log_msg(enum log_level level, const char *fmt, ...)
 {
-	char msg[LOG_LINE_MAX];
+	char small[LOG_LINE_MAX], *msg = small;
 	char stamp[80];
 	struct timespec ts;
 	struct tm tm;
 	va_list ap;
 	FILE *out;
+	sk_buf b;
+	bool json, ok;
+	int len;
 
 	if (level < lg.level || level >= LOG_OFF)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	len = vsnprintf(small, sizeof(small), fmt, ap);
 	va_end(ap);
+	if (len < 0)
+		return;
+	if ((size_t)len >= sizeof(small)) {
+		/* Whole, so that redaction sees every secret before the line is cut. */
+		msg = xmalloc((size_t)len + 1);
+		va_start(ap, fmt);
+		vsnprintf(msg, (size_t)len + 1, fmt, ap);
+		va_end(ap);
+	}
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
@@ -138,18 +229,23 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	pthread_mutex_lock(&lg_lock);
 	redact_locked(msg);
 	out = lg.stream ? lg.stream : stderr;
-	if (lg.format == LOG_JSON) {
-		sk_buf b;
-
-		sk_buf_init(&b, LOG_LINE_MAX * 2);
-		if (sk_buf_addf(&b, "{\"time\":\"%s\",\"level\":\"%s\",\"prog\":", stamp, level_names[level]) &&
-		    sk_buf_add_json_str(&b, lg.prog) && sk_buf_add(&b, ",\"msg\":", 7) &&
-		    sk_buf_add_json_str(&b, msg) && sk_buf_add(&b, "}\n", 2))
-			fputs(b.data, out);
-		sk_buf_free(&b);
-	} else {
-		fprintf(out, "%s %s %s: %s\n", stamp, level_names[level], lg.prog, msg);
-	}
+	json = lg.format == LOG_JSON;
+	sk_buf_init(&b, LOG_LINE_BYTES);
+	if (json)
+		ok = sk_buf_addf(&b, "{\"time\":\"%s\",\"level\":\"%s\",\"prog\":", stamp, level_names[level]) &&
+		     sk_buf_add_json_str(&b, lg.prog) && sk_buf_add(&b, ",\"msg\":\"", 8) &&
+		     add_message(&b, msg, 3, true) && sk_buf_add(&b, "\"}\n", 3);
+	else
+		ok = sk_buf_addf(&b, "%s %s %s: ", stamp, level_names[level], lg.prog) &&
+		     add_message(&b, msg, 1, false) && sk_buf_add(&b, "\n", 1);
+	if (ok)
+		fputs(b.data, out);
+	sk_buf_free(&b);
 	fflush(out);
 	pthread_mutex_unlock(&lg_lock);
+	sk_wipe(small, (size_t)len < sizeof(small) ? (size_t)len : sizeof(small)); /* redaction leaves a tail */
+	if (msg != small) {
+		sk_wipe(msg, (size_t)len);
+		free(msg);
+	}
 }

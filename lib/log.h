@@ -26,10 +26,15 @@ void log_add_secret(const char *secret);
 /* Forget all registered secrets (config reload). */
 void log_clear_secrets(void);
 
-/* Replace every registered secret in `s` with "***", in place (the result never grows). */
+/* Replace every registered secret in `s` with "***", in place: each run of bytes covered by
+ * secrets (overlapping, adjacent or nested ones) becomes one "***". The result never grows, and
+ * it ends for any secret, "***" included. */
 void log_redact(char *s);
 
-/* Write one line. `fmt` is printf-style; the message may carry key=value pairs. */
+/* Write one line. `fmt` is printf-style; the message may carry key=value pairs. Secrets are
+ * redacted first; control characters in the message (below 0x20, and 0x7f) are escaped in both
+ * formats, so data cannot start a line of its own. A line longer than 8192 bytes is cut at a
+ * character boundary and ends with "[cut: line longer than 8192 bytes]". */
 void log_msg(enum log_level level, const char *fmt, ...) SK_PRINTF(2, 3);
 
 #define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)

@@ -1,6 +1,7 @@
 /* util.c: memory, string and number helpers shared by every binary. */
 #include "util.h"
 
+#include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -177,10 +178,24 @@ bool sk_streq_ci(const char *a, const char *b)
 
 void sk_wipe(void *p, size_t n)
 {
-	volatile unsigned char *v = p;
+	if (p && n)
+		explicit_bzero(p, n);
+}
 
-	while (n--)
-		*v++ = 0;
+static void json_wipe(cJSON *node)
+{
+	for (; node; node = node->next) {
+		if (node->valuestring)
+			sk_wipe(node->valuestring, strlen(node->valuestring));
+		if (node->child)
+			json_wipe(node->child); /* cJSON's parser limits the depth (CJSON_NESTING_LIMIT) */
+	}
+}
+
+void sk_json_delete_wiped(cJSON *doc)
+{
+	json_wipe(doc);
+	cJSON_Delete(doc);
 }
 
 int sk_read_file(const char *path, size_t max, char **out, size_t *len, char *err, size_t errlen)

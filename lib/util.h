@@ -43,8 +43,12 @@ char *sk_trim(char *s);
 /* Case-insensitive ASCII string equality. */
 bool sk_streq_ci(const char *a, const char *b);
 
-/* Overwrite memory that held a secret, in a way the compiler keeps. */
+/* Overwrite memory that held a secret, in a way the compiler keeps (explicit_bzero). */
 void sk_wipe(void *p, size_t n);
+
+/* cJSON_Delete after wiping every string value of the tree (a KV document may hold passwords). */
+struct cJSON;
+void sk_json_delete_wiped(struct cJSON *doc);
 
 /* Read a whole regular file of at most `max` bytes into a NUL-terminated heap buffer.
  * Returns 0 and sets *out / *len, or -1 with a reason in err (missing, unreadable, too large,

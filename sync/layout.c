@@ -82,7 +82,8 @@ static const char *int_attr(const cJSON *v, long min, long max, long *out)
 	} else {
 		return "is not a number";
 	}
-	if (d != (double)(long)d || d < (double)min || d > (double)max)
+	/* In range before the conversion: converting 1e300 to long is undefined behaviour. */
+	if (!(d >= (double)min && d <= (double)max) || d != (double)(long)d)
 		return "is out of range";
 	*out = (long)d;
 	return NULL;
@@ -110,7 +111,7 @@ static const char *server_attrs(const char *value, size_t len, struct px_server 
 		return NULL; /* empty, or "host:port" as orchestrator and clustercheck write it */
 	root = cJSON_ParseWithLength(value, len);
 	if (!root || !cJSON_IsObject(root)) {
-		cJSON_Delete(root);
+		sk_json_delete_wiped(root);
 		return "value is not valid JSON";
 	}
 	cJSON_ArrayForEach(it, root)
@@ -475,7 +476,7 @@ static void announced(const struct kv_pair *kv, struct layout_result *r)
 		bad = "value is not a JSON object";
 	else if (!host || (bad = model_check_host(host)) != NULL)
 		bad = bad ? bad : "has no hostname";
-	else if (!cJSON_IsNumber(port) || port->valuedouble < 1 || port->valuedouble > 65535 ||
+	else if (!cJSON_IsNumber(port) || !(port->valuedouble >= 1 && port->valuedouble <= 65535) ||
 		 port->valuedouble != (double)(long)port->valuedouble)
 		bad = "port is not a number from 1 to 65535";
 	else if (weight && (int_attr(weight, 0, 10000000, &w) != NULL))
@@ -625,7 +626,7 @@ static void user(const struct layout_config *cfg, const struct kv_pair *kv, stru
 	u.comment = NULL;
 	u.default_schema = cfg->user_defaults.default_schema ? xstrdup(cfg->user_defaults.default_schema) : NULL;
 	bad = user_json(root, &u, why, sizeof(why));
-	cJSON_Delete(root);
+	sk_json_delete_wiped(root); /* the password */
 	if (bad) {
 		reject(r, kv->key, "%s", bad);
 		px_names_add(&r->keep_users, name);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -18,6 +19,7 @@
 #include "db.h"
 #include "http.h"
 #include "log.h"
+#include "proc.h"
 
 /* The running agent, swapped on reload; the health handler reads it under `mu`. While a reload
  * stops the old agent (up to admin-timeout), `ag` is NULL and `state` says why: the lock is never
@@ -81,13 +83,56 @@ static void setup_logging(const struct sync_config *c, const char *argv0)
 	log_setup(argv0, f, l, stdout);
 }
 
-/* --once takes a lock so that overlapping cron runs cannot collide. */
+/* lock-file's default: a directory only this user (or root) can write, else this user's own name
+ * in /tmp, which take_lock checks. */
+static const char *default_lock_file(char *buf, size_t len)
+{
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+
+	if (xdg && xdg[0] == '/' && sk_fmt(buf, len, "%s/proxysql-sync.lock", xdg))
+		return buf;
+	if (access("/run", W_OK) == 0)
+		return "/run/proxysql-sync.lock";
+	snprintf(buf, len, "/tmp/proxysql-sync-%u.lock", (unsigned)geteuid());
+	return buf;
+}
+
+/* --once takes a lock so that overlapping cron runs cannot collide. The file may sit in a
+ * directory anyone can write (/tmp): a symbolic link is never followed, and a file that is not
+ * regular, belongs to another user or has other hard links is refused with one line. */
 static int take_lock(const char *path)
 {
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	char buf[4200];
+	struct stat st;
+	bool ok = false;
+	int fd;
 
+	if (!path)
+		path = default_lock_file(buf, sizeof(buf));
+	fd = open(path, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0600);
 	if (fd < 0) {
+		if (errno == ELOOP)
+			log_error("lock file %s: a symbolic link, not followed; remove it or choose another path "
+				  "(--lock-file)",
+				  path);
+		else
+			log_error("lock file %s: %s (--lock-file)", path, strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) < 0)
 		log_error("lock file %s: %s (--lock-file)", path, strerror(errno));
+	else if (!S_ISREG(st.st_mode))
+		log_error("lock file %s: not a regular file (--lock-file)", path);
+	else if (st.st_uid != geteuid())
+		log_error("lock file %s: belongs to uid %u, not to this user (uid %u); remove it or choose another "
+			  "path (--lock-file)",
+			  path, (unsigned)st.st_uid, (unsigned)geteuid());
+	else if (st.st_nlink != 1)
+		log_error("lock file %s: has %lu hard links, not 1 (--lock-file)", path, (unsigned long)st.st_nlink);
+	else
+		ok = true;
+	if (!ok) {
+		close(fd);
 		return -1;
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
@@ -113,10 +158,22 @@ static int run(struct sync_config *cfg, int argc, char **argv, bool *abandoned)
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	/* Before any other thread: as a container's PID 1 the agent inherits every orphan. */
+	if (proc_reaper_start(err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		return 1;
+	}
 
 	if (*opt_str(&cfg->o, "health-listen")) {
-		health = http_start(opt_str(&cfg->o, "health-listen"), HTTP_HANDLERS_QUICK, on_health, NULL, 10, 64,
-				    err, sizeof(err));
+		struct http_limits lim = {
+			.max_conns = (unsigned)opt_int(&cfg->o, "health-max-connections"),
+			.max_conns_per_ip = (unsigned)opt_int(&cfg->o, "health-max-connections-per-ip"),
+			.idle_timeout_s = (unsigned)opt_int(&cfg->o, "health-idle-timeout"),
+			.request_timeout_ms = (unsigned)(opt_num(&cfg->o, "health-request-timeout") * 1000),
+		};
+
+		health = http_start(opt_str(&cfg->o, "health-listen"), HTTP_HANDLERS_QUICK, on_health, NULL, &lim, err,
+				    sizeof(err));
 		if (!health) {
 			log_error("%s (health-listen)", err);
 			return 2;
@@ -192,6 +249,7 @@ int main(int argc, char **argv)
 	int rc, lock = -1;
 	bool abandoned = false;
 
+	proc_no_dumps(); /* before any password or token is read */
 	/* Before anything else: a stop or reload signal that comes while the agent starts waits for
 	 * the loop (sigwait), rather than being dropped (PID 1 has no default actions) or, for
 	 * SIGHUP, killing it. The one-shot modes take them back below. */

@@ -98,6 +98,8 @@ users:
 		u.max_connections = col_long(row[11], 10000);
 		u.comment = row[12] ? row[12] : "";
 		px_users_add(users, &u);
+		if (row[1])
+			sk_wipe(row[1], strlen(row[1])); /* copied; the result is freed unwiped */
 	}
 	if (res)
 		mysql_free_result(res);

@@ -34,9 +34,35 @@ if [ -z "$missing" ]; then
 fi
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+# Another apt or dpkg (a fresh machine's unattended upgrades) may hold the package locks: wait for
+# it, up to DEPS_LOCK_WAIT seconds, rather than fail at once. apt waits for the dpkg lock itself
+# (DPkg::Lock::Timeout); the lists lock of `update` is retried here.
+lock_wait=${DEPS_LOCK_WAIT:-600}
+apt_get() {
+	started=$(date +%s)
+	while :; do
+		out=$(DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o Acquire::Retries=5 \
+			-o DPkg::Lock::Timeout="$lock_wait" "$@" 2>&1) && return 0
+		case $out in
+		*"Could not get lock"* | *"Unable to lock"* | *"Unable to acquire"*)
+			if [ $(($(date +%s) - started)) -ge "$lock_wait" ]; then
+				printf '%s\n' "$out" >&2
+				echo "deps: apt's lock still held after ${lock_wait} s (DEPS_LOCK_WAIT)" >&2
+				return 1
+			fi
+			echo "deps: another apt or dpkg holds its lock; waiting"
+			sleep 5
+			;;
+		*)
+			printf '%s\n' "$out" >&2
+			return 1
+			;;
+		esac
+	done
+}
 echo "deps: installing:$missing"
-$SUDO apt-get -o Acquire::Retries=5 update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get -o Acquire::Retries=5 install -y -qq --no-install-recommends $missing >/dev/null
+apt_get update -qq
+apt_get install -y -qq --no-install-recommends $missing >/dev/null
 # The packaged mariadb service is not used by the tests; they start their own servers on loopback.
 if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet mariadb 2>/dev/null; then
 	$SUDO systemctl disable --now mariadb >/dev/null 2>&1 || true

@@ -11,6 +11,15 @@ a small KV tree (a writer, 8 replicas, 50 users) from the Consul double to the P
 client count: requests/s, p50/p99/max latency, non-200 answers, response size, and the agent's
 CPU time per request (/proc/PID/stat over the row). Then the agent's RSS (VmRSS, VmHWM).
 
+Then the hostile run (--trickle N, 0 to skip): N connections from 30 other loopback addresses
+(127.0.0.2 ...) each trickle one byte of a never-ending request every 2 s and reconnect when the
+server closes them (tests/integration/trickle.py), while a prober on 127.0.0.1 asks /healthz of
+the agent, then /liveness of `clustercheck --listen` against a 1-node MariaDB Galera started here
+(tests/integration/servers.py; --no-liveness skips it), on a new connection every 50 ms for
+--trickle-seconds: answered/failed, p50/p99/max latency, the most hostile connections open at
+once, how long the server let a trickling connection live, and the server's RSS at the end.
+Both servers run with their default limits. The goal: every probe answered, p99 <= 250 ms.
+
 Exits non-zero when the agent never becomes ready or the load generator cannot run.
 """
 
@@ -34,6 +43,8 @@ from fakes.consul import Consul  # noqa: E402
 from fakes.process import free_port  # noqa: E402
 from fakes.proxysql import ProxySQL  # noqa: E402
 from sync_bench import cpu_ticks, proc_status  # noqa: E402
+import probes as pb  # noqa: E402  (a 1-node Galera and clustercheck --listen; puts tests/integration on the path)
+import trickle  # noqa: E402
 
 BIN = os.environ.get("SIDEKICK_BIN", os.path.join(ROOT, "bin"))
 TICK = os.sysconf("SC_CLK_TCK")
@@ -79,8 +90,37 @@ def start_agent(binary, workdir, consul, px, port):
     return p, log
 
 
-def bench_agent(binary, load, consul, px, requests, clients, work):
-    """Rows (path, clients, httpload results, agent CPU us per request) and (VmRSS, VmHWM) KiB."""
+def hostile_row(server, pid, port, path, conns, secs):
+    """One row of the hostile run: `path` probed from 127.0.0.1 while `conns` connections trickle."""
+    t, p = trickle.hostile_run(port, path, conns=conns, addrs=30, interval=2.0, duration=secs, probe_every=0.05)
+    lat = [r[1] * 1000 for r in p.results]
+    fails = [r for r in p.results if r[0] != 200]
+    return {"server": server, "path": path, "conns": conns, "probes": len(p.results), "ok": len(p.results) - len(fails),
+            "failed": len(fails), "first_failure": fails[0] if fails else None,
+            "p50": trickle.percentile(lat, 50), "p99": trickle.percentile(lat, 99), "max": max(lat),
+            "max_open": t.max_open, "closed": len(t.closed), "lifetime": max(t.closed) if t.closed else None,
+            "rss": proc_status(pid, "VmRSS"), "hwm": proc_status(pid, "VmHWM")}
+
+
+def bench_liveness(conns, secs, tmp):
+    """The hostile row of clustercheck --listen /liveness, against a 1-node Galera started here."""
+    ws = pb.servers.Workspace()
+    try:
+        node = pb.start_galera_node(ws)
+        p, port, log = pb.start_listener(node, ws, tmp, "--max-connections", "1024")  # its default
+        try:
+            return hostile_row("clustercheck --listen", p.pid, port, "/liveness", conns, secs)
+        finally:
+            p.terminate()
+            p.wait(10)
+            log.close()
+    finally:
+        ws.destroy()
+
+
+def bench_agent(binary, load, consul, px, requests, clients, work, trickle_conns=0, trickle_secs=0):
+    """Rows (path, clients, httpload results, agent CPU us per request), (VmRSS, VmHWM) KiB and the
+    hostile row (None when trickle_conns is 0)."""
     port = free_port()
     agent, log = start_agent(binary, work, consul, px, port)
     try:
@@ -106,9 +146,11 @@ def bench_agent(binary, load, consul, px, requests, clients, work):
                     raise SystemExit("health bench: no request to %s answered 200: %s" % (path, out.strip()))
                 rows.append((path, conc, r, dc / TICK * 1e6 / max(1, int(r["requests"]))))
         rss = (proc_status(agent.pid, "VmRSS"), proc_status(agent.pid, "VmHWM"))
+        hostile = hostile_row("proxysql-sync", agent.pid, port, "/healthz", trickle_conns, trickle_secs) \
+            if trickle_conns else None
         if agent.poll() is not None:
             raise SystemExit("health bench: %s exited during the load (status %s)" % (binary, agent.returncode))
-        return rows, rss
+        return rows, rss, hostile
     finally:
         if agent.poll() is None:
             agent.terminate()
@@ -119,7 +161,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--requests", type=int, default=3000, help="requests per path and client count (default 3000)")
     ap.add_argument("--clients", default="1,4", help="concurrent clients, comma-separated (default 1,4)")
+    ap.add_argument("--trickle", type=int, default=300,
+                    help="hostile trickling connections in the hostile run (default 300, at most 1000; 0 skips it)")
+    ap.add_argument("--trickle-seconds", type=float, default=15.0, help="length of each hostile row (default 15, at most 20)")
+    ap.add_argument("--no-liveness", action="store_true", help="no clustercheck --listen row (no Galera node started)")
     a = ap.parse_args()
+    if not 0 <= a.trickle <= 1000 or not 2 <= a.trickle_seconds <= 20:
+        ap.error("--trickle must be 0 to 1000 and --trickle-seconds 2 to 20")
     clients = [int(c) for c in a.clients.split(",")]
     builds = [("dynamic", os.path.join(BIN, "proxysql-sync"))]
     if os.path.exists(os.path.join(BIN, "static", "proxysql-sync")):
@@ -134,7 +182,11 @@ def main():
     try:
         seed(consul)
         for name, binary in builds:
-            results.append((name, *bench_agent(binary, load, consul, px, a.requests, clients, work)))
+            results.append((name, *bench_agent(binary, load, consul, px, a.requests, clients, work, a.trickle,
+                                               a.trickle_seconds)))
+        hostile = [(name, h) for name, _, _, h in results if h]
+        if a.trickle and not a.no_liveness:
+            hostile.append(("dynamic", bench_liveness(a.trickle, a.trickle_seconds, work)))
     finally:
         px.close()
         consul.close()
@@ -145,13 +197,33 @@ def main():
     print("| build | path | clients | requests/s | p50 ms | p99 ms | max ms | non-200 | errors | bytes | "
           "agent CPU per request |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for name, rows, _ in results:
+    for name, rows, _, _ in results:
         for path, conc, r, cpu_us in rows:
             print("| %s | %s | %d | %s | %.2f | %.2f | %.2f | %s | %s | %s | %.0f us |" % (
                 name, path, conc, r["rps"], float(r["p50"]), float(r["p99"]), float(r["max"]), r["non200"],
                 r["errors"], r["bytes"], cpu_us))
     print("\nbytes: mean response size, headers included. Agent RSS after the load: " + "; ".join(
-        "%s %.1f MB (peak %.1f MB)" % (name, rss[0] / 1024, rss[1] / 1024) for name, _, rss in results) + ".")
+        "%s %.1f MB (peak %.1f MB)" % (name, rss[0] / 1024, rss[1] / 1024) for name, _, rss, _ in results) + ".")
+    if not hostile:
+        return
+    print("\n## Health ports under %d trickling connections from 30 other loopback addresses (%.0f s a row)\n"
+          % (a.trickle, a.trickle_seconds))
+    print("| build | server | path (from 127.0.0.1) | probes | answered 200 | failed | p50 ms | p99 ms | max ms | "
+          "hostile open at most | hostile closed | longest hostile life s | RSS MB (peak) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for name, h in hostile:
+        print("| %s | %s | %s | %d | %d | %d | %.2f | %.2f | %.2f | %d | %d | %s | %.1f (%.1f) |" % (
+            name, h["server"], h["path"], h["probes"], h["ok"], h["failed"], h["p50"], h["p99"], h["max"],
+            h["max_open"], h["closed"], "%.2f" % h["lifetime"] if h["lifetime"] is not None else "-",
+            h["rss"] / 1024, h["hwm"] / 1024))
+    for name, h in hostile:
+        if h["first_failure"]:
+            print("\n%s %s: first failed probe: %r" % (name, h["server"], h["first_failure"]))
+    print("\nEach trickling connection sends a byte every 2 s and is reopened at once when closed; the "
+          "servers run with their defaults (request deadline 5 s, 32 connections per address, 1024 in all). "
+          "Hostile open: connections the clients had open at once, as the clients see them (one waiting in "
+          "the listen queue counts); closed: those the server closed after their first byte. "
+          "Goal: every probe answered, p99 <= 250 ms.")
 
 
 if __name__ == "__main__":

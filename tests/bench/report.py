@@ -11,7 +11,8 @@ Runs, one after the other, on loopback:
    (HEALTHCHECK_SH; left out of the table when unset), and exec vs httpGet probes in a
    kubelet-like loop;
 2. tests/bench/health_bench.py: proxysql-sync's /healthz, /readyz and /metrics under a
-   bounded load;
+   bounded load, then /healthz and clustercheck --listen's /liveness while 300 connections from
+   other loopback addresses trickle (a 1-node Galera started for it);
 3. tests/bench/sync_bench.py: proxysql-sync against the Consul and ProxySQL doubles (again with
    the static build when bin/static/ has it);
 4. tests/bench/cluster_bench.py: cluster-mode = single-writer on a 3-node ProxySQL Cluster of

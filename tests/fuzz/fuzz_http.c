@@ -61,13 +61,16 @@ static void stop_server(void)
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
+	const struct http_limits lim = {
+		.max_conns = 64, .max_conns_per_ip = 64, .idle_timeout_s = 1, .request_timeout_ms = 1000
+	};
 	char err[256];
 
 	(void)argc;
 	(void)argv;
 	log_setup("fuzz", LOG_TEXT, LOG_OFF, stderr);
 	log_add_secret("s3cret-in-path");
-	srv = http_start("127.0.0.1:0", HTTP_HANDLERS_QUICK, on_request, NULL, 1, 64, err, sizeof(err));
+	srv = http_start("127.0.0.1:0", HTTP_HANDLERS_QUICK, on_request, NULL, &lim, err, sizeof(err));
 	if (!srv) {
 		fprintf(stderr, "fuzz_http: %s\n", err);
 		abort();

@@ -21,6 +21,7 @@ import time
 import pytest
 
 import probes_cases as pc
+import trickle
 
 TIMEOUT = 1.0          # --timeout of the listeners below
 
@@ -195,13 +196,13 @@ def _assert_all_synced(counts, total):
 # condition variable with a monotonic deadline); they must get its answer, not a 503. A short
 # cache makes such waits frequent at every expiry.
 def test_listen_concurrent_clients_all_correct(healthy_galera, listeners):
-    ln = listeners(healthy_galera[2])
+    ln = listeners(healthy_galera[2], "--max-connections-per-ip", "64")     # 50 clients on 127.0.0.1
     _assert_all_synced(_hammer(ln, 50, 20), 1000)
     ln.stop()
 
 
 def test_listen_concurrent_clients_with_cache(healthy_galera, listeners):
-    ln = listeners(healthy_galera[2], "--cache-ms", "50")
+    ln = listeners(healthy_galera[2], "--cache-ms", "50", "--max-connections-per-ip", "64")
     _assert_all_synced(_hammer(ln, 50, 20), 1000)
     ln.stop()
 
@@ -237,6 +238,36 @@ def test_listen_idle_clients_do_not_block_others(healthy_galera, listeners):
     raw, _ = ln.request()
     assert_answer(raw, "synced")
     ln.stop()
+
+
+@pytest.mark.fault
+def test_listen_trickling_clients_starve_nobody(healthy_galera, listeners):
+    """/liveness from 127.0.0.1 always answered within `--timeout` + 100 ms; each trickling connection closed at `--request-timeout`; one address holds at most `--max-connections-per-ip`."""
+    # 300 connections from 30 other loopback addresses trickle a byte a second and reconnect
+    # when closed; the deadline is not the idle timeout, which every byte restarts.
+    ln = listeners(healthy_galera[1], "--request-timeout", "2")
+    t, p = trickle.hostile_run(ln.port, "/liveness", conns=300, addrs=30, interval=1.0, duration=10.0)
+    trickle.assert_not_starved(t, p, request_timeout=2.0, bound=TIMEOUT + pc.SLACK)
+    assert trickle.count_kept(ln.port, "127.0.0.99", 40) == 32          # the default per address
+    raw, _ = ln.request()
+    assert_answer(raw, "synced")
+    ln.stop()
+
+
+def test_listen_refuses_limits_it_cannot_keep(tmp_path):
+    """Out-of-range limits, and a hard descriptor limit below --max-connections: exit 2, one line."""
+    base = [os.path.join(pc.BIN, "clustercheck"), "--listen", "127.0.0.1:0", "--host", "127.0.0.1", "--port", "9",
+            "--defaults-extra-file", "", "--log-file", str(tmp_path / "log")]
+    for extra, want in ((["--request-timeout", "0"], "--request-timeout"),
+                        (["--max-connections-per-ip", "0"], "--max-connections-per-ip"),
+                        (["--max-connections", "10001"], "--max-connections")):
+        r = subprocess.run(base + extra, capture_output=True, text=True, timeout=10, env=pc.clean_env(None))
+        assert r.returncode == 2 and want in r.stderr and len(r.stderr.strip().splitlines()) == 1, (extra, r)
+    r = subprocess.run(["prlimit", "--nofile=256:256", "--"] + base + ["--max-connections", "1024"],
+                       capture_output=True, text=True, timeout=10, env=pc.clean_env(None))
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r
+    assert "1024 connections need 1088 descriptors, the hard limit is 256" in lines[0], lines
 
 
 # -- a hung mysqld ---------------------------------------------------------------------------

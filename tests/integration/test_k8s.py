@@ -98,7 +98,8 @@ def run_validator(*files):
 
 
 def test_schemas_strict(rendered):
-    files = [p for p, _ in rendered.values()] + [os.path.join(K8S, "pxc-operator", "cr-probes.yaml")]
+    files = [p for p, _ in rendered.values()] + [os.path.join(K8S, "pxc-operator", "cr-probes.yaml"),
+                                                 os.path.join(K8S, "mariadb-galera", "networkpolicy.yaml")]
     r = run_validator(*files)
     assert r.returncode == 0, r.stdout + r.stderr
 
@@ -177,6 +178,47 @@ def test_pod_shape(rendered):
         assert "replicas" not in dep["spec"], "the HPA owns the replica count"
         assert {c["metadata"]["name"].rsplit("-", 1)[0] for c in kinds(docs, "ConfigMap")} == \
             {"proxysql-config", "proxysql-sync-config"}
+
+
+def policy_ports(policy):
+    """{(port, protocol): [the rule's `from`, or None for any source]} of a NetworkPolicy's ingress."""
+    out = {}
+    for rule in policy["spec"]["ingress"]:
+        for p in rule["ports"]:
+            out.setdefault((p["port"], p.get("protocol", "TCP")), []).append(rule.get("from"))
+    return out
+
+
+def test_network_policies_guard_the_health_ports(rendered):
+    """Port 9901 (proxysql-sync) is open to Prometheus alone, port 9200 (clustercheck --listen) to no
+    other pod; every other port a container binds on the pod's address stays reachable."""
+    for name, (_, docs) in rendered.items():
+        [dep], [pol] = kinds(docs, "Deployment"), kinds(docs, "NetworkPolicy")
+        spec = dep["spec"]["template"]["spec"]
+        assert pol["spec"]["podSelector"]["matchLabels"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
+        assert pol["spec"]["policyTypes"] == ["Ingress"], name
+        ports = policy_ports(pol)
+        [health] = ports[("sync-http", "TCP")]
+        assert health and all("podSelector" in f for f in health), (name, health)
+        named = {p["name"] for c in spec["containers"] for p in c.get("ports", [])}
+        assert named == {"mysql", "sync-http"}, named
+        assert ports[("mysql", "TCP")] == [None], name
+        assert ports[(8301, "TCP")] == [None] and ports[(8301, "UDP")] == [None], "Consul gossip"
+        # proxysql-sync really listens on the named port.
+        [sync] = [c for c in spec["containers"] if c["name"] == "proxysql-sync"]
+        env = {e["name"]: e.get("value") for e in sync["env"]}
+        assert env["PROXYSQL_SYNC_HEALTH_LISTEN"].endswith(":%d" % sync["ports"][0]["containerPort"])
+    [pol] = yaml_load_all(open(os.path.join(K8S, "mariadb-galera", "networkpolicy.yaml")).read())
+    [sts] = kinds(yaml_load_all(open(os.path.join(K8S, "mariadb-galera", "statefulset-httpget.yaml")).read()),
+                  "StatefulSet")
+    spec = sts["spec"]["template"]["spec"]
+    assert pol["spec"]["podSelector"]["matchLabels"].items() <= sts["spec"]["template"]["metadata"]["labels"].items()
+    ports = policy_ports(pol)
+    bound = {(p["name"], p["containerPort"]) for c in spec["containers"] for p in c.get("ports", [])}
+    assert ("probes", 9200) in bound
+    assert not [k for k in ports if k[0] in ("probes", 9200)], "port 9200 must have no ingress rule"
+    for pname, _ in bound - {("probes", 9200)}:
+        assert (pname, "TCP") in ports and all(ports[(pname, "TCP")]), pname
 
 
 def sync_config(docs):

@@ -8,6 +8,7 @@ need a fault hook only the doubles have are skipped against real servers, with t
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -354,6 +355,7 @@ def test_health_port_slow_and_oversized_clients_hold_up_nobody(consul, px, agent
     """The health port answers on one event-loop thread: clients that send nothing, half a
     request, or headers larger than a connection's buffer hold up no other request."""
     put_topology(consul)
+    agent.write_config("health-max-connections-per-ip = 64\n")    # all 32 come from 127.0.0.1
     agent.start()
     wait_until("/readyz", agent.ready)
     stuck = []
@@ -512,6 +514,34 @@ def test_hostile_values_are_rejected_alone(consul, px, agent):
     assert "value larger than 64 KiB" in logs
     status, metrics = agent.http("/metrics")
     assert "proxysql_sync_rejected_entries 3" in metrics
+
+
+@pytest.mark.fault
+def test_kv_data_cannot_forge_log_lines(consul, px, agent):
+    """Every line of the text log is the agent's own: control characters in KV keys and values are escaped.
+
+    A KV key or value holding a newline, a carriage return or an escape sequence is logged as
+    \\n, \\r, \\x1b: no line starts with the data's own time stamp. (Consul's HTTP KV path
+    refuses non-printable keys; a transaction takes them.)"""
+    forged = "2099-01-01T00:00:00.000Z error proxysql-sync: FORGED"
+    put_topology(consul, users=False)
+    r = consul.txn([{"KV": {"Verb": "set", "Key": "mysql/replica/shop/eu/db%d%s%s" % (n, c, forged),
+                            "Value": ""}} for n, c in ((9, "\n"), (8, "\r"))])
+    assert r.status == 200, r.body
+    consul.put("proxysql/users/app", json.dumps({"password": "pw", "x\n" + forged: 1}).encode())
+    consul.put("mysql/replica/shop/eu/db7", json.dumps({"comment\x1b[2J\n" + forged: "x"}).encode())
+    agent.start()
+    wait_until("the rejects", lambda: agent.logs().count("rejected ") >= 4)
+    logs = agent.logs()
+    stamp = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (debug|info|warn|error) proxysql-sync: ")
+    lines = logs.split("\n")
+    assert lines[-1] == ""
+    for line in lines[:-1]:
+        assert stamp.match(line), "a line the agent did not write: %r" % line
+        assert not line.startswith("2099-") and "\r" not in line and "\x1b" not in line, line
+    assert "rejected mysql/replica/shop/eu/db9\\n" + forged in logs
+    assert "rejected mysql/replica/shop/eu/db8\\r" + forged in logs
+    assert "comment\\x1b[2J\\n2099-01-01T00:00:00.000Z err" in logs
 
 
 # ---- Consul trouble --------------------------------------------------------------------------
@@ -769,6 +799,9 @@ def test_bad_configuration_exits_2_with_one_line(workdir):
         'admin-addr = "127.0.0.1:6032"\nwait = 9999\n': "wait",
         'bogus = 1\n': "unknown setting",
         'clusters = ( { alias = "a"; writer_hostgroup = 1; } );\n': "no ProxySQL target",
+        'health-request-timeout = 0.0\n': "health-request-timeout",
+        'health-max-connections-per-ip = 0\n': "health-max-connections-per-ip",
+        'health-max-connections = 100000\n': "health-max-connections",
     }
     assert_check_config_refuses(cfg, cases)
 

@@ -25,6 +25,8 @@ import uuid
 
 import pytest
 
+import pid1
+import trickle
 from fakes.consul import Consul
 from test_sync import (ADMIN_PASSWORD, SYNC, TOPOLOGY, Agent, RuntimeSampler, consul, first_sync,  # noqa: F401
                        free_port, put_topology, px, runtime_servers, synced, wait_until, workdir, writes)
@@ -448,20 +450,6 @@ def test_signals_at_random_points(consul, px, workdir):
         assert [r[:2] for r in rows if r[0] == "10"] == [("10", "db1")], rows
 
 
-def children(pid):
-    out = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open("/proc/%s/stat" % d) as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                out.append(int(d))
-    return out
-
-
 def nspid(pid):
     with open("/proc/%d/status" % pid) as f:
         return [line.split()[1:] for line in f if line.startswith("NSpid:")][0]
@@ -474,13 +462,14 @@ def test_pid1_in_a_pid_namespace(consul, px, workdir):
         pytest.skip("needs root and unshare(1) for a PID namespace")
     put_topology(consul, users=False)
     agent = Agent(consul, [px], workdir)
-    cmd = ["unshare", "--pid", "--fork", "--kill-child", SYNC, "-c", agent.cfg]
+    # --mount-proc: a /proc of its own, as in a container (LeakSanitizer finds its threads there)
+    cmd = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child", SYNC, "-c", agent.cfg]
 
     def start():
         out = open(agent.log, "ab")
         outer = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
         out.close()
-        inner = wait_until("proxysql-sync as PID 1", lambda: [p for p in children(outer.pid)
+        inner = wait_until("proxysql-sync as PID 1", lambda: [p for p, _ in pid1.children(outer.pid)
                                                                if open("/proc/%d/comm" % p).read().strip()
                                                                == "proxysql-sync"], timeout=5, interval=0.001)[0]
         assert nspid(inner)[-1] == "1", nspid(inner)
@@ -517,6 +506,29 @@ def test_pid1_in_a_pid_namespace(consul, px, workdir):
         assert ADMIN_PASSWORD not in agent.logs()
 
 
+@pytest.mark.fault
+def test_pid1_reaps_orphans(consul, px, workdir):
+    """As PID 1 it reaps every orphan reparented to it (kubectl exec leftovers): no zombie stays; still syncs."""
+    pid1.need_namespaces()
+    put_topology(consul, users=False)
+    agent = Agent(consul, [px], workdir)
+    outer, inner = pid1.start_pid1([SYNC, "-c", agent.cfg], agent.log, "proxysql-sync")
+    try:
+        wait_until("the first sync", lambda: synced(px))
+        pid1.make_orphans(inner, 6)
+        assert pid1.wait_no_children(inner, 5), "zombies left: %r" % pid1.zombies(inner)
+        pid1.make_orphans(inner, 6)         # again, while it works
+        consul.put("mysql/replica/shop/eu/db4:3306", b"")
+        wait_until("a change", lambda: ("11", "db4", "3306", "ONLINE") in runtime_servers(px))
+        assert pid1.wait_no_children(inner, 5), "zombies left: %r" % pid1.zombies(inner)
+        assert pid1.stop(outer, inner, signal.SIGTERM) == 0
+    finally:
+        if outer.poll() is None:
+            outer.kill()
+            outer.wait(5)
+        print(agent.logs())
+
+
 @pytest.fixture
 def full_tmpfs(workdir):
     """A tmpfs with no free inode and no free block: nothing can be created or grow there."""
@@ -541,6 +553,46 @@ def full_tmpfs(workdir):
         yield mnt
     finally:
         subprocess.run(["umount", "-l", mnt])
+
+
+@pytest.mark.fault
+def test_lock_file_planted_by_another_user(consul, px, workdir):
+    """A planted symbolic link, FIFO or other user's file: `--once` exits 1 with one line, follows no link, creates nothing."""
+    if os.geteuid() != 0:
+        pytest.skip("chown to another user needs root")
+    put_topology(consul, users=False)
+    agent = Agent(consul, [px], workdir)
+    lock = os.path.join(workdir, "sync.lock")
+    victim = os.path.join(workdir, "victim")
+
+    def once(why):
+        r = agent.run("--once", timeout=10)
+        out = (r.stdout + r.stderr).strip().splitlines()
+        assert r.returncode == 1 and len(out) == 1 and why in out[0], (why, r.returncode, out)
+        assert "lock file %s: " % lock in out[0]
+
+    os.symlink(victim, lock)                # dangling: following it would create the victim
+    once("a symbolic link, not followed")
+    assert not os.path.exists(victim)
+    os.unlink(lock)
+    os.mkfifo(lock)
+    once("not a regular file")
+    os.unlink(lock)
+    with open(lock, "w"):
+        pass
+    os.chown(lock, 65534, 65534)            # pre-created by another local user
+    once("belongs to uid 65534, not to this user (uid 0)")
+    os.unlink(lock)
+    assert agent.run("--once", timeout=30).returncode == 0
+    # The default: under $XDG_RUNTIME_DIR when it is set.
+    agent.text = agent.text.replace('lock-file = "%s/sync.lock"' % workdir, "")
+    agent.write_config()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONSUL_")}
+    env["XDG_RUNTIME_DIR"] = workdir
+    r = subprocess.run([SYNC, "-c", agent.cfg, "--once"], capture_output=True, text=True, timeout=30, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    st = os.lstat(os.path.join(workdir, "proxysql-sync.lock"))
+    assert st.st_uid == 0 and st.st_mode & 0o777 == 0o600, st
 
 
 @pytest.mark.fault
@@ -653,6 +705,22 @@ def fault_tests(path):
     return found
 
 
+@pytest.mark.fault
+def test_health_port_under_trickling_clients(consul, px, workdir):
+    """/healthz from 127.0.0.1 always answered within 1 s; each trickling connection closed at `health-request-timeout`; one address holds at most `health-max-connections-per-ip`."""
+    put_topology(consul)
+    agent = Agent(consul, [px], workdir, extra="health-request-timeout = 2.0\n").start()
+    try:
+        wait_until("/readyz", agent.ready)
+        t, p = trickle.hostile_run(agent.health_port, "/healthz", conns=300, addrs=30, interval=1.0, duration=10.0)
+        trickle.assert_not_starved(t, p, request_timeout=2.0, bound=1.0)
+        assert trickle.count_kept(agent.health_port, "127.0.0.99", 40) == 32   # the default per address
+        assert agent.http("/healthz") == (200, "ok\n")
+        assert agent.proc.poll() is None
+    finally:
+        finish(agent)
+
+
 def test_fault_matrix_doc():
     """Every row of docs/faults.md names a fault test whose docstring states the row's outcome, and the
     other way round: every test marked `fault` has exactly one row."""
@@ -667,7 +735,8 @@ def test_fault_matrix_doc():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         assert len(cells) == 4, "a row needs 4 cells (fault | how | expected | test): %r" % line
         rows.append((section, cells))
-    assert {s for s, _ in rows} == {"Consul", "ProxySQL", "The process"}, {s for s, _ in rows}
+    assert {s for s, _ in rows} == {"Consul", "ProxySQL", "The process", "Hostile clients on the health ports"}, \
+        {s for s, _ in rows}
     assert "docs/probes.md" in doc or "(probes.md)" in doc, "the MySQL side's table is linked"
 
     marked = {}

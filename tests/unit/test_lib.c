@@ -8,8 +8,12 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <unistd.h>
 
+#include <cJSON.h>
+
+#include "consul.h"
 #include "deadline.h"
 #include "log.h"
 #include "opt.h"
@@ -322,16 +326,275 @@ static void test_secret_file(void **state)
 	unlink(path);
 }
 
+/* Read a field of a .cases file: \n \r \t \\ \xHH; anything else after a backslash is an error. */
+static char *unescape(const char *s, size_t *len)
+{
+	char *out = xmalloc(strlen(s) + 1);
+	size_t n = 0;
+
+	for (; *s; s++) {
+		if (*s != '\\') {
+			out[n++] = *s;
+			continue;
+		}
+		s++;
+		if (*s == 'n')
+			out[n++] = '\n';
+		else if (*s == 'r')
+			out[n++] = '\r';
+		else if (*s == 't')
+			out[n++] = '\t';
+		else if (*s == '\\')
+			out[n++] = '\\';
+		else if (*s == 'x' && s[1] && s[2]) {
+			char hex[3] = { s[1], s[2], '\0' };
+
+			out[n++] = (char)strtol(hex, NULL, 16);
+			s += 2;
+		} else
+			fail_msg("bad escape \\%c in a case file", *s ? *s : '0');
+	}
+	out[n] = '\0';
+	if (len)
+		*len = n;
+	return out;
+}
+
+/* Each case of tests/data/log/<name>: calls `run` with its fields once the blank line ending it is
+ * read. Fields: secret (any number), format, in, want. */
+struct log_case {
+	char *format, *in, *want;
+	size_t line, nsecrets;
+};
+
+static size_t for_each_log_case(const char *name, void (*run)(const struct log_case *c))
+{
+	char path[1024], *text, *p, *next;
+	struct log_case c = { 0 };
+	size_t line = 0, cases = 0;
+
+	snprintf(path, sizeof(path), "%s/log/%s", testdata_dir(), name);
+	text = testdata_read(path);
+	for (p = text; p; p = next) {
+		next = strchr(p, '\n');
+		if (next)
+			*next++ = '\0';
+		line++;
+		if (*p == '#')
+			continue;
+		if (*p == '\0') {
+			if (c.in) {
+				assert_non_null(c.want);
+				run(&c);
+				cases++;
+			}
+			free(c.format);
+			free(c.in);
+			free(c.want);
+			memset(&c, 0, sizeof(c));
+			log_clear_secrets();
+			continue;
+		}
+		if (!c.line)
+			c.line = line;
+		if (strncmp(p, "secret ", 7) == 0) {
+			char *v = unescape(p + 7, NULL);
+
+			log_add_secret(v);
+			free(v);
+			c.nsecrets++;
+		} else if (strncmp(p, "format ", 7) == 0) {
+			c.format = xstrdup(p + 7);
+		} else if (strncmp(p, "in ", 3) == 0) {
+			c.in = unescape(p + 3, NULL);
+		} else if (strncmp(p, "want ", 5) == 0) {
+			c.want = unescape(p + 5, NULL);
+		} else {
+			fail_msg("%s:%zu: unknown line '%s'", path, line, p);
+		}
+	}
+	assert_null(c.in); /* the file ends with a blank line */
+	free(text);
+	return cases;
+}
+
+static void run_redact_case(const struct log_case *c)
+{
+	char *line = xstrdup(c->in);
+
+	log_redact(line);
+	if (strcmp(line, c->want) != 0)
+		fail_msg("redact.cases line %zu: got '%s', want '%s'", c->line, line, c->want);
+	assert_true(strlen(line) <= strlen(c->in));
+	free(line);
+}
+
+/* Redaction ends for any secret ("***", a secret inside another, overlapping matches): a case that
+ * loops forever is ended by the alarm and fails the program. */
 static void test_redaction(void **state)
 {
-	char line[128] = "connect failed for pw=Sup3rSecret! and again Sup3rSecret!";
+	(void)state;
+	alarm(20);
+	assert_true(for_each_log_case("redact.cases", run_redact_case) >= 10);
+	alarm(0);
+}
+
+/* One log line written through log_msg, captured. */
+static char *capture_line(enum log_format f, const char *msg)
+{
+	char *buf = NULL;
+	size_t size = 0;
+	FILE *mem = open_memstream(&buf, &size);
+
+	assert_non_null(mem);
+	log_setup("t", f, LOG_INFO, mem);
+	log_info("%s", msg);
+	fclose(mem);
+	log_setup("t", LOG_TEXT, LOG_INFO, stderr);
+	return buf;
+}
+
+/* The message part of a captured line, checked to be one line of the format's shape. */
+static const char *line_message(char *line, bool json)
+{
+	size_t n = strlen(line);
+	char *m;
+
+	assert_true(n > 0 && line[n - 1] == '\n');
+	assert_ptr_equal(strchr(line, '\n'), line + n - 1); /* one line, whatever the message held */
+	line[n - 1] = '\0';
+	if (!json) {
+		m = strstr(line, " info t: ");
+		assert_non_null(m);
+		return m + 9;
+	}
+	{
+		cJSON *doc = cJSON_Parse(line);
+
+		assert_non_null(doc); /* still valid JSON */
+		cJSON_Delete(doc);
+	}
+	m = strstr(line, "\"msg\":\"");
+	assert_non_null(m);
+	assert_true(n >= 3 && strcmp(line + n - 3, "\"}") == 0);
+	line[n - 3] = '\0';
+	return m + 7;
+}
+
+static void run_line_case(const struct log_case *c)
+{
+	bool json = c->format && strcmp(c->format, "json") == 0;
+	char *line = capture_line(json ? LOG_JSON : LOG_TEXT, c->in);
+	const char *got = line_message(line, json);
+
+	if (strcmp(got, c->want) != 0)
+		fail_msg("lines.cases line %zu: got '%s', want '%s'", c->line, got, c->want);
+	free(line);
+}
+
+/* Control characters in a message are escaped in both formats: data cannot forge a line. */
+static void test_log_lines(void **state)
+{
+	(void)state;
+	assert_true(for_each_log_case("lines.cases", run_line_case) >= 5);
+}
+
+/* A line longer than the limit after escaping is cut with a marker, in both formats, never
+ * dropped; and a secret past the formatting buffer is redacted before the cut. */
+static void test_log_long_lines(void **state)
+{
+	static const char mark[] = " [cut: line longer than 8192 bytes]";
+	char *msg = xmalloc(20001), *line;
+	const char *got;
 
 	(void)state;
-	log_add_secret("Sup3rSecret!");
-	log_add_secret("ab"); /* too short to redact safely: ignored */
-	log_redact(line);
-	assert_string_equal(line, "connect failed for pw=*** and again ***");
+	for (int json = 0; json <= 1; json++) {
+		memset(msg, '\x01', 4000); /* 16000 bytes escaped as text, 24000 as JSON */
+		msg[4000] = '\0';
+		line = capture_line(json ? LOG_JSON : LOG_TEXT, msg);
+		assert_true(strlen(line) <= 8192);
+		got = line_message(line, json);
+		assert_true(strlen(got) > 7000);
+		assert_string_equal(got + strlen(got) - strlen(mark), mark);
+		assert_memory_equal(got, json ? "\\u0001" : "\\x01", json ? 6 : 4);
+		free(line);
+	}
+	/* Cut at a character boundary: no half of a UTF-8 sequence before the marker. */
+	for (int i = 0; i < 6000; i++)
+		memcpy(msg + 2 * i, "\xc3\xa9", 2);
+	msg[12000] = '\0';
+	line = capture_line(LOG_JSON, msg);
+	got = line_message(line, true);
+	assert_true(strlen(got) - strlen(mark) > 7000 && (strlen(got) - strlen(mark)) % 2 == 0);
+	free(line);
+	/* A secret that straddles the 4 KiB formatting buffer is still redacted. */
+	log_add_secret("TOPSECRETVALUE");
+	memset(msg, 'x', 5000);
+	memcpy(msg + 4090, "TOPSECRETVALUE", 14);
+	msg[5000] = '\0';
+	line = capture_line(LOG_TEXT, msg);
+	assert_null(strstr(line, "TOPSEC"));
+	assert_non_null(strstr(line, "x***x"));
+	free(line);
 	log_clear_secrets();
+	free(msg);
+}
+
+/* cJSON allocations, checked as they are freed: none may still hold `secret_text`. */
+static const char *secret_text;
+static int blocks_with_secret;
+
+static void *hooked_malloc(size_t n)
+{
+	return malloc(n);
+}
+
+static void hooked_free(void *p)
+{
+	if (p && secret_text && memmem(p, malloc_usable_size(p), secret_text, strlen(secret_text)))
+		blocks_with_secret++;
+	free(p);
+}
+
+static void expect_wiped(const char *secret)
+{
+	cJSON_Hooks hooks = { hooked_malloc, hooked_free };
+
+	secret_text = secret;
+	blocks_with_secret = 0;
+	cJSON_InitHooks(&hooks);
+}
+
+/* A KV listing's document and a user's JSON value are wiped before they are freed: no block that
+ * goes back to the allocator holds the password, or its base64 (what Consul sends). */
+static void test_secrets_wiped_before_free(void **state)
+{
+	const char user[] = "{\"password\": \"Pw-4f9c2e1d\", \"roles\": [\"Pw-4f9c2e1d\"]}";
+	/* base64 of {"password":"Pw-4f9c2e1d"} */
+	const char listing[] = "[{\"Key\":\"proxysql/users/app\",\"Value\":\"eyJwYXNzd29yZCI6IlB3LTRmOWMyZTFkIn0=\","
+			       "\"Flags\":0,\"CreateIndex\":5,\"ModifyIndex\":5,\"LockIndex\":0}]";
+	struct consul_kv_list l;
+	char err[200];
+	cJSON *doc;
+
+	(void)state;
+	expect_wiped("Pw-4f9c2e1d");
+	doc = cJSON_Parse(user);
+	assert_non_null(doc);
+	sk_json_delete_wiped(doc);
+	assert_int_equal(blocks_with_secret, 0);
+	doc = cJSON_Parse(user); /* the check itself: cJSON_Delete alone leaves it */
+	cJSON_Delete(doc);
+	assert_true(blocks_with_secret > 0);
+
+	expect_wiped("eyJwYXNzd29yZCI6IlB3LTRmOWMyZTFkIn0=");
+	assert_int_equal(consul_parse_kv_json(listing, strlen(listing), &l, err, sizeof(err)), 0);
+	assert_int_equal(blocks_with_secret, 0);
+	assert_int_equal(l.n, 1);
+	assert_non_null(memmem(l.items[0].value, l.items[0].len, "Pw-4f9c2e1d", 11));
+	consul_kv_list_free(&l);
+	cJSON_InitHooks(NULL);
+	secret_text = NULL;
 }
 
 static void test_k8s_deadline_table(void **state)
@@ -371,8 +634,19 @@ static void test_deadline(void **state)
 	assert_false(deadline_expired(&n));
 	assert_int_equal(deadline_left_ms(&n), INT32_MAX);
 	assert_true(deadline_min(n, d).at == d.at);
+	/* For libcurl, where 0 means "no timeout": at least 1 ms while time is left, -1 after. */
+	assert_true(deadline_timeout_ms(&d) >= 1 && deadline_timeout_ms(&d) <= 50);
+	assert_int_equal(deadline_timeout_ms(&e), -1);
+	assert_int_equal(deadline_timeout_ms(&n), INT32_MAX);
+	for (int i = 0; i < 1000; i++) {
+		deadline_t soon = { deadline_now_us() + 300 }; /* 0.3 ms: rounds up, never down to 0 */
+		long ms = deadline_timeout_ms(&soon);
+
+		assert_true(ms == 1 || ms == -1);
+	}
 	usleep(60000);
 	assert_true(deadline_expired(&d));
+	assert_int_equal(deadline_timeout_ms(&d), -1);
 }
 
 static void test_statusmap_parse(void **state)
@@ -427,6 +701,9 @@ int main(void)
 		cmocka_unit_test(test_mycnf_load_client),
 		cmocka_unit_test(test_secret_file),
 		cmocka_unit_test(test_redaction),
+		cmocka_unit_test(test_log_lines),
+		cmocka_unit_test(test_log_long_lines),
+		cmocka_unit_test(test_secrets_wiped_before_free),
 		cmocka_unit_test(test_k8s_deadline_table),
 		cmocka_unit_test(test_deadline),
 		cmocka_unit_test(test_statusmap_parse),
