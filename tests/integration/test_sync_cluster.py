@@ -506,3 +506,35 @@ def test_refuse_on_a_two_node_cluster(fast_consul, workdir):
             assert not [x for x in writes(p) if "mysql_servers" in x or "mysql_users" in x], writes(p)
     finally:
         stop_all(agents, pxs)
+
+
+def test_single_writer_follower_equal_to_the_pulled_copy(fast_consul, workdir):
+    """A users pull stores what the peer loaded with NULL as '' (ProxySQL_Admin::__add_active_users
+    builds the resultset a peer fetches that way): the writer's agent writes default_schema NULL
+    (KV gives no schema), its follower's node holds ''. The follower still counts as in sync (ready,
+    writing nothing), and when it takes over it writes nothing, since nothing changed."""
+    consul = fast_consul
+    pxs = two_node_cluster()
+    agents = []
+    try:
+        put_topology(consul, users=True)
+        agents = agents_for(consul, pxs, workdir, SINGLE_WRITER)
+        wait_until("one writer", lambda: len(writer_of(agents)) == 1, timeout=15)
+        w = writer_of(agents)[0]
+        f = agents[1 - agents.index(w)]
+        wp, fp = pxs[agents.index(w)], pxs[agents.index(f)]
+        schema = "SELECT username, default_schema FROM main.mysql_users ORDER BY username"
+        wait_until("the writer's users", lambda: len(wp.query(schema)) == 2, timeout=20)
+        assert [r[1] for r in wp.query(schema)] == [None, None]
+        wait_until("the users pulled", lambda: [r[1] for r in fp.query(schema)] == ["", ""], timeout=20)
+        wait_until("the follower ready", f.ready, timeout=10)
+        assert "applied" not in f.logs(), f.logs()
+        fp.clear_statements()
+        stop_and_check(w)
+        wait_until("the other takes over", lambda: metric(f, "proxysql_sync_cluster_writer") == 1, timeout=10)
+        time.sleep(2.0)                       # a reconcile or two as the writer
+        assert not [x for x in writes(fp) if "mysql_servers" in x.lower() or "mysql_users" in x.lower()
+                    or "MYSQL" in x], writes(fp)
+        assert [r[1] for r in fp.query(schema)] == ["", ""]
+    finally:
+        stop_all(agents, pxs)
