@@ -175,8 +175,9 @@ static int load_service(struct layout_service *sv, config_setting_t *s, long hos
 			size_t errlen)
 {
 	static const char *const allowed[] = { "name",   "tags",      "hostgroup",   "datacenter", "near",
-					       "filter", "node_meta", "meta_prefix", "weights" };
+					       "filter", "node_meta", "meta_prefix", "weights",    "role" };
 	char label[300];
+	char *role = NULL;
 	int b = 0;
 
 	if (!config_setting_is_group(s))
@@ -201,6 +202,18 @@ static int load_service(struct layout_service *sv, config_setting_t *s, long hos
 	}
 	if (config_setting_lookup_bool(s, "weights", &b))
 		sv->weights = b;
+	if (setting_str(s, "role", false, &role, err, errlen) < 0)
+		return -1;
+	if (role && (hostgroup >= 0 || (strcmp(role, "writer") != 0 && strcmp(role, "reader") != 0))) {
+		sk_err(err, errlen, "line %d: %s", config_setting_source_line(s),
+		       hostgroup >= 0 ? "a cluster's service takes its role from the cluster; no role here"
+				      : "role is \"writer\" or \"reader\"");
+		free(role);
+		return -1;
+	}
+	/* A writer hostgroup is never emptied: a cluster's writer_service, or role = "writer". */
+	sv->writer = (role && strcmp(role, "writer") == 0) || (hostgroup >= 0 && strcmp(what, "writer_service") == 0);
+	free(role);
 	if (!service_name_ok(sv->name))
 		return sk_err(err, errlen, "line %d: service name '%s' is not a Consul service name",
 			      config_setting_source_line(s), sv->name);
@@ -451,6 +464,37 @@ static const char *hostgroup_user(const struct layout_config *l, long hg)
 		if (l->managed_hostgroups[i] == hg)
 			return "managed-hostgroups";
 	return NULL;
+}
+
+size_t sync_config_warnings(const struct sync_config *c, char *out, size_t len)
+{
+	const struct layout_config *l = &c->layout;
+	size_t n = 0, used = 0;
+
+	if (len)
+		out[0] = '\0';
+	for (size_t i = 0; i < l->nservices; i++) {
+		const struct layout_service *sv = &l->services[i];
+
+		if (sv->fleet || sv->writer)
+			continue;
+		for (size_t k = 0; k < l->nclusters; k++) {
+			int w;
+
+			if (sv->hostgroup != l->clusters[k].writer_hostgroup)
+				continue;
+			n++;
+			if (used + 1 >= len)
+				continue;
+			w = snprintf(out + used, len - used,
+				     "%s: hostgroup %ld is cluster %s's writer hostgroup but the service has no "
+				     "role = \"writer\"\n",
+				     sv->label, sv->hostgroup, l->clusters[k].alias);
+			if (w > 0)
+				used += (size_t)w < len - used ? (size_t)w : len - used - 1;
+		}
+	}
+	return n;
 }
 
 /* Whole-config checks that no single setting can make. */

@@ -38,6 +38,11 @@ struct sync_config {
  * sync_config_free() in every case. */
 enum opts_result sync_config_load(struct sync_config *c, int argc, char **argv, char *err, size_t errlen);
 
+/* Advice on a configuration that loads but may not do what was meant (a services hostgroup that is a
+ * cluster's writer hostgroup without role = "writer"): one line per finding, each ending in '\n',
+ * written to `out` (cut to `len`). Returns how many there are. */
+size_t sync_config_warnings(const struct sync_config *c, char *out, size_t len);
+
 void sync_config_free(struct sync_config *c);
 
 /* The option table, for the docs test and --help. */
