@@ -141,7 +141,7 @@ $(BIN)/copy-probes: containers/probes/copy-probes.c
 	@echo "  LINK    $@"
 	@$(CC) $(filter-out -MMD -MP,$(ALL_CFLAGS)) $(LDFLAGS) -o $@ $<
 
-# Bare-metal files from dist/: the systemd units into SYSTEMDUNITDIR (installed, not enabled);
+# Bare-metal files from dist/: the systemd units and drop-ins into SYSTEMDUNITDIR (installed, not enabled);
 # the xinetd entry, the cron file and an agent configuration as examples to copy into /etc.
 SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
 EXAMPLEDIR = $(PREFIX)/share/doc/sidekick/examples
@@ -150,7 +150,10 @@ DIST_SED = sed -e 's|@BINDIR@|$(PREFIX)/bin|g' -e 's|@DOCDIR@|$(PREFIX)/share/do
 install: install-dist
 install-dist:
 	install -d $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(EXAMPLEDIR)
-	for f in dist/systemd/*; do $(DIST_SED) $$f >$(DESTDIR)$(SYSTEMDUNITDIR)/$${f##*/} || exit 1; done
+	for f in dist/systemd/*.service dist/systemd/*.socket; do \
+		$(DIST_SED) $$f >$(DESTDIR)$(SYSTEMDUNITDIR)/$${f##*/} || exit 1; done
+	for d in dist/systemd/*.d; do install -d $(DESTDIR)$(SYSTEMDUNITDIR)/$${d##*/} && \
+		for f in $$d/*.conf; do $(DIST_SED) $$f >$(DESTDIR)$(SYSTEMDUNITDIR)/$${d##*/}/$${f##*/} || exit 1; done; done
 	$(DIST_SED) dist/xinetd/mysqlchk >$(DESTDIR)$(EXAMPLEDIR)/xinetd-mysqlchk
 	$(DIST_SED) dist/cron/sidekick >$(DESTDIR)$(EXAMPLEDIR)/cron-sidekick
 	install -m 0644 dist/config/proxysql-sync.conf $(DESTDIR)$(EXAMPLEDIR)/

@@ -9,8 +9,8 @@ keeps its tables in SQLite with ProxySQL's exact DDL and reproduces the admin
 semantics a sync agent relies on: LOAD/SAVE between disk, memory and runtime,
 runtime_* tables regenerated on read, checksums (bit-exact SpookyHash, as the
 real one), restart from disk, credentials (and their clash with frontend
-mysql_users), errors, a ping and a read_only monitor, and ProxySQL Cluster
-between doubles.  Test hooks that a real ProxySQL lacks live on a separate HTTP
+mysql_users), errors, a ping and a read_only monitor, ProxySQL Cluster
+between doubles, and a MySQL port with PROXYSQL PAUSE/RESUME.  Test hooks that a real ProxySQL lacks live on a separate HTTP
 control port.
 
     /usr/bin/python3 tests/fakes/proxysql_admin.py --listen 127.0.0.1:0 \\
@@ -18,7 +18,8 @@ control port.
         [--stats-credentials ...] [--cluster-username U] [--cluster-password P] \\
         [--monitor-username U] [--monitor-password P] [--variable NAME=VALUE] \\
         [--proxysql-server HOST:PORT[:WEIGHT[:COMMENT]]] \\
-        [--control 127.0.0.1:0] [--port-file FILE] [--monitor-shun-after SECONDS]
+        [--control 127.0.0.1:0] [--port-file FILE] [--monitor-shun-after SECONDS] \\
+        [--mysql-listen 127.0.0.1:0]
 
 docs/proxysql-double.md describes what is implemented and the control API.
 Only the standard library is used (sqlite is driven through ctypes so that a
@@ -1183,6 +1184,8 @@ class Admin:
         self.cnf = self._config_variables(admin_credentials, listen, config)
         self.cnf_proxysql_servers = list(proxysql_servers)   # (hostname, port, weight, comment)
         self.cluster = None                 # set by ProxySQLDouble once the node can reach peers
+        self.frontend = None                # the MySQL port (Frontend), when the double has one
+        self.mysql_paused = False           # PROXYSQL PAUSE
         self.servers_v2_rows = []           # mysql_servers_v2 as last loaded (a peer's pull reads it)
         self.current_users = []             # mysql_users rows as last loaded (ditto)
         self.listen = listen
@@ -1548,6 +1551,9 @@ class Admin:
             self._replace_table("stats.stats_mysql_connection_pool", self.hgm.pool_rows())
         if "stats_mysql_global" in q or q.upper().startswith("SHOW MYSQL STATUS"):
             self._replace_table("stats.stats_mysql_global", self._stats_global())
+        if "stats_mysql_processlist" in q:
+            self._replace_table("stats.stats_mysql_processlist",
+                                self.frontend.processlist() if self.frontend is not None else [])
         if "stats_mysql_users" in q:
             self._replace_table("stats.stats_mysql_users",
                                 [(a.username, 0, a.max_connections) for a in self.auth.arrays["frontend"]
@@ -1583,6 +1589,8 @@ class Admin:
         values["ProxySQL_Uptime"] = str(int(time.time() - self.started))
         values["Servers_table_version"] = str(self.hgm.commits)
         values["MySQL_Thread_Workers"] = self.rt_mysql.get("mysql-threads", "0")
+        if self.frontend is not None:
+            values.update((k, str(v)) for k, v in self.frontend.counters().items())
         return sorted(values.items())
 
     # -- the admin session handler -------------------------------------------------
@@ -1641,6 +1649,8 @@ class Admin:
                 return Reply.ok(affected=affected or 0)
             if up == "PROXYSQL FLUSH LOGS":
                 return Reply.ok()
+            if up in ("PROXYSQL PAUSE", "PROXYSQL RESUME"):
+                return self.command_pause_resume(up)
             if nsp.startswith(self.MYSQLDUMP_PREFIXES) or up.startswith("USE "):
                 return Reply.ok()
 
@@ -1853,6 +1863,42 @@ class Admin:
                 return False
             return None
 
+    def authenticate_frontend(self, user, salt, token):
+        """The MySQL port's login: the frontend account (default_hostgroup >= 0) or None."""
+        with self.lock:
+            account = self.auth.frontend(user)
+            if account is None or account.default_hostgroup < 0 or not password_matches(account.password, salt, token):
+                return None
+            return account
+
+    def frontend_route(self, account):
+        """(host, port, backend password) of the first ONLINE runtime server of the account's
+        default_hostgroup, or None."""
+        with self.lock:
+            i = self.auth.index["backend"].get(account.username)
+            arr = self.auth.arrays["backend"]
+            backend = arr[i] if i is not None and i < len(arr) and arr[i].username == account.username else account
+            for srv in self.hgm._sorted(self.hgm.servers()):
+                if srv.hid == account.default_hostgroup and srv.status == ONLINE:
+                    return srv.host, srv.port, backend.password
+            return None
+
+    def command_pause_resume(self, up):
+        """PROXYSQL PAUSE / PROXYSQL RESUME (admin_handler_command_proxysql)."""
+        if up == "PROXYSQL PAUSE":
+            if self.mysql_paused:
+                return Reply.admin_err("ProxySQL MySQL module is already paused, impossible to pause")
+            if self.frontend is not None:
+                self.frontend.stop_listener()
+            self.mysql_paused = True
+            return Reply.ok()
+        if not self.mysql_paused:
+            return Reply.admin_err("ProxySQL MySQL module is not paused, impossible to resume")
+        if self.frontend is not None:
+            self.frontend.start_listener()
+        self.mysql_paused = False
+        return Reply.ok()
+
     # -- hooks used by the control API and the monitor -----------------------------
 
     def set_pool_used(self, hid, host, port, used):
@@ -2060,7 +2106,7 @@ class ClientConnection:
             # e.g. caching_sha2_password: ask the client to switch to mysql_native_password
             self.send(b"\xfe" + NATIVE_PLUGIN + b"\0" + salt + b"\0")
             token = self.read_packet()
-        stats = self.server.admin.authenticate(user, salt, token)
+        stats = self.authenticate(user, salt, token)
         if stats is None:
             msg = "ProxySQL Error: Access denied for user '%s'@'%s' (using password: %s)" % (
                 user, self.peer[0], "YES" if token else "NO")
@@ -2068,6 +2114,9 @@ class ClientConnection:
             raise ConnectionClosed()
         self.session = Session(user, stats, self.peer)
         self.send(ok_payload(0, HANDSHAKE_STATUS))
+
+    def authenticate(self, user, salt, token):
+        return self.server.admin.authenticate(user, salt, token)
 
     # -- command phase -------------------------------------------------------------
 
@@ -2081,31 +2130,48 @@ class ClientConnection:
                 cmd = pkt[0]
                 if cmd == COM_QUIT:
                     return
-                if cmd == COM_QUERY:
-                    if not self.server.serve_query(self, pkt[1:]):
-                        return
-                elif cmd in (COM_PING, COM_INIT_DB):
-                    self.send(ok_payload(0, STATUS))
-                elif cmd in (COM_FIELD_LIST, COM_STMT_PREPARE):
-                    self.send(err_payload(1045, "Command not supported"))
-                elif cmd == COM_PROCESS_KILL:
-                    self.send(err_payload(9003, "Command not supported"))
-                elif cmd == COM_RESET_CONNECTION:
-                    self.seq = 2                 # recorded: sequence number 2 instead of 1
-                    self.send(err_payload(1047, "Command not supported"))
-                else:                            # COM_PROCESS_INFO, COM_DEBUG, unknown: no reply
+                if not self.command(cmd, pkt):
                     return
         except (ConnectionClosed, OSError, ValueError, IndexError, struct.error):
             pass                                 # gone, or not speaking the protocol: close
         finally:
+            self.ended()
             try:
                 self.sock.close()
             except OSError:
                 pass
 
+    def ended(self):
+        """Called once the connection is over, before the socket is closed."""
+
+    def command(self, cmd, pkt):
+        """Answer one command packet; False closes the connection."""
+        if cmd == COM_QUERY:
+            return self.server.serve_query(self, pkt[1:])
+        if cmd in (COM_PING, COM_INIT_DB):
+            self.send(ok_payload(0, STATUS))
+        elif cmd in (COM_FIELD_LIST, COM_STMT_PREPARE):
+            self.send(err_payload(1045, "Command not supported"))
+        elif cmd == COM_PROCESS_KILL:
+            self.send(err_payload(9003, "Command not supported"))
+        elif cmd == COM_RESET_CONNECTION:
+            self.seq = 2                 # recorded: sequence number 2 instead of 1
+            self.send(err_payload(1047, "Command not supported"))
+        else:                            # COM_PROCESS_INFO, COM_DEBUG, unknown: no reply
+            return False
+        return True
+
 
 class MySQLClientError(Exception):
-    pass
+    def __init__(self, message, code=2013, sqlstate="HY000"):
+        super().__init__(message)
+        self.code, self.sqlstate = code, sqlstate
+
+    @classmethod
+    def from_err(cls, pkt):
+        """From an ERR packet (0xff, errno, '#', sqlstate, message)."""
+        return cls(pkt[9:].decode("utf-8", "replace"), struct.unpack_from("<H", pkt, 1)[0],
+                   pkt[4:9].decode("ascii", "replace"))
 
 
 class MySQLClient:
@@ -2175,7 +2241,7 @@ class MySQLClient:
         self._write(b"\x03" + sql.encode("utf-8", "surrogateescape"))
         first = self._read()
         if first[:1] == b"\xff":
-            raise MySQLClientError(first[9:].decode("utf-8", "replace"))
+            raise MySQLClientError.from_err(first)
         if first[:1] == b"\x00":
             return [], []
         ncol, _ = self._lenenc(first, 0)
@@ -2194,7 +2260,7 @@ class MySQLClient:
             if pkt[:1] == b"\xfe" and len(pkt) < 9:
                 return columns, rows
             if pkt[:1] == b"\xff":
-                raise MySQLClientError(pkt[9:].decode("utf-8", "replace"))
+                raise MySQLClientError.from_err(pkt)
             row, pos = [], 0
             while pos < len(pkt):
                 n, pos = self._lenenc(pkt, pos)
@@ -2213,6 +2279,150 @@ class MySQLClient:
             self.sock.close()
         except OSError:
             pass
+
+
+# ---------------------------------------------------------------------------
+# 6b. The MySQL port (mysql-interfaces), as far as draining needs it
+# ---------------------------------------------------------------------------
+
+class FrontendConnection(ClientConnection):
+    """One client of the MySQL port: logs in as a frontend mysql_users account (hostgroup >= 0),
+    and each COM_QUERY runs on a backend of the account's default_hostgroup (the first ONLINE
+    runtime server) over one backend connection per client, logged in with the backend account
+    of the same name (its password must be cleartext here). Results come back as text result
+    sets (every column VAR_STRING), as the admin port sends them."""
+
+    def __init__(self, frontend, sock, peer):
+        super().__init__(frontend, sock, peer)
+        self.account = None
+        self.backend = None
+        self.state, self.info, self.since = "Sleep", None, time.monotonic()
+        self.srv = None
+
+    def authenticate(self, user, salt, token):
+        self.account = self.server.admin.authenticate_frontend(user, salt, token)
+        return None if self.account is None else False
+
+    def _backend(self):
+        if self.backend is None:
+            target = self.server.admin.frontend_route(self.account)
+            if target is None:
+                raise MySQLClientError("Max connect timeout reached while reaching hostgroup %d after 0ms"
+                                       % self.account.default_hostgroup, 9001, "HY000")
+            host, port, password = target
+            self.backend = MySQLClient(host, port, self.account.username, password, timeout=2.0,
+                                       read_timeout=3600.0)
+            self.srv = (host, port)
+            if self.account.default_schema:
+                self.backend.query("USE `%s`" % self.account.default_schema.replace("`", "``"))
+        return self.backend
+
+    def run(self, sql):
+        if sql.lstrip().upper().startswith("SET "):
+            return Reply.ok()             # session variables: ProxySQL tracks them, no backend needed
+        self.state, self.info, self.since = "Query", sql, time.monotonic()
+        try:
+            columns, rows = self._backend().query(sql)
+        except MySQLClientError as e:
+            return Reply.err(e.code, str(e), e.sqlstate)
+        except OSError as e:
+            if self.backend is not None:
+                self.backend.close()
+            self.backend = None
+            return Reply.err(2013, "Lost connection to the backend: %s" % e, "HY000")
+        finally:
+            self.state, self.info, self.since = "Sleep", None, time.monotonic()
+        if not columns:
+            return Reply.ok()
+        return Reply.rows([c.encode("utf-8", "surrogateescape") for c in columns], rows)
+
+    def serve(self):
+        self.server.opened(self)
+        super().serve()
+
+    def ended(self):
+        if self.backend is not None:
+            self.backend.close()
+        self.server.closed(self)
+
+    def command(self, cmd, pkt):
+        if cmd == COM_QUERY:
+            self.send_reply(self.run(pkt[1:].decode("utf-8", "surrogateescape")))
+        elif cmd in (COM_PING, COM_INIT_DB):
+            self.send(ok_payload(0, STATUS))
+        else:
+            self.send(err_payload(1047, "Command not supported by this test double", "08S01"))
+        return True
+
+    def processlist_row(self):
+        srv = self.srv or ("", 0)
+        return (0, self.session_id, self.account.username if self.account else "",
+                self.account.default_schema if self.account else "", self.peer[0], self.peer[1],
+                self.account.default_hostgroup if self.account else -1, self.sock_name[0], self.sock_name[1],
+                srv[0], srv[1], self.state, int((time.monotonic() - self.since) * 1000), self.info, 0, None)
+
+
+class Frontend:
+    """ProxySQL's MySQL module seen from outside: a listener on mysql-interfaces, the clients it
+    serves, PROXYSQL PAUSE (stop_listeners: the listening socket is closed, new connections are
+    refused, open ones keep working) and PROXYSQL RESUME (start_listeners: the same address
+    again), and the Client_Connections_* counters of stats_mysql_global."""
+
+    def __init__(self, admin, host, port, next_thread_id):
+        self.admin, self.host, self.port = admin, host, port
+        self.next_thread_id = next_thread_id
+        self.lock = threading.Lock()
+        self.clients = {}                 # session id -> FrontendConnection
+        self.created = self.aborted = 0
+        self._ids = iter(range(1, 1 << 62))
+        self.sock = None
+        self.start_listener()
+
+    def start_listener(self):
+        self.sock = listen_socket(self.host, self.port)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._accept_loop, args=(self.sock,), name="mysql-accept", daemon=True).start()
+
+    def stop_listener(self):
+        sock, self.sock = self.sock, None
+        try:
+            sock.shutdown(socket.SHUT_RDWR)   # wakes the accept() of the accept loop
+        except OSError:
+            pass
+        sock.close()
+
+    def _accept_loop(self, sock):
+        while True:
+            try:
+                conn, peer = sock.accept()
+            except OSError:
+                return
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            client = FrontendConnection(self, conn, peer)
+            client.sock_name = conn.getsockname()[:2]
+            threading.Thread(target=client.serve, name="mysql-client", daemon=True).start()
+
+    def opened(self, client):
+        with self.lock:
+            client.session_id = next(self._ids)
+            self.clients[client.session_id] = client
+            self.created += 1
+
+    def closed(self, client):
+        with self.lock:
+            self.clients.pop(client.session_id, None)
+            if client.account is None:
+                self.aborted += 1
+
+    def counters(self):
+        with self.lock:
+            return {"Client_Connections_connected": len(self.clients), "Client_Connections_created": self.created,
+                    "Client_Connections_aborted": self.aborted,
+                    "Client_Connections_non_idle": sum(1 for c in self.clients.values() if c.state != "Sleep")}
+
+    def processlist(self):
+        with self.lock:
+            return [c.processlist_row() for c in self.clients.values() if c.account is not None]
 
 
 # ---------------------------------------------------------------------------
@@ -2882,7 +3092,7 @@ class ProxySQLDouble:
     """Admin port + control port + monitor around one Admin instance."""
 
     def __init__(self, listen=("127.0.0.1", 0), datadir=".", initial=False, admin_credentials="admin:admin",
-                 control=None, monitor_shun_after=None, config=(), proxysql_servers=()):
+                 control=None, monitor_shun_after=None, config=(), proxysql_servers=(), mysql_listen=None):
         self.sock = listen_socket(*listen)
         self.host, self.port = self.sock.getsockname()[:2]
         self.admin = Admin(datadir, initial=initial, admin_credentials=admin_credentials,
@@ -2894,6 +3104,8 @@ class ProxySQLDouble:
         self.stopping = threading.Event()
         self.admin.cluster = Cluster(self.admin, self.stopping)
         self.admin.cluster.load_servers(self.admin.rt_tables.get("proxysql_servers", []))
+        if mysql_listen is not None:
+            self.admin.frontend = Frontend(self.admin, mysql_listen[0], mysql_listen[1], self.next_thread_id)
         self.httpd = None
         if control is not None:
             self.httpd = http.server.ThreadingHTTPServer(control, ControlHandler)
@@ -3035,7 +3247,10 @@ def main(argv=None):
     ap.add_argument("--proxysql-server", action="append", default=[], metavar="HOST:PORT[:WEIGHT[:COMMENT]]",
                     help="a proxysql_servers row of a fresh datadir (ProxySQL Cluster peers, repeatable)")
     ap.add_argument("--control", help="HOST:PORT of the HTTP control API (test hooks)")
-    ap.add_argument("--port-file", help="write 'admin=HOST:PORT control=HOST:PORT' here once listening")
+    ap.add_argument("--mysql-listen", help="HOST:PORT of the MySQL port (mysql-interfaces: frontend logins, "
+                                           "queries run on a backend, PROXYSQL PAUSE/RESUME); default: none")
+    ap.add_argument("--port-file", help="write 'admin=HOST:PORT control=HOST:PORT [mysql=HOST:PORT]' here "
+                                        "once listening")
     ap.add_argument("--monitor-shun-after", type=float, default=None,
                     help="fixed seconds after which a server refusing TCP goes SHUNNED (default: "
                          "mysql-monitor_ping_interval x mysql-monitor_ping_max_failures; 0 disables the monitors)")
@@ -3043,6 +3258,7 @@ def main(argv=None):
     try:
         listen = parse_hostport(args.listen)
         control = parse_hostport(args.control) if args.control else None
+        mysql_listen = parse_hostport(args.mysql_listen) if args.mysql_listen else None
         config = [(name, getattr(args, attr)) for name, attr in (
             ("admin-stats_credentials", "stats_credentials"), ("admin-cluster_username", "cluster_username"),
             ("admin-cluster_password", "cluster_password"), ("mysql-monitor_username", "monitor_username"),
@@ -3058,7 +3274,8 @@ def main(argv=None):
             peers.append((host, int(port), int(weight or 0), comment))
         double = ProxySQLDouble(listen, args.datadir, initial=args.initial,
                                 admin_credentials=args.admin_credentials, control=control,
-                                monitor_shun_after=args.monitor_shun_after, config=config, proxysql_servers=peers)
+                                monitor_shun_after=args.monitor_shun_after, config=config, proxysql_servers=peers,
+                                mysql_listen=mysql_listen)
     except ValueError as e:
         ap.error(str(e))
     stop = threading.Event()
@@ -3068,6 +3285,8 @@ def main(argv=None):
     line = "admin=%s" % fmt_addr(double.host, double.port)
     if double.control_address:
         line += " control=%s" % fmt_addr(*double.control_address)
+    if double.admin.frontend is not None:
+        line += " mysql=%s" % fmt_addr(double.admin.frontend.host, double.admin.frontend.port)
     if args.port_file:
         tmp = "%s.tmp.%d" % (args.port_file, os.getpid())
         with open(tmp, "w") as f:
