@@ -93,42 +93,61 @@ static void sleep_until(int64_t until_us, const deadline_t *dl)
 	}
 }
 
-/* Client_Connections_connected of stats_mysql_global, or -1 (e filled). */
-static long clients_connected(struct db *db, const deadline_t *dl, struct db_err *e)
+/* Client_Connections_connected of one stats table into *n; -1 with e filled. */
+static int one_count(struct db *db, const char *table, const deadline_t *dl, long *n, struct db_err *e)
 {
-	char val[32];
+	char sql[160], val[32];
 	bool found = false;
-	long n = 0;
 
-	if (db_query_value(
-		    db,
-		    "SELECT Variable_Value FROM stats_mysql_global WHERE Variable_Name='Client_Connections_connected'",
-		    dl, val, sizeof(val), &found, e) < 0)
+	snprintf(sql, sizeof(sql), "SELECT Variable_Value FROM %s WHERE Variable_Name='Client_Connections_connected'",
+		 table);
+	if (db_query_value(db, sql, dl, val, sizeof(val), &found, e) < 0)
 		return -1;
-	if (!found || !sk_parse_long(val, 0, 1L << 40, &n)) {
+	if (!found || !sk_parse_long(val, 0, 1L << 40, n)) {
 		e->reason = DB_SERVER_ERROR;
 		e->code = 0;
 		e->sqlstate[0] = '\0';
-		sk_fmt(e->msg, sizeof(e->msg), "stats_mysql_global has no Client_Connections_connected");
+		sk_fmt(e->msg, sizeof(e->msg), "%s has no Client_Connections_connected", table);
 		return -1;
 	}
-	return n;
+	return 0;
 }
 
-/* "user@host:port (command N ms), ..." for the clients stats_mysql_processlist still lists. */
-static void name_clients(struct db *db, const deadline_t *dl, char *out, size_t len)
+/* The clients connected now: MySQL's (stats_mysql_global), plus PostgreSQL's where the ProxySQL
+ * has a PgSQL module (3.0: stats_pgsql_global; *pgsql turns false the first time that table is
+ * missing, as on 2.7). -1 with e filled. */
+static long clients_connected(struct db *db, const deadline_t *dl, bool *pgsql, struct db_err *e)
 {
+	long n = 0, p = 0;
+
+	if (one_count(db, "stats_mysql_global", dl, &n, e) < 0)
+		return -1;
+	if (*pgsql && one_count(db, "stats_pgsql_global", dl, &p, e) < 0) {
+		if (!strstr(e->msg, "no such table"))
+			return -1;
+		*pgsql = false;
+		p = 0;
+	}
+	return n + p;
+}
+
+/* "user@host:port (command N ms), ..." for the clients the processlists still list (MySQL's, and
+ * PostgreSQL's with `pgsql`), at most 8. */
+static void name_clients(struct db *db, const deadline_t *dl, bool pgsql, char *out, size_t len)
+{
+	static const char *const mysql_only =
+		"SELECT user, cli_host, cli_port, command, time_ms FROM stats_mysql_processlist ORDER BY SessionID";
+	static const char *const both =
+		"SELECT user, cli_host, cli_port, command, time_ms FROM stats_mysql_processlist UNION ALL "
+		"SELECT user, cli_host, cli_port, command, time_ms FROM stats_pgsql_processlist";
 	struct statusmap rows[8];
 	size_t n = 0, used = 0;
 	struct db_err e;
 
 	memset(rows, 0, sizeof(rows));
 	out[0] = '\0';
-	if (db_query_rows(
-		    db,
-		    "SELECT user, cli_host, cli_port, command, time_ms FROM stats_mysql_processlist ORDER BY SessionID",
-		    dl, rows, SK_ARRAY_LEN(rows), &n, &e) < 0) {
-		sk_fmt(out, len, "stats_mysql_processlist unreadable: %s", e.msg);
+	if (db_query_rows(db, pgsql ? both : mysql_only, dl, rows, SK_ARRAY_LEN(rows), &n, &e) < 0) {
+		sk_fmt(out, len, "processlist unreadable: %s", e.msg);
 		return;
 	}
 	for (size_t i = 0; i < n && used + 1 < len; i++) {
@@ -161,7 +180,7 @@ static int drain(struct db *db, long delay_ms, const deadline_t *dl, const struc
 	const char *probe = "proxysql-drain";
 	struct db_err e;
 	char msg[1024], left[640];
-	bool already = false;
+	bool already = false, pgsql = true;
 	int64_t paused_at;
 	long n = -1;
 
@@ -173,7 +192,10 @@ static int drain(struct db *db, long delay_ms, const deadline_t *dl, const struc
 		already = true;
 	}
 	paused_at = deadline_now_us();
-	if ((n = clients_connected(db, dl, &e)) < 0)
+	/* ProxySQL 3.0 answers PAUSE twice (its MySQL module, then its PgSQL one): the second answer
+	 * would be read as the answer to the next query. A new connection leaves it behind. */
+	db_close(db);
+	if (db_connect(db, &pc->t, dl, &e) < 0 || (n = clients_connected(db, dl, &pgsql, &e)) < 0)
 		return probe_report_db_error(probe, "not drained", json, &e, pc, budget_ms, "--timeout", stdout,
 					     started);
 	if (!json) {
@@ -188,7 +210,7 @@ static int drain(struct db *db, long delay_ms, const deadline_t *dl, const struc
 		sleep_until(next, &(deadline_t){ .at = dl->at - DRAIN_TAIL_MS * 1000 });
 		if (deadline_left_ms(dl) <= DRAIN_TAIL_MS)
 			break;
-		if ((n = clients_connected(db, dl, &e)) < 0)
+		if ((n = clients_connected(db, dl, &pgsql, &e)) < 0)
 			return probe_report_db_error(probe, "not drained", json, &e, pc, budget_ms, "--timeout", stdout,
 						     started);
 	}
@@ -197,7 +219,7 @@ static int drain(struct db *db, long delay_ms, const deadline_t *dl, const struc
 			 (double)(deadline_now_us() - paused_at) / 1e6);
 		return probe_report(probe, json, true, "ok", msg, stdout, started);
 	}
-	name_clients(db, dl, left, sizeof(left));
+	name_clients(db, dl, pgsql, left, sizeof(left));
 	snprintf(msg, sizeof(msg), "not drained: %ld client(s) still connected at the deadline (--timeout %.1fs): %s",
 		 n, (double)budget_ms / 1000.0, left[0] ? left : "(none listed)");
 	return probe_report(probe, json, false, "clients_left", msg, stdout, started);

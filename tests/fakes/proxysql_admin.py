@@ -780,6 +780,193 @@ SIMPLE_MODULE_TABLES = {
                        "mysql_firewall_whitelist_sqli_fingerprints"),
 }
 
+# ---------------------------------------------------------------------------
+# 5b. ProxySQL 3.0 (--proxysql-version 3.0): what its admin interface adds
+#     (sysown/proxysql v3.0: include/ProxySQL_Admin_Tables_Definitions.h,
+#     ProxySQL_Admin::dump_checksums_values_table, generate_global_checksum,
+#     Admin_Handler.cpp's PROXYSQL PAUSE/RESUME), selected once at start
+# ---------------------------------------------------------------------------
+
+PROXYSQL_3_0_VERSION = "3.0.1-0-g0000000"
+PGSQL_ADMIN_TABLES = [
+    ("pgsql_servers",
+     ("CREATE TABLE pgsql_servers (hostgroup_id INT CHECK (hostgroup_id>=0) NOT NULL DEFAULT 0 , hostna"
+     "me VARCHAR NOT NULL , port INT CHECK (port >= 0 AND port <= 65535) NOT NULL DEFAULT 5432 , statu"
+     "s VARCHAR CHECK (UPPER(status) IN ('ONLINE','SHUNNED','OFFLINE_SOFT', 'OFFLINE_HARD')) NOT NULL "
+     "DEFAULT 'ONLINE' , weight INT CHECK (weight >= 0 AND weight <=10000000) NOT NULL DEFAULT 1 , com"
+     "pression INT CHECK (compression IN(0,1)) NOT NULL DEFAULT 0 , max_connections INT CHECK (max_con"
+     "nections >=0) NOT NULL DEFAULT 1000 , max_replication_lag INT CHECK (max_replication_lag >= 0 AN"
+     "D max_replication_lag <= 126144000) NOT NULL DEFAULT 0 , use_ssl INT CHECK (use_ssl IN(0,1)) NOT"
+     " NULL DEFAULT 0 , max_latency_ms INT UNSIGNED CHECK (max_latency_ms>=0) NOT NULL DEFAULT 0 , com"
+     "ment VARCHAR NOT NULL DEFAULT '' , PRIMARY KEY (hostgroup_id, hostname, port) )")),
+    ("runtime_pgsql_servers",
+     ("CREATE TABLE runtime_pgsql_servers (hostgroup_id INT CHECK (hostgroup_id>=0) NOT NULL DEFAULT 0 "
+     ", hostname VARCHAR NOT NULL , port INT CHECK (port >= 0 AND port <= 65535) NOT NULL DEFAULT 5432"
+     " , status VARCHAR CHECK (UPPER(status) IN ('ONLINE','SHUNNED','OFFLINE_SOFT', 'OFFLINE_HARD')) N"
+     "OT NULL DEFAULT 'ONLINE' , weight INT CHECK (weight >= 0 AND weight <=10000000) NOT NULL DEFAULT"
+     " 1 , compression INT CHECK (compression IN(0,1)) NOT NULL DEFAULT 0 , max_connections INT CHECK "
+     "(max_connections >=0) NOT NULL DEFAULT 1000 , max_replication_lag INT CHECK (max_replication_lag"
+     " >= 0 AND max_replication_lag <= 126144000) NOT NULL DEFAULT 0 , use_ssl INT CHECK (use_ssl IN(0"
+     ",1)) NOT NULL DEFAULT 0 , max_latency_ms INT UNSIGNED CHECK (max_latency_ms>=0) NOT NULL DEFAULT"
+     " 0 , comment VARCHAR NOT NULL DEFAULT '' , PRIMARY KEY (hostgroup_id, hostname, port) )")),
+    ("pgsql_users",
+     ("CREATE TABLE pgsql_users (username VARCHAR NOT NULL , password VARCHAR , active INT CHECK (activ"
+     "e IN (0,1)) NOT NULL DEFAULT 1 , use_ssl INT CHECK (use_ssl IN (0,1)) NOT NULL DEFAULT 0 , defau"
+     "lt_hostgroup INT NOT NULL DEFAULT 0 , transaction_persistent INT CHECK (transaction_persistent I"
+     "N (0,1)) NOT NULL DEFAULT 1 , fast_forward INT CHECK (fast_forward IN (0,1)) NOT NULL DEFAULT 0 "
+     ", backend INT CHECK (backend IN (0,1)) NOT NULL DEFAULT 1 , frontend INT CHECK (frontend IN (0,1"
+     ")) NOT NULL DEFAULT 1 , max_connections INT CHECK (max_connections >=0) NOT NULL DEFAULT 10000 ,"
+     " attributes VARCHAR CHECK (JSON_VALID(attributes) OR attributes = '') NOT NULL DEFAULT '' , comm"
+     "ent VARCHAR NOT NULL DEFAULT '' , PRIMARY KEY (username, backend) , UNIQUE (username, frontend))")),
+    ("runtime_pgsql_users",
+     ("CREATE TABLE runtime_pgsql_users (username VARCHAR NOT NULL , password VARCHAR , active INT CHEC"
+     "K (active IN (0,1)) NOT NULL DEFAULT 1 , use_ssl INT CHECK (use_ssl IN (0,1)) NOT NULL DEFAULT 0"
+     " , default_hostgroup INT NOT NULL DEFAULT 0 , transaction_persistent INT CHECK (transaction_pers"
+     "istent IN (0,1)) NOT NULL DEFAULT 1 , fast_forward INT CHECK (fast_forward IN (0,1)) NOT NULL DE"
+     "FAULT 0 , backend INT CHECK (backend IN (0,1)) NOT NULL DEFAULT 1 , frontend INT CHECK (frontend"
+     " IN (0,1)) NOT NULL DEFAULT 1 , max_connections INT CHECK (max_connections >=0) NOT NULL DEFAULT"
+     " 10000 , attributes VARCHAR CHECK (JSON_VALID(attributes) OR attributes = '') NOT NULL DEFAULT '"
+     "', comment VARCHAR NOT NULL DEFAULT '' , PRIMARY KEY (username, backend) , UNIQUE (username, fro"
+     "ntend))")),
+    ("pgsql_replication_hostgroups",
+     ("CREATE TABLE pgsql_replication_hostgroups (writer_hostgroup INT CHECK (writer_hostgroup>=0) NOT "
+     "NULL PRIMARY KEY , reader_hostgroup INT NOT NULL CHECK (reader_hostgroup<>writer_hostgroup AND r"
+     "eader_hostgroup>=0) , check_type VARCHAR CHECK (LOWER(check_type) IN ('read_only','innodb_read_o"
+     "nly','super_read_only','read_only|innodb_read_only','read_only&innodb_read_only')) NOT NULL DEFA"
+     "ULT 'read_only' , comment VARCHAR NOT NULL DEFAULT '', UNIQUE (reader_hostgroup))")),
+    ("runtime_pgsql_replication_hostgroups",
+     ("CREATE TABLE runtime_pgsql_replication_hostgroups (writer_hostgroup INT CHECK (writer_hostgroup>"
+     "=0) NOT NULL PRIMARY KEY , reader_hostgroup INT NOT NULL CHECK (reader_hostgroup<>writer_hostgro"
+     "up AND reader_hostgroup>=0) , check_type VARCHAR CHECK (LOWER(check_type) IN ('read_only','innod"
+     "b_read_only','super_read_only','read_only|innodb_read_only','read_only&innodb_read_only')) NOT N"
+     "ULL DEFAULT 'read_only' , comment VARCHAR NOT NULL DEFAULT '', UNIQUE (reader_hostgroup))")),
+    ("pgsql_hostgroup_attributes",
+     ("CREATE TABLE pgsql_hostgroup_attributes (hostgroup_id INT NOT NULL PRIMARY KEY , max_num_online_"
+     "servers INT CHECK (max_num_online_servers>=0 AND max_num_online_servers <= 1000000) NOT NULL DEF"
+     "AULT 1000000 , autocommit INT CHECK (autocommit IN (-1, 0, 1)) NOT NULL DEFAULT -1 , free_connec"
+     "tions_pct INT CHECK (free_connections_pct >= 0 AND free_connections_pct <= 100) NOT NULL DEFAULT"
+     " 10 , init_connect VARCHAR NOT NULL DEFAULT '' , multiplex INT CHECK (multiplex IN (0, 1)) NOT N"
+     "ULL DEFAULT 1 , connection_warming INT CHECK (connection_warming IN (0, 1)) NOT NULL DEFAULT 0 ,"
+     " throttle_connections_per_sec INT CHECK (throttle_connections_per_sec >= 1 AND throttle_connecti"
+     "ons_per_sec <= 1000000) NOT NULL DEFAULT 1000000 , ignore_session_variables VARCHAR CHECK (JSON_"
+     "VALID(ignore_session_variables) OR ignore_session_variables = '') NOT NULL DEFAULT '' , hostgrou"
+     "p_settings VARCHAR CHECK (JSON_VALID(hostgroup_settings) OR hostgroup_settings = '') NOT NULL DE"
+     "FAULT '' , servers_defaults VARCHAR CHECK (JSON_VALID(servers_defaults) OR servers_defaults = ''"
+     ") NOT NULL DEFAULT '' , comment VARCHAR NOT NULL DEFAULT '')")),
+    ("runtime_pgsql_hostgroup_attributes",
+     ("CREATE TABLE runtime_pgsql_hostgroup_attributes (hostgroup_id INT NOT NULL PRIMARY KEY , max_num"
+     "_online_servers INT CHECK (max_num_online_servers>=0 AND max_num_online_servers <= 1000000) NOT "
+     "NULL DEFAULT 1000000 , autocommit INT CHECK (autocommit IN (-1, 0, 1)) NOT NULL DEFAULT -1 , fre"
+     "e_connections_pct INT CHECK (free_connections_pct >= 0 AND free_connections_pct <= 100) NOT NULL"
+     " DEFAULT 10 , init_connect VARCHAR NOT NULL DEFAULT '' , multiplex INT CHECK (multiplex IN (0, 1"
+     ")) NOT NULL DEFAULT 1 , connection_warming INT CHECK (connection_warming IN (0, 1)) NOT NULL DEF"
+     "AULT 0 , throttle_connections_per_sec INT CHECK (throttle_connections_per_sec >= 1 AND throttle_"
+     "connections_per_sec <= 1000000) NOT NULL DEFAULT 1000000 , ignore_session_variables VARCHAR CHEC"
+     "K (JSON_VALID(ignore_session_variables) OR ignore_session_variables = '') NOT NULL DEFAULT '' , "
+     "hostgroup_settings VARCHAR CHECK (JSON_VALID(hostgroup_settings) OR hostgroup_settings = '') NOT"
+     " NULL DEFAULT '' , servers_defaults VARCHAR CHECK (JSON_VALID(servers_defaults) OR servers_defau"
+     "lts = '') NOT NULL DEFAULT '' , comment VARCHAR NOT NULL DEFAULT '')")),
+    ("pgsql_query_rules",
+     ("CREATE TABLE pgsql_query_rules (rule_id INTEGER PRIMARY KEY AUTOINCREMENT NOT NULL , active INT "
+     "CHECK (active IN (0,1)) NOT NULL DEFAULT 0 , username VARCHAR , database VARCHAR , flagIN INT CH"
+     "ECK (flagIN >= 0) NOT NULL DEFAULT 0 , client_addr VARCHAR , proxy_addr VARCHAR , proxy_port INT"
+     " CHECK (proxy_port >= 0 AND proxy_port <= 65535) , digest VARCHAR , match_digest VARCHAR , match"
+     "_pattern VARCHAR , negate_match_pattern INT CHECK (negate_match_pattern IN (0,1)) NOT NULL DEFAU"
+     "LT 0 , re_modifiers VARCHAR DEFAULT 'CASELESS' , flagOUT INT CHECK (flagOUT >= 0) , replace_patt"
+     "ern VARCHAR CHECK(CASE WHEN replace_pattern IS NULL THEN 1 WHEN replace_pattern IS NOT NULL AND "
+     "match_pattern IS NOT NULL THEN 1 ELSE 0 END) , destination_hostgroup INT DEFAULT NULL , cache_tt"
+     "l INT CHECK(cache_ttl > 0) , cache_empty_result INT CHECK (cache_empty_result IN (0,1)) DEFAULT "
+     "NULL , cache_timeout INT CHECK(cache_timeout >= 0) , reconnect INT CHECK (reconnect IN (0,1)) DE"
+     "FAULT NULL , timeout INT UNSIGNED CHECK (timeout >= 0) , retries INT CHECK (retries>=0 AND retri"
+     "es <=1000) , delay INT UNSIGNED CHECK (delay >=0) , next_query_flagIN INT UNSIGNED , mirror_flag"
+     "OUT INT UNSIGNED , mirror_hostgroup INT UNSIGNED , error_msg VARCHAR , OK_msg VARCHAR , sticky_c"
+     "onn INT CHECK (sticky_conn IN (0,1)) , multiplex INT CHECK (multiplex IN (0,1,2)) , log INT CHEC"
+     "K (log IN (0,1)) , apply INT CHECK(apply IN (0,1)) NOT NULL DEFAULT 0 , attributes VARCHAR CHECK"
+     " (JSON_VALID(attributes) OR attributes = '') NOT NULL DEFAULT '' , comment VARCHAR)")),
+    ("runtime_pgsql_query_rules",
+     ("CREATE TABLE runtime_pgsql_query_rules (rule_id INTEGER PRIMARY KEY AUTOINCREMENT NOT NULL , act"
+     "ive INT CHECK (active IN (0,1)) NOT NULL DEFAULT 0 , username VARCHAR , database VARCHAR , flagI"
+     "N INT CHECK (flagIN >= 0) NOT NULL DEFAULT 0 , client_addr VARCHAR , proxy_addr VARCHAR , proxy_"
+     "port INT CHECK (proxy_port >= 0 AND proxy_port <= 65535), digest VARCHAR , match_digest VARCHAR "
+     ", match_pattern VARCHAR , negate_match_pattern INT CHECK (negate_match_pattern IN (0,1)) NOT NUL"
+     "L DEFAULT 0 , re_modifiers VARCHAR DEFAULT 'CASELESS' , flagOUT INT CHECK (flagOUT >= 0), replac"
+     "e_pattern VARCHAR CHECK(CASE WHEN replace_pattern IS NULL THEN 1 WHEN replace_pattern IS NOT NUL"
+     "L AND match_pattern IS NOT NULL THEN 1 ELSE 0 END) , destination_hostgroup INT DEFAULT NULL , ca"
+     "che_ttl INT CHECK(cache_ttl > 0) , cache_empty_result INT CHECK (cache_empty_result IN (0,1)) DE"
+     "FAULT NULL , cache_timeout INT CHECK(cache_timeout >= 0) , reconnect INT CHECK (reconnect IN (0,"
+     "1)) DEFAULT NULL , timeout INT UNSIGNED CHECK (timeout >= 0) , retries INT CHECK (retries>=0 AND"
+     " retries <=1000) , delay INT UNSIGNED CHECK (delay >=0) , next_query_flagIN INT UNSIGNED , mirro"
+     "r_flagOUT INT UNSIGNED , mirror_hostgroup INT UNSIGNED , error_msg VARCHAR , OK_msg VARCHAR , st"
+     "icky_conn INT CHECK (sticky_conn IN (0,1)) , multiplex INT CHECK (multiplex IN (0,1,2)) , log IN"
+     "T CHECK (log IN (0,1)) , apply INT CHECK(apply IN (0,1)) NOT NULL DEFAULT 0 , attributes VARCHAR"
+     " CHECK (JSON_VALID(attributes) OR attributes = '') NOT NULL DEFAULT '' , comment VARCHAR)")),
+    ("pgsql_query_rules_fast_routing",
+     ("CREATE TABLE pgsql_query_rules_fast_routing (username VARCHAR NOT NULL , database VARCHAR NOT NU"
+     "LL , flagIN INT NOT NULL DEFAULT 0 , destination_hostgroup INT CHECK (destination_hostgroup >= 0"
+     ") NOT NULL , comment VARCHAR NOT NULL , PRIMARY KEY (username, database, flagIN) )")),
+    ("runtime_pgsql_query_rules_fast_routing",
+     ("CREATE TABLE runtime_pgsql_query_rules_fast_routing (username VARCHAR NOT NULL , database VARCHA"
+     "R NOT NULL , flagIN INT NOT NULL DEFAULT 0 , destination_hostgroup INT CHECK (destination_hostgr"
+     "oup >= 0) NOT NULL , comment VARCHAR NOT NULL , PRIMARY KEY (username, database, flagIN) )")),
+]
+PGSQL_STATS_TABLES = [
+    ("stats_pgsql_global",
+     ("CREATE TABLE stats_pgsql_global (Variable_Name VARCHAR NOT NULL PRIMARY KEY , Variable_Value VAR"
+     "CHAR NOT NULL)")),
+    ("stats_pgsql_processlist",
+     ("CREATE TABLE stats_pgsql_processlist (ThreadID INT NOT NULL , SessionID INTEGER PRIMARY KEY , us"
+     "er VARCHAR , database VARCHAR , cli_host VARCHAR , cli_port INT , hostgroup INT , l_srv_host VAR"
+     "CHAR , l_srv_port INT , srv_host VARCHAR , srv_port INT , command VARCHAR , time_ms INT NOT NULL"
+     " , info VARCHAR , status_flags INT , extended_info VARCHAR)")),
+    ("stats_pgsql_connection_pool",
+     ("CREATE TABLE stats_pgsql_connection_pool (hostgroup INT , srv_host VARCHAR , srv_port INT , stat"
+     "us VARCHAR , ConnUsed INT , ConnFree INT , ConnOK INT , ConnERR INT , MaxConnUsed INT , Queries "
+     "INT , Bytes_data_sent INT , Bytes_data_recv INT , Latency_us INT)")),
+]
+PGSQL_MODULES = {"PGSQL SERVERS": ("pgsql_servers", ("pgsql_servers", "pgsql_replication_hostgroups",
+                                                      "pgsql_hostgroup_attributes")),
+                 "PGSQL USERS": ("pgsql_users", ("pgsql_users",)),
+                 "PGSQL QUERY RULES": ("pgsql_query_rules", ("pgsql_query_rules", "pgsql_query_rules_fast_routing"))}
+PGSQL_ADMIN_VARIABLES = [("admin-pgsql_ifaces", "0.0.0.0:6132")] + [
+    ("admin-cluster_pgsql_%s_%s" % (module, what), default)
+    for what, default in (("diffs_before_sync", "3"), ("save_to_disk", "true"))
+    for module in ("query_rules", "servers", "users", "variables")]
+PGSQL_MODULE = False           # 3.0: the PgSQL module exists
+HIDE_PGSQL_TABLES = False      # SHOW TABLES leaves pgsql_* out (newer 3.0 builds)
+PAUSE_REPLIES_PER_MODULE = False   # PROXYSQL PAUSE/RESUME answer once for MySQL, once for PgSQL
+
+
+def select_version(version, hide_pgsql_tables=False):
+    """Make this process a ProxySQL 2.7 (the default, as recorded) or 3.0 admin interface. For 3.0:
+    the version string; the pgsql_* tables with their runtime_ twins (memory, disk, LOAD/SAVE PGSQL
+    SERVERS|USERS|QUERY RULES); stats_pgsql_global / _processlist / _connection_pool; the pgsql rows
+    of runtime_checksums_values and GLOBAL_CHECKSUM(); the admin-pgsql_ifaces and
+    admin-cluster_pgsql_*_diffs_before_sync / _save_to_disk variables; PROXYSQL PAUSE and RESUME
+    sending two replies (MySQL's, then PgSQL's, both with sequence id 1: the second one is read by
+    the client's next command); with hide_pgsql_tables, SHOW TABLES without the pgsql_* tables."""
+    global PROXYSQL_VERSION, CHECKSUM_MODULES, GLOBAL_CHECKSUM_ORDER, HIDE_PGSQL_TABLES, PAUSE_REPLIES_PER_MODULE
+    global PGSQL_MODULE
+    if version == "2.7":
+        return
+    if version != "3.0":
+        raise ValueError("--proxysql-version is 2.7 or 3.0, not %r" % version)
+    PROXYSQL_VERSION = PROXYSQL_3_0_VERSION
+    ADMIN_VARIABLES[:] = [(n, PROXYSQL_VERSION if n == "admin-version" else v) for n, v in ADMIN_VARIABLES]
+    ADMIN_VARIABLES.extend(PGSQL_ADMIN_VARIABLES)
+    ADMIN_TABLES.extend(PGSQL_ADMIN_TABLES)
+    _ADMIN_DDL.update(PGSQL_ADMIN_TABLES)
+    DISK_TABLES.extend((n, d) for n, d in PGSQL_ADMIN_TABLES if not n.startswith("runtime_"))
+    STATS_TABLES.extend(PGSQL_STATS_TABLES)
+    for module, (_, tables) in PGSQL_MODULES.items():
+        SIMPLE_MODULE_TABLES[module] = tables
+    CHECKSUM_MODULES = CHECKSUM_MODULES + ("pgsql_query_rules", "pgsql_servers", "pgsql_users", "pgsql_variables")
+    GLOBAL_CHECKSUM_ORDER = ("admin_variables", "mysql_query_rules", "mysql_servers", "mysql_servers_v2",
+                             "mysql_users", "mysql_variables", "pgsql_query_rules", "pgsql_servers",
+                             "pgsql_users", "pgsql_variables", "proxysql_servers")
+    HIDE_PGSQL_TABLES = hide_pgsql_tables
+    PAUSE_REPLIES_PER_MODULE = PGSQL_MODULE = True
+
+
 MYSQL_SERVERS_COLUMNS = ("hostgroup_id, hostname, port, gtid_port, status, weight, compression, max_connections, "
                          "max_replication_lag, use_ssl, max_latency_ms, comment")
 MYSQL_USERS_COLUMNS = ("username, password, active, use_ssl, default_hostgroup, default_schema, schema_locked, "
@@ -1186,6 +1373,7 @@ class Admin:
         self.cluster = None                 # set by ProxySQLDouble once the node can reach peers
         self.frontend = None                # the MySQL port (Frontend), when the double has one
         self.mysql_paused = False           # PROXYSQL PAUSE
+        self.pgsql_paused = False           # the same, for 3.0's PgSQL module
         self.servers_v2_rows = []           # mysql_servers_v2 as last loaded (a peer's pull reads it)
         self.current_users = []             # mysql_users rows as last loaded (ditto)
         self.listen = listen
@@ -1259,6 +1447,7 @@ class Admin:
             self.load_simple_to_runtime(module, bump=False)
         now = int(time.time())
         for name in CHECKSUM_MODULES:
+            self.checksums.setdefault(name, [0, 0, ZERO_CHECKSUM])    # pgsql_variables: not emulated
             self.checksums[name][0] = 1
             self.checksums[name][1] = now
 
@@ -1433,6 +1622,11 @@ class Admin:
                                       "ORDER BY username, schemaname, flagIN"))
             h = spooky128(struct.pack("<QQ", h1, h2), 19, 3)[0] if (h1 or h2) else 0
             self._set_checksum("mysql_query_rules", runtime_checksum_text(h), bump)
+        elif module in PGSQL_MODULES:
+            # not ProxySQL's algorithm (nothing of 3.0 was recorded): a hash of the module's tables
+            hashes = [raw_checksum(db.rows("SELECT * FROM main.%s ORDER BY 1" % t)) for t in SIMPLE_MODULE_TABLES[module]]
+            h = spooky128(struct.pack("<%dQ" % len(hashes), *hashes), 19, 3)[0] if any(hashes) else 0
+            self._set_checksum(PGSQL_MODULES[module][0], runtime_checksum_text(h), bump)
 
     def save_simple_to_memory(self, module):
         for table in SIMPLE_MODULE_TABLES[module]:
@@ -1551,6 +1745,9 @@ class Admin:
             self._replace_table("stats.stats_mysql_connection_pool", self.hgm.pool_rows())
         if "stats_mysql_global" in q or q.upper().startswith("SHOW MYSQL STATUS"):
             self._replace_table("stats.stats_mysql_global", self._stats_global())
+        if "stats_pgsql_global" in q and PGSQL_MODULE:
+            self._replace_table("stats.stats_pgsql_global", [("Client_Connections_connected", "0"),
+                                                             ("Client_Connections_created", "0")])
         if "stats_mysql_processlist" in q:
             self._replace_table("stats.stats_mysql_processlist",
                                 self.frontend.processlist() if self.frontend is not None else [])
@@ -1788,7 +1985,8 @@ class Admin:
                     "WHERE Variable_name='admin-version'" % PROXYSQL_VERSION)
         if up == "SHOW TABLES":
             return ("SELECT name AS tables FROM sqlite_master WHERE type='table' "
-                    "AND name NOT IN ('sqlite_sequence') ORDER BY name")
+                    "AND name NOT IN ('sqlite_sequence')%s ORDER BY name"
+                    % (" AND name NOT LIKE '%pgsql%'" if HIDE_PGSQL_TABLES else ""))
         if up == "SHOW CHARSET":
             return "SELECT Charset, Collation AS 'Default collation' FROM mysql_collations WHERE `Default`='Yes'"
         if up == "SHOW COLLATION":
@@ -1884,7 +2082,21 @@ class Admin:
             return None
 
     def command_pause_resume(self, up):
-        """PROXYSQL PAUSE / PROXYSQL RESUME (admin_handler_command_proxysql)."""
+        """PROXYSQL PAUSE / PROXYSQL RESUME (admin_handler_command_proxysql); 3.0 answers once for
+        the MySQL module and once more for the PgSQL one."""
+        reply = self._pause_resume_mysql(up)
+        if not PAUSE_REPLIES_PER_MODULE:
+            return reply
+        pause = up == "PROXYSQL PAUSE"
+        if self.pgsql_paused == pause:
+            second = Reply.admin_err("ProxySQL PgSQL module is %s, impossible to %s"
+                                     % (("already paused", "pause") if pause else ("not paused", "resume")))
+        else:
+            self.pgsql_paused = pause
+            second = Reply.ok()
+        return Reply("pair", replies=(reply, second))
+
+    def _pause_resume_mysql(self, up):
         if up == "PROXYSQL PAUSE":
             if self.mysql_paused:
                 return Reply.admin_err("ProxySQL MySQL module is already paused, impossible to pause")
@@ -2044,6 +2256,11 @@ class ClientConnection:
         self.sock.sendall(b"".join(self.packet(p) for p in payloads))
 
     def send_reply(self, reply):
+        if reply.kind == "pair":
+            for r in reply.replies:          # each with the sequence id of a first answer
+                self.seq = 1
+                self.send_reply(r)
+            return
         if reply.kind == "ok":
             self.send(ok_payload(reply.affected, STATUS, reply.info))
         elif reply.kind == "err":
@@ -3247,6 +3464,12 @@ def main(argv=None):
     ap.add_argument("--proxysql-server", action="append", default=[], metavar="HOST:PORT[:WEIGHT[:COMMENT]]",
                     help="a proxysql_servers row of a fresh datadir (ProxySQL Cluster peers, repeatable)")
     ap.add_argument("--control", help="HOST:PORT of the HTTP control API (test hooks)")
+    ap.add_argument("--proxysql-version", choices=("2.7", "3.0"),
+                    default=os.environ.get("PROXYSQL_DOUBLE_VERSION", "2.7"),
+                    help="the admin interface of ProxySQL 2.7 (as recorded, the default) or 3.0 (pgsql tables, "
+                         "variables and checksum rows; default: $PROXYSQL_DOUBLE_VERSION or 2.7)")
+    ap.add_argument("--hide-pgsql-tables", action="store_true",
+                    help="with --proxysql-version 3.0: SHOW TABLES leaves the pgsql_* tables out, as newer builds do")
     ap.add_argument("--mysql-listen", help="HOST:PORT of the MySQL port (mysql-interfaces: frontend logins, "
                                            "queries run on a backend, PROXYSQL PAUSE/RESUME); default: none")
     ap.add_argument("--port-file", help="write 'admin=HOST:PORT control=HOST:PORT [mysql=HOST:PORT]' here "
@@ -3256,6 +3479,7 @@ def main(argv=None):
                          "mysql-monitor_ping_interval x mysql-monitor_ping_max_failures; 0 disables the monitors)")
     args = ap.parse_args(argv)
     try:
+        select_version(args.proxysql_version, args.hide_pgsql_tables)
         listen = parse_hostport(args.listen)
         control = parse_hostport(args.control) if args.control else None
         mysql_listen = parse_hostport(args.mysql_listen) if args.mysql_listen else None
