@@ -18,6 +18,10 @@ struct sync_target {
 	char *user;
 	char *password;
 	char *cluster_mode; /* NULL: the top-level cluster-mode */
+	/* TLS to the admin interface (like the probes' --tls*); a password is never sent in clear
+	 * text to a target that is not loopback unless allow_plaintext_password. */
+	bool tls, tls_verify, allow_plaintext_password;
+	char *tls_ca, *tls_cert, *tls_key; /* NULL: not given */
 };
 
 struct sync_config {

@@ -47,6 +47,7 @@ import re
 import secrets
 import signal
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -2217,6 +2218,7 @@ class ClientConnection:
 
     def __init__(self, server, sock, peer):
         self.server, self.sock, self.peer = server, sock, peer
+        self.tls = False
         self.seq = 0
         self.rbuf = b""
         self.session = None
@@ -2225,7 +2227,8 @@ class ClientConnection:
 
     def _read_exact(self, n):
         while len(self.rbuf) < n:
-            chunk = self.sock.recv(65536)
+            # before the login no more than asked for: a TLS ClientHello may follow the SSLRequest
+            chunk = self.sock.recv(65536 if self.session else n - len(self.rbuf))
             if not chunk:
                 raise ConnectionClosed()
             self.rbuf += chunk
@@ -2290,8 +2293,19 @@ class ClientConnection:
             raise ConnectionClosed()
         client_caps = struct.unpack_from("<I", resp, 0)[0]
         if client_caps & CLIENT_SSL and len(resp) == 32:
-            self.send(err_payload(1045, "ProxySQL Error: TLS is not supported by this test double"))
-            raise ConnectionClosed()
+            context = getattr(self.server, "tls_context", None)
+            if context is None:
+                self.send(err_payload(1045, "ProxySQL Error: TLS is not supported by this test double"))
+                raise ConnectionClosed()
+            # SSLRequest: the TLS handshake, then the handshake response again, encrypted
+            self.sock.settimeout(10)
+            self.sock = context.wrap_socket(self.sock, server_side=True)
+            self.sock.settimeout(None)
+            self.tls = True
+            resp = self.read_packet()
+            if len(resp) < 32:
+                raise ConnectionClosed()
+            client_caps = struct.unpack_from("<I", resp, 0)[0]
         if client_caps & CLIENT_COMPRESS:
             self.send(err_payload(1045, "ProxySQL Error: compression is not supported by this test double"))
             raise ConnectionClosed()
@@ -2330,6 +2344,7 @@ class ClientConnection:
             self.send(err_payload(1045, msg))
             raise ConnectionClosed()
         self.session = Session(user, stats, self.peer)
+        self.session.tls = self.tls
         self.send(ok_payload(0, HANDSHAKE_STATUS))
 
     def authenticate(self, user, salt, token):
@@ -2676,7 +2691,8 @@ class Hooks:
     def record(self, session, sql):
         with self.lock:
             self.statements.append({"seq": len(self.statements) + 1, "conn": session.id, "user": session.user,
-                                    "time": round(time.time(), 6), "sql": sql})
+                                    "time": round(time.time(), 6), "sql": sql,
+                                    "tls": getattr(session, "tls", False)})
 
     def take(self, name):
         with self.lock:
@@ -3309,8 +3325,14 @@ class ProxySQLDouble:
     """Admin port + control port + monitor around one Admin instance."""
 
     def __init__(self, listen=("127.0.0.1", 0), datadir=".", initial=False, admin_credentials="admin:admin",
-                 control=None, monitor_shun_after=None, config=(), proxysql_servers=(), mysql_listen=None):
+                 control=None, monitor_shun_after=None, config=(), proxysql_servers=(), mysql_listen=None,
+                 tls_cert=None, tls_key=None):
         self.sock = listen_socket(*listen)
+        self.tls_context = None
+        if tls_cert:
+            # the admin port accepts TLS (a real ProxySQL generates its own certificate in the datadir)
+            self.tls_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self.tls_context.load_cert_chain(tls_cert, tls_key)
         self.host, self.port = self.sock.getsockname()[:2]
         self.admin = Admin(datadir, initial=initial, admin_credentials=admin_credentials,
                            listen=fmt_addr(self.host, self.port), monitor_shun_after=monitor_shun_after,
@@ -3470,6 +3492,8 @@ def main(argv=None):
                          "variables and checksum rows; default: $PROXYSQL_DOUBLE_VERSION or 2.7)")
     ap.add_argument("--hide-pgsql-tables", action="store_true",
                     help="with --proxysql-version 3.0: SHOW TABLES leaves the pgsql_* tables out, as newer builds do")
+    ap.add_argument("--tls-cert", help="PEM certificate: the admin port accepts TLS (SSLRequest) with it")
+    ap.add_argument("--tls-key", help="PEM key of --tls-cert")
     ap.add_argument("--mysql-listen", help="HOST:PORT of the MySQL port (mysql-interfaces: frontend logins, "
                                            "queries run on a backend, PROXYSQL PAUSE/RESUME); default: none")
     ap.add_argument("--port-file", help="write 'admin=HOST:PORT control=HOST:PORT [mysql=HOST:PORT]' here "
@@ -3499,7 +3523,7 @@ def main(argv=None):
         double = ProxySQLDouble(listen, args.datadir, initial=args.initial,
                                 admin_credentials=args.admin_credentials, control=control,
                                 monitor_shun_after=args.monitor_shun_after, config=config, proxysql_servers=peers,
-                                mysql_listen=mysql_listen)
+                                mysql_listen=mysql_listen, tls_cert=args.tls_cert, tls_key=args.tls_key)
     except ValueError as e:
         ap.error(str(e))
     stop = threading.Event()
