@@ -472,8 +472,10 @@ static int follow(struct agent *ag, struct target *t, const struct plan *p)
 	int64_t now = deadline_now_us(), limit = (int64_t)(opt_num(&ag->cfg->o, "cluster-converge-timeout") * 1e6);
 
 	if (p->n == 0 && !p->servers_held && !p->users_held) {
-		if (t->diverged_since_us && !t->in_sync)
-			log_info("target %s: the cluster carried the writer's state here", t->pt.name);
+		if (t->diverged_since_us)
+			log_info("target %s: the cluster carried the writer's state here (%.2f s after this agent saw "
+				 "the change)",
+				 t->pt.name, (double)(now - t->diverged_since_us) / 1e6);
 		t->diverged_since_us = 0;
 		mark_in_sync(ag, t);
 		return 0;
