@@ -25,10 +25,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TESTS = os.path.dirname(HERE)
 sys.path[:0] = [HERE, TESTS, os.path.join(TESTS, "integration")]
 
-from cluster_bench import make_cluster, pct, wait, weight_of  # noqa: E402
+from cluster_bench import pct, start_single_writer, stop_all, wait, weight_of  # noqa: E402
 from fakes.consul import Consul  # noqa: E402
-from fakes.proxysql import ProxySQL  # noqa: E402
-import test_sync  # noqa: E402
 
 
 def stamps(text, pattern):
@@ -50,16 +48,7 @@ def main():
     consul.start()
     pxs, agents = [], []
     try:
-        pxs = [ProxySQL(admin_password="bench-" + os.urandom(4).hex()).start() for _ in range(2)]
-        make_cluster(pxs)
-        test_sync.put_topology(consul, users=True)
-        extra = ('cluster-mode = "single-writer"\ncluster-lock-ttl = 3.0\ncluster-lock-delay = 1.0\n'
-                 'admin-timeout = 1.0\ncluster-converge-timeout = 10.0\n')
-        for i, p in enumerate(pxs):
-            d = os.path.join(work, "agent%d" % i)
-            os.makedirs(d)
-            agents.append(test_sync.Agent(consul, [p], d, extra=extra).start())
-        wait("both nodes synced", lambda: all(test_sync.synced(p) for p in pxs), 60)
+        pxs, agents = start_single_writer(consul, 2, work, users=True)
         wait("both agents ready", lambda: all(ag.ready() for ag in agents), 60)
         writer = [ag for ag in agents if "this agent is the writer" in ag.logs()][0]
         follower = agents[1 - agents.index(writer)]
@@ -94,11 +83,7 @@ def main():
         print("| %.0f | %.0f | %.0f | %.0f | %.0f |" % (pct(lat, .5), pct(lat, .9), pct(lat, .99), max(lat),
                                                      statistics.mean(lat)))
     finally:
-        for ag in agents:
-            ag.stop()
-        for p in pxs:
-            p.close()
-        consul.close()
+        stop_all(agents, pxs, consul)
 
 
 if __name__ == "__main__":

@@ -191,6 +191,14 @@ def writer_of(agents):
     return [a for a in agents if metric(a, "proxysql_sync_cluster_writer") == 1]
 
 
+def elected(agents, pxs):
+    """Once one agent of two is the writer: (writer, the other, the writer's ProxySQL, the other's)."""
+    wait_until("one writer", lambda: len(writer_of(agents)) == 1, timeout=15)
+    w = writer_of(agents)[0]
+    f = agents[1 - agents.index(w)]
+    return w, f, pxs[agents.index(w)], pxs[agents.index(f)]
+
+
 def test_single_writer_elects_one_agent_and_hands_over(fast_consul, workdir):
     """single-writer: of two agents exactly one holds cluster-lock-key and writes, to its own target;
     the other writes nothing (its target does not converge here: there is no cluster to carry the
@@ -245,10 +253,8 @@ def test_single_writer_gives_the_lock_up_when_its_proxysql_is_gone(fast_consul, 
     try:
         put_topology(consul, users=False)
         agents = agents_for(consul, pxs, workdir, SINGLE_WRITER)
-        wait_until("one writer", lambda: len(writer_of(agents)) == 1, timeout=15)
-        w = writer_of(agents)[0]
-        other = agents[1 - agents.index(w)]
-        pxs[agents.index(w)].stop()
+        w, other, wp, _ = elected(agents, pxs)
+        wp.stop()
         wait_until("the lock given up", lambda: "cluster-leader-grace" in w.logs(), timeout=15)
         wait_until("the other writes", lambda: metric(other, "proxysql_sync_cluster_writer") == 1, timeout=10)
         wait_until("its target synced", lambda: synced(pxs[agents.index(other)]))
@@ -519,10 +525,7 @@ def test_single_writer_follower_equal_to_the_pulled_copy(fast_consul, workdir):
     try:
         put_topology(consul, users=True)
         agents = agents_for(consul, pxs, workdir, SINGLE_WRITER)
-        wait_until("one writer", lambda: len(writer_of(agents)) == 1, timeout=15)
-        w = writer_of(agents)[0]
-        f = agents[1 - agents.index(w)]
-        wp, fp = pxs[agents.index(w)], pxs[agents.index(f)]
+        w, f, wp, fp = elected(agents, pxs)
         schema = "SELECT username, default_schema FROM main.mysql_users ORDER BY username"
         wait_until("the writer's users", lambda: len(wp.query(schema)) == 2, timeout=20)
         assert [r[1] for r in wp.query(schema)] == [None, None]
