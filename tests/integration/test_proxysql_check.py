@@ -375,6 +375,11 @@ def test_drain_ends_at_its_deadline_naming_the_clients_left(proxysql):
     assert r.text.startswith("proxysql-drain: already paused after "), r
     proxysql.query("PROXYSQL RESUME")
     client(proxysql, "app", "app-pw").close()
+    import pymysql
+    with pytest.raises(pymysql.err.OperationalError) as exc:      # recorded on 2.7.1 (lifecycle facts)
+        proxysql.query("PROXYSQL RESUME")
+    assert exc.value.args == (1045, "ProxySQL Admin Error: ProxySQL MySQL module is not paused, impossible to "
+                                    "resume"), exc.value.args
 
 
 def test_drain_usage_and_admin_down(proxysql):
