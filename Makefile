@@ -102,6 +102,17 @@ unit-asan:
 
 integration: all
 	SIDEKICK_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q tests/integration $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory integration-proxysql-3.0
+
+# The main sync suites, the cluster suite and proxysql-check again with the ProxySQL double playing
+# ProxySQL 3.0's admin interface (docs/proxysql-double.md); about 3 minutes (the 30 s wait for the
+# ping monitor's shun is left out: the monitor is the same in both modes).
+PROXYSQL_3_0_SUITES = tests/integration/test_sync.py tests/integration/test_sync_cluster.py \
+	tests/integration/test_proxysql_check.py tests/integration/test_proxysql_3_0.py
+.PHONY: integration-proxysql-3.0
+integration-proxysql-3.0: all
+	SIDEKICK_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q --proxysql-double-version 3.0 $(PROXYSQL_3_0_SUITES) \
+		-k "not test_readiness_shunned_writer_is_not_ready" $(PYTEST_ARGS)
 
 test: lint check-docs unit unit-asan integration
 
@@ -149,7 +160,7 @@ $(BIN)/copy-probes: containers/probes/copy-probes.c
 	@echo "  LINK    $@"
 	@$(CC) $(filter-out -MMD -MP,$(ALL_CFLAGS)) $(LDFLAGS) -o $@ $<
 
-# Bare-metal files from dist/: the systemd units into SYSTEMDUNITDIR (installed, not enabled);
+# Bare-metal files from dist/: the systemd units and drop-ins into SYSTEMDUNITDIR (installed, not enabled);
 # the xinetd entry, the cron file and an agent configuration as examples to copy into /etc.
 SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
 EXAMPLEDIR = $(PREFIX)/share/doc/sidekick/examples
@@ -158,7 +169,10 @@ DIST_SED = sed -e 's|@BINDIR@|$(PREFIX)/bin|g' -e 's|@DOCDIR@|$(PREFIX)/share/do
 install: install-dist
 install-dist:
 	install -d $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(EXAMPLEDIR)
-	for f in dist/systemd/*; do $(DIST_SED) $$f >$(DESTDIR)$(SYSTEMDUNITDIR)/$${f##*/} || exit 1; done
+	for f in dist/systemd/*.service dist/systemd/*.socket; do \
+		$(DIST_SED) $$f >$(DESTDIR)$(SYSTEMDUNITDIR)/$${f##*/} || exit 1; done
+	for d in dist/systemd/*.d; do install -d $(DESTDIR)$(SYSTEMDUNITDIR)/$${d##*/} && \
+		for f in $$d/*.conf; do $(DIST_SED) $$f >$(DESTDIR)$(SYSTEMDUNITDIR)/$${d##*/}/$${f##*/} || exit 1; done; done
 	$(DIST_SED) dist/xinetd/mysqlchk >$(DESTDIR)$(EXAMPLEDIR)/xinetd-mysqlchk
 	$(DIST_SED) dist/cron/sidekick >$(DESTDIR)$(EXAMPLEDIR)/cron-sidekick
 	install -m 0644 dist/config/proxysql-sync.conf $(DESTDIR)$(EXAMPLEDIR)/

@@ -1,11 +1,14 @@
-/* proxysql_check.c: proxysql-check, liveness and readiness probes for a ProxySQL container. */
+/* proxysql_check.c: proxysql-check, liveness and readiness probes for a ProxySQL container, and its drain before a stop. */
 #include <curl/curl.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "consul.h"
 #include "log.h"
+#include "statusmap.h"
 #include "probe.h"
 #include "proc.h"
 
@@ -20,7 +23,11 @@ static const struct opt_def options[] = {
 	 "Hostgroups that must each have an ONLINE server for --readiness.", 0},
 	{"sync-readyz", 0, OPT_STRING, "URL", NULL, NULL, 0, 0, NULL,
 	 "With --readiness: also require this proxysql-sync /readyz URL to answer 200.", 0},
-	{"timeout", 't', OPT_NUMBER, "SECONDS", "2", NULL, 0.05, 3600, NULL, "One deadline for the whole check.", 0},
+	{"drain", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,
+	 "Before a stop: serve for --drain-delay, PROXYSQL PAUSE (new connections refused), then wait until no client is connected (exit 0; 1 at --timeout, naming the clients left).", 0},
+	{"drain-delay", 0, OPT_NUMBER, "SECONDS", "0", "PROXYSQL_DRAIN_DELAY", 0, 3600, NULL,
+	 "With --drain: keep accepting connections this long first (the Service drops the endpoint meanwhile); shorter than --timeout.", 0},
+	{"timeout", 't', OPT_NUMBER, "SECONDS", "2", NULL, 0.05, 3600, NULL, "One deadline for the whole check (with --drain: for the whole drain).", 0},
 };
 /* clang-format on */
 
@@ -104,15 +111,164 @@ static long http_status(const char *url, const deadline_t *dl, char *why, size_t
 	return status;
 }
 
+/* Sleep until `until_us` (monotonic), never past the deadline. */
+static void sleep_until(int64_t until_us, const deadline_t *dl)
+{
+	int64_t now;
+
+	if (dl->at && until_us > dl->at)
+		until_us = dl->at;
+	while ((now = deadline_now_us()) < until_us) {
+		struct timespec ts = { .tv_sec = (until_us - now) / 1000000,
+				       .tv_nsec = ((until_us - now) % 1000000) * 1000 };
+
+		if (nanosleep(&ts, NULL) < 0 && errno != EINTR)
+			return;
+	}
+}
+
+/* Client_Connections_connected of one stats table into *n; -1 with e filled. */
+static int one_count(struct db *db, const char *table, const deadline_t *dl, long *n, struct db_err *e)
+{
+	char sql[160], val[32];
+	bool found = false;
+
+	snprintf(sql, sizeof(sql), "SELECT Variable_Value FROM %s WHERE Variable_Name='Client_Connections_connected'",
+		 table);
+	if (db_query_value(db, sql, dl, val, sizeof(val), &found, e) < 0)
+		return -1;
+	if (!found || !sk_parse_long(val, 0, 1L << 40, n)) {
+		e->reason = DB_SERVER_ERROR;
+		e->code = 0;
+		e->sqlstate[0] = '\0';
+		sk_fmt(e->msg, sizeof(e->msg), "%s has no Client_Connections_connected", table);
+		return -1;
+	}
+	return 0;
+}
+
+/* The clients connected now: MySQL's (stats_mysql_global), plus PostgreSQL's where the ProxySQL
+ * has a PgSQL module (3.0: stats_pgsql_global; *pgsql turns false the first time that table is
+ * missing, as on 2.7). -1 with e filled. */
+static long clients_connected(struct db *db, const deadline_t *dl, bool *pgsql, struct db_err *e)
+{
+	long n = 0, p = 0;
+
+	if (one_count(db, "stats_mysql_global", dl, &n, e) < 0)
+		return -1;
+	if (*pgsql && one_count(db, "stats_pgsql_global", dl, &p, e) < 0) {
+		if (!strstr(e->msg, "no such table"))
+			return -1;
+		*pgsql = false;
+		p = 0;
+	}
+	return n + p;
+}
+
+/* "user@host:port (command N ms), ..." for the clients the processlists still list (MySQL's, and
+ * PostgreSQL's with `pgsql`), at most 8. */
+static void name_clients(struct db *db, const deadline_t *dl, bool pgsql, char *out, size_t len)
+{
+	static const char *const mysql_only =
+		"SELECT user, cli_host, cli_port, command, time_ms FROM stats_mysql_processlist ORDER BY SessionID";
+	static const char *const both =
+		"SELECT user, cli_host, cli_port, command, time_ms FROM stats_mysql_processlist UNION ALL "
+		"SELECT user, cli_host, cli_port, command, time_ms FROM stats_pgsql_processlist";
+	struct statusmap rows[8];
+	size_t n = 0, used = 0;
+	struct db_err e;
+
+	memset(rows, 0, sizeof(rows));
+	out[0] = '\0';
+	if (db_query_rows(db, pgsql ? both : mysql_only, dl, rows, SK_ARRAY_LEN(rows), &n, &e) < 0) {
+		sk_fmt(out, len, "processlist unreadable: %s", e.msg);
+		return;
+	}
+	for (size_t i = 0; i < n && used + 1 < len; i++) {
+		int w = snprintf(out + used, len - used, "%s%s@%s:%s (%s %s ms)", i ? ", " : "",
+				 statusmap_get(&rows[i], "user") ? statusmap_get(&rows[i], "user") : "?",
+				 statusmap_get(&rows[i], "cli_host") ? statusmap_get(&rows[i], "cli_host") : "?",
+				 statusmap_get(&rows[i], "cli_port") ? statusmap_get(&rows[i], "cli_port") : "?",
+				 statusmap_get(&rows[i], "command") ? statusmap_get(&rows[i], "command") : "?",
+				 statusmap_get(&rows[i], "time_ms") ? statusmap_get(&rows[i], "time_ms") : "?");
+		if (w < 0)
+			break;
+		used += (size_t)w < len - used ? (size_t)w : len - used - 1;
+	}
+	for (size_t i = 0; i < SK_ARRAY_LEN(rows); i++)
+		statusmap_free(&rows[i]);
+}
+
+/* The poll period of Client_Connections_connected, and the time kept at the end of the deadline
+ * for naming the clients left. */
+#define DRAIN_POLL_US 100000
+#define DRAIN_TAIL_MS 100
+
+/* --drain on a connected admin: serve for `delay_ms`, PROXYSQL PAUSE (a ProxySQL paused already
+ * is fine: a second drain), then poll the client count at most every 100 ms until it is 0
+ * (exit 0) or the deadline leaves only the time to name the clients left (exit 1). One line of
+ * progress once paused, then the verdict. */
+static int drain(struct db *db, long delay_ms, const deadline_t *dl, const struct probe_conn *pc, long budget_ms,
+		 bool json, int64_t started)
+{
+	const char *probe = "proxysql-drain";
+	struct db_err e;
+	char msg[1024], left[640];
+	bool already = false, pgsql = true;
+	int64_t paused_at;
+	long n = -1;
+
+	sleep_until(started + (int64_t)delay_ms * 1000, dl);
+	if (db_exec(db, "PROXYSQL PAUSE", dl, &e) < 0) {
+		if (!strstr(e.msg, "already paused"))
+			return probe_report_db_error(probe, "not drained", json, &e, pc, budget_ms, "--timeout", stdout,
+						     started);
+		already = true;
+	}
+	paused_at = deadline_now_us();
+	/* ProxySQL 3.0 answers PAUSE twice (its MySQL module, then its PgSQL one): the second answer
+	 * would be read as the answer to the next query. A new connection leaves it behind. */
+	db_close(db);
+	if (db_connect(db, &pc->t, dl, &e) < 0 || (n = clients_connected(db, dl, &pgsql, &e)) < 0)
+		return probe_report_db_error(probe, "not drained", json, &e, pc, budget_ms, "--timeout", stdout,
+					     started);
+	if (!json) {
+		printf("proxysql-drain: %s after %.1f s; %ld client(s) connected; waiting up to %.1f s\n",
+		       already ? "already paused" : "paused (new connections refused)",
+		       (double)(paused_at - started) / 1e6, n, (double)deadline_left_ms(dl) / 1000.0);
+		fflush(stdout);
+	}
+	while (n > 0 && deadline_left_ms(dl) > DRAIN_TAIL_MS) {
+		int64_t next = deadline_now_us() + DRAIN_POLL_US;
+
+		sleep_until(next, &(deadline_t){ .at = dl->at - DRAIN_TAIL_MS * 1000 });
+		if (deadline_left_ms(dl) <= DRAIN_TAIL_MS)
+			break;
+		if ((n = clients_connected(db, dl, &pgsql, &e)) < 0)
+			return probe_report_db_error(probe, "not drained", json, &e, pc, budget_ms, "--timeout", stdout,
+						     started);
+	}
+	if (n == 0) {
+		snprintf(msg, sizeof(msg), "drained: no client connected, %.2f s after the pause",
+			 (double)(deadline_now_us() - paused_at) / 1e6);
+		return probe_report(probe, json, true, "ok", msg, stdout, started);
+	}
+	name_clients(db, dl, pgsql, left, sizeof(left));
+	snprintf(msg, sizeof(msg), "not drained: %ld client(s) still connected at the deadline (--timeout %.1fs): %s",
+		 n, (double)budget_ms / 1000.0, left[0] ? left : "(none listed)");
+	return probe_report(probe, json, false, "clients_left", msg, stdout, started);
+}
+
 int main(int argc, char **argv)
 {
 	struct opts o = {
 		.prog = "proxysql-check",
 		.version = SIDEKICK_VERSION,
-		.synopsis = "--liveness|--readiness [OPTION]...",
+		.synopsis = "--liveness|--readiness|--drain [OPTION]...",
 		.summary =
 			"Probe a ProxySQL instance through its admin interface: --liveness (the admin answers) or\n"
-			"--readiness (an ONLINE server in each writer hostgroup, and optionally proxysql-sync ready).",
+			"--readiness (an ONLINE server in each writer hostgroup, and optionally proxysql-sync ready);\n"
+			"or drain it before a stop (--drain: PROXYSQL PAUSE, then wait for its clients to leave).",
 		.defs = options,
 		.ndefs = SK_ARRAY_LEN(options),
 		.config_opt = "config",
@@ -128,7 +284,7 @@ int main(int argc, char **argv)
 	int64_t started = deadline_now_us();
 	long budget_ms;
 	deadline_t dl;
-	bool json, ready;
+	bool json, ready, draining;
 	const char *probe;
 
 	proc_no_dumps(); /* before any password is read */
@@ -136,8 +292,15 @@ int main(int argc, char **argv)
 	if ((rc = opts_parse_main(&o, argc, argv)) >= 0)
 		return rc;
 	ready = opt_flag(&o, "readiness");
-	if (opt_flag(&o, "liveness") == ready) {
-		fprintf(stderr, "proxysql-check: give exactly one of --liveness and --readiness\n");
+	draining = opt_flag(&o, "drain");
+	if ((int)opt_flag(&o, "liveness") + (int)ready + (int)draining != 1) {
+		fprintf(stderr, "proxysql-check: give exactly one of --liveness, --readiness and --drain\n");
+		opts_free(&o);
+		return 2;
+	}
+	if (draining && opt_num(&o, "drain-delay") >= opt_num(&o, "timeout")) {
+		fprintf(stderr, "proxysql-check: --drain-delay (%.1fs) must be shorter than --timeout (%.1fs)\n",
+			opt_num(&o, "drain-delay"), opt_num(&o, "timeout"));
 		opts_free(&o);
 		return 2;
 	}
@@ -155,18 +318,25 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	json = opt_flag(&o, "json");
-	probe = ready ? "proxysql-readiness" : "proxysql-liveness";
+	probe = draining ? "proxysql-drain" : ready ? "proxysql-readiness" : "proxysql-liveness";
 	budget_ms = (long)(opt_num(&o, "timeout") * 1000);
 	dl = deadline_in_ms(budget_ms);
 
 	if (db_connect(&db, &pc.t, &dl, &e) < 0 || db_query(&db, "SELECT 1", &dl, &res, &e) < 0) {
-		rc = probe_report_db_error(probe, ready ? "not ready" : "not alive", json, &e, &pc, budget_ms,
-					   "--timeout", stdout, started);
+		rc = probe_report_db_error(probe,
+					   draining ? "not drained"
+					   : ready  ? "not ready"
+						    : "not alive",
+					   json, &e, &pc, budget_ms, "--timeout", stdout, started);
 		goto out;
 	}
 	if (res)
 		mysql_free_result(res);
 	res = NULL;
+	if (draining) {
+		rc = drain(&db, (long)(opt_num(&o, "drain-delay") * 1000), &dl, &pc, budget_ms, json, started);
+		goto out;
+	}
 	if (!ready) {
 		rc = probe_report(probe, json, true, "ok", "alive: admin interface answers", stdout, started);
 		goto out;

@@ -290,6 +290,11 @@ static void agent_init(struct agent *ag, struct sync_config *cfg)
 		t->pt.port = cfg->targets[i].port;
 		t->pt.user = cfg->targets[i].user;
 		t->pt.password = cfg->targets[i].password;
+		t->pt.tls = cfg->targets[i].tls;
+		t->pt.tls_verify = cfg->targets[i].tls_verify;
+		t->pt.tls_ca = cfg->targets[i].tls_ca;
+		t->pt.tls_cert = cfg->targets[i].tls_cert;
+		t->pt.tls_key = cfg->targets[i].tls_key;
 	}
 }
 

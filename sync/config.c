@@ -1,6 +1,8 @@
 /* config.c: loading and checking proxysql-sync's configuration (file < environment < flags). */
 #include "config.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <libconfig.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +50,12 @@ const struct opt_def sync_options[] = {
 	{"admin-user", 0, OPT_STRING, "USER", "admin", "PROXYSQL_ADMIN_USER", 0, 0, NULL, "Admin user for --admin-addr.", 0},
 	{"admin-password-file", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "File with the admin password for --admin-addr.", 0},
 	{"admin-password", 0, OPT_STRING, "PASSWORD", NULL, "PROXYSQL_ADMIN_PASSWORD", 0, 0, NULL, "Admin password for --admin-addr (environment or config file only).", OPT_SECRET | OPT_NO_ARGV},
+	{"admin-tls", 0, OPT_FLAG, NULL, "0", "PROXYSQL_ADMIN_TLS", 0, 0, NULL, "Require TLS to --admin-addr (a targets entry says tls = true).", 0},
+	{"admin-tls-ca", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "CA certificate for --admin-tls (tls_ca).", 0},
+	{"admin-tls-cert", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "Client certificate for --admin-tls (tls_cert).", 0},
+	{"admin-tls-key", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "Client key for --admin-tls (tls_key).", 0},
+	{"admin-tls-verify", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Verify the admin interface's certificate and host name (tls_verify).", 0},
+	{"admin-allow-plaintext-password", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Send the admin password to a --admin-addr that is not loopback without TLS (allow_plaintext_password); refused otherwise.", 0},
 	{"admin-timeout", 0, OPT_NUMBER, "SECONDS", "5", NULL, 0.1, 600, NULL, "Deadline for each admin round (read, apply, verify).", 0},
 	{"save-to-disk", 0, OPT_FLAG, NULL, "1", NULL, 0, 0, NULL, "SAVE ... TO DISK after each LOAD ... TO RUNTIME.", 0},
 	{"drain-timeout", 0, OPT_NUMBER, "SECONDS", "300", NULL, 0, 86400, NULL, "A removed server stays OFFLINE_SOFT until its used connections reach 0 or this passes (0: delete at once).", 0},
@@ -179,8 +187,9 @@ static int load_service(struct layout_service *sv, config_setting_t *s, long hos
 			size_t errlen)
 {
 	static const char *const allowed[] = { "name",   "tags",      "hostgroup",   "datacenter", "near",
-					       "filter", "node_meta", "meta_prefix", "weights" };
+					       "filter", "node_meta", "meta_prefix", "weights",    "role" };
 	char label[300];
+	char *role = NULL;
 	int b = 0;
 
 	if (!config_setting_is_group(s))
@@ -205,6 +214,18 @@ static int load_service(struct layout_service *sv, config_setting_t *s, long hos
 	}
 	if (config_setting_lookup_bool(s, "weights", &b))
 		sv->weights = b;
+	if (setting_str(s, "role", false, &role, err, errlen) < 0)
+		return -1;
+	if (role && (hostgroup >= 0 || (strcmp(role, "writer") != 0 && strcmp(role, "reader") != 0))) {
+		sk_err(err, errlen, "line %d: %s", config_setting_source_line(s),
+		       hostgroup >= 0 ? "a cluster's service takes its role from the cluster; no role here"
+				      : "role is \"writer\" or \"reader\"");
+		free(role);
+		return -1;
+	}
+	/* A writer hostgroup is never emptied: a cluster's writer_service, or role = "writer". */
+	sv->writer = (role && strcmp(role, "writer") == 0) || (hostgroup >= 0 && strcmp(what, "writer_service") == 0);
+	free(role);
 	if (!service_name_ok(sv->name))
 		return sk_err(err, errlen, "line %d: service name '%s' is not a Consul service name",
 			      config_setting_source_line(s), sv->name);
@@ -298,9 +319,13 @@ static int load_cluster(struct layout_config *l, struct layout_cluster *cl, conf
 
 static int load_target(struct sync_target *t, config_setting_t *s, char *err, size_t errlen)
 {
-	static const char *const allowed[] = { "name", "address", "user", "password", "password_file", "cluster_mode" };
+	static const char *const allowed[] = {
+		"name", "address", "user",     "password", "password_file", "cluster_mode",
+		"tls",  "tls_ca",  "tls_cert", "tls_key",  "tls_verify",    "allow_plaintext_password"
+	};
 	char *addr = NULL, *pwfile = NULL, host[256], why[300];
 	const char *bad;
+	int b = 0;
 
 	if (!config_setting_is_group(s))
 		return sk_err(err, errlen, "line %d: each target is a group { address = ...; }",
@@ -311,8 +336,14 @@ static int load_target(struct sync_target *t, config_setting_t *s, char *err, si
 	    setting_str(s, "user", false, &t->user, err, errlen) < 0 ||
 	    setting_str(s, "password", false, &t->password, err, errlen) < 0 ||
 	    setting_str(s, "password_file", false, &pwfile, err, errlen) < 0 ||
-	    setting_str(s, "cluster_mode", false, &t->cluster_mode, err, errlen) < 0)
+	    setting_str(s, "cluster_mode", false, &t->cluster_mode, err, errlen) < 0 ||
+	    setting_str(s, "tls_ca", false, &t->tls_ca, err, errlen) < 0 ||
+	    setting_str(s, "tls_cert", false, &t->tls_cert, err, errlen) < 0 ||
+	    setting_str(s, "tls_key", false, &t->tls_key, err, errlen) < 0)
 		goto fail;
+	t->tls = config_setting_lookup_bool(s, "tls", &b) && b;
+	t->tls_verify = config_setting_lookup_bool(s, "tls_verify", &b) && b;
+	t->allow_plaintext_password = config_setting_lookup_bool(s, "allow_plaintext_password", &b) && b;
 	if (t->cluster_mode && strcmp(t->cluster_mode, "refuse") != 0 && strcmp(t->cluster_mode, "disable-pull") != 0 &&
 	    strcmp(t->cluster_mode, "single-writer") != 0) {
 		sk_err(err, errlen, "line %d: cluster_mode '%s' is not refuse, disable-pull or single-writer",
@@ -457,6 +488,49 @@ static const char *hostgroup_user(const struct layout_config *l, long hg)
 	return NULL;
 }
 
+size_t sync_config_warnings(const struct sync_config *c, char *out, size_t len)
+{
+	const struct layout_config *l = &c->layout;
+	size_t n = 0, used = 0;
+
+	if (len)
+		out[0] = '\0';
+	for (size_t i = 0; i < l->nservices; i++) {
+		const struct layout_service *sv = &l->services[i];
+
+		if (sv->fleet || sv->writer)
+			continue;
+		for (size_t k = 0; k < l->nclusters; k++) {
+			int w;
+
+			if (sv->hostgroup != l->clusters[k].writer_hostgroup)
+				continue;
+			n++;
+			if (used + 1 >= len)
+				continue;
+			w = snprintf(out + used, len - used,
+				     "%s: hostgroup %ld is cluster %s's writer hostgroup but the service has no "
+				     "role = \"writer\"\n",
+				     sv->label, sv->hostgroup, l->clusters[k].alias);
+			if (w > 0)
+				used += (size_t)w < len - used ? (size_t)w : len - used - 1;
+		}
+	}
+	return n;
+}
+
+/* True for localhost, 127.0.0.0/8 and ::1 (a name is not resolved: any other name is remote). */
+static bool is_loopback(const char *host)
+{
+	unsigned char a[sizeof(struct in6_addr)];
+
+	if (strcmp(host, "localhost") == 0)
+		return true;
+	if (inet_pton(AF_INET, host, a) == 1)
+		return a[0] == 127;
+	return inet_pton(AF_INET6, host, a) == 1 && memcmp(a, &in6addr_loopback, sizeof(struct in6_addr)) == 0;
+}
+
 /* Whole-config checks that no single setting can make. */
 static int check_whole(struct sync_config *c, char *err, size_t errlen)
 {
@@ -466,6 +540,20 @@ static int check_whole(struct sync_config *c, char *err, size_t errlen)
 
 	if (c->ntargets == 0)
 		return sk_err(err, errlen, "no ProxySQL target: set --admin-addr or a targets list in the config file");
+	for (size_t i = 0; i < c->ntargets; i++) {
+		const struct sync_target *t = &c->targets[i];
+
+		if ((t->tls_ca || t->tls_cert || t->tls_key || t->tls_verify) && !t->tls)
+			return sk_err(err, errlen,
+				      "target %s: tls_ca, tls_cert, tls_key and tls_verify need tls = true", t->name);
+		/* Its INSERTs carry mysql_users passwords too, not only the login. */
+		if (*t->password && !t->tls && !t->allow_plaintext_password && !is_loopback(t->host))
+			return sk_err(err, errlen,
+				      "target %s: the admin password (and the users' passwords the agent writes) would "
+				      "cross the network in clear text to %s: set tls = true (--admin-tls), or "
+				      "allow_plaintext_password = true (--admin-allow-plaintext-password)",
+				      t->name, t->host);
+	}
 	if (*opt_str(&c->o, "announce-address")) {
 		char host[256];
 		long port;
@@ -681,6 +769,12 @@ enum opts_result sync_config_load(struct sync_config *c, int argc, char **argv, 
 		t->host = xstrdup(host);
 		t->name = xstrdup(opt_str(&c->o, "admin-addr"));
 		t->user = xstrdup(opt_str(&c->o, "admin-user"));
+		t->tls = opt_flag(&c->o, "admin-tls");
+		t->tls_verify = opt_flag(&c->o, "admin-tls-verify");
+		t->allow_plaintext_password = opt_flag(&c->o, "admin-allow-plaintext-password");
+		t->tls_ca = opt_str(&c->o, "admin-tls-ca") ? xstrdup(opt_str(&c->o, "admin-tls-ca")) : NULL;
+		t->tls_cert = opt_str(&c->o, "admin-tls-cert") ? xstrdup(opt_str(&c->o, "admin-tls-cert")) : NULL;
+		t->tls_key = opt_str(&c->o, "admin-tls-key") ? xstrdup(opt_str(&c->o, "admin-tls-key")) : NULL;
 		if (opt_str(&c->o, "admin-password-file")) {
 			t->password = secret_read_file(opt_str(&c->o, "admin-password-file"), why, sizeof(why));
 			if (!t->password) {
@@ -703,6 +797,9 @@ void sync_config_free(struct sync_config *c)
 		free(c->targets[i].host);
 		free(c->targets[i].user);
 		free(c->targets[i].cluster_mode);
+		free(c->targets[i].tls_ca);
+		free(c->targets[i].tls_cert);
+		free(c->targets[i].tls_key);
 		if (c->targets[i].password)
 			sk_wipe(c->targets[i].password, strlen(c->targets[i].password));
 		free(c->targets[i].password);

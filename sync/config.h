@@ -18,6 +18,10 @@ struct sync_target {
 	char *user;
 	char *password;
 	char *cluster_mode; /* NULL: the top-level cluster-mode */
+	/* TLS to the admin interface (like the probes' --tls*); a password is never sent in clear
+	 * text to a target that is not loopback unless allow_plaintext_password. */
+	bool tls, tls_verify, allow_plaintext_password;
+	char *tls_ca, *tls_cert, *tls_key; /* NULL: not given */
 };
 
 struct sync_config {
@@ -37,6 +41,11 @@ struct sync_config {
  * OPTS_EXIT (help or version printed) or OPTS_ERROR with one line in err; `c` is to be freed with
  * sync_config_free() in every case. */
 enum opts_result sync_config_load(struct sync_config *c, int argc, char **argv, char *err, size_t errlen);
+
+/* Advice on a configuration that loads but may not do what was meant (a services hostgroup that is a
+ * cluster's writer hostgroup without role = "writer"): one line per finding, each ending in '\n',
+ * written to `out` (cut to `len`). Returns how many there are. */
+size_t sync_config_warnings(const struct sync_config *c, char *out, size_t len);
 
 void sync_config_free(struct sync_config *c);
 

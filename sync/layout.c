@@ -775,7 +775,39 @@ bool layout_is_writer_hostgroup(const struct layout_config *cfg, long hg)
 	for (size_t i = 0; i < cfg->nclusters; i++)
 		if (cfg->clusters[i].writer_hostgroup == hg)
 			return true;
+	for (size_t i = 0; i < cfg->nservices; i++)
+		if (cfg->services[i].writer && cfg->services[i].hostgroup == hg)
+			return true;
 	return false;
+}
+
+int layout_keep_writers(const struct layout_config *cfg, const long *owned, size_t nowned, struct px_servers *want,
+			const struct px_servers *have)
+{
+	int held = 0;
+
+	for (size_t o = 0; o < nowned; o++) {
+		long hg = owned[o];
+		bool any = false;
+
+		if (!layout_is_writer_hostgroup(cfg, hg))
+			continue;
+		for (size_t i = 0; i < want->n && !any; i++)
+			any = want->v[i].hostgroup == hg;
+		if (any)
+			continue;
+		for (size_t i = 0; i < have->n; i++) {
+			if (have->v[i].hostgroup == hg && !sk_streq_ci(have->v[i].status, "OFFLINE_HARD")) {
+				px_servers_add(want, &have->v[i]);
+				any = true;
+			}
+		}
+		if (any)
+			held++;
+	}
+	if (held)
+		px_servers_sort(want);
+	return held;
 }
 
 void layout_config_free(struct layout_config *cfg)

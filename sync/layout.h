@@ -37,6 +37,7 @@ struct layout_service {
 	bool weights; /* weight from Service.Weights.Passing */
 	char *label; /* for logs and /metrics: "service mysql [replica]" */
 	bool fleet; /* announce-service: the instances are the ProxySQL fleet (Service.Meta weight, comment), no hostgroup */
+	bool writer; /* role = "writer" (and a cluster's writer_service): its hostgroup is never emptied */
 };
 
 /* One orchestrator cluster alias and where its servers go. */
@@ -107,8 +108,14 @@ size_t layout_owned_hostgroups(const struct layout_config *cfg, long *out, size_
 /* True when proxysql_servers follows an announced fleet (announce-prefix or announce-service). */
 bool layout_has_fleet(const struct layout_config *cfg);
 
-/* True when `hg` is a writer hostgroup of some cluster. */
+/* True when `hg` is a writer hostgroup: a cluster's, or that of a service with role = "writer". */
 bool layout_is_writer_hostgroup(const struct layout_config *cfg, long hg);
+
+/* The never-empty rule: for each writer hostgroup (layout_is_writer_hostgroup) among `owned` in
+ * which `want` has no server but `have` has some (OFFLINE_HARD aside), add those to `want` and
+ * sort it again. Returns how many hostgroups were held. Pure. */
+int layout_keep_writers(const struct layout_config *cfg, const long *owned, size_t nowned, struct px_servers *want,
+			const struct px_servers *have);
 
 void layout_config_free(struct layout_config *cfg);
 void layout_service_free(struct layout_service *sv);

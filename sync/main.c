@@ -273,6 +273,14 @@ int main(int argc, char **argv)
 	case OPTS_OK: break;
 	}
 	setup_logging(&cfg, argv[0]);
+	if (sync_config_warnings(&cfg, err, sizeof(err)) > 0) {
+		for (char *line = err, *nl; *line; line = nl + 1) {
+			if (!(nl = strchr(line, '\n')))
+				break;
+			*nl = '\0';
+			log_warn("configuration: %s", line);
+		}
+	}
 	if (opt_flag(&cfg.o, "check-config")) {
 		printf("proxysql-sync: configuration ok: %zu target(s), %zu cluster(s)\n", cfg.ntargets,
 		       cfg.layout.nclusters);

@@ -181,11 +181,11 @@ bool px_server_same(const struct px_server *a, const struct px_server *b)
 	       strcmp(a->comment, b->comment) == 0;
 }
 
+/* NULL and '' are one value: a ProxySQL Cluster pull stores '' where the peer has NULL
+ * (the rows a peer serves are built with every NULL as ''), so either may stand for "none". */
 static bool same_opt(const char *a, const char *b)
 {
-	if (!a || !b)
-		return a == b;
-	return strcmp(a, b) == 0;
+	return strcmp(a ? a : "", b ? b : "") == 0;
 }
 
 bool px_user_same(const struct px_user *a, const struct px_user *b)

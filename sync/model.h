@@ -64,7 +64,8 @@ void px_users_free(struct px_users *a);
 void px_servers_copy(struct px_servers *dst, const struct px_servers *src);
 void px_users_copy(struct px_users *dst, const struct px_users *src);
 
-/* True when every column the agent manages is equal (status included). */
+/* True when every column the agent manages is equal (status included, in any case). A user's
+ * default_schema NULL equals '' (what a ProxySQL Cluster pull stores for NULL; docs/proxysql-sync.md). */
 bool px_server_same(const struct px_server *a, const struct px_server *b);
 bool px_user_same(const struct px_user *a, const struct px_user *b);
 

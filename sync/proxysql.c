@@ -11,6 +11,11 @@ int pxadmin_connect(struct pxadmin *a, const struct pxadmin_target *t, const dea
 		.port = (unsigned)t->port,
 		.user = t->user,
 		.password = t->password,
+		.tls = t->tls,
+		.tls_ca = t->tls_ca,
+		.tls_cert = t->tls_cert,
+		.tls_key = t->tls_key,
+		.tls_verify = t->tls_verify,
 		.what = t->name,
 	};
 

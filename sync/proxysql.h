@@ -16,6 +16,8 @@ struct pxadmin_target {
 	long port;
 	const char *user;
 	const char *password;
+	bool tls, tls_verify; /* TLS to the admin interface; verify its certificate and name */
+	const char *tls_ca, *tls_cert, *tls_key;
 };
 
 struct pxadmin {

@@ -36,37 +36,13 @@ static bool wanted(const struct px_servers *want, const struct px_server *s)
 	return px_servers_find(want, s->hostgroup, s->host, s->port) != NULL;
 }
 
-/* Never empty a writer hostgroup: when the desired state has no server in one that ProxySQL
- * has servers in, keep those. Returns how many hostgroups were held. */
+/* Never empty a writer hostgroup (layout_keep_writers), unless allow-empty-writer. */
 static int keep_writers(struct agent *ag, const long *owned, size_t nowned, struct px_servers *want,
 			const struct px_servers *have)
 {
-	int held = 0;
-
 	if (opt_flag(&ag->cfg->o, "allow-empty-writer"))
 		return 0;
-	for (size_t c = 0; c < ag->cfg->layout.nclusters; c++) {
-		long hg = ag->cfg->layout.clusters[c].writer_hostgroup;
-		bool any = false;
-
-		if (!in_list(owned, nowned, hg))
-			continue; /* not written on this target */
-		for (size_t i = 0; i < want->n && !any; i++)
-			any = want->v[i].hostgroup == hg;
-		if (any)
-			continue;
-		for (size_t i = 0; i < have->n; i++) {
-			if (have->v[i].hostgroup == hg && !sk_streq_ci(have->v[i].status, "OFFLINE_HARD")) {
-				px_servers_add(want, &have->v[i]);
-				any = true;
-			}
-		}
-		if (any)
-			held++;
-	}
-	if (held)
-		px_servers_sort(want);
-	return held;
+	return layout_keep_writers(&ag->cfg->layout, owned, nowned, want, have);
 }
 
 /* Everything read from a target for one plan: what it says of itself, its memory (main), runtime
@@ -496,8 +472,10 @@ static int follow(struct agent *ag, struct target *t, const struct plan *p)
 	int64_t now = deadline_now_us(), limit = (int64_t)(opt_num(&ag->cfg->o, "cluster-converge-timeout") * 1e6);
 
 	if (p->n == 0 && !p->servers_held && !p->users_held) {
-		if (t->diverged_since_us && !t->in_sync)
-			log_info("target %s: the cluster carried the writer's state here", t->pt.name);
+		if (t->diverged_since_us)
+			log_info("target %s: the cluster carried the writer's state here (%.2f s after this agent saw "
+				 "the change)",
+				 t->pt.name, (double)(now - t->diverged_since_us) / 1e6);
 		t->diverged_since_us = 0;
 		mark_in_sync(ag, t);
 		return 0;

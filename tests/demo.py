@@ -6,8 +6,14 @@ ProxySQL (the real binaries when `consul` / `proxysql` are on PATH, else the pro
 test doubles), `clustercheck --register` for every node and `proxysql-sync`, then:
 
   1. shows what every probe says about every node, while nodes change state;
-  2. shows ProxySQL's runtime_mysql_servers follow the cluster: a node stops, orchestrator
-     (played by this script) moves the master key, the node comes back.
+  2. shows ProxySQL's runtime_mysql_servers and runtime_mysql_users follow Consul: the users
+     from KV, a node that stops, orchestrator (played by this script) moving the master key
+     while an application writes through ProxySQL's MySQL port, the node coming back;
+  3. stops ProxySQL and starts it empty (no datadir): servers and users are back from Consul;
+  4. drains ProxySQL as a pod's preStop would, with a client still connected.
+
+Each step says what runs: the real servers (MariaDB, and Consul / ProxySQL when their binaries
+are found) or the project's test doubles.
 
 Everything listens on loopback and is stopped at the end (Ctrl-C is fine).
 """
@@ -85,6 +91,33 @@ def proxysql_table(px, note=""):
     table(["hostgroup", "hostname", "port", "status"], named or [["(empty)", "", "", ""]])
 
 
+def users_table(px, note=""):
+    rows = px.query("SELECT username, default_hostgroup, frontend, backend, comment FROM runtime_mysql_users "
+                    "ORDER BY username, frontend")
+    say("  ProxySQL runtime_mysql_users%s:" % note)
+    table(["username", "default_hostgroup", "frontend", "backend", "comment"],
+          [list(r) for r in rows] or [["(empty)", "", "", "", ""]])
+
+
+APP_USER, APP_PASSWORD = "app", "app-" + os.urandom(4).hex()
+
+
+def app_write(px):
+    """One application connection through ProxySQL's MySQL port: a row written, and which node
+    took it."""
+    import pymysql
+    c = pymysql.connect(host=px.host, port=px.mysql_port, user=APP_USER, password=APP_PASSWORD,
+                        connect_timeout=5, autocommit=True)
+    try:
+        with c.cursor() as cur:
+            cur.execute("INSERT INTO demo.writes (port) VALUES (@@port)")
+            cur.execute("SELECT @@port")
+            port = int(cur.fetchone()[0])
+        return "node%d (port %d)" % (port - 3310, port)
+    finally:
+        c.close()
+
+
 def wait_for(what, pred, timeout=30.0):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -106,6 +139,7 @@ def main():
     from fakes.consul import Consul
     from fakes.proxysql import ProxySQL
 
+    demo_t0 = time.monotonic()
     procs, cleanup = [], []
     work = tempfile.mkdtemp(prefix="sidekick-demo-")
     lock = servers.ServerLock()
@@ -143,16 +177,24 @@ def main():
         cluster.heal()
         probe_table(cluster, creds)
 
+        px_what = "real" if os.environ.get("PROXYSQL_BIN") else "test double"
         title("Consul (%s) and ProxySQL (%s) on loopback" % (
-            "real" if os.environ.get("CONSUL_BIN") else "test double",
-            "real" if os.environ.get("PROXYSQL_BIN") else "test double"))
+            "real" if os.environ.get("CONSUL_BIN") else "test double", px_what))
         consul = Consul()
         consul.start()
         cleanup.insert(0, consul.close)
         px = ProxySQL(admin_password="demo-" + os.urandom(4).hex())
         px.start()
         cleanup.insert(0, px.close)
-        say("  consul %s, proxysql admin %s" % (consul.addr, px.admin_addr))
+        say("  consul %s, proxysql admin %s, MySQL port %s:%d" % (consul.addr, px.admin_addr, px.host,
+                                                                  px.mysql_port))
+        # the application's account on the (real) Galera cluster, and its user in Consul KV
+        cluster[1].sql("CREATE DATABASE IF NOT EXISTS demo")
+        cluster[1].sql("CREATE TABLE IF NOT EXISTS demo.writes (id INT AUTO_INCREMENT PRIMARY KEY, port INT)")
+        cluster[1].sql("CREATE USER IF NOT EXISTS %s@'127.0.0.%%' IDENTIFIED BY %s", (APP_USER, APP_PASSWORD))
+        cluster[1].sql("GRANT ALL ON demo.* TO %s@'127.0.0.%%'", (APP_USER,))
+        consul.put("proxysql/users/" + APP_USER, json.dumps({"password": APP_PASSWORD,
+                                                             "default_hostgroup": WRITER_HG}).encode())
 
         title("orchestrator's master key -> node1; clustercheck --register on every node")
         consul.put("mysql/master/demo", b"127.0.0.1:3311")
@@ -174,7 +216,7 @@ def main():
         cfg = os.path.join(work, "proxysql-sync.cfg")
         with open(cfg, "w") as f:
             f.write('consul-addr = "%s"\nregion = "local"\nhealth-listen = "127.0.0.1:0"\n'
-                    'quiescence-min = 0.2\ndrain-timeout = 5.0\n'
+                    'quiescence-min = 0.2\ndrain-timeout = 5.0\nusers-prefix = "proxysql/users"\n'
                     'clusters = ( { alias = "demo"; writer_hostgroup = %d; reader_hostgroup = %d; } );\n'
                     'targets = ( { name = "proxysql"; address = "%s"; user = "%s"; password_file = "%s"; } );\n'
                     % (consul.addr, WRITER_HG, READER_HG, px.admin_addr, px.admin_user, pwfile))
@@ -203,6 +245,10 @@ def main():
         if not wait_for("the first sync", lambda: len(readers()) == 3 and writer() == {"127.0.0.1"}):
             explain()
         proxysql_table(px, " after the first sync (%.1f s)" % (time.monotonic() - t0))
+        wait_for("the application's user", lambda: px.query("SELECT COUNT(*) FROM runtime_mysql_users")[0][0] != "0")
+        users_table(px, " (from Consul KV proxysql/users/)")
+        say("  the application (a PyMySQL client, through ProxySQL %s's MySQL port) writes: it lands on %s"
+            % (px_what, app_write(px)))
 
         title("node3 stops: its key disappears, the reader is drained and removed")
         t0 = time.monotonic()
@@ -220,6 +266,7 @@ def main():
         consul.put("mysql/master/demo/port", b"3312")
         wait_for("the new writer", lambda: writer() == {"127.0.0.2"})
         proxysql_table(px, " %.1f s after the failover began" % (time.monotonic() - t0))
+        say("  the application's next write lands on %s" % app_write(px))
 
         title("node3 comes back: it rejoins Galera, registers again, and ProxySQL routes to it")
         t0 = time.monotonic()
@@ -228,12 +275,51 @@ def main():
             explain()
         proxysql_table(px, " %.1f s later" % (time.monotonic() - t0))
 
+        title("ProxySQL (%s) stopped and started empty (no datadir): Consul has it all" % px_what)
+        px.stop()
+        t0 = time.monotonic()
+        px.start(initial=True)
+        started = time.monotonic() - t0
+        say("  ProxySQL answers again after %.1f s, with no servers and no users" % started)
+        t1 = time.monotonic()
+        wait_for("servers and users back", lambda: len(readers()) == 3 and writer() == {"127.0.0.2"}
+                 and px.query("SELECT COUNT(*) FROM runtime_mysql_users")[0][0] != "0")
+        proxysql_table(px, " %.1f s after it answered (proxysql-sync reconnects and applies)"
+                       % (time.monotonic() - t1))
+        users_table(px)
+
+        title("Draining ProxySQL (%s) before a stop: proxysql-check --drain, a pod's preStop" % px_what)
+        import pymysql
+        client = pymysql.connect(host=px.host, port=px.mysql_port, user=APP_USER, password=APP_PASSWORD,
+                                 autocommit=True)
+        drain = subprocess.Popen([os.path.join(BIN, "proxysql-check"), "--drain", "--drain-delay", "0.5",
+                                  "--timeout", "10", "--port", str(px.admin_port), "--user", px.admin_user,
+                                  "--password-file", pwfile, "--defaults-extra-file", ""],
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        say("  a client is connected; the drain keeps serving 0.5 s, then PROXYSQL PAUSE")
+        time.sleep(1.5)
+        with client.cursor() as cur:
+            cur.execute("INSERT INTO demo.writes (port) VALUES (@@port)")
+        try:
+            pymysql.connect(host=px.host, port=px.mysql_port, user=APP_USER, password=APP_PASSWORD,
+                            connect_timeout=2).close()
+            say("  a new connection was accepted (unexpected)")
+        except pymysql.err.OperationalError as e:
+            say("  the open connection still writes; a new one is refused: %s" % e.args[1])
+        client.close()
+        t0 = time.monotonic()
+        out = drain.communicate(timeout=15)[0]
+        say("  the client left; the drain exited %d %.0f ms later:" % (drain.returncode,
+                                                                   (time.monotonic() - t0) * 1000))
+        for line in out.splitlines():
+            say("    " + line)
+
         title("proxysql-sync's log (secrets never appear)")
         with open(agent_log) as f:
             for line in f.read().splitlines()[-12:]:
                 say("  " + line)
         say()
-        say("Demo done. Everything it started is being stopped.")
+        say("Demo done in %.0f s. Everything it started is being stopped." % (time.monotonic() - demo_t0))
         return 0
     finally:
         for p in procs:

@@ -56,6 +56,33 @@ def make_cluster(pxs):
         p.query("LOAD PROXYSQL SERVERS TO RUNTIME")
 
 
+SINGLE_WRITER = ('cluster-mode = "single-writer"\ncluster-lock-ttl = 3.0\ncluster-lock-delay = 1.0\n'
+                 'admin-timeout = 1.0\ncluster-converge-timeout = 10.0\n')
+
+
+def start_single_writer(consul, nodes, work, users):
+    """n ProxySQLs joined as a cluster, the topology in KV (users or not) and one single-writer agent
+    per node, every node synced; returns (pxs, agents), also filled into the lists given."""
+    pxs = [ProxySQL(admin_password="bench-" + os.urandom(4).hex()).start() for _ in range(nodes)]
+    make_cluster(pxs)
+    test_sync.put_topology(consul, users=users)
+    agents = []
+    for i, p in enumerate(pxs):
+        d = os.path.join(work, "agent%d" % i)
+        os.makedirs(d)
+        agents.append(test_sync.Agent(consul, [p], d, extra=SINGLE_WRITER).start())
+    wait("every node synced", lambda: all(test_sync.synced(p) for p in pxs), 60)
+    return pxs, agents
+
+
+def stop_all(agents, pxs, consul):
+    for ag in agents:
+        ag.stop()
+    for p in pxs:
+        p.close()
+    consul.close()
+
+
 def weight_of(p, host):
     rows = p.query("SELECT weight FROM runtime_mysql_servers WHERE hostname='%s'" % host)
     return rows[0][0] if rows else None
@@ -81,16 +108,7 @@ def main():
     consul.start()
     pxs, agents = [], []
     try:
-        pxs = [ProxySQL(admin_password="bench-" + os.urandom(4).hex()).start() for _ in range(a.nodes)]
-        make_cluster(pxs)
-        test_sync.put_topology(consul, users=False)
-        extra = ('cluster-mode = "single-writer"\ncluster-lock-ttl = 3.0\ncluster-lock-delay = 1.0\n'
-                 'admin-timeout = 1.0\ncluster-converge-timeout = 10.0\n')
-        for i, p in enumerate(pxs):
-            d = os.path.join(work, "agent%d" % i)
-            os.makedirs(d)
-            agents.append(test_sync.Agent(consul, [p], d, extra=extra).start())
-        wait("every node synced", lambda: all(test_sync.synced(p) for p in pxs), 60)
+        pxs, agents = start_single_writer(consul, a.nodes, work, users=False)
 
         lat = []
         for i in range(a.changes):
@@ -137,11 +155,7 @@ def main():
         for how, took, change in rows:
             print("| %s | %.0f | %.0f |" % (how, took, change))
     finally:
-        for ag in agents:
-            ag.stop()
-        for p in pxs:
-            p.close()
-        consul.close()
+        stop_all(agents, pxs, consul)
 
 
 if __name__ == "__main__":

@@ -71,7 +71,7 @@ class ProxySQL(ServerProcess):
         self.proxysql_servers = list(proxysql_servers)
         self.admin_port = admin_port
         self.control_port = None
-        self.mysql_port = None          # real binary only (mysql-interfaces)
+        self.mysql_port = None          # the MySQL port (mysql-interfaces), kept across restarts
         self.started_once = False
         super().__init__()
 
@@ -117,6 +117,7 @@ class ProxySQL(ServerProcess):
             os.unlink(port_file)
         cmd = [PYTHON, DOUBLE, "--listen", "127.0.0.1:%d" % (self.admin_port or 0),
                "--control", "127.0.0.1:%d" % (self.control_port or 0), "--port-file", port_file,
+               "--mysql-listen", "127.0.0.1:%d" % (self.mysql_port or 0),
                "--datadir", self.datadir,
                "--admin-credentials", self.admin_credentials]
         for name, value in self.config:
@@ -140,6 +141,7 @@ class ProxySQL(ServerProcess):
             line = f.read()
         self.admin_port = int(re.search(r"admin=[^ ]*:(\d+)", line).group(1))
         self.control_port = int(re.search(r"control=[^ ]*:(\d+)", line).group(1))
+        self.mysql_port = int(re.search(r"mysql=[^ ]*:(\d+)", line).group(1))
 
     def _start_real(self, initial, timeout):
         if self.admin_port is None:

@@ -9,8 +9,8 @@ keeps its tables in SQLite with ProxySQL's exact DDL and reproduces the admin
 semantics a sync agent relies on: LOAD/SAVE between disk, memory and runtime,
 runtime_* tables regenerated on read, checksums (bit-exact SpookyHash, as the
 real one), restart from disk, credentials (and their clash with frontend
-mysql_users), errors, a ping and a read_only monitor, and ProxySQL Cluster
-between doubles.  Test hooks that a real ProxySQL lacks live on a separate HTTP
+mysql_users), errors, a ping and a read_only monitor, ProxySQL Cluster
+between doubles, and a MySQL port with PROXYSQL PAUSE/RESUME.  Test hooks that a real ProxySQL lacks live on a separate HTTP
 control port.
 
     /usr/bin/python3 tests/fakes/proxysql_admin.py --listen 127.0.0.1:0 \\
@@ -18,7 +18,8 @@ control port.
         [--stats-credentials ...] [--cluster-username U] [--cluster-password P] \\
         [--monitor-username U] [--monitor-password P] [--variable NAME=VALUE] \\
         [--proxysql-server HOST:PORT[:WEIGHT[:COMMENT]]] \\
-        [--control 127.0.0.1:0] [--port-file FILE] [--monitor-shun-after SECONDS]
+        [--control 127.0.0.1:0] [--port-file FILE] [--monitor-shun-after SECONDS] \\
+        [--mysql-listen 127.0.0.1:0]
 
 docs/proxysql-double.md describes what is implemented and the control API.
 Only the standard library is used (sqlite is driven through ctypes so that a
@@ -46,6 +47,7 @@ import re
 import secrets
 import signal
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -779,6 +781,193 @@ SIMPLE_MODULE_TABLES = {
                        "mysql_firewall_whitelist_sqli_fingerprints"),
 }
 
+# ---------------------------------------------------------------------------
+# 5b. ProxySQL 3.0 (--proxysql-version 3.0): what its admin interface adds
+#     (sysown/proxysql v3.0: include/ProxySQL_Admin_Tables_Definitions.h,
+#     ProxySQL_Admin::dump_checksums_values_table, generate_global_checksum,
+#     Admin_Handler.cpp's PROXYSQL PAUSE/RESUME), selected once at start
+# ---------------------------------------------------------------------------
+
+PROXYSQL_3_0_VERSION = "3.0.1-0-g0000000"
+PGSQL_ADMIN_TABLES = [
+    ("pgsql_servers",
+     ("CREATE TABLE pgsql_servers (hostgroup_id INT CHECK (hostgroup_id>=0) NOT NULL DEFAULT 0 , hostna"
+     "me VARCHAR NOT NULL , port INT CHECK (port >= 0 AND port <= 65535) NOT NULL DEFAULT 5432 , statu"
+     "s VARCHAR CHECK (UPPER(status) IN ('ONLINE','SHUNNED','OFFLINE_SOFT', 'OFFLINE_HARD')) NOT NULL "
+     "DEFAULT 'ONLINE' , weight INT CHECK (weight >= 0 AND weight <=10000000) NOT NULL DEFAULT 1 , com"
+     "pression INT CHECK (compression IN(0,1)) NOT NULL DEFAULT 0 , max_connections INT CHECK (max_con"
+     "nections >=0) NOT NULL DEFAULT 1000 , max_replication_lag INT CHECK (max_replication_lag >= 0 AN"
+     "D max_replication_lag <= 126144000) NOT NULL DEFAULT 0 , use_ssl INT CHECK (use_ssl IN(0,1)) NOT"
+     " NULL DEFAULT 0 , max_latency_ms INT UNSIGNED CHECK (max_latency_ms>=0) NOT NULL DEFAULT 0 , com"
+     "ment VARCHAR NOT NULL DEFAULT '' , PRIMARY KEY (hostgroup_id, hostname, port) )")),
+    ("runtime_pgsql_servers",
+     ("CREATE TABLE runtime_pgsql_servers (hostgroup_id INT CHECK (hostgroup_id>=0) NOT NULL DEFAULT 0 "
+     ", hostname VARCHAR NOT NULL , port INT CHECK (port >= 0 AND port <= 65535) NOT NULL DEFAULT 5432"
+     " , status VARCHAR CHECK (UPPER(status) IN ('ONLINE','SHUNNED','OFFLINE_SOFT', 'OFFLINE_HARD')) N"
+     "OT NULL DEFAULT 'ONLINE' , weight INT CHECK (weight >= 0 AND weight <=10000000) NOT NULL DEFAULT"
+     " 1 , compression INT CHECK (compression IN(0,1)) NOT NULL DEFAULT 0 , max_connections INT CHECK "
+     "(max_connections >=0) NOT NULL DEFAULT 1000 , max_replication_lag INT CHECK (max_replication_lag"
+     " >= 0 AND max_replication_lag <= 126144000) NOT NULL DEFAULT 0 , use_ssl INT CHECK (use_ssl IN(0"
+     ",1)) NOT NULL DEFAULT 0 , max_latency_ms INT UNSIGNED CHECK (max_latency_ms>=0) NOT NULL DEFAULT"
+     " 0 , comment VARCHAR NOT NULL DEFAULT '' , PRIMARY KEY (hostgroup_id, hostname, port) )")),
+    ("pgsql_users",
+     ("CREATE TABLE pgsql_users (username VARCHAR NOT NULL , password VARCHAR , active INT CHECK (activ"
+     "e IN (0,1)) NOT NULL DEFAULT 1 , use_ssl INT CHECK (use_ssl IN (0,1)) NOT NULL DEFAULT 0 , defau"
+     "lt_hostgroup INT NOT NULL DEFAULT 0 , transaction_persistent INT CHECK (transaction_persistent I"
+     "N (0,1)) NOT NULL DEFAULT 1 , fast_forward INT CHECK (fast_forward IN (0,1)) NOT NULL DEFAULT 0 "
+     ", backend INT CHECK (backend IN (0,1)) NOT NULL DEFAULT 1 , frontend INT CHECK (frontend IN (0,1"
+     ")) NOT NULL DEFAULT 1 , max_connections INT CHECK (max_connections >=0) NOT NULL DEFAULT 10000 ,"
+     " attributes VARCHAR CHECK (JSON_VALID(attributes) OR attributes = '') NOT NULL DEFAULT '' , comm"
+     "ent VARCHAR NOT NULL DEFAULT '' , PRIMARY KEY (username, backend) , UNIQUE (username, frontend))")),
+    ("runtime_pgsql_users",
+     ("CREATE TABLE runtime_pgsql_users (username VARCHAR NOT NULL , password VARCHAR , active INT CHEC"
+     "K (active IN (0,1)) NOT NULL DEFAULT 1 , use_ssl INT CHECK (use_ssl IN (0,1)) NOT NULL DEFAULT 0"
+     " , default_hostgroup INT NOT NULL DEFAULT 0 , transaction_persistent INT CHECK (transaction_pers"
+     "istent IN (0,1)) NOT NULL DEFAULT 1 , fast_forward INT CHECK (fast_forward IN (0,1)) NOT NULL DE"
+     "FAULT 0 , backend INT CHECK (backend IN (0,1)) NOT NULL DEFAULT 1 , frontend INT CHECK (frontend"
+     " IN (0,1)) NOT NULL DEFAULT 1 , max_connections INT CHECK (max_connections >=0) NOT NULL DEFAULT"
+     " 10000 , attributes VARCHAR CHECK (JSON_VALID(attributes) OR attributes = '') NOT NULL DEFAULT '"
+     "', comment VARCHAR NOT NULL DEFAULT '' , PRIMARY KEY (username, backend) , UNIQUE (username, fro"
+     "ntend))")),
+    ("pgsql_replication_hostgroups",
+     ("CREATE TABLE pgsql_replication_hostgroups (writer_hostgroup INT CHECK (writer_hostgroup>=0) NOT "
+     "NULL PRIMARY KEY , reader_hostgroup INT NOT NULL CHECK (reader_hostgroup<>writer_hostgroup AND r"
+     "eader_hostgroup>=0) , check_type VARCHAR CHECK (LOWER(check_type) IN ('read_only','innodb_read_o"
+     "nly','super_read_only','read_only|innodb_read_only','read_only&innodb_read_only')) NOT NULL DEFA"
+     "ULT 'read_only' , comment VARCHAR NOT NULL DEFAULT '', UNIQUE (reader_hostgroup))")),
+    ("runtime_pgsql_replication_hostgroups",
+     ("CREATE TABLE runtime_pgsql_replication_hostgroups (writer_hostgroup INT CHECK (writer_hostgroup>"
+     "=0) NOT NULL PRIMARY KEY , reader_hostgroup INT NOT NULL CHECK (reader_hostgroup<>writer_hostgro"
+     "up AND reader_hostgroup>=0) , check_type VARCHAR CHECK (LOWER(check_type) IN ('read_only','innod"
+     "b_read_only','super_read_only','read_only|innodb_read_only','read_only&innodb_read_only')) NOT N"
+     "ULL DEFAULT 'read_only' , comment VARCHAR NOT NULL DEFAULT '', UNIQUE (reader_hostgroup))")),
+    ("pgsql_hostgroup_attributes",
+     ("CREATE TABLE pgsql_hostgroup_attributes (hostgroup_id INT NOT NULL PRIMARY KEY , max_num_online_"
+     "servers INT CHECK (max_num_online_servers>=0 AND max_num_online_servers <= 1000000) NOT NULL DEF"
+     "AULT 1000000 , autocommit INT CHECK (autocommit IN (-1, 0, 1)) NOT NULL DEFAULT -1 , free_connec"
+     "tions_pct INT CHECK (free_connections_pct >= 0 AND free_connections_pct <= 100) NOT NULL DEFAULT"
+     " 10 , init_connect VARCHAR NOT NULL DEFAULT '' , multiplex INT CHECK (multiplex IN (0, 1)) NOT N"
+     "ULL DEFAULT 1 , connection_warming INT CHECK (connection_warming IN (0, 1)) NOT NULL DEFAULT 0 ,"
+     " throttle_connections_per_sec INT CHECK (throttle_connections_per_sec >= 1 AND throttle_connecti"
+     "ons_per_sec <= 1000000) NOT NULL DEFAULT 1000000 , ignore_session_variables VARCHAR CHECK (JSON_"
+     "VALID(ignore_session_variables) OR ignore_session_variables = '') NOT NULL DEFAULT '' , hostgrou"
+     "p_settings VARCHAR CHECK (JSON_VALID(hostgroup_settings) OR hostgroup_settings = '') NOT NULL DE"
+     "FAULT '' , servers_defaults VARCHAR CHECK (JSON_VALID(servers_defaults) OR servers_defaults = ''"
+     ") NOT NULL DEFAULT '' , comment VARCHAR NOT NULL DEFAULT '')")),
+    ("runtime_pgsql_hostgroup_attributes",
+     ("CREATE TABLE runtime_pgsql_hostgroup_attributes (hostgroup_id INT NOT NULL PRIMARY KEY , max_num"
+     "_online_servers INT CHECK (max_num_online_servers>=0 AND max_num_online_servers <= 1000000) NOT "
+     "NULL DEFAULT 1000000 , autocommit INT CHECK (autocommit IN (-1, 0, 1)) NOT NULL DEFAULT -1 , fre"
+     "e_connections_pct INT CHECK (free_connections_pct >= 0 AND free_connections_pct <= 100) NOT NULL"
+     " DEFAULT 10 , init_connect VARCHAR NOT NULL DEFAULT '' , multiplex INT CHECK (multiplex IN (0, 1"
+     ")) NOT NULL DEFAULT 1 , connection_warming INT CHECK (connection_warming IN (0, 1)) NOT NULL DEF"
+     "AULT 0 , throttle_connections_per_sec INT CHECK (throttle_connections_per_sec >= 1 AND throttle_"
+     "connections_per_sec <= 1000000) NOT NULL DEFAULT 1000000 , ignore_session_variables VARCHAR CHEC"
+     "K (JSON_VALID(ignore_session_variables) OR ignore_session_variables = '') NOT NULL DEFAULT '' , "
+     "hostgroup_settings VARCHAR CHECK (JSON_VALID(hostgroup_settings) OR hostgroup_settings = '') NOT"
+     " NULL DEFAULT '' , servers_defaults VARCHAR CHECK (JSON_VALID(servers_defaults) OR servers_defau"
+     "lts = '') NOT NULL DEFAULT '' , comment VARCHAR NOT NULL DEFAULT '')")),
+    ("pgsql_query_rules",
+     ("CREATE TABLE pgsql_query_rules (rule_id INTEGER PRIMARY KEY AUTOINCREMENT NOT NULL , active INT "
+     "CHECK (active IN (0,1)) NOT NULL DEFAULT 0 , username VARCHAR , database VARCHAR , flagIN INT CH"
+     "ECK (flagIN >= 0) NOT NULL DEFAULT 0 , client_addr VARCHAR , proxy_addr VARCHAR , proxy_port INT"
+     " CHECK (proxy_port >= 0 AND proxy_port <= 65535) , digest VARCHAR , match_digest VARCHAR , match"
+     "_pattern VARCHAR , negate_match_pattern INT CHECK (negate_match_pattern IN (0,1)) NOT NULL DEFAU"
+     "LT 0 , re_modifiers VARCHAR DEFAULT 'CASELESS' , flagOUT INT CHECK (flagOUT >= 0) , replace_patt"
+     "ern VARCHAR CHECK(CASE WHEN replace_pattern IS NULL THEN 1 WHEN replace_pattern IS NOT NULL AND "
+     "match_pattern IS NOT NULL THEN 1 ELSE 0 END) , destination_hostgroup INT DEFAULT NULL , cache_tt"
+     "l INT CHECK(cache_ttl > 0) , cache_empty_result INT CHECK (cache_empty_result IN (0,1)) DEFAULT "
+     "NULL , cache_timeout INT CHECK(cache_timeout >= 0) , reconnect INT CHECK (reconnect IN (0,1)) DE"
+     "FAULT NULL , timeout INT UNSIGNED CHECK (timeout >= 0) , retries INT CHECK (retries>=0 AND retri"
+     "es <=1000) , delay INT UNSIGNED CHECK (delay >=0) , next_query_flagIN INT UNSIGNED , mirror_flag"
+     "OUT INT UNSIGNED , mirror_hostgroup INT UNSIGNED , error_msg VARCHAR , OK_msg VARCHAR , sticky_c"
+     "onn INT CHECK (sticky_conn IN (0,1)) , multiplex INT CHECK (multiplex IN (0,1,2)) , log INT CHEC"
+     "K (log IN (0,1)) , apply INT CHECK(apply IN (0,1)) NOT NULL DEFAULT 0 , attributes VARCHAR CHECK"
+     " (JSON_VALID(attributes) OR attributes = '') NOT NULL DEFAULT '' , comment VARCHAR)")),
+    ("runtime_pgsql_query_rules",
+     ("CREATE TABLE runtime_pgsql_query_rules (rule_id INTEGER PRIMARY KEY AUTOINCREMENT NOT NULL , act"
+     "ive INT CHECK (active IN (0,1)) NOT NULL DEFAULT 0 , username VARCHAR , database VARCHAR , flagI"
+     "N INT CHECK (flagIN >= 0) NOT NULL DEFAULT 0 , client_addr VARCHAR , proxy_addr VARCHAR , proxy_"
+     "port INT CHECK (proxy_port >= 0 AND proxy_port <= 65535), digest VARCHAR , match_digest VARCHAR "
+     ", match_pattern VARCHAR , negate_match_pattern INT CHECK (negate_match_pattern IN (0,1)) NOT NUL"
+     "L DEFAULT 0 , re_modifiers VARCHAR DEFAULT 'CASELESS' , flagOUT INT CHECK (flagOUT >= 0), replac"
+     "e_pattern VARCHAR CHECK(CASE WHEN replace_pattern IS NULL THEN 1 WHEN replace_pattern IS NOT NUL"
+     "L AND match_pattern IS NOT NULL THEN 1 ELSE 0 END) , destination_hostgroup INT DEFAULT NULL , ca"
+     "che_ttl INT CHECK(cache_ttl > 0) , cache_empty_result INT CHECK (cache_empty_result IN (0,1)) DE"
+     "FAULT NULL , cache_timeout INT CHECK(cache_timeout >= 0) , reconnect INT CHECK (reconnect IN (0,"
+     "1)) DEFAULT NULL , timeout INT UNSIGNED CHECK (timeout >= 0) , retries INT CHECK (retries>=0 AND"
+     " retries <=1000) , delay INT UNSIGNED CHECK (delay >=0) , next_query_flagIN INT UNSIGNED , mirro"
+     "r_flagOUT INT UNSIGNED , mirror_hostgroup INT UNSIGNED , error_msg VARCHAR , OK_msg VARCHAR , st"
+     "icky_conn INT CHECK (sticky_conn IN (0,1)) , multiplex INT CHECK (multiplex IN (0,1,2)) , log IN"
+     "T CHECK (log IN (0,1)) , apply INT CHECK(apply IN (0,1)) NOT NULL DEFAULT 0 , attributes VARCHAR"
+     " CHECK (JSON_VALID(attributes) OR attributes = '') NOT NULL DEFAULT '' , comment VARCHAR)")),
+    ("pgsql_query_rules_fast_routing",
+     ("CREATE TABLE pgsql_query_rules_fast_routing (username VARCHAR NOT NULL , database VARCHAR NOT NU"
+     "LL , flagIN INT NOT NULL DEFAULT 0 , destination_hostgroup INT CHECK (destination_hostgroup >= 0"
+     ") NOT NULL , comment VARCHAR NOT NULL , PRIMARY KEY (username, database, flagIN) )")),
+    ("runtime_pgsql_query_rules_fast_routing",
+     ("CREATE TABLE runtime_pgsql_query_rules_fast_routing (username VARCHAR NOT NULL , database VARCHA"
+     "R NOT NULL , flagIN INT NOT NULL DEFAULT 0 , destination_hostgroup INT CHECK (destination_hostgr"
+     "oup >= 0) NOT NULL , comment VARCHAR NOT NULL , PRIMARY KEY (username, database, flagIN) )")),
+]
+PGSQL_STATS_TABLES = [
+    ("stats_pgsql_global",
+     ("CREATE TABLE stats_pgsql_global (Variable_Name VARCHAR NOT NULL PRIMARY KEY , Variable_Value VAR"
+     "CHAR NOT NULL)")),
+    ("stats_pgsql_processlist",
+     ("CREATE TABLE stats_pgsql_processlist (ThreadID INT NOT NULL , SessionID INTEGER PRIMARY KEY , us"
+     "er VARCHAR , database VARCHAR , cli_host VARCHAR , cli_port INT , hostgroup INT , l_srv_host VAR"
+     "CHAR , l_srv_port INT , srv_host VARCHAR , srv_port INT , command VARCHAR , time_ms INT NOT NULL"
+     " , info VARCHAR , status_flags INT , extended_info VARCHAR)")),
+    ("stats_pgsql_connection_pool",
+     ("CREATE TABLE stats_pgsql_connection_pool (hostgroup INT , srv_host VARCHAR , srv_port INT , stat"
+     "us VARCHAR , ConnUsed INT , ConnFree INT , ConnOK INT , ConnERR INT , MaxConnUsed INT , Queries "
+     "INT , Bytes_data_sent INT , Bytes_data_recv INT , Latency_us INT)")),
+]
+PGSQL_MODULES = {"PGSQL SERVERS": ("pgsql_servers", ("pgsql_servers", "pgsql_replication_hostgroups",
+                                                      "pgsql_hostgroup_attributes")),
+                 "PGSQL USERS": ("pgsql_users", ("pgsql_users",)),
+                 "PGSQL QUERY RULES": ("pgsql_query_rules", ("pgsql_query_rules", "pgsql_query_rules_fast_routing"))}
+PGSQL_ADMIN_VARIABLES = [("admin-pgsql_ifaces", "0.0.0.0:6132")] + [
+    ("admin-cluster_pgsql_%s_%s" % (module, what), default)
+    for what, default in (("diffs_before_sync", "3"), ("save_to_disk", "true"))
+    for module in ("query_rules", "servers", "users", "variables")]
+PGSQL_MODULE = False           # 3.0: the PgSQL module exists
+HIDE_PGSQL_TABLES = False      # SHOW TABLES leaves pgsql_* out (newer 3.0 builds)
+PAUSE_REPLIES_PER_MODULE = False   # PROXYSQL PAUSE/RESUME answer once for MySQL, once for PgSQL
+
+
+def select_version(version, hide_pgsql_tables=False):
+    """Make this process a ProxySQL 2.7 (the default, as recorded) or 3.0 admin interface. For 3.0:
+    the version string; the pgsql_* tables with their runtime_ twins (memory, disk, LOAD/SAVE PGSQL
+    SERVERS|USERS|QUERY RULES); stats_pgsql_global / _processlist / _connection_pool; the pgsql rows
+    of runtime_checksums_values and GLOBAL_CHECKSUM(); the admin-pgsql_ifaces and
+    admin-cluster_pgsql_*_diffs_before_sync / _save_to_disk variables; PROXYSQL PAUSE and RESUME
+    sending two replies (MySQL's, then PgSQL's, both with sequence id 1: the second one is read by
+    the client's next command); with hide_pgsql_tables, SHOW TABLES without the pgsql_* tables."""
+    global PROXYSQL_VERSION, CHECKSUM_MODULES, GLOBAL_CHECKSUM_ORDER, HIDE_PGSQL_TABLES, PAUSE_REPLIES_PER_MODULE
+    global PGSQL_MODULE
+    if version == "2.7":
+        return
+    if version != "3.0":
+        raise ValueError("--proxysql-version is 2.7 or 3.0, not %r" % version)
+    PROXYSQL_VERSION = PROXYSQL_3_0_VERSION
+    ADMIN_VARIABLES[:] = [(n, PROXYSQL_VERSION if n == "admin-version" else v) for n, v in ADMIN_VARIABLES]
+    ADMIN_VARIABLES.extend(PGSQL_ADMIN_VARIABLES)
+    ADMIN_TABLES.extend(PGSQL_ADMIN_TABLES)
+    _ADMIN_DDL.update(PGSQL_ADMIN_TABLES)
+    DISK_TABLES.extend((n, d) for n, d in PGSQL_ADMIN_TABLES if not n.startswith("runtime_"))
+    STATS_TABLES.extend(PGSQL_STATS_TABLES)
+    for module, (_, tables) in PGSQL_MODULES.items():
+        SIMPLE_MODULE_TABLES[module] = tables
+    CHECKSUM_MODULES = CHECKSUM_MODULES + ("pgsql_query_rules", "pgsql_servers", "pgsql_users", "pgsql_variables")
+    GLOBAL_CHECKSUM_ORDER = ("admin_variables", "mysql_query_rules", "mysql_servers", "mysql_servers_v2",
+                             "mysql_users", "mysql_variables", "pgsql_query_rules", "pgsql_servers",
+                             "pgsql_users", "pgsql_variables", "proxysql_servers")
+    HIDE_PGSQL_TABLES = hide_pgsql_tables
+    PAUSE_REPLIES_PER_MODULE = PGSQL_MODULE = True
+
+
 MYSQL_SERVERS_COLUMNS = ("hostgroup_id, hostname, port, gtid_port, status, weight, compression, max_connections, "
                          "max_replication_lag, use_ssl, max_latency_ms, comment")
 MYSQL_USERS_COLUMNS = ("username, password, active, use_ssl, default_hostgroup, default_schema, schema_locked, "
@@ -1183,6 +1372,9 @@ class Admin:
         self.cnf = self._config_variables(admin_credentials, listen, config)
         self.cnf_proxysql_servers = list(proxysql_servers)   # (hostname, port, weight, comment)
         self.cluster = None                 # set by ProxySQLDouble once the node can reach peers
+        self.frontend = None                # the MySQL port (Frontend), when the double has one
+        self.mysql_paused = False           # PROXYSQL PAUSE
+        self.pgsql_paused = False           # the same, for 3.0's PgSQL module
         self.servers_v2_rows = []           # mysql_servers_v2 as last loaded (a peer's pull reads it)
         self.current_users = []             # mysql_users rows as last loaded (ditto)
         self.listen = listen
@@ -1256,6 +1448,7 @@ class Admin:
             self.load_simple_to_runtime(module, bump=False)
         now = int(time.time())
         for name in CHECKSUM_MODULES:
+            self.checksums.setdefault(name, [0, 0, ZERO_CHECKSUM])    # pgsql_variables: not emulated
             self.checksums[name][0] = 1
             self.checksums[name][1] = now
 
@@ -1430,6 +1623,11 @@ class Admin:
                                       "ORDER BY username, schemaname, flagIN"))
             h = spooky128(struct.pack("<QQ", h1, h2), 19, 3)[0] if (h1 or h2) else 0
             self._set_checksum("mysql_query_rules", runtime_checksum_text(h), bump)
+        elif module in PGSQL_MODULES:
+            # not ProxySQL's algorithm (nothing of 3.0 was recorded): a hash of the module's tables
+            hashes = [raw_checksum(db.rows("SELECT * FROM main.%s ORDER BY 1" % t)) for t in SIMPLE_MODULE_TABLES[module]]
+            h = spooky128(struct.pack("<%dQ" % len(hashes), *hashes), 19, 3)[0] if any(hashes) else 0
+            self._set_checksum(PGSQL_MODULES[module][0], runtime_checksum_text(h), bump)
 
     def save_simple_to_memory(self, module):
         for table in SIMPLE_MODULE_TABLES[module]:
@@ -1548,6 +1746,12 @@ class Admin:
             self._replace_table("stats.stats_mysql_connection_pool", self.hgm.pool_rows())
         if "stats_mysql_global" in q or q.upper().startswith("SHOW MYSQL STATUS"):
             self._replace_table("stats.stats_mysql_global", self._stats_global())
+        if "stats_pgsql_global" in q and PGSQL_MODULE:
+            self._replace_table("stats.stats_pgsql_global", [("Client_Connections_connected", "0"),
+                                                             ("Client_Connections_created", "0")])
+        if "stats_mysql_processlist" in q:
+            self._replace_table("stats.stats_mysql_processlist",
+                                self.frontend.processlist() if self.frontend is not None else [])
         if "stats_mysql_users" in q:
             self._replace_table("stats.stats_mysql_users",
                                 [(a.username, 0, a.max_connections) for a in self.auth.arrays["frontend"]
@@ -1583,6 +1787,8 @@ class Admin:
         values["ProxySQL_Uptime"] = str(int(time.time() - self.started))
         values["Servers_table_version"] = str(self.hgm.commits)
         values["MySQL_Thread_Workers"] = self.rt_mysql.get("mysql-threads", "0")
+        if self.frontend is not None:
+            values.update((k, str(v)) for k, v in self.frontend.counters().items())
         return sorted(values.items())
 
     # -- the admin session handler -------------------------------------------------
@@ -1641,6 +1847,8 @@ class Admin:
                 return Reply.ok(affected=affected or 0)
             if up == "PROXYSQL FLUSH LOGS":
                 return Reply.ok()
+            if up in ("PROXYSQL PAUSE", "PROXYSQL RESUME"):
+                return self.command_pause_resume(up)
             if nsp.startswith(self.MYSQLDUMP_PREFIXES) or up.startswith("USE "):
                 return Reply.ok()
 
@@ -1778,7 +1986,8 @@ class Admin:
                     "WHERE Variable_name='admin-version'" % PROXYSQL_VERSION)
         if up == "SHOW TABLES":
             return ("SELECT name AS tables FROM sqlite_master WHERE type='table' "
-                    "AND name NOT IN ('sqlite_sequence') ORDER BY name")
+                    "AND name NOT IN ('sqlite_sequence')%s ORDER BY name"
+                    % (" AND name NOT LIKE '%pgsql%'" if HIDE_PGSQL_TABLES else ""))
         if up == "SHOW CHARSET":
             return "SELECT Charset, Collation AS 'Default collation' FROM mysql_collations WHERE `Default`='Yes'"
         if up == "SHOW COLLATION":
@@ -1852,6 +2061,56 @@ class Admin:
             if account.default_hostgroup < 0 or user.startswith(monitor_user):
                 return False
             return None
+
+    def authenticate_frontend(self, user, salt, token):
+        """The MySQL port's login: the frontend account (default_hostgroup >= 0) or None."""
+        with self.lock:
+            account = self.auth.frontend(user)
+            if account is None or account.default_hostgroup < 0 or not password_matches(account.password, salt, token):
+                return None
+            return account
+
+    def frontend_route(self, account):
+        """(host, port, backend password) of the first ONLINE runtime server of the account's
+        default_hostgroup, or None."""
+        with self.lock:
+            i = self.auth.index["backend"].get(account.username)
+            arr = self.auth.arrays["backend"]
+            backend = arr[i] if i is not None and i < len(arr) and arr[i].username == account.username else account
+            for srv in self.hgm._sorted(self.hgm.servers()):
+                if srv.hid == account.default_hostgroup and srv.status == ONLINE:
+                    return srv.host, srv.port, backend.password
+            return None
+
+    def command_pause_resume(self, up):
+        """PROXYSQL PAUSE / PROXYSQL RESUME (admin_handler_command_proxysql); 3.0 answers once for
+        the MySQL module and once more for the PgSQL one."""
+        reply = self._pause_resume_mysql(up)
+        if not PAUSE_REPLIES_PER_MODULE:
+            return reply
+        pause = up == "PROXYSQL PAUSE"
+        if self.pgsql_paused == pause:
+            second = Reply.admin_err("ProxySQL PgSQL module is %s, impossible to %s"
+                                     % (("already paused", "pause") if pause else ("not paused", "resume")))
+        else:
+            self.pgsql_paused = pause
+            second = Reply.ok()
+        return Reply("pair", replies=(reply, second))
+
+    def _pause_resume_mysql(self, up):
+        if up == "PROXYSQL PAUSE":
+            if self.mysql_paused:
+                return Reply.admin_err("ProxySQL MySQL module is already paused, impossible to pause")
+            if self.frontend is not None:
+                self.frontend.stop_listener()
+            self.mysql_paused = True
+            return Reply.ok()
+        if not self.mysql_paused:
+            return Reply.admin_err("ProxySQL MySQL module is not paused, impossible to resume")
+        if self.frontend is not None:
+            self.frontend.start_listener()
+        self.mysql_paused = False
+        return Reply.ok()
 
     # -- hooks used by the control API and the monitor -----------------------------
 
@@ -1959,6 +2218,7 @@ class ClientConnection:
 
     def __init__(self, server, sock, peer):
         self.server, self.sock, self.peer = server, sock, peer
+        self.tls = False
         self.seq = 0
         self.rbuf = b""
         self.session = None
@@ -1967,7 +2227,8 @@ class ClientConnection:
 
     def _read_exact(self, n):
         while len(self.rbuf) < n:
-            chunk = self.sock.recv(65536)
+            # before the login no more than asked for: a TLS ClientHello may follow the SSLRequest
+            chunk = self.sock.recv(65536 if self.session else n - len(self.rbuf))
             if not chunk:
                 raise ConnectionClosed()
             self.rbuf += chunk
@@ -1998,6 +2259,11 @@ class ClientConnection:
         self.sock.sendall(b"".join(self.packet(p) for p in payloads))
 
     def send_reply(self, reply):
+        if reply.kind == "pair":
+            for r in reply.replies:          # each with the sequence id of a first answer
+                self.seq = 1
+                self.send_reply(r)
+            return
         if reply.kind == "ok":
             self.send(ok_payload(reply.affected, STATUS, reply.info))
         elif reply.kind == "err":
@@ -2027,8 +2293,19 @@ class ClientConnection:
             raise ConnectionClosed()
         client_caps = struct.unpack_from("<I", resp, 0)[0]
         if client_caps & CLIENT_SSL and len(resp) == 32:
-            self.send(err_payload(1045, "ProxySQL Error: TLS is not supported by this test double"))
-            raise ConnectionClosed()
+            context = getattr(self.server, "tls_context", None)
+            if context is None:
+                self.send(err_payload(1045, "ProxySQL Error: TLS is not supported by this test double"))
+                raise ConnectionClosed()
+            # SSLRequest: the TLS handshake, then the handshake response again, encrypted
+            self.sock.settimeout(10)
+            self.sock = context.wrap_socket(self.sock, server_side=True)
+            self.sock.settimeout(None)
+            self.tls = True
+            resp = self.read_packet()
+            if len(resp) < 32:
+                raise ConnectionClosed()
+            client_caps = struct.unpack_from("<I", resp, 0)[0]
         if client_caps & CLIENT_COMPRESS:
             self.send(err_payload(1045, "ProxySQL Error: compression is not supported by this test double"))
             raise ConnectionClosed()
@@ -2060,14 +2337,18 @@ class ClientConnection:
             # e.g. caching_sha2_password: ask the client to switch to mysql_native_password
             self.send(b"\xfe" + NATIVE_PLUGIN + b"\0" + salt + b"\0")
             token = self.read_packet()
-        stats = self.server.admin.authenticate(user, salt, token)
+        stats = self.authenticate(user, salt, token)
         if stats is None:
             msg = "ProxySQL Error: Access denied for user '%s'@'%s' (using password: %s)" % (
                 user, self.peer[0], "YES" if token else "NO")
             self.send(err_payload(1045, msg))
             raise ConnectionClosed()
         self.session = Session(user, stats, self.peer)
+        self.session.tls = self.tls
         self.send(ok_payload(0, HANDSHAKE_STATUS))
+
+    def authenticate(self, user, salt, token):
+        return self.server.admin.authenticate(user, salt, token)
 
     # -- command phase -------------------------------------------------------------
 
@@ -2081,31 +2362,48 @@ class ClientConnection:
                 cmd = pkt[0]
                 if cmd == COM_QUIT:
                     return
-                if cmd == COM_QUERY:
-                    if not self.server.serve_query(self, pkt[1:]):
-                        return
-                elif cmd in (COM_PING, COM_INIT_DB):
-                    self.send(ok_payload(0, STATUS))
-                elif cmd in (COM_FIELD_LIST, COM_STMT_PREPARE):
-                    self.send(err_payload(1045, "Command not supported"))
-                elif cmd == COM_PROCESS_KILL:
-                    self.send(err_payload(9003, "Command not supported"))
-                elif cmd == COM_RESET_CONNECTION:
-                    self.seq = 2                 # recorded: sequence number 2 instead of 1
-                    self.send(err_payload(1047, "Command not supported"))
-                else:                            # COM_PROCESS_INFO, COM_DEBUG, unknown: no reply
+                if not self.command(cmd, pkt):
                     return
         except (ConnectionClosed, OSError, ValueError, IndexError, struct.error):
             pass                                 # gone, or not speaking the protocol: close
         finally:
+            self.ended()
             try:
                 self.sock.close()
             except OSError:
                 pass
 
+    def ended(self):
+        """Called once the connection is over, before the socket is closed."""
+
+    def command(self, cmd, pkt):
+        """Answer one command packet; False closes the connection."""
+        if cmd == COM_QUERY:
+            return self.server.serve_query(self, pkt[1:])
+        if cmd in (COM_PING, COM_INIT_DB):
+            self.send(ok_payload(0, STATUS))
+        elif cmd in (COM_FIELD_LIST, COM_STMT_PREPARE):
+            self.send(err_payload(1045, "Command not supported"))
+        elif cmd == COM_PROCESS_KILL:
+            self.send(err_payload(9003, "Command not supported"))
+        elif cmd == COM_RESET_CONNECTION:
+            self.seq = 2                 # recorded: sequence number 2 instead of 1
+            self.send(err_payload(1047, "Command not supported"))
+        else:                            # COM_PROCESS_INFO, COM_DEBUG, unknown: no reply
+            return False
+        return True
+
 
 class MySQLClientError(Exception):
-    pass
+    def __init__(self, message, code=2013, sqlstate="HY000"):
+        super().__init__(message)
+        self.code, self.sqlstate = code, sqlstate
+
+    @classmethod
+    def from_err(cls, pkt):
+        """From an ERR packet (0xff, errno, '#', sqlstate, message)."""
+        return cls(pkt[9:].decode("utf-8", "replace"), struct.unpack_from("<H", pkt, 1)[0],
+                   pkt[4:9].decode("ascii", "replace"))
 
 
 class MySQLClient:
@@ -2175,7 +2473,7 @@ class MySQLClient:
         self._write(b"\x03" + sql.encode("utf-8", "surrogateescape"))
         first = self._read()
         if first[:1] == b"\xff":
-            raise MySQLClientError(first[9:].decode("utf-8", "replace"))
+            raise MySQLClientError.from_err(first)
         if first[:1] == b"\x00":
             return [], []
         ncol, _ = self._lenenc(first, 0)
@@ -2194,7 +2492,7 @@ class MySQLClient:
             if pkt[:1] == b"\xfe" and len(pkt) < 9:
                 return columns, rows
             if pkt[:1] == b"\xff":
-                raise MySQLClientError(pkt[9:].decode("utf-8", "replace"))
+                raise MySQLClientError.from_err(pkt)
             row, pos = [], 0
             while pos < len(pkt):
                 n, pos = self._lenenc(pkt, pos)
@@ -2213,6 +2511,150 @@ class MySQLClient:
             self.sock.close()
         except OSError:
             pass
+
+
+# ---------------------------------------------------------------------------
+# 6b. The MySQL port (mysql-interfaces), as far as draining needs it
+# ---------------------------------------------------------------------------
+
+class FrontendConnection(ClientConnection):
+    """One client of the MySQL port: logs in as a frontend mysql_users account (hostgroup >= 0),
+    and each COM_QUERY runs on a backend of the account's default_hostgroup (the first ONLINE
+    runtime server) over one backend connection per client, logged in with the backend account
+    of the same name (its password must be cleartext here). Results come back as text result
+    sets (every column VAR_STRING), as the admin port sends them."""
+
+    def __init__(self, frontend, sock, peer):
+        super().__init__(frontend, sock, peer)
+        self.account = None
+        self.backend = None
+        self.state, self.info, self.since = "Sleep", None, time.monotonic()
+        self.srv = None
+
+    def authenticate(self, user, salt, token):
+        self.account = self.server.admin.authenticate_frontend(user, salt, token)
+        return None if self.account is None else False
+
+    def _backend(self):
+        if self.backend is None:
+            target = self.server.admin.frontend_route(self.account)
+            if target is None:
+                raise MySQLClientError("Max connect timeout reached while reaching hostgroup %d after 0ms"
+                                       % self.account.default_hostgroup, 9001, "HY000")
+            host, port, password = target
+            self.backend = MySQLClient(host, port, self.account.username, password, timeout=2.0,
+                                       read_timeout=3600.0)
+            self.srv = (host, port)
+            if self.account.default_schema:
+                self.backend.query("USE `%s`" % self.account.default_schema.replace("`", "``"))
+        return self.backend
+
+    def run(self, sql):
+        if sql.lstrip().upper().startswith("SET "):
+            return Reply.ok()             # session variables: ProxySQL tracks them, no backend needed
+        self.state, self.info, self.since = "Query", sql, time.monotonic()
+        try:
+            columns, rows = self._backend().query(sql)
+        except MySQLClientError as e:
+            return Reply.err(e.code, str(e), e.sqlstate)
+        except OSError as e:
+            if self.backend is not None:
+                self.backend.close()
+            self.backend = None
+            return Reply.err(2013, "Lost connection to the backend: %s" % e, "HY000")
+        finally:
+            self.state, self.info, self.since = "Sleep", None, time.monotonic()
+        if not columns:
+            return Reply.ok()
+        return Reply.rows([c.encode("utf-8", "surrogateescape") for c in columns], rows)
+
+    def serve(self):
+        self.server.opened(self)
+        super().serve()
+
+    def ended(self):
+        if self.backend is not None:
+            self.backend.close()
+        self.server.closed(self)
+
+    def command(self, cmd, pkt):
+        if cmd == COM_QUERY:
+            self.send_reply(self.run(pkt[1:].decode("utf-8", "surrogateescape")))
+        elif cmd in (COM_PING, COM_INIT_DB):
+            self.send(ok_payload(0, STATUS))
+        else:
+            self.send(err_payload(1047, "Command not supported by this test double", "08S01"))
+        return True
+
+    def processlist_row(self):
+        srv = self.srv or ("", 0)
+        return (0, self.session_id, self.account.username if self.account else "",
+                self.account.default_schema if self.account else "", self.peer[0], self.peer[1],
+                self.account.default_hostgroup if self.account else -1, self.sock_name[0], self.sock_name[1],
+                srv[0], srv[1], self.state, int((time.monotonic() - self.since) * 1000), self.info, 0, None)
+
+
+class Frontend:
+    """ProxySQL's MySQL module seen from outside: a listener on mysql-interfaces, the clients it
+    serves, PROXYSQL PAUSE (stop_listeners: the listening socket is closed, new connections are
+    refused, open ones keep working) and PROXYSQL RESUME (start_listeners: the same address
+    again), and the Client_Connections_* counters of stats_mysql_global."""
+
+    def __init__(self, admin, host, port, next_thread_id):
+        self.admin, self.host, self.port = admin, host, port
+        self.next_thread_id = next_thread_id
+        self.lock = threading.Lock()
+        self.clients = {}                 # session id -> FrontendConnection
+        self.created = self.aborted = 0
+        self._ids = iter(range(1, 1 << 62))
+        self.sock = None
+        self.start_listener()
+
+    def start_listener(self):
+        self.sock = listen_socket(self.host, self.port)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._accept_loop, args=(self.sock,), name="mysql-accept", daemon=True).start()
+
+    def stop_listener(self):
+        sock, self.sock = self.sock, None
+        try:
+            sock.shutdown(socket.SHUT_RDWR)   # wakes the accept() of the accept loop
+        except OSError:
+            pass
+        sock.close()
+
+    def _accept_loop(self, sock):
+        while True:
+            try:
+                conn, peer = sock.accept()
+            except OSError:
+                return
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            client = FrontendConnection(self, conn, peer)
+            client.sock_name = conn.getsockname()[:2]
+            threading.Thread(target=client.serve, name="mysql-client", daemon=True).start()
+
+    def opened(self, client):
+        with self.lock:
+            client.session_id = next(self._ids)
+            self.clients[client.session_id] = client
+            self.created += 1
+
+    def closed(self, client):
+        with self.lock:
+            self.clients.pop(client.session_id, None)
+            if client.account is None:
+                self.aborted += 1
+
+    def counters(self):
+        with self.lock:
+            return {"Client_Connections_connected": len(self.clients), "Client_Connections_created": self.created,
+                    "Client_Connections_aborted": self.aborted,
+                    "Client_Connections_non_idle": sum(1 for c in self.clients.values() if c.state != "Sleep")}
+
+    def processlist(self):
+        with self.lock:
+            return [c.processlist_row() for c in self.clients.values() if c.account is not None]
 
 
 # ---------------------------------------------------------------------------
@@ -2249,7 +2691,8 @@ class Hooks:
     def record(self, session, sql):
         with self.lock:
             self.statements.append({"seq": len(self.statements) + 1, "conn": session.id, "user": session.user,
-                                    "time": round(time.time(), 6), "sql": sql})
+                                    "time": round(time.time(), 6), "sql": sql,
+                                    "tls": getattr(session, "tls", False)})
 
     def take(self, name):
         with self.lock:
@@ -2882,8 +3325,14 @@ class ProxySQLDouble:
     """Admin port + control port + monitor around one Admin instance."""
 
     def __init__(self, listen=("127.0.0.1", 0), datadir=".", initial=False, admin_credentials="admin:admin",
-                 control=None, monitor_shun_after=None, config=(), proxysql_servers=()):
+                 control=None, monitor_shun_after=None, config=(), proxysql_servers=(), mysql_listen=None,
+                 tls_cert=None, tls_key=None):
         self.sock = listen_socket(*listen)
+        self.tls_context = None
+        if tls_cert:
+            # the admin port accepts TLS (a real ProxySQL generates its own certificate in the datadir)
+            self.tls_context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self.tls_context.load_cert_chain(tls_cert, tls_key)
         self.host, self.port = self.sock.getsockname()[:2]
         self.admin = Admin(datadir, initial=initial, admin_credentials=admin_credentials,
                            listen=fmt_addr(self.host, self.port), monitor_shun_after=monitor_shun_after,
@@ -2894,6 +3343,8 @@ class ProxySQLDouble:
         self.stopping = threading.Event()
         self.admin.cluster = Cluster(self.admin, self.stopping)
         self.admin.cluster.load_servers(self.admin.rt_tables.get("proxysql_servers", []))
+        if mysql_listen is not None:
+            self.admin.frontend = Frontend(self.admin, mysql_listen[0], mysql_listen[1], self.next_thread_id)
         self.httpd = None
         if control is not None:
             self.httpd = http.server.ThreadingHTTPServer(control, ControlHandler)
@@ -3035,14 +3486,27 @@ def main(argv=None):
     ap.add_argument("--proxysql-server", action="append", default=[], metavar="HOST:PORT[:WEIGHT[:COMMENT]]",
                     help="a proxysql_servers row of a fresh datadir (ProxySQL Cluster peers, repeatable)")
     ap.add_argument("--control", help="HOST:PORT of the HTTP control API (test hooks)")
-    ap.add_argument("--port-file", help="write 'admin=HOST:PORT control=HOST:PORT' here once listening")
+    ap.add_argument("--proxysql-version", choices=("2.7", "3.0"),
+                    default=os.environ.get("PROXYSQL_DOUBLE_VERSION", "2.7"),
+                    help="the admin interface of ProxySQL 2.7 (as recorded, the default) or 3.0 (pgsql tables, "
+                         "variables and checksum rows; default: $PROXYSQL_DOUBLE_VERSION or 2.7)")
+    ap.add_argument("--hide-pgsql-tables", action="store_true",
+                    help="with --proxysql-version 3.0: SHOW TABLES leaves the pgsql_* tables out, as newer builds do")
+    ap.add_argument("--tls-cert", help="PEM certificate: the admin port accepts TLS (SSLRequest) with it")
+    ap.add_argument("--tls-key", help="PEM key of --tls-cert")
+    ap.add_argument("--mysql-listen", help="HOST:PORT of the MySQL port (mysql-interfaces: frontend logins, "
+                                           "queries run on a backend, PROXYSQL PAUSE/RESUME); default: none")
+    ap.add_argument("--port-file", help="write 'admin=HOST:PORT control=HOST:PORT [mysql=HOST:PORT]' here "
+                                        "once listening")
     ap.add_argument("--monitor-shun-after", type=float, default=None,
                     help="fixed seconds after which a server refusing TCP goes SHUNNED (default: "
                          "mysql-monitor_ping_interval x mysql-monitor_ping_max_failures; 0 disables the monitors)")
     args = ap.parse_args(argv)
     try:
+        select_version(args.proxysql_version, args.hide_pgsql_tables)
         listen = parse_hostport(args.listen)
         control = parse_hostport(args.control) if args.control else None
+        mysql_listen = parse_hostport(args.mysql_listen) if args.mysql_listen else None
         config = [(name, getattr(args, attr)) for name, attr in (
             ("admin-stats_credentials", "stats_credentials"), ("admin-cluster_username", "cluster_username"),
             ("admin-cluster_password", "cluster_password"), ("mysql-monitor_username", "monitor_username"),
@@ -3058,7 +3522,8 @@ def main(argv=None):
             peers.append((host, int(port), int(weight or 0), comment))
         double = ProxySQLDouble(listen, args.datadir, initial=args.initial,
                                 admin_credentials=args.admin_credentials, control=control,
-                                monitor_shun_after=args.monitor_shun_after, config=config, proxysql_servers=peers)
+                                monitor_shun_after=args.monitor_shun_after, config=config, proxysql_servers=peers,
+                                mysql_listen=mysql_listen, tls_cert=args.tls_cert, tls_key=args.tls_key)
     except ValueError as e:
         ap.error(str(e))
     stop = threading.Event()
@@ -3068,6 +3533,8 @@ def main(argv=None):
     line = "admin=%s" % fmt_addr(double.host, double.port)
     if double.control_address:
         line += " control=%s" % fmt_addr(*double.control_address)
+    if double.admin.frontend is not None:
+        line += " mysql=%s" % fmt_addr(double.admin.frontend.host, double.admin.frontend.port)
     if args.port_file:
         tmp = "%s.tmp.%d" % (args.port_file, os.getpid())
         with open(tmp, "w") as f:

@@ -257,9 +257,18 @@ def healthy_async_pair(async_pair):
 
 
 # -- hooks -----------------------------------------------------------------------
+def pytest_addoption(parser):
+    parser.addoption("--proxysql-double-version", choices=("2.7", "3.0"), default=None,
+                     help="which ProxySQL admin interface the ProxySQL double plays (default: "
+                          "$PROXYSQL_DOUBLE_VERSION, else 2.7, as recorded); ignored with PROXYSQL_BIN")
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "fault: a row of the fault matrix in docs/faults.md, whose expected "
                             "outcome is the first line of the test's docstring")
+    version = config.getoption("--proxysql-double-version")
+    if version:
+        os.environ["PROXYSQL_DOUBLE_VERSION"] = version     # read by every double this run starts
 
 
 _LOG_OFFSETS = pytest.StashKey[dict]()

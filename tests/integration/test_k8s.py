@@ -164,6 +164,9 @@ def test_pod_shape(rendered):
         for c in spec["containers"][:1]:
             for probe in ("livenessProbe", "readinessProbe"):
                 assert c[probe]["exec"]["command"][0].endswith("/proxysql-check"), (name, probe)
+            drain = c["lifecycle"]["preStop"]["exec"]["command"]
+            assert drain[0].endswith("/proxysql-check") and "--drain" in drain, drain
+            assert spec["terminationGracePeriodSeconds"] > float(drain[drain.index("--timeout") + 1]), drain
         # Secrets are referenced, never inlined.
         assert not kinds(docs, "Secret"), name
         secrets = {v["secret"]["secretName"] for v in spec["volumes"] if "secret" in v}
@@ -384,6 +387,11 @@ def test_exec_probes_of_the_proxysql_pod(rendered, tmp_path, overlay):
             assert r.returncode == 0, (c["name"], kind, argv, r.stdout, r.stderr,
                                        (tmp_path / "agent.log").read_text())
             assert took < probe.get("timeoutSeconds", 1), (c["name"], kind, took)
+        # The preStop drain, as the kubelet runs it: serves for its delay, pauses, no client: exit 0.
+        px = [c for c in spec["containers"] if c["name"] == "proxysql"][0]
+        argv = [mapped(a, mounts) for a in px["lifecycle"]["preStop"]["exec"]["command"]]
+        r = ns.run(argv, timeout=spec["terminationGracePeriodSeconds"], env={})
+        assert r.returncode == 0 and "drained: no client connected" in r.stdout, (argv, r.stdout, r.stderr)
     finally:
         ns.close()
 

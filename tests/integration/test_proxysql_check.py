@@ -285,3 +285,126 @@ def test_no_password_in_any_output(proxysql):
     for argv, out, err in pc.OUTPUTS:
         pc.assert_no_secret(out, f"stdout of {argv}")
         pc.assert_no_secret(err, f"stderr of {argv}")
+
+
+# -- drain (before a stop) --------------------------------------------------------------------
+def frontend_user(p, user, password, hostgroup=10, servers=()):
+    """A frontend+backend mysql_users row (cleartext password) and servers in its hostgroup."""
+    if servers:
+        load_servers(p, [(hostgroup, host, port, "ONLINE") for host, port in servers])
+    p.query("INSERT INTO mysql_users (username, password, default_hostgroup) VALUES ('%s', '%s', %d)"
+            % (user, password, hostgroup))
+    p.query("LOAD MYSQL USERS TO RUNTIME")
+
+
+def client(p, user, password, **kw):
+    import pymysql
+    return pymysql.connect(host=p.host, port=p.mysql_port, user=user, password=password, **kw)
+
+
+def refused(p, user, password):
+    import pymysql
+    try:
+        client(p, user, password, connect_timeout=1).close()
+    except pymysql.err.OperationalError as e:
+        return e.args[0] == 2003
+    return False
+
+
+class Background:
+    """A probe run in a thread; .result and .ended (monotonic) once it exits."""
+
+    def __init__(self, argv_fn):
+        self.result = self.ended = None
+        self.thread = threading.Thread(target=self._run, args=(argv_fn,), daemon=True)
+        self.thread.start()
+
+    def _run(self, argv_fn):
+        self.result = argv_fn()
+        self.ended = time.monotonic()
+
+    def join(self, timeout):
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "the drain did not exit"
+        return self.result
+
+
+def test_drain_lets_in_flight_queries_finish(proxysql, galera, mysql_creds):
+    """--drain-delay 1: new connections are still accepted during the delay; then PROXYSQL PAUSE:
+    new connections are refused while a query in flight through the paused ProxySQL finishes
+    without error; the drain exits 0 soon after the last client leaves."""
+    galera.heal()
+    node = galera[1]
+    frontend_user(proxysql, mysql_creds.user, mysql_creds.password, servers=[(node.ip, node.port)])
+    c = client(proxysql, mysql_creds.user, mysql_creds.password)
+    results = {}
+
+    def slow_query():
+        with c.cursor() as cur:
+            cur.execute("SELECT SLEEP(2.5), 42")
+            results["row"] = cur.fetchone()
+    t0 = time.monotonic()
+    d = Background(lambda: check(proxysql, "--drain", "--drain-delay", "1", "--timeout", "10"))
+    time.sleep(0.3)
+    client(proxysql, mysql_creds.user, mysql_creds.password).close()     # accepted during the delay
+    q = threading.Thread(target=slow_query)
+    q.start()
+    time.sleep(1.2)
+    assert refused(proxysql, mysql_creds.user, mysql_creds.password)     # after the delay: refused
+    q.join(10)
+    assert tuple(str(v) for v in results["row"]) == ("0", "42"), results   # the double sends text columns
+    left = time.monotonic()
+    c.close()
+    r = d.join(15)
+    assert r.rc == 0, r
+    lines = r.text.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("proxysql-drain: paused (new connections refused) after 1.")
+    assert "1 client(s) connected" in lines[0] and lines[1].startswith("drained: no client connected, "), r
+    assert d.ended - t0 > 2.5
+    print("drain exit %.0f ms after the last client left" % ((d.ended - left) * 1000))
+    assert d.ended - left < 0.2 + pc.SLACK, (d.ended - left, r)
+
+
+def test_drain_ends_at_its_deadline_naming_the_clients_left(proxysql):
+    """A client that never leaves: the drain ends at --timeout with exit 1, naming it; the client's
+    connection still works; a second drain while paused is fine (PAUSE says "already paused") and
+    exits 0 once the client has gone; polls of the client count at most one per 100 ms."""
+    frontend_user(proxysql, "app", "app-pw")
+    c = client(proxysql, "app", "app-pw")
+    port = c.socket.getsockname()[1] if hasattr(c, "socket") else c._sock.getsockname()[1]
+    if proxysql.is_fake:
+        proxysql.clear_statements()
+    r = check(proxysql, "--drain", "--timeout", "1.5")
+    assert r.rc == 1, r
+    assert f"not drained: 1 client(s) still connected at the deadline (--timeout 1.5s): app@127.0.0.1:{port} (Sleep" \
+        in r.text, r
+    assert 1.5 - 0.11 <= r.wall <= 1.5 + pc.SLACK, r      # the last 100 ms name the clients
+    if proxysql.is_fake:
+        polls = [s for s in proxysql.statements() if "FROM stats_mysql_global" in s["sql"]]
+        assert 10 <= len(polls) <= 15, len(polls)      # 1.5 s less the tail, one per 100 ms
+        times = [s["time"] for s in polls]
+        assert min(b - a for a, b in zip(times, times[1:])) >= 0.095, times
+    c.ping(reconnect=False)
+    assert refused(proxysql, "app", "app-pw")
+    c.close()
+    r = check(proxysql, "--drain", "--timeout", "2")
+    assert r.rc == 0, r
+    assert r.text.startswith("proxysql-drain: already paused after "), r
+    proxysql.query("PROXYSQL RESUME")
+    client(proxysql, "app", "app-pw").close()
+    import pymysql
+    with pytest.raises(pymysql.err.OperationalError) as exc:      # recorded on 2.7.1 (lifecycle facts)
+        proxysql.query("PROXYSQL RESUME")
+    assert exc.value.args == (1045, "ProxySQL Admin Error: ProxySQL MySQL module is not paused, impossible to "
+                                    "resume"), exc.value.args
+
+
+def test_drain_usage_and_admin_down(proxysql):
+    r = check(proxysql, "--drain", "--drain-delay", "3", "--timeout", "2")
+    assert r.rc == 2 and r.err == b"proxysql-check: --drain-delay (3.0s) must be shorter than --timeout (2.0s)\n", r
+    r = check(proxysql, "--drain", "--liveness")
+    assert r.rc == 2 and b"exactly one of --liveness, --readiness and --drain" in r.err, r
+    port = proxysql.admin_port
+    proxysql.stop()
+    r = check(proxysql, "--drain", "--timeout", "2")
+    assert r.rc == 1 and r.text.startswith(f"not drained: connection refused (127.0.0.1:{port})"), r

@@ -71,6 +71,19 @@ class Wire(threading.local):
 WIRE = Wire()
 
 
+@pytest.fixture(scope="module", autouse=True)
+def recorded_version():
+    """The recordings are of 2.7.1: every double of this module plays 2.7, whatever
+    --proxysql-double-version (PROXYSQL_DOUBLE_VERSION) says for the rest of the run."""
+    old = os.environ.get("PROXYSQL_DOUBLE_VERSION")
+    os.environ["PROXYSQL_DOUBLE_VERSION"] = "2.7"
+    yield
+    if old is None:
+        del os.environ["PROXYSQL_DOUBLE_VERSION"]
+    else:
+        os.environ["PROXYSQL_DOUBLE_VERSION"] = old
+
+
 @pytest.fixture(scope="module")
 def instrumented_pymysql():
     orig_raise = pymysql.err.raise_mysql_exception

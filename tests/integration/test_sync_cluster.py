@@ -191,6 +191,14 @@ def writer_of(agents):
     return [a for a in agents if metric(a, "proxysql_sync_cluster_writer") == 1]
 
 
+def elected(agents, pxs):
+    """Once one agent of two is the writer: (writer, the other, the writer's ProxySQL, the other's)."""
+    wait_until("one writer", lambda: len(writer_of(agents)) == 1, timeout=15)
+    w = writer_of(agents)[0]
+    f = agents[1 - agents.index(w)]
+    return w, f, pxs[agents.index(w)], pxs[agents.index(f)]
+
+
 def test_single_writer_elects_one_agent_and_hands_over(fast_consul, workdir):
     """single-writer: of two agents exactly one holds cluster-lock-key and writes, to its own target;
     the other writes nothing (its target does not converge here: there is no cluster to carry the
@@ -245,10 +253,8 @@ def test_single_writer_gives_the_lock_up_when_its_proxysql_is_gone(fast_consul, 
     try:
         put_topology(consul, users=False)
         agents = agents_for(consul, pxs, workdir, SINGLE_WRITER)
-        wait_until("one writer", lambda: len(writer_of(agents)) == 1, timeout=15)
-        w = writer_of(agents)[0]
-        other = agents[1 - agents.index(w)]
-        pxs[agents.index(w)].stop()
+        w, other, wp, _ = elected(agents, pxs)
+        wp.stop()
         wait_until("the lock given up", lambda: "cluster-leader-grace" in w.logs(), timeout=15)
         wait_until("the other writes", lambda: metric(other, "proxysql_sync_cluster_writer") == 1, timeout=10)
         wait_until("its target synced", lambda: synced(pxs[agents.index(other)]))
@@ -504,5 +510,34 @@ def test_refuse_on_a_two_node_cluster(fast_consul, workdir):
         for p in pxs:
             assert memory_servers(p) == []
             assert not [x for x in writes(p) if "mysql_servers" in x or "mysql_users" in x], writes(p)
+    finally:
+        stop_all(agents, pxs)
+
+
+def test_single_writer_follower_equal_to_the_pulled_copy(fast_consul, workdir):
+    """A users pull stores what the peer loaded with NULL as '' (ProxySQL_Admin::__add_active_users
+    builds the resultset a peer fetches that way): the writer's agent writes default_schema NULL
+    (KV gives no schema), its follower's node holds ''. The follower still counts as in sync (ready,
+    writing nothing), and when it takes over it writes nothing, since nothing changed."""
+    consul = fast_consul
+    pxs = two_node_cluster()
+    agents = []
+    try:
+        put_topology(consul, users=True)
+        agents = agents_for(consul, pxs, workdir, SINGLE_WRITER)
+        w, f, wp, fp = elected(agents, pxs)
+        schema = "SELECT username, default_schema FROM main.mysql_users ORDER BY username"
+        wait_until("the writer's users", lambda: len(wp.query(schema)) == 2, timeout=20)
+        assert [r[1] for r in wp.query(schema)] == [None, None]
+        wait_until("the users pulled", lambda: [r[1] for r in fp.query(schema)] == ["", ""], timeout=20)
+        wait_until("the follower ready", f.ready, timeout=10)
+        assert "applied" not in f.logs(), f.logs()
+        fp.clear_statements()
+        stop_and_check(w)
+        wait_until("the other takes over", lambda: metric(f, "proxysql_sync_cluster_writer") == 1, timeout=10)
+        time.sleep(2.0)                       # a reconcile or two as the writer
+        assert not [x for x in writes(fp) if "mysql_servers" in x.lower() or "mysql_users" in x.lower()
+                    or "MYSQL" in x], writes(fp)
+        assert [r[1] for r in fp.query(schema)] == ["", ""]
     finally:
         stop_all(agents, pxs)

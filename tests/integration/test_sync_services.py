@@ -157,3 +157,67 @@ def test_consul_service_definition_examples():
         assert all(k.startswith("proxysql_") for k in svc["meta"])
     with open(os.path.join(root, "k8s", "mariadb-galera", "statefulset-httpget.yaml")) as f:
         assert '"--listen", "9200"' in f.read()
+
+
+ROLE_SERVICES = ('services = ( { name = "mysql"; tags = ["primary"]; hostgroup = 10; %s},\n'
+                 '              { name = "mysql"; tags = ["replica"]; hostgroup = 11; } );\n')
+
+
+def services_only_agent(consul, px, workdir, role):
+    """A started agent whose hostgroups 10 and 11 come from the services list alone (no cluster, no
+    KV), draining at once."""
+    agent = Agent(consul, [px], workdir, extra='master-prefix = ""\nreplica-prefix = ""\n' + ROLE_SERVICES % role)
+    agent.text = agent.text.replace('clusters = ( { alias = "shop"; writer_hostgroup = 10; reader_hostgroup = 11; } );',
+                                    '').replace("drain-timeout = 30.0", "drain-timeout = 0.0")
+    agent.write_config()
+    return agent.start()
+
+
+def test_service_with_the_writer_role_keeps_its_hostgroup(consul, px, workdir):
+    """A services entry with role = "writer": its primary's check turning critical leaves hostgroup 10
+    as it is (the never-empty rule of a cluster's writer hostgroup), while a reader still drains;
+    the same entry without the role empties hostgroup 10."""
+    register(consul, "p1", "10.0.2.1", tags=("primary",))
+    register(consul, "r1", "10.0.2.11")
+    register(consul, "r2", "10.0.2.12")
+    agent = services_only_agent(consul, px, workdir, 'role = "writer"; ')
+    try:
+        wait_until("writer and readers", lambda: served(px, 10) == [("10.0.2.1", "3306")] and len(served(px, 11)) == 2)
+        check(consul, "p1", "fail")
+        check(consul, "r2", "fail")
+        wait_until("r2 drained", lambda: served(px, 11) == [("10.0.2.11", "3306")])
+        time.sleep(1.0)
+        assert served(px, 10) == [("10.0.2.1", "3306")]
+        assert "writer hostgroup(s) would be empty" in agent.logs()
+    finally:
+        stop_and_check(agent)
+    check(consul, "p1", "pass")
+    agent = services_only_agent(consul, px, workdir, '')
+    try:
+        wait_until("the writer back", lambda: served(px, 10) == [("10.0.2.1", "3306")])
+        check(consul, "p1", "fail")
+        wait_until("hostgroup 10 emptied without the role", lambda: served(px, 10) == [], timeout=20)
+    finally:
+        stop_and_check(agent)
+
+
+def test_check_config_warns_of_a_writer_hostgroup_service_without_the_role(consul, px, workdir):
+    """--check-config: a services entry on a cluster's writer hostgroup (beside that cluster's
+    writer_service) without role = "writer" is a warning, not an error; role = "writer" silences it,
+    and a role other than writer or reader is refused."""
+    base = 'master-prefix = ""\nreplica-prefix = ""\n'
+    cluster = ('clusters = ( { alias = "shop"; writer_hostgroup = 10; reader_hostgroup = 11; '
+               'writer_service = { name = "mysql"; tags = ["primary"]; }; } );')
+    for role, warned in (('', True), ('role = "writer"; ', False)):
+        agent = Agent(consul, [px], workdir, extra=base + 'services = ( { name = "mysql-extra"; hostgroup = 10; %s} );\n'
+                      % role)
+        agent.text = agent.text.replace(
+            'clusters = ( { alias = "shop"; writer_hostgroup = 10; reader_hostgroup = 11; } );', cluster)
+        agent.write_config()
+        r = agent.run("--check-config")
+        assert r.returncode == 0, r.stderr
+        line = "service mysql-extra: hostgroup 10 is cluster shop's writer hostgroup but the service has no role"
+        assert (line in r.stdout) == warned, r.stdout
+    agent = Agent(consul, [px], workdir, extra=base + 'services = ( { name = "a"; hostgroup = 40; role = "boss"; } );\n')
+    r = agent.run("--check-config")
+    assert r.returncode == 2 and 'role is "writer" or "reader"' in r.stderr, r.stderr

@@ -31,6 +31,7 @@ SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
 ADMIN_PASSWORD = "adm-" + os.urandom(6).hex()
 UNITS = ["clustercheck.socket", "clustercheck@.service", "clustercheck-http.service",
          "clustercheck-register.service", "proxysql-sync.service"]
+DROP_IN = "proxysql.service.d/sidekick-drain.conf"     # for the ProxySQL package's proxysql.service
 
 
 def free_port():
@@ -65,15 +66,16 @@ def unit_values(path, key):
 
 
 def test_make_install_puts_everything(installed):
-    for unit in UNITS:
+    for unit in UNITS + [DROP_IN]:
         assert os.path.isfile(unit_path(installed, unit)), unit
     for name in ("xinetd-mysqlchk", "cron-sidekick", "proxysql-sync.conf"):
         assert os.path.isfile(example(installed, name)), name
-    for unit in UNITS:
+    for unit in UNITS + [DROP_IN]:
         with open(unit_path(installed, unit)) as f:
             text = f.read()
         assert "@BINDIR@" not in text and "@DOCDIR@" not in text, unit
-        for cmd in unit_values(unit_path(installed, unit), "ExecStart"):
+        for cmd in unit_values(unit_path(installed, unit), "ExecStart") + unit_values(unit_path(installed, unit),
+                                                                                      "ExecStop"):
             binary = cmd.lstrip("-@:+!").split()[0]
             assert binary == os.path.join(installed, "bin", os.path.basename(binary)), cmd
             assert os.access(binary, os.X_OK), cmd
@@ -97,6 +99,18 @@ def test_verify_catches_a_typo(tmp_path):
 def test_systemd_analyze_verify(installed, unit):
     r = subprocess.run([SYSTEMD_ANALYZE, "verify", unit_path(installed, unit)], capture_output=True,
                        text=True, timeout=60)
+    assert r.returncode == 0 and (r.stdout + r.stderr).strip() == "", r.stdout + r.stderr
+
+
+@needs_systemd
+def test_drain_drop_in_verifies_with_a_proxysql_unit(installed, tmp_path):
+    """The drop-in beside a proxysql.service shaped like the package's (Type=forking, User=proxysql):
+    systemd-analyze verify finds nothing to say about the pair."""
+    unit = tmp_path / "proxysql.service"
+    unit.write_text("[Unit]\nDescription=ProxySQL\n[Service]\nType=forking\nExecStart=/bin/true\n"
+                    "PIDFile=/run/proxysql.pid\n[Install]\nWantedBy=multi-user.target\n")
+    shutil.copytree(os.path.dirname(unit_path(installed, DROP_IN)), tmp_path / "proxysql.service.d")
+    r = subprocess.run([SYSTEMD_ANALYZE, "verify", str(unit)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and (r.stdout + r.stderr).strip() == "", r.stdout + r.stderr
 
 
@@ -247,6 +261,32 @@ def test_proxysql_sync_service_command(installed, etc, consul, px):
         proc.wait(timeout=5)
     assert proc.returncode == 0, (etc / "agent.log").read_text()
     assert ADMIN_PASSWORD not in (etc / "agent.log").read_text()
+
+
+def test_proxysql_drain_drop_in_command(installed, etc, px):
+    """The drop-in's ExecStop against a ProxySQL (double or real) with one client connected: the
+    client is still served after the pause, new ones are refused, and the stop step exits 0 once
+    the client has gone."""
+    import pymysql
+    [cmd] = unit_values(unit_path(installed, DROP_IN), "ExecStop")
+    argv = shlex.split(moved(cmd.lstrip("-").replace("%d/proxysql-admin", str(etc / "proxysql-admin.password")), etc))
+    argv += ["--port", str(px.admin_port)]
+    px.query("INSERT INTO mysql_users (username, password, default_hostgroup) VALUES ('app', 'app-pw', 10)")
+    px.query("LOAD MYSQL USERS TO RUNTIME")
+    c = pymysql.connect(host=px.host, port=px.mysql_port, user="app", password="app-pw")
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={}, text=True)
+    try:
+        time.sleep(0.5)
+        c.ping(reconnect=False)
+        with pytest.raises(pymysql.err.OperationalError):
+            pymysql.connect(host=px.host, port=px.mysql_port, user="app", password="app-pw", connect_timeout=1)
+        assert proc.poll() is None
+        c.close()
+        out, err = proc.communicate(timeout=5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0 and "drained: no client connected" in out, (out, err)
 
 
 def cron_lines(installed):

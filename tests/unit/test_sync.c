@@ -239,6 +239,8 @@ static void run_case(void **state)
 	px_names_sort(&prot);
 	memset(&po, 0, sizeof(po));
 	po.nowned = layout_owned_hostgroups(&cfg.layout, owned, SK_ARRAY_LEN(owned));
+	if (!opt_flag(&cfg.o, "allow-empty-writer")) /* the never-empty rule, as the agent applies it */
+		layout_keep_writers(&cfg.layout, owned, po.nowned, &lr.servers, &have_s);
 	po.owned_hostgroups = owned;
 	po.user_tag = cfg.layout.user_tag;
 	po.drain_timeout_ms = (int64_t)(opt_num(&cfg.o, "drain-timeout") * 1000);
