@@ -168,7 +168,8 @@ struct agent {
 	size_t unlogged_last; /* rejections past its cap at the last build, summarised in one line */
 };
 
-/* Start every thread. Returns 0, or -1 with err set (Consul client or eventfd could not start). */
+/* Start every thread. Returns 0, or -1 with err set (a Consul client, an eventfd or a thread could
+ * not start; the threads already started are stopped first). */
 int agent_start(struct agent *ag, struct sync_config *cfg, char *err, size_t errlen) SK_MUST_CHECK;
 
 /* Stop within about a second: cancel Consul requests, let targets finish or abandon the
@@ -215,10 +216,10 @@ void agent_publish_desired(struct agent *ag);
  * atomics and what the threads publish under ag->pub_mu, so they answer at once whatever the
  * agent is busy with. */
 void agent_metrics(struct agent *ag, sk_buf *out);
+bool agent_ready(struct agent *ag, char *why, size_t len);
 /* `s` as the value of a Prometheus label (between the quotes): backslash, double quote and
  * newline escaped. The caller frees it. */
 char *agent_label_value(const char *s);
-bool agent_ready(struct agent *ag, char *why, size_t len);
 
 /* Shared by the agent's files (agent.c, watch.c, target.c, metrics.c). */
 extern const double agent_hist_bounds_ms[AGENT_HIST_BUCKETS];

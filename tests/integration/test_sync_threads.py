@@ -60,7 +60,11 @@ def shim(tmp_path):
     return str(lib)
 
 
+@pytest.mark.fault
 def test_a_thread_that_cannot_start_stops_the_agent_cleanly(consul, px, workdir, shim):  # noqa: F811
+    """Exit 2 at once with one line naming the thread; the threads already started are stopped and joined first.
+
+    Each watcher, the coordinator and each target in turn; then, one call further, a normal run."""
     put_topology(consul)
     a = Agent(consul, [px, px], workdir)  # two targets on one ProxySQL: the second thread of a kind
     text = a.text.replace('health-listen = "127.0.0.1:%d"\n' % a.health_port, 'health-listen = ""\n')
