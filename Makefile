@@ -84,7 +84,7 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIBSK)
 	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(filter %.a,$(filter-out $(LIBSK),$^)) $(LIBSK) $(LDLIBS) -lcmocka
 
 # The sync unit tests link the agent's pure core too.
-$(BUILD)/tests/test_sync: $(LIBSYNC)
+$(BUILD)/tests/test_sync $(BUILD)/tests/test_agent: $(LIBSYNC)
 
 unit: $(UNIT_BIN)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; SIDEKICK_TEST_DATA=tests/data $$t; done
@@ -219,9 +219,20 @@ soak: all
 bench: all
 	@SIDEKICK_BIN=$(CURDIR)/$(BIN) $(PYTHON) tests/bench/report.py --out $(BUILD)/bench/report.md $(BENCH_ARGS)
 
+# ThreadSanitizer (build/tsan): the unit tests, then the agent's integration suites and a soak with
+# /metrics and /readyz scraped throughout; any report fails the run (tests/tsan.supp says what is
+# suppressed and why). About 4 minutes; docs/reliability.md.
+TSAN := BUILD=build/tsan BIN=build/tsan/bin CFLAGS="-O1 -g" SAN="-fsanitize=thread -fno-omit-frame-pointer"
+.PHONY: unit-tsan test-tsan
+unit-tsan:
+	@TSAN_OPTIONS="halt_on_error=1:suppressions=$(CURDIR)/tests/tsan.supp" $(MAKE) --no-print-directory $(TSAN) unit
+test-tsan: unit-tsan
+	@$(MAKE) --no-print-directory $(TSAN) all
+	@SANITIZER=thread tests/sanitize.sh build/tsan/bin $(PYTEST_ARGS)
+
 # make test: a short fuzzing round, 6 s a harness, then the integration suites under ASan+UBSan
-# (test-asan, about 3.5 minutes).
-test: fuzz-test test-asan
+# (test-asan, about 3.5 minutes) and under ThreadSanitizer (test-tsan, about 4 minutes).
+test: fuzz-test test-asan test-tsan
 .PHONY: fuzz-test
 fuzz-test: fuzz-build
 	@tests/fuzz/run.sh 6

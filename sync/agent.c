@@ -51,16 +51,98 @@ long agent_backoff_ms(int attempt, long cap_ms)
 
 /* ---- coordinator: snapshot -> desired ------------------------------------------------- */
 
-static bool logged_before(struct agent *ag, const char *line)
+static uint64_t seen_hash(const char *text)
 {
-	for (size_t i = 0; i < ag->nlogged; i++)
-		if (strcmp(ag->logged_rejects[i], line) == 0)
-			return true;
-	if (ag->nlogged < 10000) {
-		ag->logged_rejects = xrealloc(ag->logged_rejects, (ag->nlogged + 1) * sizeof(char *));
-		ag->logged_rejects[ag->nlogged++] = xstrdup(line);
+	uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a, then a finaliser that spreads the low bits */
+
+	for (const unsigned char *p = (const unsigned char *)text; *p; p++)
+		h = (h ^ *p) * 0x100000001b3ULL;
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	return h ? h : 1;
+}
+
+/* The slot of `h`, or the empty slot where it would go. */
+static uint64_t *seen_slot(const struct agent_seen *s, uint64_t h)
+{
+	size_t i = (size_t)h & (s->size - 1);
+
+	while (s->slot[i] && s->slot[i] != h)
+		i = (i + 1) & (s->size - 1);
+	return &s->slot[i];
+}
+
+bool agent_seen_has(const struct agent_seen *s, const char *text)
+{
+	return s->size && *seen_slot(s, seen_hash(text)) != 0;
+}
+
+enum agent_seen_result agent_seen_add(struct agent_seen *s, const char *text)
+{
+	uint64_t h = seen_hash(text), *slot;
+
+	if (s->size && *seen_slot(s, h))
+		return AGENT_SEEN_OLD;
+	if (s->n >= AGENT_SEEN_MAX)
+		return AGENT_SEEN_FULL;
+	if ((s->n + 1) * 2 > s->size) { /* at most half full: short probes */
+		struct agent_seen bigger = { .size = s->size ? s->size * 2 : 64, .n = s->n };
+
+		bigger.slot = xcalloc(bigger.size, sizeof(*bigger.slot));
+		for (size_t i = 0; i < s->size; i++)
+			if (s->slot[i])
+				*seen_slot(&bigger, s->slot[i]) = s->slot[i];
+		free(s->slot);
+		*s = bigger;
 	}
-	return false;
+	slot = seen_slot(s, h);
+	*slot = h;
+	s->n++;
+	return AGENT_SEEN_NEW;
+}
+
+void agent_seen_free(struct agent_seen *s)
+{
+	free(s->slot);
+	memset(s, 0, sizeof(*s));
+}
+
+void agent_log_rejects(struct agent *ag, const struct layout_result *lr)
+{
+	struct agent_seen now = { 0 };
+	size_t unlogged = 0;
+	char first[700] = "";
+
+	for (size_t i = 0; i < lr->nrejects; i++) {
+		char line[700];
+		bool before;
+
+		snprintf(line, sizeof(line), "%s: %s", lr->rejects[i].key, lr->rejects[i].reason);
+		before = agent_seen_has(&ag->logged_rejects, line);
+		switch (agent_seen_add(&now, line)) {
+		case AGENT_SEEN_OLD: break; /* twice in this build */
+		case AGENT_SEEN_NEW:
+			if (!before) {
+				ag->rejected_total++;
+				log_warn("rejected %s", line);
+			}
+			break;
+		case AGENT_SEEN_FULL:
+			if (!before && !unlogged++)
+				sk_strlcpy(first, line, sizeof(first));
+			break;
+		}
+	}
+	/* More at once than the set holds: one line for the rest, and again only when their number
+	 * changes. */
+	if (unlogged && unlogged != ag->unlogged_last)
+		log_warn("rejected %zu more entries, not logged one by one (over %d rejections at once; first: %s)",
+			 unlogged, AGENT_SEEN_MAX, first);
+	ag->unlogged_last = unlogged;
+	agent_seen_free(&ag->logged_rejects);
+	ag->logged_rejects = now;
+	ag->rejected_now = lr->nrejects;
 }
 
 /* Build the desired state from every watch's snapshot. Caller holds mu. Returns false when the
@@ -82,16 +164,7 @@ static bool build_desired(struct agent *ag, struct layout_result *lr)
 		}
 	layout_build(&ag->cfg->layout, kv, k, lr);
 	free(kv);
-	for (size_t i = 0; i < lr->nrejects; i++) {
-		char line[700];
-
-		snprintf(line, sizeof(line), "%s: %s", lr->rejects[i].key, lr->rejects[i].reason);
-		if (!logged_before(ag, line)) {
-			ag->rejected_total++;
-			log_warn("rejected %s", line);
-		}
-	}
-	ag->rejected_now = lr->nrejects;
+	agent_log_rejects(ag, lr);
 	if (lr->nunsettled) {
 		ag->unsettled_holds++;
 		log_warn("holding: the master keys of %s%s disagree (failover being written); waiting for them to "
@@ -150,6 +223,32 @@ static void publish(struct agent *ag, struct layout_result *lr)
 	ag->want_keep_servers = s->rows.keep_servers;
 	ag->want_keep_users = s->rows.keep_users;
 	ag->want_peers = s->rows.peers;
+	agent_publish_desired(ag);
+}
+
+void agent_publish_desired(struct agent *ag)
+{
+	size_t n[AGENT_MAX_HOSTGROUPS] = { 0 };
+
+	for (size_t i = 0; i < ag->want_servers.n; i++) { /* owned is sorted: a binary search each */
+		long hg = ag->want_servers.v[i].hostgroup;
+		size_t lo = 0, hi = ag->nowned;
+
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+
+			if (ag->owned[mid] < hg)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo < ag->nowned && ag->owned[lo] == hg)
+			n[lo]++;
+	}
+	pthread_mutex_lock(&ag->pub_mu);
+	memcpy(ag->desired_servers, n, sizeof(n));
+	ag->desired_users = ag->want_users.n;
+	pthread_mutex_unlock(&ag->pub_mu);
 }
 
 void agent_want_copy(struct agent *ag, struct agent_want *w)
@@ -248,6 +347,7 @@ static void agent_init(struct agent *ag, struct sync_config *cfg)
 	ag->cfg = cfg;
 	ag->cancel_fd = -1;
 	pthread_mutex_init(&ag->mu, NULL);
+	pthread_mutex_init(&ag->pub_mu, NULL);
 	pthread_cond_init(&ag->cv, NULL);
 	ag->nowned = layout_owned_hostgroups(&cfg->layout, ag->owned, SK_ARRAY_LEN(ag->owned));
 	if (ag->nowned > SK_ARRAY_LEN(ag->owned)) /* --check-config refuses that; never read past the array */
@@ -263,6 +363,7 @@ static void agent_init(struct agent *ag, struct sync_config *cfg)
 			if (prefixes[i][n - 1] != '/')
 				w->prefix[n++] = '/';
 			w->prefix[n] = '\0';
+			w->label = agent_label_value(w->prefix);
 			w->ag = ag;
 			w->ok = true;
 			w->wake_fd = -1;
@@ -273,6 +374,7 @@ static void agent_init(struct agent *ag, struct sync_config *cfg)
 		struct watch *w = &ag->watches[ag->nwatches++];
 
 		w->prefix = xstrdup(cfg->layout.services[i].label);
+		w->label = agent_label_value(w->prefix);
 		w->svc = (int)i;
 		w->ag = ag;
 		w->ok = true;
@@ -280,6 +382,7 @@ static void agent_init(struct agent *ag, struct sync_config *cfg)
 	}
 	ag->ntargets = cfg->ntargets;
 	ag->targets = xcalloc(cfg->ntargets, sizeof(*ag->targets));
+	ag->started = xcalloc(ag->nwatches + cfg->ntargets + 3, sizeof(*ag->started));
 	for (size_t i = 0; i < cfg->ntargets; i++) {
 		struct target *t = &ag->targets[i];
 
@@ -295,6 +398,7 @@ static void agent_init(struct agent *ag, struct sync_config *cfg)
 		t->pt.tls_ca = cfg->targets[i].tls_ca;
 		t->pt.tls_cert = cfg->targets[i].tls_cert;
 		t->pt.tls_key = cfg->targets[i].tls_key;
+		t->label = agent_label_value(t->pt.name);
 	}
 }
 
@@ -305,6 +409,7 @@ static void agent_release(struct agent *ag)
 			consul_free(ag->watches[i].c);
 		consul_kv_list_free(&ag->watches[i].kv);
 		free(ag->watches[i].prefix);
+		free(ag->watches[i].label);
 		if (ag->watches[i].wake_fd >= 0)
 			close(ag->watches[i].wake_fd);
 	}
@@ -313,21 +418,60 @@ static void agent_release(struct agent *ag)
 			free(ag->targets[i].drains[k].host);
 		free(ag->targets[i].drains);
 		free(ag->targets[i].holds);
+		free(ag->targets[i].label);
 	}
 	free(ag->targets);
+	free(ag->started);
 	if (ag->lock.c)
 		consul_free(ag->lock.c);
 	if (ag->announce_c)
 		consul_free(ag->announce_c);
-	for (size_t i = 0; i < ag->nlogged; i++)
-		free(ag->logged_rejects[i]);
-	free(ag->logged_rejects);
+	agent_seen_free(&ag->logged_rejects);
 	want_share_release(ag->want_share);
 	ag->want_share = NULL;
 	if (ag->cancel_fd >= 0)
 		close(ag->cancel_fd);
 	pthread_cond_destroy(&ag->cv);
+	pthread_mutex_destroy(&ag->pub_mu);
 	pthread_mutex_destroy(&ag->mu);
+}
+
+/* Tell every thread to stop: the flag, the condition, the cancel descriptor, the watchers. */
+static void signal_stop(struct agent *ag)
+{
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&ag->mu);
+	ag->stop = true;
+	pthread_cond_broadcast(&ag->cv);
+	pthread_mutex_unlock(&ag->mu);
+	if (write(ag->cancel_fd, &one, sizeof(one)) < 0)
+		log_warn("cannot signal the Consul watchers: %s", strerror(errno));
+	agent_wake_watchers(ag);
+}
+
+/* Start one of the agent's threads, remembered for stop_started. */
+static int start_thread(struct agent *ag, pthread_t *tid, void *(*fn)(void *), void *arg, const char *what, char *err,
+			size_t errlen)
+{
+	int e = pthread_create(tid, NULL, fn, arg);
+
+	if (e != 0)
+		return sk_err(err, errlen, "cannot start a %s thread: %s", what, strerror(e));
+	ag->started[ag->nstarted++] = *tid;
+	return 0;
+}
+
+/* A start that failed halfway: stop the threads already running, in any order (none has written
+ * anything yet that a stop could cut short: a target's first apply is abandoned before its LOAD). */
+static void stop_started(struct agent *ag)
+{
+	if (!ag->nstarted)
+		return;
+	signal_stop(ag);
+	for (size_t i = 0; i < ag->nstarted; i++)
+		pthread_join(ag->started[i], NULL);
+	ag->nstarted = 0;
 }
 
 int agent_start(struct agent *ag, struct sync_config *cfg, char *err, size_t errlen)
@@ -370,32 +514,29 @@ int agent_start(struct agent *ag, struct sync_config *cfg, char *err, size_t err
 	log_info("watching %s at %s (%s consistency); %zu target(s)", ag->watches[0].prefix,
 		 consul_url(ag->watches[0].c), opt_str(&cfg->o, "consistency"), ag->ntargets);
 	for (size_t i = 0; i < ag->nwatches; i++)
-		pthread_create(&ag->watches[i].tid, NULL, watch_main, &ag->watches[i]);
-	pthread_create(&ag->coordinator, NULL, coordinator_main, ag);
+		if (start_thread(ag, &ag->watches[i].tid, watch_main, &ag->watches[i], "watcher", err, errlen) < 0)
+			goto fail;
+	if (start_thread(ag, &ag->coordinator, coordinator_main, ag, "coordinator", err, errlen) < 0)
+		goto fail;
 	for (size_t i = 0; i < ag->ntargets; i++)
-		pthread_create(&ag->targets[i].tid, NULL, target_main, &ag->targets[i]);
-	if (ag->lock.enabled)
-		pthread_create(&ag->lock.tid, NULL, lock_main, ag);
-	if (ag->announce_c)
-		pthread_create(&ag->announce_tid, NULL, announce_main, ag);
+		if (start_thread(ag, &ag->targets[i].tid, target_main, &ag->targets[i], "target", err, errlen) < 0)
+			goto fail;
+	if (ag->lock.enabled && start_thread(ag, &ag->lock.tid, lock_main, ag, "cluster lock", err, errlen) < 0)
+		goto fail;
+	if (ag->announce_c && start_thread(ag, &ag->announce_tid, announce_main, ag, "announce", err, errlen) < 0)
+		goto fail;
 	return 0;
 fail:
+	stop_started(ag);
 	agent_release(ag);
 	return -1;
 }
 
 bool agent_stop(struct agent *ag, bool wait_targets)
 {
-	uint64_t one = 1;
 	struct timespec ts;
 
-	pthread_mutex_lock(&ag->mu);
-	ag->stop = true;
-	pthread_cond_broadcast(&ag->cv);
-	pthread_mutex_unlock(&ag->mu);
-	if (write(ag->cancel_fd, &one, sizeof(one)) < 0)
-		log_warn("cannot signal the Consul watchers: %s", strerror(errno));
-	agent_wake_watchers(ag);
+	signal_stop(ag);
 	for (size_t i = 0; i < ag->nwatches; i++)
 		pthread_join(ag->watches[i].tid, NULL);
 	pthread_join(ag->coordinator, NULL);
@@ -511,7 +652,7 @@ bool agent_ready(struct agent *ag, char *why, size_t len)
 {
 	bool ready = true;
 
-	pthread_mutex_lock(&ag->mu);
+	pthread_mutex_lock(&ag->pub_mu);
 	for (size_t i = 0; i < ag->nwatches && ready; i++) {
 		if (!ag->watches[i].ok || !ag->watches[i].have) {
 			snprintf(why, len, "consul %s: %s", ag->watches[i].prefix,
@@ -534,6 +675,6 @@ bool agent_ready(struct agent *ag, char *why, size_t len)
 	}
 	if (ready)
 		snprintf(why, len, "ready");
-	pthread_mutex_unlock(&ag->mu);
+	pthread_mutex_unlock(&ag->pub_mu);
 	return ready;
 }

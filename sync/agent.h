@@ -22,16 +22,17 @@ struct want_share;
 struct watch {
 	struct agent *ag;
 	char *prefix; /* a KV prefix, or the label of a service */
+	char *label; /* the prefix as a Prometheus label value (escaped) */
 	int svc; /* the index of the service in layout.services; -1: a KV prefix */
 	pthread_t tid;
 	struct consul *c;
 	uint64_t index;
 	struct consul_kv_list kv; /* the accepted snapshot (under ag->mu) */
-	bool have; /* a good read has been accepted */
-	bool ok; /* the last request succeeded */
+	atomic_bool have; /* a good read has been accepted */
+	atomic_bool ok; /* the last request succeeded */
 	int confirming; /* consecutive reads confirming a shrink */
-	uint64_t metric_index;
-	char error[300];
+	_Atomic uint64_t metric_index;
+	char error[300]; /* under ag->pub_mu */
 	/* What the current trouble is, so that it is logged once and not at every retry (the texts
 	 * vary: "after 3 ms"): the HTTP status of a failed read (0: no answer; -1: filtered by ACLs),
 	 * -2: larger than max-response-bytes), and the reason answers are being ignored (NULL: they
@@ -39,7 +40,7 @@ struct watch {
 	long err_status;
 	const char *ignoring;
 	int wake_fd; /* eventfd: the watch's Consul request in flight ends when it is written */
-	unsigned long too_large; /* answers refused for passing max-response-bytes, under ag->mu */
+	atomic_ulong too_large; /* answers refused for passing max-response-bytes */
 	unsigned long reads; /* answers believed (changed or not), under ag->mu: the hostgroup guard's confirmations */
 };
 
@@ -69,6 +70,7 @@ struct target {
 	struct agent *ag;
 	const struct sync_target *cfg;
 	struct pxadmin_target pt;
+	char *label; /* the name as a Prometheus label value (escaped) */
 	pthread_t tid;
 	struct pxadmin px;
 	/* Written by the target thread, read by /readyz and /metrics: atomics, no lock. */
@@ -83,13 +85,13 @@ struct target {
 	enum db_reason last_failure; /* of the last failed reconcile: how soon to try again */
 	_Atomic int64_t unreachable_since_us; /* 0 while reachable */
 	int64_t diverged_since_us; /* single-writer follower: since when its target differs from desired */
-	char why[240]; /* why the target is not in sync, for /readyz (under ag->mu) */
-	/* What the last reconcile found, logged when it changes (and in /metrics). */
-	size_t protected_now, conflicts_now, foreign_now[TABLE_COUNT];
-	long cluster_peers, diffs_before_sync[TABLE_COUNT];
-	size_t monitor_rows; /* monitor hostgroup rows that name an owned hostgroup */
+	char why[240]; /* why the target is not in sync, for /readyz (under ag->pub_mu) */
+	/* What the last reconcile found, logged when it changes (and in /metrics: atomics). */
+	_Atomic size_t protected_now, conflicts_now, foreign_now[TABLE_COUNT];
+	_Atomic long cluster_peers, diffs_before_sync[TABLE_COUNT];
+	_Atomic size_t monitor_rows; /* monitor hostgroup rows that name an owned hostgroup */
 	bool facts_logged;
-	unsigned refused_now; /* what this target refuses (target.c REFUSED_* bits), logged when it changes */
+	_Atomic unsigned refused_now; /* what this target refuses (target.c REFUSED_* bits), logged when it changes */
 	/* metrics */
 	atomic_ulong applies, errors_read, errors_apply, errors_verify, errors_connect, writer_guard;
 	atomic_ulong foreign_staged_total[TABLE_COUNT], loads_owed, saves_owed;
@@ -97,6 +99,22 @@ struct target {
 	atomic_ulong hist_sum_us; /* microseconds */
 	atomic_ulong hist_count;
 };
+
+/* A bounded set of texts, kept as 64-bit hashes: which rejections have been logged. At most
+ * AGENT_SEEN_MAX entries (256 KiB of table); past that, a new text is not remembered. */
+#define AGENT_SEEN_MAX 16384
+struct agent_seen {
+	uint64_t *slot; /* open addressing; 0: empty */
+	size_t size, n;
+};
+
+enum agent_seen_result { AGENT_SEEN_OLD, AGENT_SEEN_NEW, AGENT_SEEN_FULL };
+
+/* Add `text`: AGENT_SEEN_OLD when it was there, AGENT_SEEN_NEW when it is now, AGENT_SEEN_FULL when it
+ * was not and the set is full (it is not remembered). */
+enum agent_seen_result agent_seen_add(struct agent_seen *s, const char *text);
+bool agent_seen_has(const struct agent_seen *s, const char *text);
+void agent_seen_free(struct agent_seen *s);
 
 /* cluster-mode = single-writer (lock.c): this agent's side of the election. */
 struct cluster_lock {
@@ -114,6 +132,12 @@ struct agent {
 	enum consul_consistency mode;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
+	/* What /readyz and /metrics read besides atomics, published by the threads: the watches' and
+	 * targets' texts and the desired state's counts. A leaf lock held only to copy these (never
+	 * ag->mu on the request path: the coordinator holds that while it builds from every key). */
+	pthread_mutex_t pub_mu;
+	size_t desired_servers[AGENT_MAX_HOSTGROUPS]; /* per owned hostgroup (owned[i]), under pub_mu */
+	size_t desired_users; /* under pub_mu */
 	int cancel_fd; /* an eventfd: readable once the agent stops */
 	atomic_bool stop; /* set under mu (with the broadcast), read anywhere */
 	struct watch watches[AGENT_MAX_WATCHES];
@@ -136,16 +160,20 @@ struct agent {
 	struct cluster_lock lock;
 	struct consul *announce_c; /* announce-address: announce.c's client; NULL: not announcing */
 	pthread_t announce_tid;
+	pthread_t *started; /* the threads running, for a start that fails halfway */
+	size_t nstarted;
 	long owned[AGENT_MAX_HOSTGROUPS];
 	size_t nowned;
-	/* metrics (under mu) */
-	unsigned long rejected_total, guard_blocks, hostgroup_guard_blocks, unsettled_holds, consul_errors;
-	size_t rejected_now;
-	char **logged_rejects; /* "key: reason" already logged, to log each problem once */
-	size_t nlogged;
+	/* metrics */
+	atomic_ulong rejected_total, guard_blocks, hostgroup_guard_blocks, unsettled_holds, consul_errors;
+	_Atomic size_t rejected_now;
+	/* "key: reason" of the rejections of the last build, logged once while they last (under mu). */
+	struct agent_seen logged_rejects;
+	size_t unlogged_last; /* rejections past its cap at the last build, summarised in one line */
 };
 
-/* Start every thread. Returns 0, or -1 with err set (Consul client or eventfd could not start). */
+/* Start every thread. Returns 0, or -1 with err set (a Consul client, an eventfd or a thread could
+ * not start; the threads already started are stopped first). */
 int agent_start(struct agent *ag, struct sync_config *cfg, char *err, size_t errlen) SK_MUST_CHECK;
 
 /* Stop within about a second: cancel Consul requests, let targets finish or abandon the
@@ -183,9 +211,22 @@ void agent_want_free(struct agent_want *w);
  * prints the plan and applies nothing. */
 int agent_reconcile(struct agent *ag, struct target *t, const struct agent_want *want, bool print);
 
-/* Render /metrics (Prometheus text) and the /readyz verdict. */
+/* Log the rejections of a build that the previous build did not have (each once while it lasts;
+ * past AGENT_SEEN_MAX at once, one line for the rest), count them in rejected_total, set
+ * rejected_now. Caller holds ag->mu (or owns the agent). */
+void agent_log_rejects(struct agent *ag, const struct layout_result *lr);
+
+/* Publish the desired state's counts for /metrics (after want_servers and want_users change). */
+void agent_publish_desired(struct agent *ag);
+
+/* Render /metrics (Prometheus text) and the /readyz verdict. Neither takes ag->mu: they read
+ * atomics and what the threads publish under ag->pub_mu, so they answer at once whatever the
+ * agent is busy with. */
 void agent_metrics(struct agent *ag, sk_buf *out);
 bool agent_ready(struct agent *ag, char *why, size_t len);
+/* `s` as the value of a Prometheus label (between the quotes): backslash, double quote and
+ * newline escaped. The caller frees it. */
+char *agent_label_value(const char *s);
 
 /* Shared by the agent's files (agent.c, watch.c, target.c, metrics.c). */
 extern const double agent_hist_bounds_ms[AGENT_HIST_BUCKETS];

@@ -1,7 +1,27 @@
 /* metrics.c: the agent's state as Prometheus text for /metrics. */
 #include "agent.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 #include "log.h"
+
+char *agent_label_value(const char *s)
+{
+	size_t n = 0;
+	char *out, *o;
+
+	for (const char *p = s; *p; p++)
+		n += *p == '\\' || *p == '"' || *p == '\n' ? 2 : 1;
+	o = out = xmalloc(n + 1);
+	for (const char *p = s; *p; p++) {
+		if (*p == '\\' || *p == '"' || *p == '\n')
+			*o++ = '\\';
+		*o++ = *p == '\n' ? 'n' : *p;
+	}
+	*o = '\0';
+	return out;
+}
 
 /* The metrics with one sample per target. */
 enum target_metric {
@@ -61,8 +81,8 @@ static bool per_target(const struct agent *ag, sk_buf *b, enum target_metric m)
 			      target_metrics[m].type);
 
 	for (size_t i = 0; ok && i < ag->ntargets; i++)
-		ok = sk_buf_addf(b, "%s{target=\"%s\"} %.*f\n", name, ag->targets[i].pt.name,
-				 target_metrics[m].decimals, target_value(&ag->targets[i], m));
+		ok = sk_buf_addf(b, "%s{target=\"%s\"} %.*f\n", name, ag->targets[i].label, target_metrics[m].decimals,
+				 target_value(&ag->targets[i], m));
 	return ok;
 }
 
@@ -88,13 +108,13 @@ static bool target_facts(struct agent *ag, sk_buf *b)
 		for (int k = 0; k < TABLE_COUNT; k++)
 			ok = ok &&
 			     sk_buf_addf(b, "proxysql_sync_foreign_staged_rows_total{target=\"%s\",table=\"%s\"} %lu\n",
-					 ag->targets[i].pt.name, tables[k], ag->targets[i].foreign_staged_total[k]);
+					 ag->targets[i].label, tables[k], ag->targets[i].foreign_staged_total[k]);
 	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_foreign_staged_rows Rows staged in memory by someone else, not "
 				  "loaded, as last seen.\n# TYPE proxysql_sync_foreign_staged_rows gauge\n");
 	for (size_t i = 0; i < ag->ntargets; i++)
 		for (int k = 0; k < TABLE_COUNT; k++)
 			ok = ok && sk_buf_addf(b, "proxysql_sync_foreign_staged_rows{target=\"%s\",table=\"%s\"} %zu\n",
-					       ag->targets[i].pt.name, tables[k], ag->targets[i].foreign_now[k]);
+					       ag->targets[i].label, tables[k], ag->targets[i].foreign_now[k]);
 	ok = ok && per_target(ag, b, TM_CONFLICTS_NOW);
 	ok = ok && per_target(ag, b, TM_PROTECTED_NOW);
 	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_owed_total LOADs and SAVEs sent because runtime or disk "
@@ -104,7 +124,7 @@ static bool target_facts(struct agent *ag, sk_buf *b)
 		ok = ok && sk_buf_addf(b,
 				       "proxysql_sync_owed_total{target=\"%s\",kind=\"load\"} %lu\n"
 				       "proxysql_sync_owed_total{target=\"%s\",kind=\"save\"} %lu\n",
-				       ag->targets[i].pt.name, ag->targets[i].loads_owed, ag->targets[i].pt.name,
+				       ag->targets[i].label, ag->targets[i].loads_owed, ag->targets[i].label,
 				       ag->targets[i].saves_owed);
 	ok = ok && per_target(ag, b, TM_CLUSTER_PEERS);
 	ok = ok &&
@@ -115,7 +135,7 @@ static bool target_facts(struct agent *ag, sk_buf *b)
 		for (int k = 0; k < TABLE_COUNT; k++)
 			ok = ok &&
 			     sk_buf_addf(b, "proxysql_sync_cluster_diffs_before_sync{target=\"%s\",table=\"%s\"} %ld\n",
-					 ag->targets[i].pt.name, tables[k], ag->targets[i].diffs_before_sync[k]);
+					 ag->targets[i].label, tables[k], ag->targets[i].diffs_before_sync[k]);
 	ok = ok && per_target(ag, b, TM_MONITOR_ROWS);
 	if (ag->lock.enabled)
 		ok = ok && sk_buf_addf(b,
@@ -131,7 +151,7 @@ static bool target_facts(struct agent *ag, sk_buf *b)
 			    "rows disagree on roles).\n# TYPE proxysql_sync_target_refused gauge\n");
 	for (size_t i = 0; i < ag->ntargets; i++) {
 		unsigned r = ag->targets[i].refused_now;
-		const char *n = ag->targets[i].pt.name;
+		const char *n = ag->targets[i].label;
 
 		ok = ok &&
 		     sk_buf_addf(
@@ -149,30 +169,34 @@ static bool target_facts(struct agent *ag, sk_buf *b)
 
 void agent_metrics(struct agent *ag, sk_buf *b)
 {
+	size_t desired[AGENT_MAX_HOSTGROUPS], users;
 	bool ok = true;
 
-	pthread_mutex_lock(&ag->mu);
+	pthread_mutex_lock(&ag->pub_mu); /* published by the coordinator at each build */
+	memcpy(desired, ag->desired_servers, sizeof(desired));
+	users = ag->desired_users;
+	pthread_mutex_unlock(&ag->pub_mu);
 	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_consul_index X-Consul-Index of the last answer per prefix.\n"
 				  "# TYPE proxysql_sync_consul_index gauge\n");
 	for (size_t i = 0; i < ag->nwatches; i++)
-		ok = ok && sk_buf_addf(b, "proxysql_sync_consul_index{prefix=\"%s\"} %llu\n", ag->watches[i].prefix,
+		ok = ok && sk_buf_addf(b, "proxysql_sync_consul_index{prefix=\"%s\"} %llu\n", ag->watches[i].label,
 				       (unsigned long long)ag->watches[i].metric_index);
 	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_consul_up 1 while the last read of the prefix or service "
 				  "succeeded and was believed.\n# TYPE proxysql_sync_consul_up gauge\n");
 	for (size_t i = 0; i < ag->nwatches; i++)
-		ok = ok && sk_buf_addf(b, "proxysql_sync_consul_up{prefix=\"%s\"} %d\n", ag->watches[i].prefix,
+		ok = ok && sk_buf_addf(b, "proxysql_sync_consul_up{prefix=\"%s\"} %d\n", ag->watches[i].label,
 				       ag->watches[i].ok && ag->watches[i].have);
 	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_consul_too_large_total Answers refused for passing "
 				  "max-response-bytes (the last good state kept).\n# TYPE "
 				  "proxysql_sync_consul_too_large_total counter\n");
 	for (size_t i = 0; i < ag->nwatches; i++)
 		ok = ok && sk_buf_addf(b, "proxysql_sync_consul_too_large_total{prefix=\"%s\"} %lu\n",
-				       ag->watches[i].prefix, ag->watches[i].too_large);
+				       ag->watches[i].label, (unsigned long)ag->watches[i].too_large);
 	ok = ok &&
 	     sk_buf_addf(
 		     b,
-		     "# HELP proxysql_sync_rejected_entries_total Rejections logged since the start (each problem "
-		     "counted once).\n# TYPE proxysql_sync_rejected_entries_total "
+		     "# HELP proxysql_sync_rejected_entries_total Rejections logged since the start (a problem "
+		     "counted once while it lasts).\n# TYPE proxysql_sync_rejected_entries_total "
 		     "counter\nproxysql_sync_rejected_entries_total %lu\n"
 		     "# HELP proxysql_sync_rejected_entries KV entries (and service instances, protected user names) "
 		     "rejected now.\n# TYPE proxysql_sync_rejected_entries gauge\nproxysql_sync_rejected_entries %zu\n"
@@ -196,8 +220,8 @@ void agent_metrics(struct agent *ag, sk_buf *b)
 				       "proxysql_sync_errors_total{stage=\"read\",target=\"%s\"} %lu\n"
 				       "proxysql_sync_errors_total{stage=\"apply\",target=\"%s\"} %lu\n"
 				       "proxysql_sync_errors_total{stage=\"verify\",target=\"%s\"} %lu\n",
-				       t->pt.name, t->errors_connect, t->pt.name, t->errors_read, t->pt.name,
-				       t->errors_apply, t->pt.name, t->errors_verify);
+				       t->label, t->errors_connect, t->label, t->errors_read, t->label, t->errors_apply,
+				       t->label, t->errors_verify);
 	}
 	ok = ok && per_target(ag, b, TM_APPLIES);
 	ok = ok && per_target(ag, b, TM_WRITER_GUARD);
@@ -214,30 +238,25 @@ void agent_metrics(struct agent *ag, sk_buf *b)
 			ok = ok &&
 			     sk_buf_addf(b,
 					 "proxysql_sync_apply_duration_seconds_bucket{target=\"%s\",le=\"%g\"} %lu\n",
-					 t->pt.name, agent_hist_bounds_ms[k] / 1000.0, cum);
+					 t->label, agent_hist_bounds_ms[k] / 1000.0, cum);
 		}
 		ok = ok && sk_buf_addf(b,
 				       "proxysql_sync_apply_duration_seconds_bucket{target=\"%s\",le=\"+Inf\"} %lu\n"
 				       "proxysql_sync_apply_duration_seconds_sum{target=\"%s\"} %.6f\n"
 				       "proxysql_sync_apply_duration_seconds_count{target=\"%s\"} %lu\n",
-				       t->pt.name, cum + t->hist[AGENT_HIST_BUCKETS], t->pt.name,
-				       (double)t->hist_sum_us / 1e6, t->pt.name, t->hist_count);
+				       t->label, cum + t->hist[AGENT_HIST_BUCKETS], t->label,
+				       (double)t->hist_sum_us / 1e6, t->label, t->hist_count);
 	}
 	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_desired_servers Servers the desired state has per owned "
 				  "hostgroup.\n# TYPE proxysql_sync_desired_servers gauge\n");
-	for (size_t i = 0; i < ag->nowned; i++) {
-		size_t n = 0;
-
-		for (size_t k = 0; k < ag->want_servers.n; k++)
-			n += ag->want_servers.v[k].hostgroup == ag->owned[i];
-		ok = ok && sk_buf_addf(b, "proxysql_sync_desired_servers{hostgroup=\"%ld\"} %zu\n", ag->owned[i], n);
-	}
+	for (size_t i = 0; i < ag->nowned; i++)
+		ok = ok &&
+		     sk_buf_addf(b, "proxysql_sync_desired_servers{hostgroup=\"%ld\"} %zu\n", ag->owned[i], desired[i]);
 	ok = ok && sk_buf_addf(b,
 			       "# HELP proxysql_sync_desired_users Users the desired state has.\n# TYPE "
 			       "proxysql_sync_desired_users gauge\nproxysql_sync_desired_users %zu\n",
-			       ag->want_users.n);
+			       users);
 	ok = ok && target_facts(ag, b);
-	pthread_mutex_unlock(&ag->mu);
 	if (!ok)
 		log_warn("metrics: output larger than its buffer; truncated");
 }

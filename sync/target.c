@@ -388,11 +388,11 @@ static void set_why(struct agent *ag, struct target *t, const char *fmt, ...)
 {
 	va_list ap;
 
-	pthread_mutex_lock(&ag->mu);
+	pthread_mutex_lock(&ag->pub_mu);
 	va_start(ap, fmt);
 	vsnprintf(t->why, sizeof(t->why), fmt, ap);
 	va_end(ap);
-	pthread_mutex_unlock(&ag->mu);
+	pthread_mutex_unlock(&ag->pub_mu);
 }
 
 /* Log what the plan left alone and what others staged, once per change; keep the counts. */
@@ -456,9 +456,9 @@ static void report(struct agent *ag, struct target *t, const struct tstate *st, 
 
 static void mark_in_sync(struct agent *ag, struct target *t)
 {
-	pthread_mutex_lock(&ag->mu);
+	pthread_mutex_lock(&ag->pub_mu);
 	t->why[0] = '\0';
-	pthread_mutex_unlock(&ag->mu);
+	pthread_mutex_unlock(&ag->pub_mu);
 	t->in_sync = true;
 	t->synced_once = true;
 	t->last_sync_unix = agent_unix_now();

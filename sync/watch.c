@@ -34,9 +34,11 @@ static void watch_failed(struct watch *w, long status, const char *err)
 	if (w->ok || status != w->err_status)
 		log_warn("consul: %s: %s%s (%s, retrying)", w->prefix, err, status == -2 ? " (max-response-bytes)" : "",
 			 w->have ? "keeping the last good state" : "nothing read yet");
-	w->ok = false;
 	w->err_status = status;
+	pthread_mutex_lock(&ag->pub_mu);
 	sk_strlcpy(w->error, err, sizeof(w->error));
+	w->ok = false; /* after the text: /readyz reads the text of this failure */
+	pthread_mutex_unlock(&ag->pub_mu);
 	w->index = 0;
 	pthread_mutex_unlock(&ag->mu);
 }

@@ -28,6 +28,7 @@ static size_t request_len;
 static atomic_long next_ticket, recorded, ok_count, non200, errors, bytes;
 static double *lat_ms; /* one slot per finished request */
 static double stop_at;
+static atomic_bool quit; /* a worker could not start: the others stop */
 
 static double now(void)
 {
@@ -87,7 +88,7 @@ static void *worker(void *arg)
 		double t0;
 		int rc;
 
-		if (t >= total || now() > stop_at)
+		if (t >= total || now() > stop_at || atomic_load(&quit))
 			return NULL;
 		t0 = now();
 		rc = one_request();
@@ -155,10 +156,22 @@ int main(int argc, char **argv)
 		return 1;
 	t0 = now();
 	stop_at = t0 + max_s;
-	for (long i = 0; i < conc; i++)
-		pthread_create(&th[i], NULL, worker, NULL);
+	for (long i = 0; i < conc; i++) {
+		int e = pthread_create(&th[i], NULL, worker, NULL);
+
+		if (e != 0) { /* no figures for a concurrency that never ran */
+			fprintf(stderr, "httpload: cannot start worker %ld of %ld: %s\n", i + 1, conc, strerror(e));
+			atomic_store(&quit, true);
+			conc = i;
+		}
+	}
 	for (long i = 0; i < conc; i++)
 		pthread_join(th[i], NULL);
+	if (atomic_load(&quit)) {
+		free(lat_ms);
+		free(th);
+		return 1;
+	}
 	secs = now() - t0;
 	done = atomic_load(&recorded);
 	qsort(lat_ms, (size_t)done, sizeof(double), cmp);

@@ -207,8 +207,8 @@ def test_monitoring_kustomization_renders_and_lints(tmp_path):
         assert r.returncode == 0, r.stdout + r.stderr
 
 
-def test_agent_metrics_pass_promtool_check_metrics(tmp_path):
-    """The agent's /metrics (against the Consul and ProxySQL doubles) is valid exposition format."""
+def agent_metrics(tmp_path, target="px", replica_prefix=None):
+    """The /metrics of an agent against the Consul and ProxySQL doubles, once its target is in it."""
     agent_bin = os.path.join(BIN, "proxysql-sync")
     if not os.path.exists(agent_bin):
         pytest.skip("bin/proxysql-sync not built")
@@ -218,11 +218,16 @@ def test_agent_metrics_pass_promtool_check_metrics(tmp_path):
         consul.put("mysql/master/shop", b"db1:3306")
         (tmp_path / "pw").write_text(px.admin_password)
         port = free_port()
+        extra = ""
+        if replica_prefix is not None:
+            consul.put(replica_prefix + "/shop/db2", b"db2:3306")
+            extra = 'replica-prefix = "%s"\n' % replica_prefix.replace("\\", "\\\\").replace('"', '\\"')
         (tmp_path / "sync.cfg").write_text(
-            'consul-addr = "%s"\nregion = "eu"\nhealth-listen = "127.0.0.1:%d"\n'
+            'consul-addr = "%s"\nregion = "eu"\nhealth-listen = "127.0.0.1:%d"\n%s'
             'clusters = ( { alias = "shop"; writer_hostgroup = 10; reader_hostgroup = 11; } );\n'
-            'targets = ( { name = "px"; address = "%s"; user = "admin"; password_file = "%s"; } );\n'
-            % (consul.addr, port, px.admin_addr, tmp_path / "pw"))
+            'targets = ( { name = "%s"; address = "%s"; user = "admin"; password_file = "%s"; } );\n'
+            % (consul.addr, port, extra, target.replace("\\", "\\\\").replace('"', '\\"'), px.admin_addr,
+               tmp_path / "pw"))
         agent = subprocess.Popen([agent_bin, "-c", str(tmp_path / "sync.cfg")], stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL)
         try:
@@ -230,20 +235,48 @@ def test_agent_metrics_pass_promtool_check_metrics(tmp_path):
             for _ in range(100):
                 try:
                     body = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=2).read()
-                    if b"proxysql_sync_target_in_sync" in body:
+                    if re.search(rb"\nproxysql_sync_target_in_sync\{.*\} 1\n", body):
                         break
                 except OSError:
                     pass
                 time.sleep(0.1)
             assert body, "no /metrics"
-            r = promtool("check", "metrics", input=body.decode())
-            # Every lint finding is a failure (every metric has its # HELP and # TYPE lines);
-            # a parse error is one too.
-            problems = [ln for ln in (r.stdout + r.stderr).splitlines() if ln.strip()]
-            assert r.returncode == 0 and problems == [], r.stdout + r.stderr
+            return body.decode()
         finally:
             agent.terminate()
-            agent.wait(10)
+            assert agent.wait(10) == 0
+
+
+def assert_promtool_check_metrics(body):
+    r = promtool("check", "metrics", input=body)
+    # Every lint finding is a failure (every metric has its # HELP and # TYPE lines); a parse
+    # error is one too.
+    problems = [ln for ln in (r.stdout + r.stderr).splitlines() if ln.strip()]
+    assert r.returncode == 0 and problems == [], r.stdout + r.stderr
+
+
+def label_values(body, label):
+    """Every value of `label` in the exposition text, unescaped as the format says."""
+    out = set()
+    for m in re.finditer(r'[{,]%s="((?:[^"\\\n]|\\.)*)"' % label, body):
+        out.add(re.sub(r"\\(.)", lambda e: "\n" if e.group(1) == "n" else e.group(1), m.group(1)))
+    return out
+
+
+def test_agent_metrics_pass_promtool_check_metrics(tmp_path):
+    """The agent's /metrics (against the Consul and ProxySQL doubles) is valid exposition format."""
+    assert_promtool_check_metrics(agent_metrics(tmp_path))
+
+
+def test_label_values_from_configuration_are_escaped(tmp_path):
+    """A target named px"1 and a prefix holding a quote and a backslash: /metrics still passes
+    promtool, and each label value reads back as configured."""
+    prefix = 'mysql/re"pl\\ica'
+    body = agent_metrics(tmp_path, target='px"1', replica_prefix=prefix)
+    assert_promtool_check_metrics(body)
+    assert label_values(body, "target") - {""} == {'px"1'}
+    assert prefix + "/" in label_values(body, "prefix")
+    assert "proxysql_sync_target_in_sync{target=\"px\\\"1\"} 1\n" in body
 
 
 if __name__ == "__main__":

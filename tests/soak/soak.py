@@ -14,7 +14,9 @@ agent's RSS (/proc/PID/status VmRSS), open descriptors (/proc/PID/fd) and thread
 table. It fails when the agent exits, a convergence takes longer than --converge-timeout, or after
 the warm-up (the first --warmup fraction of samples) RSS grows more than --rss-slack-kb over the
 warm-up's highest sample or the descriptor count more than --fd-slack over the warm-up's highest.
-The whole run stops at --max-seconds (what was sampled so far is judged).
+The whole run stops at --max-seconds (what was sampled so far is judged). --scrape S also reads
+/metrics and /readyz every S seconds throughout (make test-tsan: the health thread against the
+others).
 
 Valgrind: the same agent under `valgrind --leak-check=full --errors-for-leak-kinds=definite,indirect
 --error-exitcode=99` for --changes (default 200) changes and --restarts (default 4) ProxySQL
@@ -35,6 +37,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -106,12 +109,19 @@ targets = ( { name = "px1"; address = "%s"; user = "%s"; password_file = "%s"; }
     def alive(self):
         return self.proc.poll() is None
 
-    def metrics(self):
+    def metrics(self, path="/metrics"):
         try:
-            with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.health_port, timeout=10) as r:
+            with urllib.request.urlopen("http://127.0.0.1:%d%s" % (self.health_port, path), timeout=10) as r:
                 return r.read().decode()
         except (OSError, urllib.error.URLError):
             return ""
+
+    def scrape(self, interval, stop):
+        """/metrics and /readyz every `interval` seconds until `stop` is set: the health thread
+        reads what the other threads write while they work (make test-tsan)."""
+        while not stop.wait(interval):
+            self.metrics()
+            self.metrics("/readyz")
 
     def sample(self):
         pid = self.proc.pid
@@ -273,6 +283,9 @@ def soak(args):
         vlog = os.path.join(workdir, "valgrind-agent.log")
         wrapper = valgrind_cmd(workdir, vlog)
     agent = Agent(workdir, consul, px, wrapper)
+    scraping = threading.Event()
+    if args.scrape:
+        threading.Thread(target=agent.scrape, args=(args.scrape, scraping), daemon=True).start()
     started = time.monotonic()
     samples = []
     failures = []
@@ -312,6 +325,7 @@ def soak(args):
     except StopIteration:
         pass
     finally:
+        scraping.set()
         rc = agent.stop(60 if args.valgrind else 10)
         if rc not in (0,):
             failures.append("agent exit code %r after SIGTERM" % rc)
@@ -483,6 +497,8 @@ def main():
     ap.add_argument("--rss-slack-kb", type=int, default=2048, help="RSS growth allowed after warm-up (KiB)")
     ap.add_argument("--fd-slack", type=int, default=2, help="descriptor growth allowed after warm-up")
     ap.add_argument("--seed", type=int, default=1, help="random seed for the change sequence")
+    ap.add_argument("--scrape", type=float, default=0, help="scrape /metrics and /readyz every this many seconds "
+                    "while the run lasts (default 0: only to sample)")
     args = ap.parse_args()
     if args.changes is None:
         args.changes = 200 if args.valgrind else 3000
