@@ -10,6 +10,7 @@
 #include "galera.h"
 #include "healthcheck.h"
 #include "replica.h"
+#include "sst.h"
 #include "statusmap.h"
 #include "testdata.h"
 
@@ -210,6 +211,16 @@ static int fk_upgrade_locked(void *ctx, const char *path, char *why, size_t whyl
 	return locked;
 }
 
+/* "sst_running = <what was found>": the datadir's mysqld receives an SST. */
+static int fk_sst_running(void *ctx, const char *datadir, char *why, size_t whylen)
+{
+	const struct tcase *c = ctx;
+	const char *v = statusmap_get(&c->head, "sst_running");
+
+	snprintf(why, whylen, "%s in %s", v ? v : "nothing", datadir);
+	return v != NULL;
+}
+
 static void fk_reset(void *ctx)
 {
 	(void)ctx;
@@ -242,6 +253,7 @@ static void run_healthcheck_case(const char *path, struct tcase *c)
 		.upgrade_locked = fk_upgrade_locked,
 		.reset = fk_reset,
 		.describe = fk_describe,
+		.sst_running = fk_sst_running,
 		.su = fk_su,
 		.ctx = c,
 	};
@@ -268,6 +280,7 @@ static void run_healthcheck_case(const char *path, struct tcase *c)
 		assert_true(sk_strlcpy(want + strlen(want), "\n", sizeof(want) - strlen(want)));
 	}
 	hc_run_init(&run, "/nonexistent-datadir", err);
+	run.alive_during_sst = head_long(c, "alive_during_sst", 0) != 0;
 	rc = hc_run_args(&run, argc, argv, &io);
 	fclose(err);
 	if (rc != head_long(c, "expect_exit", -1) || strcmp(err_text, want) != 0)
@@ -286,6 +299,56 @@ static void run_healthcheck_case(const char *path, struct tcase *c)
 	free(err_text);
 }
 
+/* ---- liveness over SST evidence ----------------------------------------------------------- */
+
+static bool head_flag(const struct tcase *c, const char *key)
+{
+	return head_long(c, key, 0) != 0;
+}
+
+/* The evidence and policy in the header; the verdict before asking mysqld and the stale note. */
+static void run_sst_case(const char *path, struct tcase *c)
+{
+	struct sst_evidence ev = { 0 };
+	struct sst_policy p = { .grace_s = head_long(c, "grace", 300), .trust_file = head_flag(c, "trust_file") };
+	struct sst_verdict v = { 0 };
+	const char *m = statusmap_get(&c->head, "mysqld");
+	const char *want_msg = statusmap_get(&c->head, "expect_msg");
+	const char *want_note = statusmap_get(&c->head, "expect_note");
+	char note[400] = "";
+	bool decided, noted;
+
+	ev.recovery_file = head_flag(c, "recovery_file");
+	ev.sleep_forever = head_flag(c, "sleep_forever");
+	ev.recovery_log = head_flag(c, "recovery_log");
+	ev.sst_file = statusmap_has(&c->head, "sst_file_age");
+	ev.sst_file_age_s = head_long(c, "sst_file_age", 0);
+	ev.mysqld = !m || strcmp(m, "unknown") == 0 ? SST_MYSQLD_UNKNOWN
+		    : strcmp(m, "none") == 0        ? SST_MYSQLD_NONE
+						    : SST_MYSQLD_RUNNING;
+	ev.mysqld_pid = head_long(c, "mysqld_pid", 0);
+	sk_strlcpy(ev.found_by, statusmap_get(&c->head, "found_by") ? statusmap_get(&c->head, "found_by") : "",
+		   sizeof(ev.found_by));
+	ev.recovering = head_flag(c, "recovering");
+	ev.joiner_pid = head_long(c, "joiner_pid", 0);
+	sk_strlcpy(ev.joiner, statusmap_get(&c->head, "joiner") ? statusmap_get(&c->head, "joiner") : "",
+		   sizeof(ev.joiner));
+	ev.joiner_children = (int)head_long(c, "joiner_children", 0);
+	ev.donor_pid = head_long(c, "donor_pid", 0);
+
+	decided = sst_liveness_before(&ev, "/var/lib/mysql", &p, &v);
+	noted = sst_stale_note(&ev, &p, note, sizeof(note));
+	if ((long)decided != head_long(c, "expect_decided", -1) ||
+	    (decided && strcmp(v.reason, statusmap_get(&c->head, "expect_reason")) != 0) ||
+	    (decided && want_msg && strcmp(v.msg, want_msg) != 0) ||
+	    (want_note && strcmp(noted ? note : "none", want_note) != 0))
+		fail_msg("%s: got decided=%d reason=%s msg='%s' note='%s'; want decided=%ld reason=%s msg='%s' "
+			 "note='%s'",
+			 path, decided, decided ? v.reason : "-", decided ? v.msg : "", noted ? note : "none",
+			 head_long(c, "expect_decided", -1), statusmap_get(&c->head, "expect_reason"),
+			 want_msg ? want_msg : "(any)", want_note ? want_note : "(any)");
+}
+
 static void run_case(void **state)
 {
 	const char *path = *state;
@@ -300,6 +363,10 @@ static void run_case(void **state)
 	kind = statusmap_get(&c.head, "kind");
 	if (kind && strcmp(kind, "healthcheck") == 0) {
 		run_healthcheck_case(path, &c);
+		goto done;
+	}
+	if (kind && strcmp(kind, "sst") == 0) {
+		run_sst_case(path, &c);
 		goto done;
 	}
 	want_reason = statusmap_get(&c.head, "expect_reason");
