@@ -64,7 +64,9 @@ def assert_joiner_alive(node, creds, with_file, *args):
     assert ("sst_in_progress present" in v["message"]) == with_file, v
 
 
+@pytest.mark.fault
 def test_joiner_alive_through_a_slow_sst_with_and_without_the_file(healthy_galera, mysql_creds):
+    """Alive on every probe, with the file or without it, by its own mysqld's joiner SST process; not ready; a donor's SST or another node's never keeps a node alive."""
     cluster = healthy_galera
     with cluster.held_sst(cluster[3]) as held:
         joiner, donor = held.joiner, held.donor
@@ -109,6 +111,7 @@ def test_joiner_alive_through_a_slow_sst_with_and_without_the_file(healthy_galer
     assert rc == 0 and v["message"].startswith("ready: wsrep_local_state=4 (Synced)"), v
 
 
+@pytest.mark.fault
 def test_liveness_and_readiness_while_the_transfer_runs_to_the_end(healthy_galera, mysql_creds):
     """Alive at every probe while its joiner SST process runs, with no sst_in_progress at all; not ready until Synced, then ready."""
     cluster = healthy_galera
@@ -183,8 +186,10 @@ def probe_listen_liveness(node, creds):
         p.wait(timeout=10)
 
 
+@pytest.mark.fault
 @pytest.mark.parametrize("how", ["stopped", "killed"])
 def test_stale_sst_file_masks_a_dead_mysqld_only_for_the_grace_period(healthy_galera, mysql_creds, how):
+    """Alive while the file is younger than --sst-file-grace or with --trust-sst-file; after the grace period not alive, and the message says the file was ignored and why."""
     node = healthy_galera[3]
     extra = []
     if how == "stopped":
@@ -234,7 +239,9 @@ def healthcheck(*args, env=None):
     return r.rc, json.loads(out[-1]) if out else None, r.errtext
 
 
+@pytest.mark.fault
 def test_healthcheck_alive_during_sst(healthy_galera, mysql_creds, tmp_path):
+    """Fails as healthcheck.sh does by default; with --alive-during-sst passes on the joiner's SST process, and a donor's SST keeps nothing alive."""
     cnf = tmp_path / "joiner.cnf"
     with healthy_galera.held_sst(healthy_galera[3]) as held:
         joiner = held.joiner
@@ -258,9 +265,12 @@ def test_healthcheck_alive_during_sst(healthy_galera, mysql_creds, tmp_path):
         assert rc == 1, (v, err)
 
 
+@pytest.mark.fault
 def test_healthcheck_credentials_outside_the_datadir(healthy_galera, mysql_creds, tmp_path):
-    """An SST replaces the datadir and its .my-healthcheck.cnf (a stale password) or leaves none:
-    a user and password from a Secret still log in."""
+    """With the cnf stale or gone, a user and password from a Secret file or the environment still log in.
+
+    An SST replaces the datadir and its .my-healthcheck.cnf (another node's password) or leaves
+    none."""
     node = healthy_galera[2]
     datadir = tmp_path / "datadir"
     datadir.mkdir()
