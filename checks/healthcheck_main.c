@@ -75,8 +75,9 @@ static const struct opt_def options[] = {
 	 "Password from the environment, over any option file's, when no --password-file is given.",
 	 OPT_SECRET | OPT_NO_ARGV},
 	{"alive-during-sst", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,
-	 "For a liveness probe: the connect test also passes while this datadir's mysqld receives an SST (its joiner "
-	 "SST process, or a sst_in_progress younger than 300 s) or runs --wsrep-recover.", 0},
+	 "For a liveness probe: the connect test also passes while liveness-check would call the datadir's mysqld "
+	 "alive without asking it: its joiner SST process, --wsrep-recover, sleep-forever, "
+	 "wsrep_recovery_verbose.log, or a sst_in_progress younger than 300 s.", 0},
 };
 /* clang-format on */
 

@@ -246,6 +246,32 @@ static int our_mysqld(const char *proc, long pid, const char *datadir)
 	return cwd_is(proc, pid, datadir);
 }
 
+/* The SST script in $datadir/wsrep_sst.pid (MariaDB's wsrep_sst_common writes it) names its
+ * mysqld with --parent: true when that is this datadir's mysqld. */
+static bool sst_script_parent(const char *proc, const char *datadir, struct sst_evidence *ev)
+{
+	char path[PATH_MAX], text[64], buf[4096], name[64], *argv[MAX_ARGS];
+	long script, parent;
+	int argc;
+
+	if (!sk_fmt(path, sizeof(path), "%s/wsrep_sst.pid", datadir) || read_small(path, text, sizeof(text)) < 0 ||
+	    !sk_parse_long(sk_trim(text), 1, INT_MAX, &script))
+		return false;
+	argc = proc_args(proc, script, buf, sizeof(buf), argv, MAX_ARGS);
+	if (sst_role(argv, argc, datadir, name, sizeof(name)) == ROLE_NONE)
+		return false;
+	for (int i = 0; i + 1 < argc; i++) {
+		if (strcmp(argv[i], "--parent") == 0 && sk_parse_long(argv[i + 1], 1, INT_MAX, &parent) &&
+		    our_mysqld(proc, parent, datadir) == 1) {
+			ev->mysqld = SST_MYSQLD_RUNNING;
+			ev->mysqld_pid = parent;
+			sk_fmt(ev->found_by, sizeof(ev->found_by), "the --parent of %s in %s", name, path);
+			return true;
+		}
+	}
+	return false;
+}
+
 /* mysqld chdirs to its datadir at start, before any SST: its cwd identifies it. */
 static void find_mysqld(const char *proc, const char *datadir, const char *pid_file, struct sst_evidence *ev)
 {
@@ -291,8 +317,11 @@ static void find_mysqld(const char *proc, const char *datadir, const char *pid_f
 			sk_fmt(why, sizeof(why), "pid file %s names pid %ld, not a mysqld of this datadir; ",
 			       candidates[i], pid);
 	}
-	/* No pid file names it (a joiner writes its pid file only after the transfer): one pass over
-	 * /proc, reading only the name of each process and the cwd of each mysqld. */
+	/* A joiner writes its pid file only after the transfer; MariaDB's SST scripts write theirs
+	 * ($datadir/wsrep_sst.pid) and name mysqld with --parent. */
+	if (sst_script_parent(proc, datadir, ev))
+		return;
+	/* Else one pass over /proc, reading only the name of each process and the cwd of each mysqld. */
 	if (!(dir = opendir(proc))) {
 		ev->mysqld = SST_MYSQLD_UNKNOWN;
 		sk_fmt(ev->found_by, sizeof(ev->found_by), "%scannot read %s: %s", why, proc, strerror(errno));

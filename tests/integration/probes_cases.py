@@ -225,7 +225,8 @@ STATES = {
                     "`sst_in_progress` in its datadir", [
         C("liveness", 1, "not alive: " + REFUSED),
         C("liveness", 0, "alive: receiving an SST: wsrep_sst_rsync --role joiner (pid <N>, running …) under "
-          "mysqld pid <N> (found by its cwd in /proc); sst_in_progress present", "--datadir", "{datadir}"),
+          "mysqld pid <N> (the --parent of wsrep_sst_rsync in {datadir}/wsrep_sst.pid); sst_in_progress present",
+          "--datadir", "{datadir}"),
         C("readiness", 1, "not ready: " + REFUSED, "--datadir", "{datadir}"),
         C("haproxy", 1, HA_NOT_OK + REFUSED),
         C("clustercheck", 1, "http:not-synced"),
