@@ -232,9 +232,7 @@ static void find_sst(const char *proc, long pid, const char *datadir, int depth,
  * mysqld whose cwd cannot be read. */
 static int our_mysqld(const char *proc, long pid, const char *datadir)
 {
-	char comm[64];
-
-	char path[128], stat[512], *close_paren;
+	char comm[64], path[128], stat[512], *close_paren;
 
 	if (pid <= 0 || !proc_comm(proc, pid, comm, sizeof(comm)) || !is_mysqld_comm(comm))
 		return 0;
