@@ -221,12 +221,15 @@ static void answer_probe(struct cc_checker *c, bool liveness, const deadline_t *
 {
 	struct statusmap status = { 0 }, vars = { 0 };
 	struct probe_verdict v;
+	struct probe_sst sst = { .datadir = c->datadir,
+				 .pid_file = c->pid_file,
+				 .recovery_file = c->recovery_file,
+				 .policy = c->sst_policy };
 	struct db_err e = { .reason = DB_TIMEOUT };
 	bool need_vars = !liveness && galera_rules_need_vars(&c->readiness);
 	bool fetched = false;
 
-	if (liveness ? probe_liveness_bypass(c->recovery_file, c->datadir, &v)
-		     : probe_readiness_bypass(c->recovery_file, c->datadir, &v)) {
+	if (liveness ? probe_liveness_before(&sst, &v) : probe_readiness_bypass(c->recovery_file, c->datadir, &v)) {
 		reply_text(rep, true, v.msg);
 		return;
 	}
@@ -240,7 +243,7 @@ static void answer_probe(struct cc_checker *c, bool liveness, const deadline_t *
 		conn_release(c);
 	}
 	if (liveness)
-		probe_liveness_judge(fetched, &status, &e, c->state_file, &c->pc, c->timeout_ms, "--timeout", &v);
+		probe_liveness_judge(fetched, &status, &e, c->state_file, &sst, &c->pc, c->timeout_ms, "--timeout", &v);
 	else
 		probe_readiness_judge(fetched, &status, need_vars ? &vars : NULL, &e, &c->readiness, &c->pc,
 				      c->timeout_ms, "--timeout", &v);
@@ -368,7 +371,10 @@ static int query_argv(char *query, char **argv, int max, char *store, size_t sto
 					       "defaults-extra-file",
 					       "defaults-group-suffix",
 					       "timeout",
-					       "json" };
+					       "json",
+					       "user",
+					       "password-file",
+					       "alive-during-sst" };
 	char *save = NULL, *tok;
 	size_t used = 0;
 	int argc = 0;
@@ -585,6 +591,9 @@ int main(int argc, char **argv)
 	c.datadir = opt_str(&o, "datadir");
 	c.recovery_file = opt_str(&o, "recovery-file");
 	c.state_file = opt_str(&o, "state-file");
+	c.pid_file = opt_str(&o, "pid-file");
+	c.sst_policy.grace_s = opt_int(&o, "sst-file-grace");
+	c.sst_policy.trust_file = opt_flag(&o, "trust-sst-file");
 	c.readiness = (struct galera_rules){
 		.need_primary = true,
 		.need_synced = true,

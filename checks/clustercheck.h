@@ -41,6 +41,8 @@ struct cc_checker {
 	enum cc_answer logged;
 	/* --listen's /liveness, /readiness and /healthcheck: their settings. */
 	const char *datadir, *recovery_file, *state_file;
+	const char *pid_file;
+	struct sst_policy sst_policy;
 	struct galera_rules readiness;
 };
 

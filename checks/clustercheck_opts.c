@@ -8,7 +8,7 @@
 
 /* clang-format off */
 static const struct opt_def options[] = {
-	PROBE_CONN_OPTIONS("localhost", "mysqld address; localhost means the unix socket, as for the mysql client.",
+	PROBE_CONN_OPTIONS("mysqld", "localhost", "mysqld address; localhost means the unix socket, as for the mysql client.",
 			   "3306", "clustercheckuser", NULL, "MYSQL_PASSWORD", "clustercheckpassword!"),
 	{"timeout", 't', OPT_NUMBER, "SECONDS", "10", NULL, 0.05, 3600, NULL,
 	 "One deadline for each check (connect, auth, queries); decimals allowed.", 0},
@@ -38,6 +38,7 @@ static const struct opt_def options[] = {
 	 "With --listen: while this file exists /liveness and /readiness answer 200 (manual recovery).", 0},
 	{"state-file", 0, OPT_STRING, "PATH", NULL, "MYSQL_STATE_FILE", 0, 0, NULL,
 	 "With --listen: mysqld state file; when it says 'startup' /liveness answers 200 whatever failed.", 0},
+	PROBE_SST_OPTIONS("With --listen, for /liveness: "),
 	{"readiness-available-when-donor", 0, OPT_FLAG, NULL, "1", "AVAILABLE_WHEN_DONOR", 0, 0, NULL,
 	 "With --listen: a donor/desynced node is ready on /readiness (readiness-check's default).", 0},
 	{"log-format", 0, OPT_ENUM, "FORMAT", "text", NULL, 0, 0, "text|json", "With --listen or --register: log line format.", 0},

@@ -12,7 +12,7 @@
 
 /* clang-format off */
 static const struct opt_def options[] = {
-	PROBE_CONN_OPTIONS(NULL, "mysqld address [default: the third argument, HAProxy's server address]",
+	PROBE_CONN_OPTIONS("mysqld", NULL, "mysqld address [default: the third argument, HAProxy's server address]",
 			   "33062", "monitor", "/etc/mysql/mysql-users-secret/monitor", "MONITOR_PASSWORD", NULL),
 	{"timeout", 't', OPT_NUMBER, "SECONDS", NULL, NULL, 0.05, 3600, NULL,
 	 "One deadline for the whole check [default: the HA_CONNECTION_TIMEOUT file, else 10].", 0},

@@ -10,11 +10,13 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "galera.h"
 #include "probe.h"
 #include "secret.h"
+#include "sst.h"
 
 static const char *const test_names[HC_NTESTS] = {
 	"connect",     "innodb_initialized", "innodb_buffer_pool_loaded", "galera_online", "galera_ready",
@@ -94,6 +96,25 @@ static const char *defaults_key(const char *a)
 	return NULL;
 }
 
+int hc_own_option(const char *a)
+{
+	static const char *const flags[] = { "--json", "--alive-during-sst" };
+	static const char *const valued[] = { "--timeout", "--user", "--password-file" };
+
+	for (size_t i = 0; i < SK_ARRAY_LEN(flags); i++)
+		if (strcmp(a, flags[i]) == 0)
+			return 1;
+	for (size_t i = 0; i < SK_ARRAY_LEN(valued); i++) {
+		size_t n = strlen(valued[i]);
+
+		if (strncmp(a, valued[i], n) == 0 && a[n] == '=')
+			return 1;
+		if (strcmp(a, valued[i]) == 0)
+			return 2;
+	}
+	return 0;
+}
+
 bool hc_parser_next(struct hc_parser *p, struct hc_step *s)
 {
 	const char *a, *k;
@@ -143,9 +164,9 @@ bool hc_parser_next(struct hc_parser *p, struct hc_step *s)
 			take_value(p, s, "", a);
 	} else if (strcmp(a, "--no-connect") == 0) {
 		s->kind = HC_STEP_NO_CONNECT;
-	} else if (strcmp(a, "--json") == 0 || starts(a, "--timeout=")) {
+	} else if (hc_own_option(a) == 1) {
 		s->kind = HC_STEP_SKIP;
-	} else if (strcmp(a, "--timeout") == 0) {
+	} else if (hc_own_option(a) == 2) {
 		s->kind = HC_STEP_SKIP;
 		if (peek(p))
 			p->i++;
@@ -403,6 +424,14 @@ static bool test_connect(struct hc_run *r, const struct hc_io *io, char *reason,
 			snprintf(tcp_why, sizeof(tcp_why), "%s", d);
 	}
 	snprintf(reason, len, "socket: %s; TCP to localhost: %s", sock_why, tcp_why);
+	if (!ok && r->alive_during_sst && io->sst_running) {
+		char why[600];
+
+		if (io->sst_running(io->ctx, r->datadir ? r->datadir : "", why, sizeof(why)) == 1) {
+			snprintf(reason, len, "%s (--alive-during-sst; mysqld does not answer yet)", why);
+			ok = true;
+		}
+	}
 	return ok;
 }
 
@@ -699,8 +728,8 @@ static int connect_to(struct hc_dbio *d, struct db *db, const struct hc_defaults
 	dt.host = tcp ? "127.0.0.1" : NULL;
 	dt.socket = tcp ? NULL : t.socket;
 	dt.port = t.port;
-	dt.user = t.user;
-	dt.password = t.cnf.password;
+	dt.user = d->user ? d->user : t.user;
+	dt.password = d->password ? d->password : t.cnf.password;
 	dt.what = d->what;
 	rc = db_connect(db, &dt, d->dl, e);
 	mycnf_free(&t.cnf);
@@ -814,6 +843,20 @@ int hc_upgrade_locked(const char *path, char *why, size_t whylen)
 	return 0;
 }
 
+int hc_sst_running(void *ctx, const char *datadir, char *why, size_t whylen)
+{
+	struct sst_policy policy = { .grace_s = 300 };
+	struct sst_evidence ev;
+	struct sst_verdict v;
+
+	(void)ctx;
+	sst_gather("/proc", datadir, NULL, NULL, time(NULL), &ev);
+	if (!sst_liveness_before(&ev, datadir, &policy, &v))
+		return 0;
+	snprintf(why, whylen, "%s", v.msg);
+	return 1;
+}
+
 static int dbio_upgrade_locked(void *ctx, const char *path, char *why, size_t whylen)
 {
 	(void)ctx;
@@ -848,6 +891,7 @@ struct hc_io hc_dbio_ops(struct hc_dbio *d, int (*su)(void *ctx, const char *use
 		.upgrade_locked = dbio_upgrade_locked,
 		.reset = dbio_reset,
 		.describe = dbio_describe,
+		.sst_running = hc_sst_running,
 		.su = su,
 		.ctx = d,
 	};

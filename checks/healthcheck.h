@@ -55,6 +55,10 @@ struct hc_parser {
 	char **argv;
 };
 
+/* Is `arg` one of healthcheck's own options (read by opts_parse before the walk, skipped by it)?
+ * 0 no, 1 a flag or "--name=value", 2 "--name" whose value is the next argument. */
+int hc_own_option(const char *arg);
+
 void hc_parser_init(struct hc_parser *p, int argc, char **argv);
 /* Fill `s` with the next step; false at the end of the arguments. Pure: reads argv only. */
 bool hc_parser_next(struct hc_parser *p, struct hc_step *s);
@@ -92,6 +96,9 @@ struct hc_io {
 	void (*reset)(void *ctx);
 	/* Describe a failure for the reason line ("timeout after 3.0s connecting (sock, --timeout)"). */
 	void (*describe)(void *ctx, const struct db_err *e, char *buf, size_t len);
+	/* 1 when the mysqld of `datadir` is receiving an SST or recovering (what sst_liveness_before
+	 * calls alive), `why` saying what was found; 0 when not. NULL: never looked at. */
+	int (*sst_running)(void *ctx, const char *datadir, char *why, size_t whylen);
 	/* Become `user` (--su): 0, or -1 with `err`. NULL: --su is refused. */
 	int (*su)(void *ctx, const char *user, char *err, size_t errlen);
 	void *ctx;
@@ -113,6 +120,7 @@ struct hc_run {
 	struct hc_defaults defs;
 	int connect_s; /* -1: no successful connect recorded; 0: recorded */
 	bool started; /* at least one argument was seen after the last --su */
+	bool alive_during_sst; /* --alive-during-sst: the connect test passes while an SST runs */
 	struct hc_result results[HC_MAX_RESULTS];
 	size_t nresults;
 	FILE *err; /* stderr: the script's messages, and a reason for every failure */
@@ -158,10 +166,15 @@ struct hc_dbio {
 	struct db_err failed; /* why it could not be opened (when tried and not connected) */
 	char what[300]; /* the address of the last attempt, for describe */
 	char sock_what[300]; /* the socket's, set again for every use of the socket connection */
+	const char *user, *password; /* --user, --password-file/HEALTHCHECK_PASSWORD: over the option files */
 };
 
 void hc_dbio_init(struct hc_dbio *d, const deadline_t *dl, long budget_ms, const char *timeout_setting);
 void hc_dbio_close(struct hc_dbio *d);
+/* The SST evidence of `datadir` through /proc (sst_gather, sst_liveness_before with the default
+ * grace): an hc_io sst_running. */
+int hc_sst_running(void *ctx, const char *datadir, char *why, size_t whylen);
+
 /* An hc_io over `d`; `su` may be NULL. */
 struct hc_io hc_dbio_ops(struct hc_dbio *d, int (*su)(void *ctx, const char *user, char *err, size_t errlen));
 

@@ -12,6 +12,7 @@
 #include "log.h"
 #include "probe.h"
 #include "proc.h"
+#include "secret.h"
 
 /* clang-format off */
 /* The table drives --help and docs/options/healthcheck.md. The tests and the script's options are
@@ -66,6 +67,18 @@ static const struct opt_def options[] = {
 	 "One deadline for the whole run, every connection and query included; decimals allowed.", 0},
 	{"json", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,
 	 "Also print one JSON object on stdout: every test run, its verdict and reason.", 0},
+	{"user", 0, OPT_STRING, "USER", NULL, "HEALTHCHECK_USER", 0, 0, NULL,
+	 "User to log in to mariadbd as, over any option file's (.my-healthcheck.cnf included): credentials kept "
+	 "outside the datadir survive an SST, which replaces the datadir.", 0},
+	{"password-file", 0, OPT_STRING, "PATH", NULL, "HEALTHCHECK_PASSWORD_FILE", 0, 0, NULL,
+	 "Read the password from this file (a Kubernetes secret mount), over any option file's.", 0},
+	{"password", 0, OPT_STRING, "PASSWORD", NULL, "HEALTHCHECK_PASSWORD", 0, 0, NULL,
+	 "Password from the environment, over any option file's, when no --password-file is given.",
+	 OPT_SECRET | OPT_NO_ARGV},
+	{"alive-during-sst", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,
+	 "For a liveness probe: the connect test also passes while liveness-check would call the datadir's mysqld "
+	 "alive without asking it: its joiner SST process, --wsrep-recover, sleep-forever, "
+	 "wsrep_recovery_verbose.log, or a sst_in_progress younger than 300 s.", 0},
 };
 /* clang-format on */
 
@@ -96,15 +109,12 @@ static int own_options(int argc, char **argv, char **out)
 	out[n++] = argv[0];
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
+		int own = hc_own_option(a);
 
-		if (strcmp(a, "--json") == 0 || strncmp(a, "--timeout=", 10) == 0 || strcmp(a, "--help") == 0 ||
-		    strcmp(a, "--version") == 0 || strcmp(a, "--help-markdown") == 0) {
+		if (own || strcmp(a, "--help") == 0 || strcmp(a, "--version") == 0 || strcmp(a, "--help-markdown") == 0)
 			out[n++] = argv[i];
-		} else if (strcmp(a, "--timeout") == 0) {
-			out[n++] = argv[i];
-			if (i + 1 < argc)
-				out[n++] = argv[++i];
-		}
+		if (own == 2 && i + 1 < argc)
+			out[n++] = argv[++i];
 	}
 	out[n] = NULL;
 	return n;
@@ -143,13 +153,16 @@ int main(int argc, char **argv)
 			"Drop-in for the MariaDB image's healthcheck.sh: the tests run strictly left to right, each\n"
 			"with the settings given before it; the first failure ends the run (exit 1). Without a\n"
 			"successful connect the run ends with the connect test. Every exit that is not healthy is\n"
-			"1 (Docker reserves 2), bad arguments included.",
+			"1 (Docker reserves 2), bad arguments included. It connects to mariadbd through the unix\n"
+			"socket, else TCP to localhost, that the option files name ([client] socket=, port=; default\n"
+			"/run/mysqld/mysqld.sock and 3306), as the user and password they give or "
+			"--user/--password-file.",
 		.exit_status = "0 healthy, 1 not healthy or bad arguments (as healthcheck.sh; Docker reserves 2).",
 		.defs = options,
 		.ndefs = SK_ARRAY_LEN(options),
 	};
 	char **own = xcalloc((size_t)argc + 1, sizeof(char *));
-	char err[512];
+	char err[512], *password = NULL;
 	int64_t started = deadline_now_us();
 	struct hc_run run;
 	struct hc_dbio dbio;
@@ -170,19 +183,36 @@ int main(int argc, char **argv)
 		opts_free(&o);
 		return pr == OPTS_EXIT ? 0 : 1;
 	}
+	if (opt_str(&o, "password-file")) {
+		password = secret_read_file(opt_str(&o, "password-file"), err, sizeof(err));
+		if (!password) {
+			fprintf(stderr, "healthcheck: password file %s\n", err);
+			opts_free(&o);
+			return 1;
+		}
+	} else if (opt_str(&o, "password")) {
+		password = xstrdup(opt_str(&o, "password"));
+	}
 	budget_ms = (long)(opt_num(&o, "timeout") * 1000);
 	setting = opt_given(&o, "timeout") && strncmp(opt_source(&o, "timeout"), "env", 3) == 0 ? "HEALTHCHECK_TIMEOUT"
 												: "--timeout";
 	dl = deadline_in_ms(budget_ms);
 
 	hc_run_init(&run, opt_str(&o, "datadir"), stderr);
+	run.alive_during_sst = opt_flag(&o, "alive-during-sst");
 	hc_dbio_init(&dbio, &dl, budget_ms, setting);
+	dbio.user = opt_str(&o, "user");
+	dbio.password = password;
 	io = hc_dbio_ops(&dbio, su_to);
 	rc = hc_run_args(&run, argc, argv, &io);
 	if (opt_flag(&o, "json"))
 		print_json(&run, rc, started);
 	hc_dbio_close(&dbio);
 	hc_run_free(&run);
+	if (password) {
+		sk_wipe(password, strlen(password));
+		free(password);
+	}
 	opts_free(&o);
 	return rc;
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -262,10 +263,6 @@ int probe_report_db_error(const char *probe, const char *down_word, bool json, c
 			    text_stream, started_us);
 }
 
-/* The operator's liveness script exits 0 while any of these exist (recovery, SST, --wsrep-recover). */
-static const char *const liveness_datadir_bypass[] = { "sleep-forever", "sst_in_progress",
-						       "wsrep_recovery_verbose.log" };
-
 static void verdict_set(struct probe_verdict *v, bool up, const char *reason, const char *msg)
 {
 	v->up = up;
@@ -273,23 +270,25 @@ static void verdict_set(struct probe_verdict *v, bool up, const char *reason, co
 	sk_strlcpy(v->msg, msg, sizeof(v->msg));
 }
 
-bool probe_liveness_bypass(const char *recovery_file, const char *datadir, struct probe_verdict *v)
+bool probe_liveness_before(struct probe_sst *s, struct probe_verdict *v)
 {
-	char path[1024], msg[1100];
+	struct sst_verdict sv;
 
-	if (probe_file_exists(recovery_file)) {
-		verdict_set(v, true, "bypass", "alive: recovery file present");
-		return true;
-	}
-	for (size_t i = 0; i < SK_ARRAY_LEN(liveness_datadir_bypass); i++) {
-		snprintf(path, sizeof(path), "%s/%s", datadir, liveness_datadir_bypass[i]);
-		if (probe_file_exists(path)) {
-			snprintf(msg, sizeof(msg), "alive: %s present", path);
-			verdict_set(v, true, "bypass", msg);
-			return true;
-		}
-	}
-	return false;
+	sst_gather("/proc", s->datadir, s->pid_file, s->recovery_file, time(NULL), &s->ev);
+	if (!sst_liveness_before(&s->ev, s->datadir, &s->policy, &sv))
+		return false;
+	verdict_set(v, sv.up, sv.reason, sv.msg);
+	return true;
+}
+
+void probe_sst_from_opts(const struct opts *o, struct probe_sst *s)
+{
+	memset(s, 0, sizeof(*s));
+	s->datadir = opt_str(o, "datadir");
+	s->pid_file = opt_str(o, "pid-file");
+	s->recovery_file = opt_str(o, "recovery-file");
+	s->policy.grace_s = opt_int(o, "sst-file-grace");
+	s->policy.trust_file = opt_flag(o, "trust-sst-file");
 }
 
 bool probe_readiness_bypass(const char *recovery_file, const char *datadir, struct probe_verdict *v)
@@ -315,11 +314,12 @@ static void db_verdict(const char *down_word, const struct db_err *e, const stru
 }
 
 void probe_liveness_judge(bool fetched, const struct statusmap *status, const struct db_err *e, const char *state_file,
-			  const struct probe_conn *pc, long budget_ms, const char *setting, struct probe_verdict *v)
+			  const struct probe_sst *s, const struct probe_conn *pc, long budget_ms, const char *setting,
+			  struct probe_verdict *v)
 {
 	struct galera_rules rules = { .need_primary = true, .readonly_ok = true };
 	struct galera_verdict gv;
-	char state[64];
+	char state[64], note[400];
 
 	if (fetched)
 		galera_judge(status, NULL, &rules, &gv);
@@ -327,19 +327,22 @@ void probe_liveness_judge(bool fetched, const struct statusmap *status, const st
 		v->up = true;
 		v->reason = "ok";
 		snprintf(v->msg, sizeof(v->msg), "alive: %s", gv.detail);
-		return;
-	}
-	/* Whatever failed, a node that is still starting up is not killed. */
-	probe_read_state_file(state_file, state, sizeof(state));
-	if (strcmp(state, "startup") == 0) {
-		verdict_set(v, true, "startup", "MySQL is starting up, not killing it...");
-	} else if (!fetched) {
-		db_verdict("not alive", e, pc, budget_ms, setting, v);
 	} else {
-		v->up = false;
-		v->reason = galera_reason_str(gv.reason);
-		snprintf(v->msg, sizeof(v->msg), "not alive: %s", gv.detail);
+		/* Whatever failed, a node that is still starting up is not killed. */
+		probe_read_state_file(state_file, state, sizeof(state));
+		if (strcmp(state, "startup") == 0) {
+			verdict_set(v, true, "startup", "MySQL is starting up, not killing it...");
+			return;
+		} else if (!fetched) {
+			db_verdict("not alive", e, pc, budget_ms, setting, v);
+		} else {
+			v->up = false;
+			v->reason = galera_reason_str(gv.reason);
+			snprintf(v->msg, sizeof(v->msg), "not alive: %s", gv.detail);
+		}
 	}
+	if (s && sst_stale_note(&s->ev, &s->policy, note, sizeof(note)))
+		sk_fmt(v->msg + strlen(v->msg), sizeof(v->msg) - strlen(v->msg), "; %s", note);
 }
 
 void probe_readiness_judge(bool fetched, const struct statusmap *status, const struct statusmap *vars,

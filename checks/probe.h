@@ -9,19 +9,22 @@
 #include "deadline.h"
 #include "galera.h"
 #include "opt.h"
+#include "sst.h"
 
 #ifndef SIDEKICK_VERSION
 #define SIDEKICK_VERSION "0.1.0"
 #endif
 
 /* clang-format off */
-/* Option rows every MySQL probe has. Defaults differ per probe, so they are parameters. */
-#define PROBE_CONN_OPTIONS(HOST_DEF, HOST_HELP, PORT_DEF, USER_DEF, PWFILE_DEF, PW_ENV, PW_DEF)                          \
+/* Option rows every MySQL probe has. SERVER names what the probe connects to ("mysqld",
+ * "ProxySQL's admin interface"); defaults differ per probe, so they are parameters too. */
+#define PROBE_CONN_OPTIONS(SERVER, HOST_DEF, HOST_HELP, PORT_DEF, USER_DEF, PWFILE_DEF, PW_ENV, PW_DEF)                  \
 	{"host", 'H', OPT_STRING, "HOST", HOST_DEF, NULL, 0, 0, NULL, HOST_HELP, 0},                              \
-	{"port", 'P', OPT_INT, "PORT", PORT_DEF, NULL, 1, 65535, NULL, "TCP port of mysqld.", 0},                 \
+	{"port", 'P', OPT_INT, "PORT", PORT_DEF, NULL, 1, 65535, NULL, "TCP port of " SERVER ".", 0},             \
 	{"socket", 'S', OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL,                                              \
-	 "Connect over this unix socket instead of TCP.", 0},                                                     \
-	{"user", 'u', OPT_STRING, "USER", USER_DEF, "MYSQL_USERNAME", 0, 0, NULL, "MySQL user for the check.", 0}, \
+	 "Connect to " SERVER " over this unix socket instead of TCP.", 0},                                       \
+	{"user", 'u', OPT_STRING, "USER", USER_DEF, "MYSQL_USERNAME", 0, 0, NULL,                                 \
+	 "User to log in to " SERVER " as.", 0},                                                                  \
 	{"password-file", 0, OPT_STRING, "PATH", PWFILE_DEF, NULL, 0, 0, NULL,                                   \
 	 "Read the password from this file (a Kubernetes secret mount); the default is used only when it exists.", \
 	 0},                                                                                                      \
@@ -29,8 +32,9 @@
 	 "Password from the environment or config file, used when no password file or option file gives one.",   \
 	 OPT_SECRET | OPT_NO_ARGV},                                                                               \
 	{"defaults-extra-file", 0, OPT_STRING, "PATH", "/etc/my.cnf", "DEFAULTS_EXTRA_FILE", 0, 0, NULL,         \
-	 "MySQL option file whose [client] user/password/host/port/socket apply when readable.", 0},               \
-	{"tls", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Require TLS to mysqld.", 0},                            \
+	 "MySQL option file whose [client] user/password/host/port/socket for " SERVER " apply when readable "     \
+	 "(/dev/null: none).", 0},                                                                                \
+	{"tls", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Require TLS to " SERVER ".", 0},                        \
 	{"tls-ca", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "CA certificate for --tls.", 0},               \
 	{"tls-cert", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "Client certificate for --tls.", 0},          \
 	{"tls-key", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "Client key for --tls.", 0},                   \
@@ -105,17 +109,64 @@ struct probe_verdict {
 	char msg[600]; /* "alive: wsrep_cluster_status=Primary", "not ready: ..." */
 };
 
-/* liveness-check.sh's bypass: `recovery_file`, or sleep-forever, sst_in_progress or
- * wsrep_recovery_verbose.log in `datadir`, exists. True with the verdict filled. */
-bool probe_liveness_bypass(const char *recovery_file, const char *datadir, struct probe_verdict *v);
+/* What a liveness probe knows about the node's files and processes before it asks mysqld. */
+struct probe_sst {
+	const char *datadir; /* where sleep-forever, sst_in_progress, wsrep_recovery_verbose.log are */
+	const char *pid_file; /* mysqld's pid file; NULL: the usual places (see sst_gather) */
+	const char *recovery_file; /* /tmp/recovery-case */
+	struct sst_policy policy;
+	struct sst_evidence ev; /* filled by probe_liveness_before */
+};
+
+/* Gather the evidence (sst_gather on /proc) and decide what it can: true with the verdict filled
+ * when the node is alive without asking mysqld (bypass files, a joiner SST of this mysqld,
+ * --wsrep-recover, a young sst_in_progress), false when mysqld must answer. */
+bool probe_liveness_before(struct probe_sst *s, struct probe_verdict *v);
+
+/* The liveness options every probe with a liveness verdict shares (rows of its option table). */
+#define PROBE_SST_OPTIONS(PREFIX)                                                                                      \
+	{ "pid-file",                                                                                                  \
+	  0,                                                                                                           \
+	  OPT_STRING,                                                                                                  \
+	  "PATH",                                                                                                      \
+	  NULL,                                                                                                        \
+	  NULL,                                                                                                        \
+	  0,                                                                                                           \
+	  0,                                                                                                           \
+	  NULL,                                                                                                        \
+	  PREFIX "mysqld's pid file [default: $datadir/$(hostname).pid, $datadir/mysqld.pid, /run/mysqld/mysqld.pid; " \
+		 "else mysqld is found by its cwd in /proc]; only a mysqld running in the datadir counts.",            \
+	  0 },                                                                                                         \
+		{ "sst-file-grace",                                                                                    \
+		  0,                                                                                                   \
+		  OPT_INT,                                                                                             \
+		  "SECONDS",                                                                                           \
+		  "300",                                                                                               \
+		  NULL,                                                                                                \
+		  0,                                                                                                   \
+		  31536000,                                                                                            \
+		  NULL,                                                                                                \
+		  PREFIX                                                                                               \
+		  "A sst_in_progress file older than this, with no SST process of mysqld, no longer means alive.",     \
+		  0 },                                                                                                 \
+	{                                                                                                              \
+		"trust-sst-file", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,                                            \
+			PREFIX "sst_in_progress means alive whatever its age (the operator script's rule).", 0         \
+	}
+
+/* Fill `s` from a probe's options (datadir, pid-file, recovery-file, sst-file-grace, trust-sst-file). */
+void probe_sst_from_opts(const struct opts *o, struct probe_sst *s);
 
 /* readiness-check.sh's bypass: `recovery_file` or `datadir`/sleep-forever exists. */
 bool probe_readiness_bypass(const char *recovery_file, const char *datadir, struct probe_verdict *v);
 
 /* Liveness from a fetch of the wsrep status (`fetched` false: `e` says why): alive in a Primary
- * component, or whatever failed while the state file says startup. */
+ * component, or whatever failed while the state file says startup. `s` (may be NULL): the
+ * evidence probe_liveness_before gathered; a stale sst_in_progress it let go is named in the
+ * message. */
 void probe_liveness_judge(bool fetched, const struct statusmap *status, const struct db_err *e, const char *state_file,
-			  const struct probe_conn *pc, long budget_ms, const char *setting, struct probe_verdict *v);
+			  const struct probe_sst *s, const struct probe_conn *pc, long budget_ms, const char *setting,
+			  struct probe_verdict *v);
 
 /* Readiness (Galera) from a fetch: Primary and Synced, or Donor when `rules` allow it; "ready" /
  * "not ready". `vars` may be NULL when the rules need none. */

@@ -14,7 +14,7 @@
 
 /* clang-format off */
 static const struct opt_def options[] = {
-	PROBE_CONN_OPTIONS("127.0.0.1", "ProxySQL admin address (admin users may only log in locally).",
+	PROBE_CONN_OPTIONS("ProxySQL's admin interface", "127.0.0.1", "ProxySQL admin address (admin users may only log in locally).",
 			   "6032", "admin", NULL, "PROXYSQL_ADMIN_PASSWORD", NULL),
 	{"liveness", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Alive when the admin interface answers within the deadline.", 0},
 	{"readiness", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,

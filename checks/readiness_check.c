@@ -11,7 +11,7 @@
 
 /* clang-format off */
 static const struct opt_def options[] = {
-	PROBE_CONN_OPTIONS(NULL, "mysqld address [default: this node's first IP, like hostname -I]", "33062",
+	PROBE_CONN_OPTIONS("mysqld", NULL, "mysqld address [default: this node's first IP, like hostname -I]", "33062",
 			   "monitor", "/etc/mysql/mysql-users-secret/monitor", "MONITOR_PASSWORD", NULL),
 	{"timeout", 't', OPT_NUMBER, "SECONDS", NULL, NULL, 0.05, 3600, NULL,
 	 "One deadline for the whole check; decimals allowed. Overrides READINESS_CHECK_TIMEOUT.", 0},

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -28,6 +29,20 @@ char *secret_read_file(const char *path, char *err, size_t errlen)
 		buf[--len] = '\0';
 	log_add_secret(buf);
 	return buf;
+}
+
+/* An option file's text (bounded by DEFAULTS_FILE_MAX). /dev/null reads as an empty file, as the
+ * mariadb client reads it (`--defaults-file=/dev/null` means no options). */
+static int read_cnf_text(const char *path, char **text, char *err, size_t errlen)
+{
+	struct stat st, null_st;
+
+	if (stat(path, &st) == 0 && S_ISCHR(st.st_mode) && stat("/dev/null", &null_st) == 0 &&
+	    st.st_rdev == null_st.st_rdev) {
+		*text = xstrdup("");
+		return 0;
+	}
+	return sk_read_file(path, DEFAULTS_FILE_MAX, text, NULL, err, errlen);
 }
 
 static void set_field(char **field, const char *v)
@@ -201,7 +216,7 @@ static int read_into(struct cnf_reader *r, const char *path, bool required, char
 
 	if (!required && access(path, F_OK) != 0)
 		return 0;
-	if (sk_read_file(path, DEFAULTS_FILE_MAX, &text, NULL, err, errlen) < 0)
+	if (read_cnf_text(path, &text, err, errlen) < 0)
 		return -1;
 	rc = parse_into(r, text, why, sizeof(why));
 	if (rc < 0)
@@ -254,7 +269,7 @@ int mycnf_read(const char *path, const char *extra_group, struct mycnf *out, cha
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	if (sk_read_file(path, DEFAULTS_FILE_MAX, &text, NULL, err, errlen) < 0)
+	if (read_cnf_text(path, &text, err, errlen) < 0)
 		return -1;
 	rc = mycnf_parse(text, extra_group, out, why, sizeof(why));
 	if (rc < 0)

@@ -13,6 +13,13 @@
    connection per request, as HAProxy's httpchk), with and without --cache-ms, at 1 and 4
    concurrent clients: checks/s, p50/p99 latency, and the status queries mysqld ran.
 
+3. With --sst RUNS (this section alone): liveness-check's wall time with and without a state
+   transfer, on a 2-node Galera of tests/integration/servers.py (its fixed ports, under the
+   test servers' lock) whose second node is held in an SST: the joiner with and without
+   sst_in_progress, a Synced node found through its pid file (--pid-file) and through the pass
+   over /proc (no pid file in its datadir), a datadir no mysqld runs in (the whole pass), each
+   also with 1000 extra sleeping processes on the host; and how many /proc files one run reads.
+
 The target is a 1-node MariaDB Galera (bootstrap) started here on free loopback ports with
 tests/integration/servers.py, and stopped at the end. Needs: gcc, strace, GNU time
 (/usr/bin/time), mariadb-client, and the servers' packages (see tests/deps.sh).
@@ -206,11 +213,100 @@ def bench_listen(node, ws, requests, tmp, load):
     return rows
 
 
+def bench_sst(runs):
+    """liveness-check with and without an SST: rows (case, extra processes, median, p90, max ms, /proc reads)."""
+    lock = servers.ServerLock()
+    lock.acquire(timeout=900)
+    ws = servers.Workspace()
+    rows, sleepers = [], []
+    try:
+        cluster = servers.GaleraCluster(ws, size=2).start()
+        synced, joiner = cluster[1], cluster[2]
+        mon = ws.creds["monitor"]
+
+        def argv(node, *extra):
+            return [os.path.join(BIN, "liveness-check"), "--host", node.ip, "--port", str(node.port),
+                    "--defaults-extra-file", "", "--password-file", mon.password_file, "--datadir", node.datadir,
+                    "--recovery-file", "/nonexistent", "--timeout", "2", *extra]
+
+        def timed(a):
+            walls = []
+            for _ in range(runs):
+                w, rc, _ = wall_once(a, ENV)
+                if rc != 0:
+                    sys.exit(f"bench: liveness-check said not alive: {a}")
+                walls.append(w * 1000)
+            return statistics.median(walls), pctl(walls, 0.90), max(walls)
+
+        def proc_reads(a):
+            """Files under /proc the probe opened or whose link it read, once under strace."""
+            out = os.path.join(ws.base, "strace.out")
+            subprocess.call(["strace", "-qq", "-o", out, "-e", "trace=open,openat,readlink,readlinkat", *a],
+                            env=ENV, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            with open(out) as f:
+                return sum(1 for ln in f if '"/proc/' in ln)
+
+        def with_and_without_sleepers(cases):
+            for extra in (0, 1000):
+                while len(sleepers) < extra:
+                    sleepers.append(subprocess.Popen(["sleep", "600"], stdin=subprocess.DEVNULL))
+                for name, a, prepare in cases:
+                    prepare()
+                    rows.append((name, extra, *timed(a), proc_reads(a)))
+            while sleepers:
+                p = sleepers.pop()
+                p.kill()
+                p.wait()
+
+        sst_file = os.path.join(joiner.datadir, "sst_in_progress")
+
+        def file_present(on):
+            def prepare():
+                here, away = (sst_file, sst_file + ".away") if on else (sst_file + ".away", sst_file)
+                if os.path.exists(away):
+                    os.rename(away, here)
+            return prepare
+        empty = os.path.join(ws.base, "empty-datadir")
+        os.mkdir(empty)
+        no_mysqld = argv(synced)
+        no_mysqld[no_mysqld.index("--datadir") + 1] = empty
+        with_and_without_sleepers([
+            ("Synced node, no SST: mysqld by --pid-file", argv(synced, "--pid-file", synced.pid_file), lambda: None),
+            ("Synced node, no SST: mysqld by the pass over /proc", argv(synced), lambda: None),
+            ("no mysqld in the datadir: the whole pass over /proc", no_mysqld, lambda: None)])
+        cluster.hold_sst(joiner)
+        with_and_without_sleepers([
+            ("joiner in SST, sst_in_progress present", argv(joiner), file_present(True)),
+            ("joiner in SST, no sst_in_progress", argv(joiner), file_present(False))])
+        file_present(True)()
+        cluster.release_sst(wait=True)
+    finally:
+        for p in sleepers:
+            p.kill()
+            p.wait()
+        ws.destroy()
+        lock.release()
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=200, help="runs per probe (default 200)")
     ap.add_argument("--requests", type=int, default=20000, help="HTTP requests per load run (default 20000)")
+    ap.add_argument("--sst", type=int, metavar="RUNS", help="only the SST section, RUNS runs per row")
     args = ap.parse_args()
+    if args.sst:
+        nproc = sum(1 for d in os.listdir("/proc") if d.isdigit())
+        rows = bench_sst(args.sst)
+        print(f"## liveness-check with and without a state transfer ({args.sst} runs per row; "
+              f"{nproc} processes on the host before; wall = spawn to exit)\n")
+        print("| case | extra processes | median ms | p90 ms | max ms | /proc files read |")
+        print("|---|---|---|---|---|---|")
+        for name, extra, med, p90, mx, reads in rows:
+            print(f"| {name} | {extra} | {med:.2f} | {p90:.2f} | {mx:.2f} | {reads} |")
+        print("\n/proc files read: opened or readlink'ed under /proc by one run (strace); extra processes: "
+              "sleeping processes the bench started on the host for the row.")
+        return
     for tool in ("gcc", "strace", "/usr/bin/time", "mariadb"):
         if not shutil.which(tool):
             sys.exit(f"bench: {tool} is missing (tests/deps.sh)")

@@ -30,7 +30,7 @@ const char *__lsan_default_suppressions(void)
 /* clang-format off */
 /* A probe's table: the shared connection rows and the kinds of option clustercheck adds. */
 static const struct opt_def probe_options[] = {
-	PROBE_CONN_OPTIONS("localhost", "mysqld address.", "3306", "clustercheckuser", NULL, "MYSQL_PASSWORD",
+	PROBE_CONN_OPTIONS("mysqld", "localhost", "mysqld address.", "3306", "clustercheckuser", NULL, "MYSQL_PASSWORD",
 			   "clustercheckpassword!"),
 	{"timeout", 't', OPT_NUMBER, "SECONDS", "10", NULL, 0.05, 3600, NULL, "Deadline.", 0},
 	{"available-when-donor", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Donor is fine.", 0},

@@ -224,7 +224,9 @@ STATES = {
     "joiner": State("joiner during SST", "held rsync SST: the joiner's port refuses, "
                     "`sst_in_progress` in its datadir", [
         C("liveness", 1, "not alive: " + REFUSED),
-        C("liveness", 0, "alive: {datadir}/sst_in_progress present", "--datadir", "{datadir}"),
+        C("liveness", 0, "alive: receiving an SST: wsrep_sst_rsync --role joiner (pid <N>, running …) under "
+          "mysqld pid <N> (the --parent of wsrep_sst_rsync in {datadir}/wsrep_sst.pid); sst_in_progress present",
+          "--datadir", "{datadir}"),
         C("readiness", 1, "not ready: " + REFUSED, "--datadir", "{datadir}"),
         C("haproxy", 1, HA_NOT_OK + REFUSED),
         C("clustercheck", 1, "http:not-synced"),
@@ -278,7 +280,9 @@ STATES = {
         C("liveness", 0, "alive: recovery file present", files={"recovery-case": ""}),
         C("liveness", 0, "alive: {cell}/datadir/sleep-forever present",
           files={"datadir/sleep-forever": ""}),
-        C("liveness", 0, "alive: {cell}/datadir/sst_in_progress present",
+        C("liveness", 0, "alive: {cell}/datadir/sst_in_progress present (<N>s old, under --sst-file-grace 300s)",
+          files={"datadir/sst_in_progress": ""}),
+        C("liveness", 0, "alive: {cell}/datadir/sst_in_progress present (--trust-sst-file)", "--trust-sst-file",
           files={"datadir/sst_in_progress": ""}),
         C("liveness", 0, "alive: {cell}/datadir/wsrep_recovery_verbose.log present",
           files={"datadir/wsrep_recovery_verbose.log": ""}),

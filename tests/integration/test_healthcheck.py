@@ -597,8 +597,10 @@ def test_galera_exec_probes_run(healthy_galera, mysql_creds, tmp_path):
     assert init["image"] == "sidekick-probes" and init["args"] == ["/opt/sidekick"]
     [db] = [c for c in spec["containers"] if c["name"] == "mariadb"]
     node = healthy_galera[2]
-    healthcheck_cnf(tmp_path / "datadir", node, mysql_creds)
-    env = {"HEALTHCHECK_DATADIR": str(tmp_path / "datadir")}
+    env = {"HEALTHCHECK_DATADIR": str(tmp_path / "datadir"), **secret_env(db["env"], tmp_path, mysql_creds)}
+    # The datadir's .my-healthcheck.cnf as an SST leaves it: another node's password.
+    write_cnf(healthcheck_cnf(tmp_path / "datadir", node, mysql_creds), node, mysql_creds,
+              password=pc.WRONG_PASSWORD, group="mariadb-client")
     for kind in ("startupProbe", "livenessProbe", "readinessProbe"):
         probe = db[kind]
         argv = [a.replace("/opt/sidekick", STATIC) for a in probe["exec"]["command"]]
@@ -612,6 +614,18 @@ def test_galera_exec_probes_run(healthy_galera, mysql_creds, tmp_path):
             assert r.rc == 1 and r.wall < probe["timeoutSeconds"], (kind, str(r))
     finally:
         node.sigcont()
+
+
+def secret_env(container_env, tmp_path, creds):
+    """The HEALTHCHECK_* variables of a manifest, the Secret's file mapped to one of the test's."""
+    pw = tmp_path / "healthcheck-password"
+    pw.write_text(creds.password)
+    pw.chmod(0o600)
+    env = {e["name"]: e["value"] for e in container_env if e["name"].startswith("HEALTHCHECK_")}
+    assert env["HEALTHCHECK_USER"] == "probe" and env["HEALTHCHECK_PASSWORD_FILE"].startswith("/run/secrets/"), env
+    env["HEALTHCHECK_USER"] = creds.user
+    env["HEALTHCHECK_PASSWORD_FILE"] = str(pw)
+    return env
 
 
 def test_galera_httpget_probes_answer(healthy_galera, mysql_creds, tmp_path):
@@ -654,7 +668,13 @@ def test_compose_healthcheck_runs(healthy_galera, mysql_creds, tmp_path):
     assert hc_test["test"][0] == "CMD"
     assert "sidekick:/opt/sidekick:ro" in compose["services"]["mariadb"]["volumes"]
     assert compose["services"]["install-probes"]["command"] == ["/opt/sidekick"]
-    healthcheck_cnf(tmp_path / "datadir", healthy_galera[2], mysql_creds)
+    mariadb = compose["services"]["mariadb"]
+    assert mariadb["secrets"] == ["probe-password"] and "probe-password" in compose["secrets"]
+    node = healthy_galera[2]
+    write_cnf(healthcheck_cnf(tmp_path / "datadir", node, mysql_creds), node, mysql_creds,
+              password=pc.WRONG_PASSWORD, group="mariadb-client")
+    container_env = [{"name": k, "value": v} for k, v in mariadb["environment"].items()]
     r = pc.run([a.replace("/opt/sidekick", STATIC) for a in hc_test["test"][1:]],
-               env={"HEALTHCHECK_DATADIR": str(tmp_path / "datadir")})
+               env={"HEALTHCHECK_DATADIR": str(tmp_path / "datadir"),
+                    **secret_env(container_env, tmp_path, mysql_creds)})
     assert r.rc == 0 and r.wall < float(hc_test["timeout"].rstrip("s")), r

@@ -5,16 +5,24 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <errno.h>
+#include <ftw.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "galera.h"
 #include "healthcheck.h"
 #include "replica.h"
+#include "sst.h"
 #include "statusmap.h"
 #include "testdata.h"
 
 struct tcase {
 	struct statusmap head, status, vars, row, row2;
+	char proc[32][512]; /* [proc] lines, verbatim */
+	int nproc;
 };
 
 /* Split a case file into "key = value" header lines and [status] / [vars] / [row] sections. */
@@ -49,6 +57,15 @@ static void parse_case(const char *path, struct tcase *c)
 		}
 		if (strcmp(line, "[row2]") == 0) {
 			cur = &c->row2;
+			continue;
+		}
+		if (strcmp(line, "[proc]") == 0) {
+			cur = NULL;
+			continue;
+		}
+		if (!cur) {
+			assert_true(c->nproc < 32);
+			sk_strlcpy(c->proc[c->nproc++], line, sizeof(c->proc[0]));
 			continue;
 		}
 		if (cur == &c->head) {
@@ -210,6 +227,16 @@ static int fk_upgrade_locked(void *ctx, const char *path, char *why, size_t whyl
 	return locked;
 }
 
+/* "sst_running = <what was found>": the datadir's mysqld receives an SST. */
+static int fk_sst_running(void *ctx, const char *datadir, char *why, size_t whylen)
+{
+	const struct tcase *c = ctx;
+	const char *v = statusmap_get(&c->head, "sst_running");
+
+	snprintf(why, whylen, "%s in %s", v ? v : "nothing", datadir);
+	return v != NULL;
+}
+
 static void fk_reset(void *ctx)
 {
 	(void)ctx;
@@ -242,6 +269,7 @@ static void run_healthcheck_case(const char *path, struct tcase *c)
 		.upgrade_locked = fk_upgrade_locked,
 		.reset = fk_reset,
 		.describe = fk_describe,
+		.sst_running = fk_sst_running,
 		.su = fk_su,
 		.ctx = c,
 	};
@@ -268,6 +296,7 @@ static void run_healthcheck_case(const char *path, struct tcase *c)
 		assert_true(sk_strlcpy(want + strlen(want), "\n", sizeof(want) - strlen(want)));
 	}
 	hc_run_init(&run, "/nonexistent-datadir", err);
+	run.alive_during_sst = head_long(c, "alive_during_sst", 0) != 0;
 	rc = hc_run_args(&run, argc, argv, &io);
 	fclose(err);
 	if (rc != head_long(c, "expect_exit", -1) || strcmp(err_text, want) != 0)
@@ -286,6 +315,218 @@ static void run_healthcheck_case(const char *path, struct tcase *c)
 	free(err_text);
 }
 
+/* ---- liveness over SST evidence ----------------------------------------------------------- */
+
+static bool head_flag(const struct tcase *c, const char *key)
+{
+	return head_long(c, key, 0) != 0;
+}
+
+/* The evidence and policy in the header; the verdict before asking mysqld and the stale note. */
+static void run_sst_case(const char *path, struct tcase *c)
+{
+	struct sst_evidence ev = { 0 };
+	struct sst_policy p = { .grace_s = head_long(c, "grace", 300), .trust_file = head_flag(c, "trust_file") };
+	struct sst_verdict v = { 0 };
+	const char *m = statusmap_get(&c->head, "mysqld");
+	const char *want_msg = statusmap_get(&c->head, "expect_msg");
+	const char *want_note = statusmap_get(&c->head, "expect_note");
+	char note[400] = "";
+	bool decided, noted;
+
+	ev.recovery_file = head_flag(c, "recovery_file");
+	ev.sleep_forever = head_flag(c, "sleep_forever");
+	ev.recovery_log = head_flag(c, "recovery_log");
+	ev.sst_file = statusmap_has(&c->head, "sst_file_age");
+	ev.sst_file_age_s = head_long(c, "sst_file_age", 0);
+	ev.mysqld = !m || strcmp(m, "unknown") == 0 ? SST_MYSQLD_UNKNOWN
+		    : strcmp(m, "none") == 0        ? SST_MYSQLD_NONE
+						    : SST_MYSQLD_RUNNING;
+	ev.mysqld_pid = head_long(c, "mysqld_pid", 0);
+	sk_strlcpy(ev.found_by, statusmap_get(&c->head, "found_by") ? statusmap_get(&c->head, "found_by") : "",
+		   sizeof(ev.found_by));
+	ev.recovering = head_flag(c, "recovering");
+	ev.joiner_pid = head_long(c, "joiner_pid", 0);
+	sk_strlcpy(ev.joiner, statusmap_get(&c->head, "joiner") ? statusmap_get(&c->head, "joiner") : "",
+		   sizeof(ev.joiner));
+	ev.joiner_children = (int)head_long(c, "joiner_children", 0);
+	ev.donor_pid = head_long(c, "donor_pid", 0);
+
+	decided = sst_liveness_before(&ev, "/var/lib/mysql", &p, &v);
+	noted = sst_stale_note(&ev, &p, note, sizeof(note));
+	if ((long)decided != head_long(c, "expect_decided", -1) ||
+	    (decided && strcmp(v.reason, statusmap_get(&c->head, "expect_reason")) != 0) ||
+	    (decided && want_msg && strcmp(v.msg, want_msg) != 0) ||
+	    (want_note && strcmp(noted ? note : "none", want_note) != 0))
+		fail_msg("%s: got decided=%d reason=%s msg='%s' note='%s'; want decided=%ld reason=%s msg='%s' "
+			 "note='%s'",
+			 path, decided, decided ? v.reason : "-", decided ? v.msg : "", noted ? note : "none",
+			 head_long(c, "expect_decided", -1), statusmap_get(&c->head, "expect_reason"),
+			 want_msg ? want_msg : "(any)", want_note ? want_note : "(any)");
+}
+
+/* ---- the /proc adapter on a fake /proc ---------------------------------------------------- */
+
+/* Replace {datadir}, {other}, {proc} in `in`. */
+static void fill(const char *in, const char *root, char *out, size_t len)
+{
+	static const char *const keys[][2] = { { "{datadir}", "data" }, { "{other}", "other" }, { "{proc}", "proc" } };
+	size_t k = 0;
+
+	while (*in && k + 1 < len) {
+		bool done = false;
+
+		for (size_t i = 0; i < SK_ARRAY_LEN(keys) && !done; i++) {
+			size_t n = strlen(keys[i][0]);
+
+			if (strncmp(in, keys[i][0], n) == 0) {
+				k += (size_t)snprintf(out + k, len - k, "%s/%s", root, keys[i][1]);
+				in += n;
+				done = true;
+			}
+		}
+		if (!done)
+			out[k++] = *in++;
+	}
+	out[k < len ? k : len - 1] = '\0';
+}
+
+static int mkdir_p(const char *path, mode_t mode)
+{
+	char tmp[1024];
+
+	sk_strlcpy(tmp, path, sizeof(tmp));
+	for (char *p = tmp + 1; *p; p++) {
+		if (*p == '/') {
+			*p = '\0';
+			if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+				return -1;
+			*p = '/';
+		}
+	}
+	return mkdir(tmp, mode) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path);
+}
+
+static void put_file(const char *path, const char *text, size_t n)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	assert_int_equal(fwrite(text, 1, n, f), n);
+	fclose(f);
+}
+
+/* One [proc] line: "PID PPID STATE COMM CWD ARG|ARG|...". */
+struct fake_proc {
+	long pid, ppid;
+	char state, comm[32], cwd[512], args[512];
+};
+
+static void fake_proc_tree(const struct tcase *c, const char *root, bool children_files)
+{
+	struct fake_proc p[32];
+	char path[1024], text[1024];
+
+	for (int i = 0; i < c->nproc; i++) {
+		char line[1024];
+		int off = 0;
+
+		fill(c->proc[i], root, line, sizeof(line));
+		assert_int_equal(sscanf(line, "%ld %ld %c %31s %511s %n", &p[i].pid, &p[i].ppid, &p[i].state, p[i].comm,
+					p[i].cwd, &off),
+				 5);
+		sk_strlcpy(p[i].args, line + off, sizeof(p[i].args));
+	}
+	for (int i = 0; i < c->nproc; i++) {
+		size_t n = strlen(p[i].args), k = 0;
+
+		snprintf(path, sizeof(path), "%s/proc/%ld/task/%ld", root, p[i].pid, p[i].pid);
+		assert_int_equal(mkdir_p(path, 0755), 0);
+		snprintf(path, sizeof(path), "%s/proc/%ld/comm", root, p[i].pid);
+		snprintf(text, sizeof(text), "%s\n", p[i].comm);
+		put_file(path, text, strlen(text));
+		for (size_t j = 0; j <= n; j++)
+			text[j] = p[i].args[j] == '|' ? '\0' : p[i].args[j];
+		snprintf(path, sizeof(path), "%s/proc/%ld/cmdline", root, p[i].pid);
+		put_file(path, text, n + 1);
+		snprintf(path, sizeof(path), "%s/proc/%ld/stat", root, p[i].pid);
+		snprintf(text, sizeof(text), "%ld (%s) %c %ld 1 1 0 -1\n", p[i].pid, p[i].comm, p[i].state, p[i].ppid);
+		put_file(path, text, strlen(text));
+		if (strcmp(p[i].cwd, "-") != 0) {
+			snprintf(path, sizeof(path), "%s/proc/%ld/cwd", root, p[i].pid);
+			assert_int_equal(symlink(p[i].cwd, path), 0);
+		}
+		if (!children_files)
+			continue;
+		text[0] = '\0';
+		for (int j = 0; j < c->nproc; j++)
+			if (p[j].ppid == p[i].pid)
+				k += (size_t)snprintf(text + k, sizeof(text) - k, "%ld ", p[j].pid);
+		snprintf(path, sizeof(path), "%s/proc/%ld/task/%ld/children", root, p[i].pid, p[i].pid);
+		put_file(path, text, strlen(text));
+	}
+}
+
+/* A fake /proc and datadir from the case, sst_gather over them, the evidence against expect_*. */
+static void run_sst_proc_case(const char *path, struct tcase *c)
+{
+	char root[] = "/tmp/sk-proc-XXXXXX", dir[1024], pid_file[1024], found[400], want[400];
+	const char *files = statusmap_get(&c->head, "files"), *v;
+	struct sst_evidence ev;
+
+	assert_non_null(mkdtemp(root));
+	snprintf(dir, sizeof(dir), "%s/data", root);
+	assert_int_equal(mkdir_p(dir, 0755), 0);
+	snprintf(dir, sizeof(dir), "%s/other", root);
+	assert_int_equal(mkdir_p(dir, 0755), 0);
+	fake_proc_tree(c, root, head_long(c, "children_files", 1) != 0);
+	/* files = "mysqld.pid:100,sst_in_progress:" in the datadir */
+	if (files) {
+		char list[512], *save = NULL;
+
+		sk_strlcpy(list, files, sizeof(list));
+		for (char *f = strtok_r(list, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
+			char *colon = strchr(f, ':');
+
+			assert_non_null(colon);
+			*colon = '\0';
+			snprintf(dir, sizeof(dir), "%s/data/%s", root, f);
+			put_file(dir, colon + 1, strlen(colon + 1));
+		}
+	}
+	if ((v = statusmap_get(&c->head, "pid_file")))
+		fill(v, root, pid_file, sizeof(pid_file));
+	snprintf(dir, sizeof(dir), "%s/data", root);
+	snprintf(found, sizeof(found), "%s/proc", root);
+	sst_gather(found, dir, v ? pid_file : NULL, NULL, time(NULL), &ev);
+	fill(statusmap_get(&c->head, "expect_found_by") ? statusmap_get(&c->head, "expect_found_by") : "", root, want,
+	     sizeof(want));
+	snprintf(found, sizeof(found), "%s", ev.found_by);
+	if (strcmp(sst_mysqld_str(ev.mysqld), statusmap_get(&c->head, "expect_mysqld")) != 0 ||
+	    ev.mysqld_pid != head_long(c, "expect_mysqld_pid", 0) ||
+	    ev.joiner_pid != head_long(c, "expect_joiner_pid", 0) ||
+	    ev.donor_pid != head_long(c, "expect_donor_pid", 0) ||
+	    ev.joiner_children != head_long(c, "expect_joiner_children", 0) ||
+	    ev.recovering != (head_long(c, "expect_recovering", 0) != 0) ||
+	    strcmp(ev.joiner,
+		   statusmap_get(&c->head, "expect_joiner") ? statusmap_get(&c->head, "expect_joiner") : "") ||
+	    strlen(found) < strlen(want) || strcmp(found + strlen(found) - strlen(want), want) != 0)
+		fail_msg("%s: got mysqld=%s pid=%ld joiner=%ld '%s' (%d children) donor=%ld recovering=%d "
+			 "found_by='%s'; "
+			 "want found_by ending '%s'",
+			 path, sst_mysqld_str(ev.mysqld), ev.mysqld_pid, ev.joiner_pid, ev.joiner, ev.joiner_children,
+			 ev.donor_pid, ev.recovering, found, want);
+	assert_int_equal(nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS), 0);
+}
+
 static void run_case(void **state)
 {
 	const char *path = *state;
@@ -300,6 +541,14 @@ static void run_case(void **state)
 	kind = statusmap_get(&c.head, "kind");
 	if (kind && strcmp(kind, "healthcheck") == 0) {
 		run_healthcheck_case(path, &c);
+		goto done;
+	}
+	if (kind && strcmp(kind, "sst") == 0) {
+		run_sst_case(path, &c);
+		goto done;
+	}
+	if (kind && strcmp(kind, "sst_proc") == 0) {
+		run_sst_proc_case(path, &c);
 		goto done;
 	}
 	want_reason = statusmap_get(&c.head, "expect_reason");

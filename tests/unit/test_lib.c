@@ -287,6 +287,19 @@ static void test_mycnf_load_client(void **state)
 	assert_int_equal(mycnf_load_client(&src, &c, err, sizeof(err)), 0);
 	assert_null(c.user);
 
+	/* /dev/null reads as an empty file, as the mariadb client reads it; another device does not. */
+	src = (struct mycnf_sources){ .defaults_file = "/dev/null", .home = dir };
+	assert_int_equal(mycnf_load_client(&src, &c, err, sizeof(err)), 0);
+	assert_null(c.user);
+	assert_null(c.socket);
+	src = (struct mycnf_sources){ .extra_file = "/dev/null" };
+	assert_int_equal(mycnf_load_client(&src, &c, err, sizeof(err)), 0);
+	mycnf_free(&c);
+	assert_int_equal(mycnf_read("/dev/null", NULL, &c, err, sizeof(err)), 0);
+	assert_null(c.user);
+	assert_int_equal(mycnf_read("/dev/zero", NULL, &c, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "not a regular file"));
+
 	src = (struct mycnf_sources){ .defaults_file = "/nonexistent/my.cnf" };
 	assert_int_equal(mycnf_load_client(&src, &c, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "/nonexistent/my.cnf"));

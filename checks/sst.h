@@ -1,0 +1,72 @@
+/* sst.h: is this mysqld receiving a state transfer or recovering? The evidence (files in the
+ * datadir, this mysqld's processes in /proc), the pure liveness decision over it, and the thin
+ * /proc adapter that gathers it. */
+#ifndef SK_SST_H
+#define SK_SST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <time.h>
+
+/* Whether the mysqld of the datadir runs, as far as /proc shows. */
+enum sst_mysqld {
+	SST_MYSQLD_UNKNOWN, /* it cannot be told: /proc unreadable, or a mysqld whose datadir is unknown */
+	SST_MYSQLD_NONE, /* no mysqld of this datadir runs */
+	SST_MYSQLD_RUNNING, /* mysqld_pid is this datadir's mysqld */
+};
+
+const char *sst_mysqld_str(enum sst_mysqld m);
+
+/* Everything a liveness verdict looks at before it asks mysqld. Plain data: the table tests fill
+ * it from files, sst_gather from the system. */
+struct sst_evidence {
+	bool recovery_file; /* the manual recovery file (/tmp/recovery-case) exists */
+	bool sleep_forever; /* $datadir/sleep-forever */
+	bool recovery_log; /* $datadir/wsrep_recovery_verbose.log */
+	bool sst_file; /* $datadir/sst_in_progress */
+	long sst_file_age_s; /* from its mtime; 0 when the mtime is in the future */
+	enum sst_mysqld mysqld;
+	long mysqld_pid;
+	char found_by[200]; /* how mysqld was found, or why it was not ("no pid file, no mysqld with cwd ...") */
+	bool recovering; /* that mysqld runs --wsrep-recover */
+	long joiner_pid; /* its joiner SST script (--role joiner, this datadir); 0: none */
+	char joiner[64]; /* the script's name, "wsrep_sst_rsync" */
+	int joiner_children; /* processes the script runs (rsync --daemon, ...) */
+	long donor_pid; /* a donor SST script of this mysqld (never evidence of life); 0: none */
+};
+
+/* How far a sst_in_progress file is trusted. */
+struct sst_policy {
+	long grace_s; /* a file older than this, with no SST process of mysqld, is ignored */
+	bool trust_file; /* the operator script's rule: the file alone means alive, whatever its age */
+};
+
+struct sst_verdict {
+	bool up;
+	const char *reason; /* "bypass", "sst", "recovering" */
+	char msg[600];
+};
+
+/* Liveness before mysqld is asked: true when the evidence decides (v filled: the node is alive
+ * and v->msg says what was found), false when mysqld must answer. In order: the recovery and
+ * sleep-forever files; a joiner SST process of this mysqld; mysqld running --wsrep-recover;
+ * wsrep_recovery_verbose.log; sst_in_progress while younger than the grace period, trusted
+ * by policy, or when mysqld's processes cannot be seen. Pure. */
+bool sst_liveness_before(const struct sst_evidence *ev, const char *datadir, const struct sst_policy *p,
+			 struct sst_verdict *v);
+
+/* When sst_liveness_before let a sst_in_progress file go (stale: older than the grace period
+ * and no SST process of mysqld): true and `note` says so, for the verdict that follows. Pure. */
+bool sst_stale_note(const struct sst_evidence *ev, const struct sst_policy *p, char *note, size_t len);
+
+/* Gather the evidence for `datadir` at time `now`: the files, then this datadir's mysqld (the
+ * pid file `pid_file`, or when NULL $datadir/<hostname>.pid, $datadir/mysqld.pid,
+ * /run/mysqld/mysqld.pid and /var/run/mysqld/mysqld.pid; a pid counts only when its process is
+ * a mysqld or mariadbd whose cwd is the datadir; when none does, one pass over /proc for such
+ * a process), then its children and theirs (/proc/<pid>/task/<tid>/children) for a
+ * wsrep_sst_<method> script with --role joiner and this datadir. `proc` is "/proc" (a test
+ * may point elsewhere). Never fails: what cannot be read is left out and found_by says why. */
+void sst_gather(const char *proc, const char *datadir, const char *pid_file, const char *recovery_file, time_t now,
+		struct sst_evidence *ev);
+
+#endif

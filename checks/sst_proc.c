@@ -1,0 +1,391 @@
+/* sst_proc.c: gathers the SST evidence from the datadir and /proc: this datadir's mysqld and the
+ * SST script it runs (the thin adapter under sst.c's pure decision). */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sst.h"
+#include "util.h"
+
+#define MAX_CHILDREN 64 /* children of one process looked at */
+#define MAX_ARGS 64 /* arguments of one command line looked at */
+
+/* Read at most len-1 bytes of a small file (a /proc entry, a pid file); -1 when it cannot be read. */
+static ssize_t read_small(const char *path, char *buf, size_t len)
+{
+	ssize_t n, got = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+
+	if (fd < 0)
+		return -1;
+	while ((size_t)got + 1 < len && (n = read(fd, buf + got, len - 1 - (size_t)got)) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			close(fd);
+			return -1;
+		}
+		got += n;
+	}
+	close(fd);
+	buf[got] = '\0';
+	return got;
+}
+
+static void strip_slashes(char *path)
+{
+	size_t n = strlen(path);
+
+	while (n > 1 && path[n - 1] == '/')
+		path[--n] = '\0';
+}
+
+static bool is_mysqld_comm(const char *comm)
+{
+	return strncmp(comm, "mysqld", 6) == 0 || strncmp(comm, "mariadbd", 8) == 0;
+}
+
+/* The process's name (comm) into buf; false when it does not exist or cannot be read. */
+static bool proc_comm(const char *proc, long pid, char *buf, size_t len)
+{
+	char path[128];
+
+	if (!sk_fmt(path, sizeof(path), "%s/%ld/comm", proc, pid) || read_small(path, buf, len) < 0)
+		return false;
+	buf[strcspn(buf, "\n")] = '\0';
+	return true;
+}
+
+/* 1 when the process's cwd is `dir`, 0 when it is another directory, -1 when it cannot be read
+ * (another user's process without ptrace rights, or gone). */
+static int cwd_is(const char *proc, long pid, const char *dir)
+{
+	char path[128], target[PATH_MAX];
+	ssize_t n;
+
+	if (!sk_fmt(path, sizeof(path), "%s/%ld/cwd", proc, pid))
+		return -1;
+	n = readlink(path, target, sizeof(target) - 1);
+	if (n < 0)
+		return errno == ENOENT ? 0 : -1;
+	target[n] = '\0';
+	strip_slashes(target);
+	return strcmp(target, dir) == 0;
+}
+
+/* The command line as arguments (pointers into buf); a "sh -c STRING" is split into the words
+ * of STRING with single quotes removed, as mysqld quotes the SST arguments. */
+static int proc_args(const char *proc, long pid, char *buf, size_t len, char **argv, int max)
+{
+	char path[128];
+	ssize_t n;
+	int argc = 0;
+
+	if (!sk_fmt(path, sizeof(path), "%s/%ld/cmdline", proc, pid) || (n = read_small(path, buf, len)) <= 0)
+		return 0;
+	for (char *p = buf; p < buf + n && argc < max; p += strlen(p) + 1)
+		argv[argc++] = p;
+	if (argc >= 3 && strcmp(argv[1], "-c") == 0) {
+		const char *sh = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+
+		if (strcmp(sh, "sh") == 0 || strcmp(sh, "bash") == 0 || strcmp(sh, "dash") == 0) {
+			char *s = argv[2], *w = s;
+
+			argc = 0;
+			while (*s && argc < max) {
+				while (*s && isspace((unsigned char)*s))
+					s++;
+				if (!*s)
+					break;
+				argv[argc++] = w;
+				while (*s && !isspace((unsigned char)*s)) {
+					if (*s != '\'')
+						*w++ = *s;
+					s++;
+				}
+				if (*s)
+					s++;
+				*w++ = '\0';
+			}
+		}
+	}
+	return argc;
+}
+
+enum role { ROLE_NONE, ROLE_JOINER, ROLE_DONOR };
+
+/* Is this command line a wsrep_sst_<method> script for `datadir`? Its role, and its name. */
+static enum role sst_role(char **argv, int argc, const char *datadir, char *name, size_t len)
+{
+	const char *script = NULL, *role = NULL;
+	char dd[PATH_MAX];
+
+	for (int i = 0; i < argc && i < 2 && !script; i++) {
+		const char *base = strrchr(argv[i], '/') ? strrchr(argv[i], '/') + 1 : argv[i];
+
+		if (strncmp(base, "wsrep_sst_", 10) == 0)
+			script = base;
+	}
+	if (!script)
+		return ROLE_NONE;
+	for (int i = 0; i + 1 < argc; i++) {
+		if (strcmp(argv[i], "--role") == 0)
+			role = argv[i + 1];
+		if (strcmp(argv[i], "--datadir") == 0) {
+			sk_strlcpy(dd, argv[i + 1], sizeof(dd));
+			strip_slashes(dd);
+			if (strcmp(dd, datadir) != 0)
+				return ROLE_NONE; /* another datadir's transfer */
+		}
+	}
+	sk_strlcpy(name, script, len);
+	if (role && strcmp(role, "joiner") == 0)
+		return ROLE_JOINER;
+	return role && strcmp(role, "donor") == 0 ? ROLE_DONOR : ROLE_NONE;
+}
+
+/* The children of `pid`: /proc/<pid>/task/<tid>/children for each of its threads (a child is
+ * listed under the thread that forked it); where the kernel lacks those files, one pass over
+ * /proc for processes whose parent is `pid`. Returns how many (at most max). */
+static int children_of(const char *proc, long pid, long *out, int max)
+{
+	char path[160], buf[4096];
+	struct dirent *d;
+	DIR *dir;
+	int n = 0;
+	bool have_files = false;
+
+	if (!sk_fmt(path, sizeof(path), "%s/%ld/task", proc, pid) || !(dir = opendir(path)))
+		return 0;
+	while ((d = readdir(dir)) != NULL && n < max) {
+		char *p, *end;
+
+		if (!isdigit((unsigned char)d->d_name[0]) ||
+		    !sk_fmt(path, sizeof(path), "%s/%ld/task/%s/children", proc, pid, d->d_name) ||
+		    read_small(path, buf, sizeof(buf)) < 0)
+			continue;
+		have_files = true;
+		for (p = buf; n < max; p = end) {
+			long c = strtol(p, &end, 10);
+
+			if (end == p)
+				break;
+			out[n++] = c;
+		}
+	}
+	closedir(dir);
+	if (have_files || !(dir = opendir(proc)))
+		return n;
+	while ((d = readdir(dir)) != NULL && n < max) {
+		char *close_paren;
+		long ppid;
+
+		if (!isdigit((unsigned char)d->d_name[0]) ||
+		    !sk_fmt(path, sizeof(path), "%s/%s/stat", proc, d->d_name) ||
+		    read_small(path, buf, sizeof(buf)) < 0 || !(close_paren = strrchr(buf, ')')))
+			continue;
+		if (sscanf(close_paren + 1, " %*c %ld", &ppid) == 1 && ppid == pid)
+			out[n++] = strtol(d->d_name, NULL, 10);
+	}
+	closedir(dir);
+	return n;
+}
+
+/* Walk mysqld's descendants (three levels: sh -c, the script, what it runs) for SST scripts of
+ * this datadir; the deepest joiner script counts, with the number of processes it runs. */
+static void find_sst(const char *proc, long pid, const char *datadir, int depth, struct sst_evidence *ev)
+{
+	long kids[MAX_CHILDREN];
+	int n = children_of(proc, pid, kids, MAX_CHILDREN);
+
+	for (int i = 0; i < n; i++) {
+		char buf[4096], name[64], *argv[MAX_ARGS];
+		int argc = proc_args(proc, kids[i], buf, sizeof(buf), argv, MAX_ARGS);
+		enum role r = sst_role(argv, argc, datadir, name, sizeof(name));
+
+		if (r == ROLE_JOINER) {
+			long grand[MAX_CHILDREN];
+
+			ev->joiner_pid = kids[i];
+			sk_strlcpy(ev->joiner, name, sizeof(ev->joiner));
+			ev->joiner_children = children_of(proc, kids[i], grand, MAX_CHILDREN);
+			if (depth < 3)
+				find_sst(proc, kids[i], datadir, depth + 1, ev);
+			return;
+		}
+		if (r == ROLE_DONOR) {
+			ev->donor_pid = kids[i];
+			if (depth < 3)
+				find_sst(proc, kids[i], datadir, depth + 1, ev);
+		}
+	}
+}
+
+/* Is `pid` this datadir's mysqld? 1 yes, 0 no (gone, not a mysqld, another datadir), -1 it is a
+ * mysqld whose cwd cannot be read. */
+static int our_mysqld(const char *proc, long pid, const char *datadir)
+{
+	char comm[64], path[128], stat[512], *close_paren;
+
+	if (pid <= 0 || !proc_comm(proc, pid, comm, sizeof(comm)) || !is_mysqld_comm(comm))
+		return 0;
+	/* A zombie (exited, not yet reaped) is not a running mysqld. */
+	if (sk_fmt(path, sizeof(path), "%s/%ld/stat", proc, pid) && read_small(path, stat, sizeof(stat)) > 0 &&
+	    (close_paren = strrchr(stat, ')')) && close_paren[1] == ' ' && close_paren[2] &&
+	    strchr("ZX", close_paren[2]))
+		return 0;
+	return cwd_is(proc, pid, datadir);
+}
+
+/* The SST script in $datadir/wsrep_sst.pid (MariaDB's wsrep_sst_common writes it) names its
+ * mysqld with --parent: true when that is this datadir's mysqld. */
+static bool sst_script_parent(const char *proc, const char *datadir, struct sst_evidence *ev)
+{
+	char path[PATH_MAX], text[64], buf[4096], name[64], *argv[MAX_ARGS];
+	long script, parent;
+	int argc;
+
+	if (!sk_fmt(path, sizeof(path), "%s/wsrep_sst.pid", datadir) || read_small(path, text, sizeof(text)) < 0 ||
+	    !sk_parse_long(sk_trim(text), 1, INT_MAX, &script))
+		return false;
+	argc = proc_args(proc, script, buf, sizeof(buf), argv, MAX_ARGS);
+	if (sst_role(argv, argc, datadir, name, sizeof(name)) == ROLE_NONE)
+		return false;
+	for (int i = 0; i + 1 < argc; i++) {
+		if (strcmp(argv[i], "--parent") == 0 && sk_parse_long(argv[i + 1], 1, INT_MAX, &parent) &&
+		    our_mysqld(proc, parent, datadir) == 1) {
+			ev->mysqld = SST_MYSQLD_RUNNING;
+			ev->mysqld_pid = parent;
+			sk_fmt(ev->found_by, sizeof(ev->found_by), "the --parent of %s in %s", name, path);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* mysqld chdirs to its datadir at start, before any SST: its cwd identifies it. */
+static void find_mysqld(const char *proc, const char *datadir, const char *pid_file, struct sst_evidence *ev)
+{
+	char host[256] = "", cand[4][PATH_MAX], text[64], why[200] = "";
+	const char *candidates[4];
+	size_t nc = 0;
+	struct dirent *d;
+	long unreadable = 0;
+	DIR *dir;
+
+	if (pid_file && *pid_file) {
+		candidates[nc++] = pid_file;
+	} else {
+		if (gethostname(host, sizeof(host) - 1) == 0 && host[0] &&
+		    sk_fmt(cand[0], sizeof(cand[0]), "%s/%s.pid", datadir, host))
+			candidates[nc++] = cand[0];
+		if (sk_fmt(cand[1], sizeof(cand[1]), "%s/mysqld.pid", datadir))
+			candidates[nc++] = cand[1];
+		candidates[nc++] = "/run/mysqld/mysqld.pid";
+		candidates[nc++] = "/var/run/mysqld/mysqld.pid";
+	}
+	for (size_t i = 0; i < nc; i++) {
+		long pid;
+		int ours;
+
+		if (read_small(candidates[i], text, sizeof(text)) < 0)
+			continue;
+		if (!sk_parse_long(sk_trim(text), 1, INT_MAX, &pid)) {
+			sk_fmt(why, sizeof(why), "pid file %s holds no pid; ", candidates[i]);
+			continue;
+		}
+		ours = our_mysqld(proc, pid, datadir);
+		if (ours == 1 || (ours < 0 && (candidates[i] == pid_file ||
+					       strncmp(candidates[i], datadir, strlen(datadir)) == 0))) {
+			ev->mysqld = SST_MYSQLD_RUNNING;
+			ev->mysqld_pid = pid;
+			sk_fmt(ev->found_by, sizeof(ev->found_by), "pid file %s", candidates[i]);
+			return;
+		}
+		if (ours < 0)
+			unreadable = pid;
+		else
+			sk_fmt(why, sizeof(why), "pid file %s names pid %ld, not a mysqld of this datadir; ",
+			       candidates[i], pid);
+	}
+	/* A joiner writes its pid file only after the transfer; MariaDB's SST scripts write theirs
+	 * ($datadir/wsrep_sst.pid) and name mysqld with --parent. */
+	if (sst_script_parent(proc, datadir, ev))
+		return;
+	/* Else one pass over /proc, reading only the name of each process and the cwd of each mysqld. */
+	if (!(dir = opendir(proc))) {
+		ev->mysqld = SST_MYSQLD_UNKNOWN;
+		sk_fmt(ev->found_by, sizeof(ev->found_by), "%scannot read %s: %s", why, proc, strerror(errno));
+		return;
+	}
+	while ((d = readdir(dir)) != NULL) {
+		long pid;
+		int ours;
+
+		if (!isdigit((unsigned char)d->d_name[0]) || !sk_parse_long(d->d_name, 1, INT_MAX, &pid))
+			continue;
+		ours = our_mysqld(proc, pid, datadir);
+		if (ours == 1) {
+			ev->mysqld = SST_MYSQLD_RUNNING;
+			ev->mysqld_pid = pid;
+			sk_fmt(ev->found_by, sizeof(ev->found_by), "%sfound by its cwd in %s", why, proc);
+			closedir(dir);
+			return;
+		}
+		if (ours < 0)
+			unreadable = pid;
+	}
+	closedir(dir);
+	if (unreadable) {
+		ev->mysqld = SST_MYSQLD_UNKNOWN;
+		sk_fmt(ev->found_by, sizeof(ev->found_by), "%sthe cwd of mysqld pid %ld cannot be read", why,
+		       unreadable);
+	} else {
+		ev->mysqld = SST_MYSQLD_NONE;
+		sk_fmt(ev->found_by, sizeof(ev->found_by), "%sno mysqld process has its cwd in %s", why, datadir);
+	}
+}
+
+static bool exists_in(const char *dir, const char *name, struct stat *st)
+{
+	char path[PATH_MAX];
+
+	return sk_fmt(path, sizeof(path), "%s/%s", dir, name) && stat(path, st) == 0;
+}
+
+void sst_gather(const char *proc, const char *datadir, const char *pid_file, const char *recovery_file, time_t now,
+		struct sst_evidence *ev)
+{
+	char real[PATH_MAX], buf[4096], *argv[MAX_ARGS];
+	struct stat st;
+	int argc;
+
+	memset(ev, 0, sizeof(*ev));
+	if (!realpath(datadir, real))
+		sk_strlcpy(real, datadir, sizeof(real));
+	strip_slashes(real);
+	ev->recovery_file = recovery_file && *recovery_file && stat(recovery_file, &st) == 0;
+	ev->sleep_forever = exists_in(real, "sleep-forever", &st);
+	ev->recovery_log = exists_in(real, "wsrep_recovery_verbose.log", &st);
+	if (exists_in(real, "sst_in_progress", &st)) {
+		ev->sst_file = true;
+		ev->sst_file_age_s = now > st.st_mtime ? (long)(now - st.st_mtime) : 0;
+	}
+	if (ev->recovery_file || ev->sleep_forever)
+		return; /* decided already: no need to look at processes */
+	find_mysqld(proc, real, pid_file, ev);
+	if (ev->mysqld != SST_MYSQLD_RUNNING)
+		return;
+	argc = proc_args(proc, ev->mysqld_pid, buf, sizeof(buf), argv, MAX_ARGS);
+	for (int i = 1; i < argc; i++)
+		if (strcmp(argv[i], "--wsrep-recover") == 0 || strcmp(argv[i], "--wsrep_recover") == 0)
+			ev->recovering = true;
+	find_sst(proc, ev->mysqld_pid, real, 1, ev);
+}
