@@ -30,7 +30,7 @@ static bool owned(const struct plan_options *o, long hg)
 
 static void add_step(struct plan *p, sk_buf *sql, sk_buf *shown)
 {
-	p->steps = xrealloc(p->steps, (p->n + 1) * sizeof(*p->steps));
+	p->steps = px_grow(p->steps, p->n, sizeof(*p->steps));
 	p->steps[p->n].sql = sql->data ? sql->data : xstrdup("");
 	p->steps[p->n].shown = shown ? (shown->data ? shown->data : xstrdup("")) : xstrdup(p->steps[p->n].sql);
 	p->n++;
@@ -130,16 +130,56 @@ static void server_delete(struct plan *p, const struct px_server *s)
 	p->server_deletes++;
 }
 
-static const struct plan_drain *find_drain(const struct plan_drain *d, size_t n, const struct px_server *s)
+static int drain_key_cmp(const struct plan_drain *a, const struct plan_drain *b)
 {
+	int c;
+
+	if (a->hostgroup != b->hostgroup)
+		return a->hostgroup < b->hostgroup ? -1 : 1;
+	c = strcmp(a->host, b->host);
+	return c ? c : a->port < b->port ? -1 : a->port > b->port;
+}
+
+/* By server, then by place in the input: the first of two drains of one server comes first. */
+static int drain_cmp(const void *x, const void *y)
+{
+	const struct plan_drain *a = *(const struct plan_drain *const *)x, *b = *(const struct plan_drain *const *)y;
+	int c = drain_key_cmp(a, b);
+
+	return c ? c : a < b ? -1 : a > b;
+}
+
+/* The drains sorted by server, for find_drain. Caller frees. */
+static const struct plan_drain **drains_sorted(const struct plan_drain *d, size_t n)
+{
+	const struct plan_drain **v = xcalloc(n ? n : 1, sizeof(*v));
+
 	for (size_t i = 0; i < n; i++)
-		if (d[i].hostgroup == s->hostgroup && d[i].port == s->port && strcmp(d[i].host, s->host) == 0)
-			return &d[i];
-	return NULL;
+		v[i] = &d[i];
+	if (n > 1)
+		qsort(v, n, sizeof(*v), drain_cmp);
+	return v;
+}
+
+/* What the drains say of `s` (the first one given for it), or NULL. */
+static const struct plan_drain *find_drain(const struct plan_drain *const *sorted, size_t n, const struct px_server *s)
+{
+	struct plan_drain key = { .hostgroup = s->hostgroup, .host = s->host, .port = s->port };
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (drain_key_cmp(sorted[mid], &key) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && drain_key_cmp(sorted[lo], &key) == 0 ? sorted[lo] : NULL;
 }
 
 /* A server ProxySQL has in an owned hostgroup that is no longer wanted. */
-static void server_gone(struct plan *p, const struct px_server *s, const struct plan_drain *d, size_t nd,
+static void server_gone(struct plan *p, const struct px_server *s, const struct plan_drain *const *d, size_t nd,
 			const struct plan_options *o)
 {
 	const struct plan_drain *info;
@@ -221,15 +261,62 @@ static int server_key_cmp(const struct px_server *a, const struct px_server *b)
 	return a->port < b->port ? -1 : a->port > b->port;
 }
 
-static bool kept_server(const struct plan_options *o, const struct px_server *s)
+/* Keeps in order: by hostgroup, a whole hostgroup (host NULL) first, then by host and port. */
+static int keep_cmp(const struct px_keep *a, const struct px_keep *b)
 {
-	for (size_t i = 0; o->keep_servers && i < o->keep_servers->n; i++) {
-		const struct px_keep *k = &o->keep_servers->v[i];
+	int c;
 
-		if (k->hostgroup == s->hostgroup && (!k->host || (k->port == s->port && strcmp(k->host, s->host) == 0)))
+	if (a->hostgroup != b->hostgroup)
+		return a->hostgroup < b->hostgroup ? -1 : 1;
+	if (!a->host || !b->host)
+		return !a->host && !b->host ? 0 : !a->host ? -1 : 1;
+	c = strcmp(a->host, b->host);
+	return c ? c : a->port < b->port ? -1 : a->port > b->port;
+}
+
+static int keep_ptr_cmp(const void *x, const void *y)
+{
+	return keep_cmp(*(const struct px_keep *const *)x, *(const struct px_keep *const *)y);
+}
+
+/* The keeps sorted (keep_cmp), for kept_server. Caller frees. */
+static const struct px_keep **keeps_sorted(const struct px_keeps *k, size_t *n)
+{
+	const struct px_keep **v;
+
+	*n = k ? k->n : 0;
+	v = xcalloc(*n ? *n : 1, sizeof(*v));
+	for (size_t i = 0; i < *n; i++)
+		v[i] = &k->v[i];
+	if (*n > 1)
+		qsort(v, *n, sizeof(*v), keep_ptr_cmp);
+	return v;
+}
+
+static bool keeps_have(const struct px_keep *const *v, size_t n, const struct px_keep *key)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = keep_cmp(v[mid], key);
+
+		if (c == 0)
 			return true;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
 	}
 	return false;
+}
+
+/* A rejected key keeps `s`: its whole hostgroup, or the server itself. */
+static bool kept_server(const struct px_keep *const *v, size_t n, const struct px_server *s)
+{
+	struct px_keep group = { .hostgroup = s->hostgroup }, one = { s->hostgroup, s->host, s->port };
+
+	return n && (keeps_have(v, n, &group) || keeps_have(v, n, &one));
 }
 
 /* The LOAD and SAVE that close a table's plan: a LOAD after statements or when one is owed, a SAVE
@@ -249,14 +336,18 @@ static void finish_table(struct plan *p, size_t before, bool load_owed, bool sav
 static void plan_servers(const struct px_servers *want, const struct px_servers *have, const struct plan_drain *d,
 			 size_t nd, const struct plan_options *o, struct plan *p)
 {
-	size_t i = 0, j = 0, before = p->n, nins = 0;
+	size_t i = 0, j = 0, before = p->n, nins = 0, nkeeps;
 	const struct px_server **ins;
+	const struct px_keep **keeps;
+	const struct plan_drain **drains;
 
 	if (o->hold_foreign && o->foreign_servers) {
 		p->servers_held = true;
 		return;
 	}
 	ins = xcalloc(want->n ? want->n : 1, sizeof(*ins));
+	keeps = keeps_sorted(o->keep_servers, &nkeeps);
+	drains = drains_sorted(d, nd);
 
 	/* Merge the two sorted lists; rows outside owned hostgroups are someone else's. */
 	while (i < want->n || j < have->n) {
@@ -273,8 +364,8 @@ static void plan_servers(const struct px_servers *want, const struct px_servers 
 			ins[nins++] = w;
 			i++;
 		} else if (c > 0) {
-			if (!kept_server(o, h))
-				server_gone(p, h, d, nd, o);
+			if (!kept_server(keeps, nkeeps, h))
+				server_gone(p, h, drains, nd, o);
 			j++;
 		} else {
 			if (!px_server_same(w, h))
@@ -285,6 +376,8 @@ static void plan_servers(const struct px_servers *want, const struct px_servers 
 	}
 	server_inserts(p, ins, nins);
 	free(ins);
+	free(keeps);
+	free(drains);
 	p->servers_changed = p->n > before;
 	finish_table(p, before, o->load_owed_servers, o->save_owed_servers, o->foreign_servers, o,
 		     "LOAD MYSQL SERVERS TO RUNTIME", "SAVE MYSQL SERVERS TO DISK");
@@ -425,7 +518,7 @@ struct drift_side {
 
 static void side_add(struct drift_side *s, sk_buf *b, bool owned)
 {
-	s->v = xrealloc(s->v, (s->n + 1) * sizeof(*s->v));
+	s->v = px_grow(s->v, s->n, sizeof(*s->v));
 	s->v[s->n].key = b->data ? b->data : xstrdup("");
 	s->v[s->n].owned = owned;
 	s->n++;
