@@ -62,9 +62,9 @@ static bool logged_before(struct agent *ag, const char *line)
 	return false;
 }
 
-/* Build the desired state from every watch's snapshot. Caller holds mu. Returns false when the
- * snapshot must not be applied (a half-written failover). */
-static bool build_desired(struct agent *ag, struct layout_result *lr)
+/* Every watch's snapshot as one list of pairs that point into the snapshots (caller holds mu; the
+ * snapshots stay until agent_snapshots_unpin when pinned). Caller frees the array. */
+static struct kv_pair *gather(struct agent *ag, size_t *nkv)
 {
 	struct kv_pair *kv;
 	size_t n = 0, k = 0;
@@ -79,8 +79,36 @@ static bool build_desired(struct agent *ag, struct layout_result *lr)
 			kv[k].len = ag->watches[i].kv.items[j].len;
 			k++;
 		}
-	layout_build(&ag->cfg->layout, kv, k, lr);
-	free(kv);
+	*nkv = k;
+	return kv;
+}
+
+void agent_snapshot_retire(struct agent *ag, struct consul_kv_list *kv)
+{
+	if (ag->pinned) {
+		ag->retired = px_grow(ag->retired, ag->nretired, sizeof(*ag->retired));
+		ag->retired[ag->nretired++] = *kv;
+		memset(kv, 0, sizeof(*kv));
+		return;
+	}
+	consul_kv_list_free(kv);
+}
+
+/* The build is over: the snapshots replaced meanwhile can go. Caller holds mu. */
+static void snapshots_unpin(struct agent *ag)
+{
+	ag->pinned = false;
+	for (size_t i = 0; i < ag->nretired; i++)
+		consul_kv_list_free(&ag->retired[i]);
+	free(ag->retired);
+	ag->retired = NULL;
+	ag->nretired = 0;
+}
+
+/* Log the rejects of a build (each problem once) and count them. Caller holds mu. Returns false
+ * when the snapshot must not be applied (a half-written failover). */
+static bool judge_build(struct agent *ag, struct layout_result *lr)
+{
 	for (size_t i = 0; i < lr->nrejects; i++) {
 		char line[700];
 
@@ -101,43 +129,59 @@ static bool build_desired(struct agent *ag, struct layout_result *lr)
 	return true;
 }
 
-/* Make `lr`'s rows and keeps the desired state (taken from lr). Caller holds mu. */
-static void publish(struct agent *ag, struct layout_result *lr)
+/* Build the desired state from every watch's snapshot with the lock held throughout (--once: no
+ * other thread). Returns false when the snapshot must not be applied. */
+static bool build_desired(struct agent *ag, struct layout_result *lr)
 {
-	px_servers_free(&ag->want_servers);
-	px_users_free(&ag->want_users);
-	px_keeps_free(&ag->want_keep_servers);
-	px_names_free(&ag->want_keep_users);
-	px_peers_free(&ag->want_peers);
-	ag->want_peers = lr->peers;
-	memset(&lr->peers, 0, sizeof(lr->peers));
-	ag->want_servers = lr->servers;
-	ag->want_users = lr->users;
-	ag->want_keep_servers = lr->keep_servers;
-	ag->want_keep_users = lr->keep_users;
+	size_t n;
+	struct kv_pair *kv = gather(ag, &n);
+
+	layout_build(&ag->cfg->layout, kv, n, lr);
+	free(kv);
+	return judge_build(ag, lr);
+}
+
+/* Make `lr`'s rows and keeps the desired state (taken from lr). Caller holds mu. Returns the state
+ * it replaces, for the caller to put once the lock is released (NULL: none). */
+static struct agent_want *publish(struct agent *ag, struct layout_result *lr)
+{
+	struct agent_want *w = xcalloc(1, sizeof(*w)), *old = ag->want;
+
+	atomic_init(&w->refs, 1);
+	w->servers = lr->servers;
+	w->users = lr->users;
+	w->peers = lr->peers;
+	w->keep_servers = lr->keep_servers;
+	w->keep_users = lr->keep_users;
 	memset(&lr->servers, 0, sizeof(lr->servers));
 	memset(&lr->users, 0, sizeof(lr->users));
+	memset(&lr->peers, 0, sizeof(lr->peers));
 	memset(&lr->keep_servers, 0, sizeof(lr->keep_servers));
 	memset(&lr->keep_users, 0, sizeof(lr->keep_users));
 	layout_result_free(lr);
+	ag->want = w;
+	ag->want_servers = w->servers;
+	ag->want_users = w->users;
+	return old;
 }
 
-void agent_want_copy(struct agent *ag, struct agent_want *w)
+struct agent_want *agent_want_get(struct agent *ag)
 {
-	px_servers_copy(&w->servers, &ag->want_servers);
-	px_users_copy(&w->users, &ag->want_users);
-	px_keeps_copy(&w->keep_servers, &ag->want_keep_servers);
-	px_names_copy(&w->keep_users, &ag->want_keep_users);
-	px_peers_copy(&w->peers, &ag->want_peers);
+	if (ag->want)
+		atomic_fetch_add(&ag->want->refs, 1);
+	return ag->want;
 }
 
-void agent_want_free(struct agent_want *w)
+void agent_want_put(struct agent_want *w)
 {
+	if (!w || atomic_fetch_sub(&w->refs, 1) != 1)
+		return;
 	px_servers_free(&w->servers);
 	px_users_free(&w->users);
 	px_keeps_free(&w->keep_servers);
 	px_names_free(&w->keep_users);
 	px_peers_free(&w->peers);
+	free(w);
 }
 
 static void *coordinator_main(void *arg)
@@ -153,6 +197,9 @@ static void *coordinator_main(void *arg)
 		bool all = true;
 		int64_t now = deadline_now_us(), due;
 		struct layout_result lr;
+		struct kv_pair *kv;
+		struct agent_want *old;
+		size_t nkv;
 
 		for (size_t i = 0; i < ag->nwatches; i++)
 			all = all && ag->watches[i].have;
@@ -178,11 +225,20 @@ static void *coordinator_main(void *arg)
 		}
 		built = ag->snap_gen;
 		ag->first_change_us = 0;
-		if (!build_desired(ag, &lr)) {
+		/* The build runs without the lock (it costs what the keys cost): the snapshots it reads
+		 * are pinned, a watcher that replaces one meanwhile retires it instead of freeing it. */
+		kv = gather(ag, &nkv);
+		ag->pinned = true;
+		pthread_mutex_unlock(&ag->mu);
+		layout_build(&ag->cfg->layout, kv, nkv, &lr);
+		free(kv);
+		pthread_mutex_lock(&ag->mu);
+		snapshots_unpin(ag);
+		if (!judge_build(ag, &lr)) {
 			layout_result_free(&lr);
 			continue;
 		}
-		publish(ag, &lr);
+		old = publish(ag, &lr);
 		ag->desired_gen++;
 		ag->have_desired = true;
 		if (!announced) {
@@ -190,6 +246,11 @@ static void *coordinator_main(void *arg)
 			announced = true;
 		}
 		pthread_cond_broadcast(&ag->cv);
+		if (old) { /* freeing the replaced state costs what it holds: not under the lock */
+			pthread_mutex_unlock(&ag->mu);
+			agent_want_put(old);
+			pthread_mutex_lock(&ag->mu);
+		}
 	}
 	pthread_mutex_unlock(&ag->mu);
 	return NULL;
@@ -286,11 +347,8 @@ static void agent_release(struct agent *ag)
 	for (size_t i = 0; i < ag->nlogged; i++)
 		free(ag->logged_rejects[i]);
 	free(ag->logged_rejects);
-	px_servers_free(&ag->want_servers);
-	px_users_free(&ag->want_users);
-	px_keeps_free(&ag->want_keep_servers);
-	px_names_free(&ag->want_keep_users);
-	px_peers_free(&ag->want_peers);
+	agent_want_put(ag->want);
+	snapshots_unpin(ag);
 	if (ag->cancel_fd >= 0)
 		close(ag->cancel_fd);
 	pthread_cond_destroy(&ag->cv);
@@ -438,7 +496,7 @@ int agent_once(struct sync_config *cfg, bool dry_run)
 	 * agent does. */
 	for (long round = 0;; round++) {
 		struct layout_result lr;
-		struct agent_want w;
+		struct agent_want *w;
 		bool holding = false;
 
 		if (!read_all(&ag)) {
@@ -450,18 +508,18 @@ int agent_once(struct sync_config *cfg, bool dry_run)
 			rc = 1;
 			break;
 		}
-		publish(&ag, &lr);
-		agent_want_copy(&ag, &w);
+		agent_want_put(publish(&ag, &lr));
+		w = agent_want_get(&ag);
 		rc = 0;
 		for (size_t i = 0; i < ag.ntargets; i++) {
 			struct target *t = &ag.targets[i];
-			int r = agent_reconcile(&ag, t, &w, dry_run);
+			int r = agent_reconcile(&ag, t, w, dry_run);
 
 			if (r < 0 || (!dry_run && !t->in_sync))
 				rc = 1;
 			holding = holding || t->nholds > 0;
 		}
-		agent_want_free(&w);
+		agent_want_put(w);
 		if (!holding || dry_run || round >= confirmations)
 			break;
 		usleep(200000);

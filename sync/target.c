@@ -648,7 +648,7 @@ int agent_reconcile(struct agent *ag, struct target *t, const struct agent_want 
 
 		if (in_list(st.owned, st.nowned, s->hostgroup) && !wanted(&want_s, s) &&
 		    sk_streq_ci(s->status, "OFFLINE_SOFT")) {
-			draining = xrealloc(draining, (nd + 1) * sizeof(*draining));
+			draining = px_grow(draining, nd, sizeof(*draining));
 			draining[nd++] = s;
 		}
 	}
@@ -665,7 +665,7 @@ int agent_reconcile(struct agent *ag, struct target *t, const struct agent_want 
 			struct drain_rec *r = drain_find(t, draining[i]);
 
 			if (!r) { /* first seen draining now (or the agent restarted): the clock starts */
-				t->drains = xrealloc(t->drains, (t->ndrains + 1) * sizeof(*t->drains));
+				t->drains = px_grow(t->drains, t->ndrains, sizeof(*t->drains));
 				r = &t->drains[t->ndrains++];
 				r->hostgroup = draining[i]->hostgroup;
 				r->host = xstrdup(draining[i]->host);
@@ -802,7 +802,7 @@ void *target_main(void *arg)
 	bool pending = false;
 
 	while (!ag->stop) {
-		struct agent_want w;
+		struct agent_want *w;
 		unsigned long gen;
 		bool need, was_connected = t->px.db.connected;
 		struct timespec ts;
@@ -845,12 +845,12 @@ void *target_main(void *arg)
 			continue;
 
 		pthread_mutex_lock(&ag->mu);
-		agent_want_copy(ag, &w);
+		w = agent_want_get(ag);
 		gen = ag->desired_gen;
 		pthread_mutex_unlock(&ag->mu);
-		r = agent_reconcile(ag, t, &w, false);
+		r = agent_reconcile(ag, t, w, false);
 		t->last_check_us = deadline_now_us();
-		agent_want_free(&w);
+		agent_want_put(w);
 #ifdef __GLIBC__
 		malloc_trim(0); /* give the pages of a big plan back: RSS stays flat while idle */
 #endif
