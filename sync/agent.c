@@ -338,6 +338,7 @@ static void agent_release(struct agent *ag)
 			free(ag->targets[i].drains[k].host);
 		free(ag->targets[i].drains);
 		free(ag->targets[i].holds);
+		target_forget(&ag->targets[i]);
 	}
 	free(ag->targets);
 	if (ag->lock.c)

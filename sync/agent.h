@@ -87,6 +87,9 @@ struct target {
 	size_t monitor_rows; /* monitor hostgroup rows that name an owned hostgroup */
 	bool facts_logged;
 	unsigned refused_now; /* what this target refuses (target.c REFUSED_* bits), logged when it changes */
+	/* What the last verified reconcile left in its tables (target.c): a change whose checksums
+	 * say nothing else moved is planned from it without reading the tables again. */
+	struct target_known *known;
 	/* metrics */
 	atomic_ulong applies, errors_read, errors_apply, errors_verify, errors_connect, writer_guard;
 	atomic_ulong foreign_staged_total[TABLE_COUNT], loads_owed, saves_owed;
@@ -207,6 +210,8 @@ void agent_wake_watchers(struct agent *ag);
 /* The wait before retry number `attempt` (from 0): 250 ms doubling up to `cap_ms`, with jitter
  * (half to the whole of it). */
 long agent_backoff_ms(int attempt, long cap_ms);
+/* Forget what a target's tables were known to hold (the next reconcile reads them in full). */
+void target_forget(struct target *t);
 /* The thread bodies: a struct watch * (watch.c), a struct target * (target.c), the agent (lock.c). */
 void *watch_main(void *arg);
 void *target_main(void *arg);

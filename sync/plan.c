@@ -39,6 +39,21 @@ static void add_step(struct plan *p, sk_buf *sql, sk_buf *shown)
 		sk_buf_init(shown, SQL_MAX);
 }
 
+static void after_server(struct plan *p, const struct px_server *s)
+{
+	p->after_servers = px_grow(p->after_servers, p->nafter_servers, sizeof(*p->after_servers));
+	p->after_servers[p->nafter_servers++] = s;
+}
+
+/* The `rows` rows of a user from `first` on. */
+static void after_user(struct plan *p, const struct px_user *first, size_t rows)
+{
+	for (size_t k = 0; k < rows; k++) {
+		p->after_users = px_grow(p->after_users, p->nafter_users, sizeof(*p->after_users));
+		p->after_users[p->nafter_users++] = &first[k];
+	}
+}
+
 static void add_literal(struct plan *p, const char *text)
 {
 	sk_buf b;
@@ -190,13 +205,16 @@ static void server_gone(struct plan *p, const struct px_server *s, const struct 
 	}
 	if (!sk_streq_ci(s->status, "OFFLINE_SOFT")) {
 		server_drain(p, s);
+		p->after_exact = false; /* the row stays with another status */
 		return;
 	}
 	info = find_drain(d, nd, s);
-	if (!info || info->conn_used <= 0 || info->draining_ms >= o->drain_timeout_ms)
+	if (!info || info->conn_used <= 0 || info->draining_ms >= o->drain_timeout_ms) {
 		server_delete(p, s);
-	else
+	} else {
 		p->draining++;
+		after_server(p, s);
+	}
 }
 
 static void user_delete(struct plan *p, const char *username)
@@ -343,6 +361,7 @@ static void plan_servers(const struct px_servers *want, const struct px_servers 
 
 	if (o->hold_foreign && o->foreign_servers) {
 		p->servers_held = true;
+		p->after_exact = false;
 		return;
 	}
 	ins = xcalloc(want->n ? want->n : 1, sizeof(*ins));
@@ -356,20 +375,25 @@ static void plan_servers(const struct px_servers *want, const struct px_servers 
 		int c;
 
 		if (h && !owned(o, h->hostgroup)) {
+			after_server(p, h);
 			j++;
 			continue;
 		}
 		c = !w ? 1 : !h ? -1 : server_key_cmp(w, h);
 		if (c < 0) {
 			ins[nins++] = w;
+			after_server(p, w);
 			i++;
 		} else if (c > 0) {
-			if (!kept_server(keeps, nkeeps, h))
+			if (kept_server(keeps, nkeeps, h))
+				after_server(p, h);
+			else
 				server_gone(p, h, drains, nd, o);
 			j++;
 		} else {
 			if (!px_server_same(w, h))
 				server_update(p, w);
+			after_server(p, w);
 			i++;
 			j++;
 		}
@@ -416,6 +440,7 @@ static void plan_users(const struct px_users *want, const struct px_users *have,
 
 	if (o->hold_foreign && o->foreign_users) {
 		p->users_held = true;
+		p->after_exact = false;
 		return;
 	}
 	ins = xcalloc(want->n ? want->n : 1, sizeof(*ins));
@@ -434,6 +459,7 @@ static void plan_users(const struct px_users *want, const struct px_users *have,
 		if (c < 0) {
 			if (!is_protected(o, w->username, p)) {
 				ins[nins++] = w;
+				after_user(p, w, 1);
 				p->user_inserts++;
 			}
 			i++;
@@ -444,6 +470,8 @@ static void plan_users(const struct px_users *want, const struct px_users *have,
 			if (mine && !(o->keep_users && px_names_has(o->keep_users, h->username))) {
 				user_delete(p, h->username);
 				p->user_deletes++;
+			} else {
+				after_user(p, h, rows);
 			}
 			j += rows;
 			continue;
@@ -452,14 +480,20 @@ static void plan_users(const struct px_users *want, const struct px_users *have,
 			if (mine) { /* an earlier row of the agent's that locks a login out: removed */
 				user_delete(p, w->username);
 				p->user_deletes++;
+			} else {
+				after_user(p, h, rows);
 			}
 		} else if (!mine && !o->adopt_users) {
 			if (!p->user_conflicts++)
 				p->first_conflict = w->username;
+			after_user(p, h, rows);
 		} else if (rows != 1 || !px_user_same(w, h)) {
 			user_delete(p, w->username); /* replaced: deleted now, inserted with the new ones */
 			ins[nins++] = w;
+			after_user(p, w, 1);
 			p->user_updates++;
+		} else {
+			after_user(p, h, rows);
 		}
 		i++;
 		j += rows;
@@ -476,6 +510,7 @@ void plan_build(const struct px_servers *want_servers, const struct px_users *wa
 		const struct plan_drain *drains, size_t ndrains, const struct plan_options *o, struct plan *out)
 {
 	memset(out, 0, sizeof(*out));
+	out->after_exact = true;
 	if (want_servers && have_servers)
 		plan_servers(want_servers, have_servers, drains, ndrains, o, out);
 	if (want_users && have_users)
@@ -501,6 +536,8 @@ void plan_free(struct plan *p)
 		free(p->steps[i].shown);
 	}
 	free(p->steps);
+	free(p->after_servers);
+	free(p->after_users);
 	memset(p, 0, sizeof(*p));
 }
 

@@ -204,12 +204,17 @@ int pxadmin_checksums(struct pxadmin *a, const deadline_t *dl, bool users, bool 
 	    (users && one_checksum(a, "CHECKSUM MEMORY MYSQL USERS", dl, &c->users_memory, e) < 0) ||
 	    (users && disk && one_checksum(a, "CHECKSUM DISK MYSQL USERS", dl, &c->users_disk, e) < 0))
 		return -1;
-	if (db_query(&a->db, "SELECT name, checksum FROM runtime_checksums_values WHERE name = 'mysql_servers'", dl,
-		     &res, e) < 0)
+	if (db_query(&a->db,
+		     "SELECT name, checksum FROM runtime_checksums_values WHERE name IN ('mysql_servers', "
+		     "'mysql_users')",
+		     dl, &res, e) < 0)
 		return -1;
-	while (res && (row = mysql_fetch_row(res)) != NULL)
+	while (res && (row = mysql_fetch_row(res)) != NULL) {
 		if (row[0] && strcmp(row[0], "mysql_servers") == 0)
 			c->servers_runtime = checksum_value(row[1]);
+		else if (row[0] && strcmp(row[0], "mysql_users") == 0)
+			c->users_runtime = checksum_value(row[1]);
+	}
 	if (res)
 		mysql_free_result(res);
 	return 0;
