@@ -156,13 +156,17 @@ int pxadmin_read_peers(struct pxadmin *a, bool runtime, const deadline_t *dl, st
 	return 0;
 }
 
-/* "0x248FC739B0B507DA" (or "0x00" for an empty table) as a number; 0 when unreadable. */
+/* "0x248FC739B0B507DA" (or "0x00" for an empty table) as a number; 0 when unreadable. CHECKSUM
+ * prints the two 32-bit halves without zero padding, runtime_checksums_values pads that text on
+ * the right with '0' to 16 digits: padded here too, so that the two compare. */
 static uint64_t checksum_value(const char *v)
 {
 	uint64_t n = 0;
+	size_t digits;
 
 	if (!v || (strncmp(v, "0x", 2) != 0 && strncmp(v, "0X", 2) != 0))
 		return 0;
+	digits = strlen(v + 2);
 	for (v += 2; *v; v++) {
 		int d = *v >= '0' && *v <= '9'   ? *v - '0'
 			: *v >= 'a' && *v <= 'f' ? *v - 'a' + 10
@@ -173,7 +177,7 @@ static uint64_t checksum_value(const char *v)
 			return 0;
 		n = n << 4 | (uint64_t)d;
 	}
-	return n;
+	return digits == 0 ? 0 : digits < 16 ? n << (4 * (16 - digits)) : n;
 }
 
 /* The second column of the first row of `sql` as a checksum. */
