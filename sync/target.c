@@ -332,15 +332,23 @@ static void remember(struct target *t, struct tstate *st, const struct plan *aft
 /* The hot path's verify: the checksums after the apply say runtime and disk hold what memory
  * holds (a LOAD that took, a SAVE that took). Returns 1 (verified, `ck` filled), 0 (read in full
  * to verify), -1 on errors. */
-static int verify_known(struct target *t, const struct plan *p, bool users, bool disk, const deadline_t *dl,
-			struct px_checksums *ck, struct db_err *e)
+static int verify_known(struct target *t, const struct plan *p, const struct px_checksums *before, bool users,
+			bool disk, const deadline_t *dl, struct px_checksums *ck, struct db_err *e)
 {
-	bool servers_loaded = false;
+	bool servers_loaded = false, users_loaded = false;
 
-	for (size_t i = 0; i < p->n; i++)
+	for (size_t i = 0; i < p->n; i++) {
 		servers_loaded = servers_loaded || strcmp(p->steps[i].sql, "LOAD MYSQL SERVERS TO RUNTIME") == 0;
-	if (pxadmin_checksums(&t->px, dl, users, disk, ck, e) < 0)
+		users_loaded = users_loaded || strcmp(p->steps[i].sql, "LOAD MYSQL USERS TO RUNTIME") == 0;
+	}
+	/* The users' checksums only when the plan wrote users: otherwise they are the ones read before. */
+	if (pxadmin_checksums(&t->px, dl, users && users_loaded, disk, ck, e) < 0)
 		return -1;
+	if (users && !users_loaded) {
+		ck->users_memory = before->users_memory;
+		ck->users_disk = before->users_disk;
+		ck->users_runtime = before->users_runtime;
+	}
 	if (servers_loaded && ck->servers_runtime != ck->servers_memory)
 		return 0;
 	if (disk && (ck->servers_memory != ck->servers_disk || (users && ck->users_memory != ck->users_disk)))
@@ -828,7 +836,7 @@ int agent_reconcile(struct agent *ag, struct target *t, const struct agent_want 
 	 * what memory holds. Otherwise, or when they do not say so, what ProxySQL has now, memory,
 	 * runtime and disk, must need nothing more but drains. */
 	if (plan.n && fast && plan.after_exact && !held && !guarded && !st.refused && nd == 0) {
-		int v = verify_known(t, &plan, users, disk, &dl, &after_ck, &e);
+		int v = verify_known(t, &plan, &st.ck, users, disk, &dl, &after_ck, &e);
 
 		if (v < 0) {
 			t->errors_read++;
