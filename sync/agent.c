@@ -145,9 +145,9 @@ void agent_log_rejects(struct agent *ag, const struct layout_result *lr)
 	ag->rejected_now = lr->nrejects;
 }
 
-/* Build the desired state from every watch's snapshot. Caller holds mu. Returns false when the
- * snapshot must not be applied (a half-written failover). */
-static bool build_desired(struct agent *ag, struct layout_result *lr)
+/* Every watch's snapshot as one list of pairs that point into the snapshots (caller holds mu; the
+ * snapshots stay until agent_snapshots_unpin when pinned). Caller frees the array. */
+static struct kv_pair *gather(struct agent *ag, size_t *nkv)
 {
 	struct kv_pair *kv;
 	size_t n = 0, k = 0;
@@ -162,8 +162,36 @@ static bool build_desired(struct agent *ag, struct layout_result *lr)
 			kv[k].len = ag->watches[i].kv.items[j].len;
 			k++;
 		}
-	layout_build(&ag->cfg->layout, kv, k, lr);
-	free(kv);
+	*nkv = k;
+	return kv;
+}
+
+void agent_snapshot_retire(struct agent *ag, struct consul_kv_list *kv)
+{
+	if (ag->pinned) {
+		ag->retired = px_grow(ag->retired, ag->nretired, sizeof(*ag->retired));
+		ag->retired[ag->nretired++] = *kv;
+		memset(kv, 0, sizeof(*kv));
+		return;
+	}
+	consul_kv_list_free(kv);
+}
+
+/* The build is over: the snapshots replaced meanwhile can go. Caller holds mu. */
+static void snapshots_unpin(struct agent *ag)
+{
+	ag->pinned = false;
+	for (size_t i = 0; i < ag->nretired; i++)
+		consul_kv_list_free(&ag->retired[i]);
+	free(ag->retired);
+	ag->retired = NULL;
+	ag->nretired = 0;
+}
+
+/* Log the rejects of a build (each problem once) and count them. Caller holds mu. Returns false
+ * when the snapshot must not be applied (a half-written failover). */
+static bool judge_build(struct agent *ag, struct layout_result *lr)
+{
 	agent_log_rejects(ag, lr);
 	if (lr->nunsettled) {
 		ag->unsettled_holds++;
@@ -175,55 +203,60 @@ static bool build_desired(struct agent *ag, struct layout_result *lr)
 	return true;
 }
 
-/* A published desired state: its rows, and how many hold it (the agent while it is the current
- * one, and each target reconciling with it). */
-struct want_share {
-	atomic_uint refs;
-	struct agent_want rows;
-};
-
-static void want_rows_free(struct agent_want *w)
+/* Build the desired state from every watch's snapshot with the lock held throughout (--once: no
+ * other thread). Returns false when the snapshot must not be applied. */
+static bool build_desired(struct agent *ag, struct layout_result *lr)
 {
+	size_t n;
+	struct kv_pair *kv = gather(ag, &n);
+
+	layout_build(&ag->cfg->layout, kv, n, lr);
+	free(kv);
+	return judge_build(ag, lr);
+}
+
+/* Make `lr`'s rows and keeps the desired state (taken from lr). Caller holds mu. Returns the state
+ * it replaces, for the caller to put once the lock is released (NULL: none). */
+static struct agent_want *publish(struct agent *ag, struct layout_result *lr)
+{
+	struct agent_want *w = xcalloc(1, sizeof(*w)), *old = ag->want;
+
+	atomic_init(&w->refs, 1);
+	w->servers = lr->servers;
+	w->users = lr->users;
+	w->peers = lr->peers;
+	w->keep_servers = lr->keep_servers;
+	w->keep_users = lr->keep_users;
+	memset(&lr->servers, 0, sizeof(lr->servers));
+	memset(&lr->users, 0, sizeof(lr->users));
+	memset(&lr->peers, 0, sizeof(lr->peers));
+	memset(&lr->keep_servers, 0, sizeof(lr->keep_servers));
+	memset(&lr->keep_users, 0, sizeof(lr->keep_users));
+	layout_result_free(lr);
+	ag->want = w;
+	ag->want_servers = w->servers;
+	ag->want_users = w->users;
+	agent_publish_desired(ag);
+	return old;
+}
+
+struct agent_want *agent_want_get(struct agent *ag)
+{
+	if (ag->want)
+		atomic_fetch_add(&ag->want->refs, 1);
+	return ag->want;
+}
+
+void agent_want_put(struct agent_want *w)
+{
+	if (!w || atomic_fetch_sub(&w->refs, 1) != 1)
+		return;
 	px_servers_free(&w->servers);
 	px_users_free(&w->users);
 	px_keeps_free(&w->keep_servers);
 	px_names_free(&w->keep_users);
 	px_peers_free(&w->peers);
-}
-
-static void want_share_release(struct want_share *s)
-{
-	if (s && atomic_fetch_sub(&s->refs, 1) == 1) {
-		want_rows_free(&s->rows);
-		free(s);
-	}
-}
-
-/* Make `lr`'s rows and keeps the desired state (taken from lr). Caller holds mu. */
-static void publish(struct agent *ag, struct layout_result *lr)
-{
-	struct want_share *s = xcalloc(1, sizeof(*s));
-
-	atomic_init(&s->refs, 1);
-	s->rows.servers = lr->servers;
-	s->rows.users = lr->users;
-	s->rows.keep_servers = lr->keep_servers;
-	s->rows.keep_users = lr->keep_users;
-	s->rows.peers = lr->peers;
-	memset(&lr->servers, 0, sizeof(lr->servers));
-	memset(&lr->users, 0, sizeof(lr->users));
-	memset(&lr->keep_servers, 0, sizeof(lr->keep_servers));
-	memset(&lr->keep_users, 0, sizeof(lr->keep_users));
-	memset(&lr->peers, 0, sizeof(lr->peers));
-	layout_result_free(lr);
-	want_share_release(ag->want_share); /* a target still reconciling with it keeps it */
-	ag->want_share = s;
-	ag->want_servers = s->rows.servers;
-	ag->want_users = s->rows.users;
-	ag->want_keep_servers = s->rows.keep_servers;
-	ag->want_keep_users = s->rows.keep_users;
-	ag->want_peers = s->rows.peers;
-	agent_publish_desired(ag);
+	free(w);
 }
 
 void agent_publish_desired(struct agent *ag)
@@ -251,25 +284,6 @@ void agent_publish_desired(struct agent *ag)
 	pthread_mutex_unlock(&ag->pub_mu);
 }
 
-void agent_want_copy(struct agent *ag, struct agent_want *w)
-{
-	memset(w, 0, sizeof(*w));
-	if (!ag->want_share)
-		return;
-	*w = ag->want_share->rows;
-	w->share = ag->want_share;
-	atomic_fetch_add(&w->share->refs, 1);
-}
-
-void agent_want_free(struct agent_want *w)
-{
-	if (w->share)
-		want_share_release(w->share);
-	else
-		want_rows_free(w);
-	memset(w, 0, sizeof(*w));
-}
-
 static void *coordinator_main(void *arg)
 {
 	struct agent *ag = arg;
@@ -283,6 +297,9 @@ static void *coordinator_main(void *arg)
 		bool all = true;
 		int64_t now = deadline_now_us(), due;
 		struct layout_result lr;
+		struct kv_pair *kv;
+		struct agent_want *old;
+		size_t nkv;
 
 		for (size_t i = 0; i < ag->nwatches; i++)
 			all = all && ag->watches[i].have;
@@ -308,11 +325,20 @@ static void *coordinator_main(void *arg)
 		}
 		built = ag->snap_gen;
 		ag->first_change_us = 0;
-		if (!build_desired(ag, &lr)) {
+		/* The build runs without the lock (it costs what the keys cost): the snapshots it reads
+		 * are pinned, a watcher that replaces one meanwhile retires it instead of freeing it. */
+		kv = gather(ag, &nkv);
+		ag->pinned = true;
+		pthread_mutex_unlock(&ag->mu);
+		layout_build(&ag->cfg->layout, kv, nkv, &lr);
+		free(kv);
+		pthread_mutex_lock(&ag->mu);
+		snapshots_unpin(ag);
+		if (!judge_build(ag, &lr)) {
 			layout_result_free(&lr);
 			continue;
 		}
-		publish(ag, &lr);
+		old = publish(ag, &lr);
 		ag->desired_gen++;
 		ag->have_desired = true;
 		if (!announced) {
@@ -320,6 +346,11 @@ static void *coordinator_main(void *arg)
 			announced = true;
 		}
 		pthread_cond_broadcast(&ag->cv);
+		if (old) { /* freeing the replaced state costs what it holds: not under the lock */
+			pthread_mutex_unlock(&ag->mu);
+			agent_want_put(old);
+			pthread_mutex_lock(&ag->mu);
+		}
 	}
 	pthread_mutex_unlock(&ag->mu);
 	return NULL;
@@ -419,6 +450,7 @@ static void agent_release(struct agent *ag)
 		free(ag->targets[i].drains);
 		free(ag->targets[i].holds);
 		free(ag->targets[i].label);
+		target_forget(&ag->targets[i]);
 	}
 	free(ag->targets);
 	free(ag->started);
@@ -427,8 +459,9 @@ static void agent_release(struct agent *ag)
 	if (ag->announce_c)
 		consul_free(ag->announce_c);
 	agent_seen_free(&ag->logged_rejects);
-	want_share_release(ag->want_share);
-	ag->want_share = NULL;
+	agent_want_put(ag->want);
+	ag->want = NULL;
+	snapshots_unpin(ag);
 	if (ag->cancel_fd >= 0)
 		close(ag->cancel_fd);
 	pthread_cond_destroy(&ag->cv);
@@ -612,7 +645,7 @@ int agent_once(struct sync_config *cfg, bool dry_run)
 	 * agent does. */
 	for (long round = 0;; round++) {
 		struct layout_result lr;
-		struct agent_want w;
+		struct agent_want *w;
 		bool holding = false;
 
 		if (!read_all(&ag)) {
@@ -624,18 +657,18 @@ int agent_once(struct sync_config *cfg, bool dry_run)
 			rc = 1;
 			break;
 		}
-		publish(&ag, &lr);
-		agent_want_copy(&ag, &w);
+		agent_want_put(publish(&ag, &lr));
+		w = agent_want_get(&ag);
 		rc = 0;
 		for (size_t i = 0; i < ag.ntargets; i++) {
 			struct target *t = &ag.targets[i];
-			int r = agent_reconcile(&ag, t, &w, dry_run);
+			int r = agent_reconcile(&ag, t, w, dry_run);
 
 			if (r < 0 || (!dry_run && !t->in_sync))
 				rc = 1;
 			holding = holding || t->nholds > 0;
 		}
-		agent_want_free(&w);
+		agent_want_put(w);
 		if (!holding || dry_run || round >= confirmations)
 			break;
 		usleep(200000);

@@ -16,7 +16,6 @@
 #define AGENT_HIST_BUCKETS 10
 
 struct agent;
-struct want_share;
 
 /* One watched prefix: a blocking-query loop and the last snapshot that passed the guards. */
 struct watch {
@@ -92,6 +91,9 @@ struct target {
 	_Atomic size_t monitor_rows; /* monitor hostgroup rows that name an owned hostgroup */
 	bool facts_logged;
 	_Atomic unsigned refused_now; /* what this target refuses (target.c REFUSED_* bits), logged when it changes */
+	/* What the last verified reconcile left in its tables (target.c): a change whose checksums
+	 * say nothing else moved is planned from it without reading the tables again. */
+	struct target_known *known;
 	/* metrics */
 	atomic_ulong applies, errors_read, errors_apply, errors_verify, errors_connect, writer_guard;
 	atomic_ulong foreign_staged_total[TABLE_COUNT], loads_owed, saves_owed;
@@ -144,13 +146,17 @@ struct agent {
 	size_t nwatches;
 	unsigned long snap_gen;
 	int64_t last_change_us, first_change_us;
-	/* The desired state the coordinator published (under mu), with what rejected keys keep. */
+	/* The coordinator builds from the snapshots without the lock: while `pinned`, a replaced
+	 * snapshot is kept in `retired` (agent_snapshot_retire) until the build is over. */
+	bool pinned;
+	struct consul_kv_list *retired;
+	size_t nretired;
+	/* The desired state the coordinator published (under mu), with what rejected keys keep; the
+	 * targets hold references to it (agent_want_get), never copies. want_servers and want_users
+	 * are views of want's rows (for /metrics), valid while it is published. */
+	struct agent_want *want;
 	struct px_servers want_servers;
 	struct px_users want_users;
-	struct px_keeps want_keep_servers;
-	struct px_names want_keep_users;
-	struct px_peers want_peers;
-	struct want_share *want_share; /* owns the want_* rows above, shared with the targets */
 	int64_t reread_until_us; /* a target confirms a shrink: watchers re-read at once until then */
 	unsigned long desired_gen;
 	bool have_desired;
@@ -189,21 +195,21 @@ bool agent_stop(struct agent *ag, bool wait_targets);
  * (or, dry run, was read), 1 otherwise. */
 int agent_once(struct sync_config *cfg, bool dry_run);
 
-/* What a target is to be brought to: the desired rows and what rejected keys keep. */
+/* What a target is to be brought to: the desired rows and what rejected keys keep. Published
+ * once, then only read; freed by the last reference. */
 struct agent_want {
+	atomic_int refs;
 	struct px_servers servers;
 	struct px_users users;
 	struct px_peers peers; /* the announced fleet, for proxysql_servers */
 	struct px_keeps keep_servers;
 	struct px_names keep_users;
-	struct want_share *share; /* the published state these rows belong to (agent_want_copy) */
 };
 
-/* The published desired state (caller holds ag->mu), shared, not copied: the rows stay valid
- * and unchanged until agent_want_free, however often the coordinator publishes meanwhile, and
- * are read-only. So N targets cost one desired state, not N + 1. */
-void agent_want_copy(struct agent *ag, struct agent_want *w);
-void agent_want_free(struct agent_want *w);
+/* A reference to the published desired state (caller holds ag->mu; NULL before the first); give
+ * it back with agent_want_put, from any thread, without the lock. */
+struct agent_want *agent_want_get(struct agent *ag);
+void agent_want_put(struct agent_want *w);
 
 /* Reconcile one target with `want` (one read, plan, apply, verify). Used by the target loop and
  * agent_once. Returns 0 when the target is now in the desired state (pending drains allowed),
@@ -238,11 +244,17 @@ bool agent_nap(struct agent *ag, long ms);
 int agent_watch_read(struct watch *w, uint64_t index, long wait_ms, const deadline_t *dl, struct consul_kv_list *out,
 		     struct consul_meta *meta, char *err, size_t errlen) SK_MUST_CHECK;
 
+/* Let a watch's replaced snapshot go (caller holds mu): freed now, or once the coordinator's build
+ * that may still read it is over. `kv` is left empty. */
+void agent_snapshot_retire(struct agent *ag, struct consul_kv_list *kv);
+
 /* End every watcher's request in flight: each then re-reads (or stops, when the agent does). */
 void agent_wake_watchers(struct agent *ag);
 /* The wait before retry number `attempt` (from 0): 250 ms doubling up to `cap_ms`, with jitter
  * (half to the whole of it). */
 long agent_backoff_ms(int attempt, long cap_ms);
+/* Forget what a target's tables were known to hold (the next reconcile reads them in full). */
+void target_forget(struct target *t);
 /* The thread bodies: a struct watch * (watch.c), a struct target * (target.c), the agent (lock.c). */
 void *watch_main(void *arg);
 void *target_main(void *arg);

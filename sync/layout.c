@@ -3,6 +3,7 @@
 
 #include <cjson/cJSON.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +20,7 @@ static void reject(struct layout_result *r, const char *key, const char *fmt, ..
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
-	r->rejects = xrealloc(r->rejects, (r->nrejects + 1) * sizeof(*r->rejects));
+	r->rejects = px_grow(r->rejects, r->nrejects, sizeof(*r->rejects));
 	r->rejects[r->nrejects].key = xstrndup(key, strlen(key) > 300 ? 300 : strlen(key));
 	r->rejects[r->nrejects].reason = xstrdup(why);
 	r->nrejects++;
@@ -55,19 +56,79 @@ static const char *json_str_item(const cJSON *o, const char *name)
 	return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
+/* The servers added so far, by (hostgroup, host, port): an open-addressing table of indexes into
+ * the result's servers (slot 0: empty, else index + 1), at most half full. */
+struct layout_seen {
+	size_t *slot;
+	size_t cap;
+};
+
+static size_t server_hash(long hg, const char *host, long port)
+{
+	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+
+	for (const unsigned char *p = (const unsigned char *)host; *p; p++)
+		h = (h ^ *p) * 1099511628211ULL;
+	h = (h ^ (uint64_t)hg) * 1099511628211ULL;
+	h = (h ^ (uint64_t)port) * 1099511628211ULL;
+	return (size_t)(h ^ (h >> 29));
+}
+
+/* The slot of (hg, host, port): the one that holds it, or the empty one where it would go. */
+static size_t *seen_slot(const struct layout_result *r, long hg, const char *host, long port)
+{
+	size_t mask = r->seen->cap - 1, i = server_hash(hg, host, port) & mask;
+
+	for (;; i = (i + 1) & mask) {
+		size_t *slot = &r->seen->slot[i];
+		const struct px_server *o = *slot ? &r->servers.v[*slot - 1] : NULL;
+
+		if (!o || (o->hostgroup == hg && o->port == port && strcmp(o->host, host) == 0))
+			return slot;
+	}
+}
+
+/* Room for one more server in the table (grown and rehashed when half full). */
+static void seen_reserve(struct layout_result *r)
+{
+	struct layout_seen *t = r->seen;
+
+	if (!t)
+		t = r->seen = xcalloc(1, sizeof(*t));
+	if (2 * (r->servers.n + 1) <= t->cap)
+		return;
+	free(t->slot);
+	t->cap = t->cap ? 2 * t->cap : 64;
+	t->slot = xcalloc(t->cap, sizeof(*t->slot));
+	for (size_t i = 0; i < r->servers.n; i++) {
+		const struct px_server *s = &r->servers.v[i];
+
+		*seen_slot(r, s->hostgroup, s->host, s->port) = i + 1;
+	}
+}
+
+static void seen_free(struct layout_result *r)
+{
+	if (r->seen)
+		free(r->seen->slot);
+	free(r->seen);
+	r->seen = NULL;
+}
+
 static void add_server(struct layout_result *r, const struct px_server *s, const char *key)
 {
-	for (size_t i = 0; i < r->servers.n; i++) {
-		const struct px_server *o = &r->servers.v[i];
+	size_t *slot;
 
-		if (o->hostgroup == s->hostgroup && o->port == s->port && strcmp(o->host, s->host) == 0)
-			return; /* the same server from two sources: the first one stands */
-	}
+	seen_reserve(r);
+	slot = seen_slot(r, s->hostgroup, s->host, s->port);
+	if (*slot)
+		return; /* the same server from two sources: the first one stands */
 	if (r->servers.n >= LAYOUT_MAX_ROWS) {
 		reject(r, key, "more than 100000 servers");
 		return;
 	}
 	px_servers_add(&r->servers, s);
+	*slot = r->servers.n;
 }
 
 /* Read one integer attribute within [min, max]; returns NULL or a reason. */
@@ -205,12 +266,43 @@ static void server_entry(const struct layout_config *cfg, struct layout_result *
 	free(s.comment);
 }
 
-static const struct kv_pair *find_key(const struct kv_pair *kv, size_t n, const char *key)
+/* A cluster's master key and its /hostname and /port children, as found in the snapshot. */
+struct master_keys {
+	const struct kv_pair *main, *hostname, *port;
+};
+
+/* Where `rest` (a key less "<master prefix>/") names `cl`'s alias followed by `suffix` exactly. */
+static bool names_alias(const char *rest, size_t len, const struct layout_cluster *cl, const char *suffix)
 {
-	for (size_t i = 0; i < n; i++)
-		if (strcmp(kv[i].key, key) == 0)
-			return &kv[i];
-	return NULL;
+	size_t a = strlen(cl->alias), n = strlen(suffix);
+
+	return len == a + n && strncmp(rest, cl->alias, a) == 0 && memcmp(rest + a, suffix, n) == 0;
+}
+
+/* One pass over the snapshot: each cluster's three master keys (the first of a key listed twice
+ * stands). Costs the keys times the clusters, never the keys squared. */
+static void find_masters(const struct layout_config *cfg, const struct kv_pair *kv, size_t nkv,
+			 struct master_keys *found)
+{
+	for (size_t i = 0; i < nkv; i++) {
+		const char *rest = under(kv[i].key, cfg->master_prefix);
+		size_t len;
+
+		if (!rest)
+			continue;
+		len = strlen(rest);
+		for (size_t c = 0; c < cfg->nclusters; c++) {
+			const struct layout_cluster *cl = &cfg->clusters[c];
+			struct master_keys *m = &found[c];
+
+			if (!m->main && names_alias(rest, len, cl, ""))
+				m->main = &kv[i];
+			if (!m->hostname && names_alias(rest, len, cl, "/hostname"))
+				m->hostname = &kv[i];
+			if (!m->port && names_alias(rest, len, cl, "/port"))
+				m->port = &kv[i];
+		}
+	}
 }
 
 static void keep_hostgroup(struct layout_result *r, const struct layout_cluster *cl)
@@ -223,6 +315,9 @@ static void keep_hostgroup(struct layout_result *r, const struct layout_cluster 
 /* orchestrator: <prefix>/<alias> = host:port, with /hostname and /port children. */
 static void masters(const struct layout_config *cfg, const struct kv_pair *kv, size_t nkv, struct layout_result *r)
 {
+	struct master_keys *found = xcalloc(cfg->nclusters ? cfg->nclusters : 1, sizeof(*found));
+
+	find_masters(cfg, kv, nkv, found);
 	for (size_t c = 0; c < cfg->nclusters; c++) {
 		const struct layout_cluster *cl = &cfg->clusters[c];
 		char key[1024], host[MODEL_HOST_MAX + 1], addr[MODEL_HOST_MAX + 16];
@@ -237,12 +332,10 @@ static void masters(const struct layout_config *cfg, const struct kv_pair *kv, s
 			n--;
 		if (cl->writer_from_service)
 			continue;
-		snprintf(key, sizeof(key), "%.*s/%s", (int)n, cfg->master_prefix, cl->alias);
-		main_kv = find_key(kv, nkv, key);
-		snprintf(key, sizeof(key), "%.*s/%s/hostname", (int)n, cfg->master_prefix, cl->alias);
-		hn = find_key(kv, nkv, key);
 		snprintf(key, sizeof(key), "%.*s/%s/port", (int)n, cfg->master_prefix, cl->alias);
-		pt = find_key(kv, nkv, key);
+		main_kv = found[c].main;
+		hn = found[c].hostname;
+		pt = found[c].port;
 		if (!main_kv && !hn)
 			continue;
 		/* Any of the three with a NUL byte or an oversized value leaves the cluster out (each
@@ -276,7 +369,7 @@ static void masters(const struct layout_config *cfg, const struct kv_pair *kv, s
 		/* orchestrator writes the five keys one by one: children that disagree with the main
 		 * key mean a failover is being written right now. */
 		if (main_kv && hn && (strcmp(hn->value, host) != 0 || (pt && strtol(pt->value, NULL, 10) != port))) {
-			r->unsettled = xrealloc(r->unsettled, (r->nunsettled + 1) * sizeof(char *));
+			r->unsettled = px_grow(r->unsettled, r->nunsettled, sizeof(char *));
 			r->unsettled[r->nunsettled++] = xstrdup(cl->alias);
 			continue;
 		}
@@ -297,6 +390,7 @@ static void masters(const struct layout_config *cfg, const struct kv_pair *kv, s
 			add_server(r, &s, key);
 		}
 	}
+	free(found);
 }
 
 /* <prefix>/<alias>/<region>/<host[:port]> */
@@ -692,6 +786,7 @@ void layout_build(const struct layout_config *cfg, const struct kv_pair *kv, siz
 		else if ((rest = under(kv[i].key, cfg->announce_prefix)) != NULL && *rest && !strchr(rest, '/'))
 			announced(&kv[i], out);
 	}
+	seen_free(out);
 	px_servers_sort(&out->servers);
 	px_users_sort(&out->users);
 	unique_users(&out->users);
@@ -714,6 +809,7 @@ void layout_result_free(struct layout_result *r)
 	px_keeps_free(&r->keep_servers);
 	px_names_free(&r->keep_users);
 	px_peers_free(&r->peers);
+	seen_free(r);
 	memset(r, 0, sizeof(*r));
 }
 

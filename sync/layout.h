@@ -93,6 +93,7 @@ struct layout_result {
 	struct px_keeps keep_servers;
 	struct px_names keep_users; /* sorted */
 	struct px_peers peers; /* the announced ProxySQL fleet (proxysql_servers); sorted */
+	struct layout_seen *seen; /* layout.c's own, while building: the servers added so far, hashed */
 };
 
 /* Build the desired state from `kv` (any order). Invalid entries are rejected one by one with a

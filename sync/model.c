@@ -5,6 +5,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+void *px_grow(void *v, size_t n, size_t size)
+{
+	if (n == 0)
+		return xrealloc(v, 8 * size);
+	if (n >= 8 && (n & (n - 1)) == 0)
+		return xrealloc(v, 2 * n * size);
+	return v;
+}
+
 void px_server_defaults(struct px_server *s)
 {
 	memset(s, 0, sizeof(*s));
@@ -316,7 +325,7 @@ const char *model_split_address(const char *addr, long default_port, char *host,
 
 void px_keeps_add(struct px_keeps *k, long hostgroup, const char *host, long port)
 {
-	k->v = xrealloc(k->v, (k->n + 1) * sizeof(*k->v));
+	k->v = px_grow(k->v, k->n, sizeof(*k->v));
 	k->v[k->n].hostgroup = hostgroup;
 	k->v[k->n].host = host ? xstrdup(host) : NULL;
 	k->v[k->n].port = port;
@@ -340,7 +349,7 @@ void px_keeps_copy(struct px_keeps *dst, const struct px_keeps *src)
 
 void px_names_add(struct px_names *l, const char *name)
 {
-	l->v = xrealloc(l->v, (l->n + 1) * sizeof(*l->v));
+	l->v = px_grow(l->v, l->n, sizeof(*l->v));
 	l->v[l->n++] = xstrdup(name);
 }
 
@@ -386,7 +395,7 @@ const struct px_family *px_family_of(const struct px_families *f, long hg)
 
 void px_peers_add(struct px_peers *a, const char *host, long port, long weight, const char *comment)
 {
-	a->v = xrealloc(a->v, (a->n + 1) * sizeof(*a->v));
+	a->v = px_grow(a->v, a->n, sizeof(*a->v));
 	a->v[a->n].host = xstrdup(host);
 	a->v[a->n].port = port;
 	a->v[a->n].weight = weight;

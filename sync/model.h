@@ -43,6 +43,11 @@ struct px_users {
 	struct px_user *v;
 };
 
+/* Make room for element `n` of an array `v` of `size`-byte elements that only ever grows one at a
+ * time (or shrinks in place): reallocates when n is 0 or a power of two from 8 on, to twice that,
+ * so n appends cost O(n) in all. Returns the (maybe moved) array; aborts when memory runs out. */
+void *px_grow(void *v, size_t n, size_t size);
+
 /* ProxySQL's column defaults (sync.md: the 2.7 DDL). */
 void px_server_defaults(struct px_server *s);
 void px_user_defaults(struct px_user *u);

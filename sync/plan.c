@@ -30,13 +30,28 @@ static bool owned(const struct plan_options *o, long hg)
 
 static void add_step(struct plan *p, sk_buf *sql, sk_buf *shown)
 {
-	p->steps = xrealloc(p->steps, (p->n + 1) * sizeof(*p->steps));
+	p->steps = px_grow(p->steps, p->n, sizeof(*p->steps));
 	p->steps[p->n].sql = sql->data ? sql->data : xstrdup("");
 	p->steps[p->n].shown = shown ? (shown->data ? shown->data : xstrdup("")) : xstrdup(p->steps[p->n].sql);
 	p->n++;
 	sk_buf_init(sql, SQL_MAX);
 	if (shown)
 		sk_buf_init(shown, SQL_MAX);
+}
+
+static void after_server(struct plan *p, const struct px_server *s)
+{
+	p->after_servers = px_grow(p->after_servers, p->nafter_servers, sizeof(*p->after_servers));
+	p->after_servers[p->nafter_servers++] = s;
+}
+
+/* The `rows` rows of a user from `first` on. */
+static void after_user(struct plan *p, const struct px_user *first, size_t rows)
+{
+	for (size_t k = 0; k < rows; k++) {
+		p->after_users = px_grow(p->after_users, p->nafter_users, sizeof(*p->after_users));
+		p->after_users[p->nafter_users++] = &first[k];
+	}
 }
 
 static void add_literal(struct plan *p, const char *text)
@@ -130,16 +145,56 @@ static void server_delete(struct plan *p, const struct px_server *s)
 	p->server_deletes++;
 }
 
-static const struct plan_drain *find_drain(const struct plan_drain *d, size_t n, const struct px_server *s)
+static int drain_key_cmp(const struct plan_drain *a, const struct plan_drain *b)
 {
+	int c;
+
+	if (a->hostgroup != b->hostgroup)
+		return a->hostgroup < b->hostgroup ? -1 : 1;
+	c = strcmp(a->host, b->host);
+	return c ? c : a->port < b->port ? -1 : a->port > b->port;
+}
+
+/* By server, then by place in the input: the first of two drains of one server comes first. */
+static int drain_cmp(const void *x, const void *y)
+{
+	const struct plan_drain *a = *(const struct plan_drain *const *)x, *b = *(const struct plan_drain *const *)y;
+	int c = drain_key_cmp(a, b);
+
+	return c ? c : a < b ? -1 : a > b;
+}
+
+/* The drains sorted by server, for find_drain. Caller frees. */
+static const struct plan_drain **drains_sorted(const struct plan_drain *d, size_t n)
+{
+	const struct plan_drain **v = xcalloc(n ? n : 1, sizeof(*v));
+
 	for (size_t i = 0; i < n; i++)
-		if (d[i].hostgroup == s->hostgroup && d[i].port == s->port && strcmp(d[i].host, s->host) == 0)
-			return &d[i];
-	return NULL;
+		v[i] = &d[i];
+	if (n > 1)
+		qsort(v, n, sizeof(*v), drain_cmp);
+	return v;
+}
+
+/* What the drains say of `s` (the first one given for it), or NULL. */
+static const struct plan_drain *find_drain(const struct plan_drain *const *sorted, size_t n, const struct px_server *s)
+{
+	struct plan_drain key = { .hostgroup = s->hostgroup, .host = s->host, .port = s->port };
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (drain_key_cmp(sorted[mid], &key) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && drain_key_cmp(sorted[lo], &key) == 0 ? sorted[lo] : NULL;
 }
 
 /* A server ProxySQL has in an owned hostgroup that is no longer wanted. */
-static void server_gone(struct plan *p, const struct px_server *s, const struct plan_drain *d, size_t nd,
+static void server_gone(struct plan *p, const struct px_server *s, const struct plan_drain *const *d, size_t nd,
 			const struct plan_options *o)
 {
 	const struct plan_drain *info;
@@ -150,13 +205,16 @@ static void server_gone(struct plan *p, const struct px_server *s, const struct 
 	}
 	if (!sk_streq_ci(s->status, "OFFLINE_SOFT")) {
 		server_drain(p, s);
+		p->after_exact = false; /* the row stays with another status */
 		return;
 	}
 	info = find_drain(d, nd, s);
-	if (!info || info->conn_used <= 0 || info->draining_ms >= o->drain_timeout_ms)
+	if (!info || info->conn_used <= 0 || info->draining_ms >= o->drain_timeout_ms) {
 		server_delete(p, s);
-	else
+	} else {
 		p->draining++;
+		after_server(p, s);
+	}
 }
 
 static void user_delete(struct plan *p, const char *username)
@@ -221,15 +279,62 @@ static int server_key_cmp(const struct px_server *a, const struct px_server *b)
 	return a->port < b->port ? -1 : a->port > b->port;
 }
 
-static bool kept_server(const struct plan_options *o, const struct px_server *s)
+/* Keeps in order: by hostgroup, a whole hostgroup (host NULL) first, then by host and port. */
+static int keep_cmp(const struct px_keep *a, const struct px_keep *b)
 {
-	for (size_t i = 0; o->keep_servers && i < o->keep_servers->n; i++) {
-		const struct px_keep *k = &o->keep_servers->v[i];
+	int c;
 
-		if (k->hostgroup == s->hostgroup && (!k->host || (k->port == s->port && strcmp(k->host, s->host) == 0)))
+	if (a->hostgroup != b->hostgroup)
+		return a->hostgroup < b->hostgroup ? -1 : 1;
+	if (!a->host || !b->host)
+		return !a->host && !b->host ? 0 : !a->host ? -1 : 1;
+	c = strcmp(a->host, b->host);
+	return c ? c : a->port < b->port ? -1 : a->port > b->port;
+}
+
+static int keep_ptr_cmp(const void *x, const void *y)
+{
+	return keep_cmp(*(const struct px_keep *const *)x, *(const struct px_keep *const *)y);
+}
+
+/* The keeps sorted (keep_cmp), for kept_server. Caller frees. */
+static const struct px_keep **keeps_sorted(const struct px_keeps *k, size_t *n)
+{
+	const struct px_keep **v;
+
+	*n = k ? k->n : 0;
+	v = xcalloc(*n ? *n : 1, sizeof(*v));
+	for (size_t i = 0; i < *n; i++)
+		v[i] = &k->v[i];
+	if (*n > 1)
+		qsort(v, *n, sizeof(*v), keep_ptr_cmp);
+	return v;
+}
+
+static bool keeps_have(const struct px_keep *const *v, size_t n, const struct px_keep *key)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = keep_cmp(v[mid], key);
+
+		if (c == 0)
 			return true;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
 	}
 	return false;
+}
+
+/* A rejected key keeps `s`: its whole hostgroup, or the server itself. */
+static bool kept_server(const struct px_keep *const *v, size_t n, const struct px_server *s)
+{
+	struct px_keep group = { .hostgroup = s->hostgroup }, one = { s->hostgroup, s->host, s->port };
+
+	return n && (keeps_have(v, n, &group) || keeps_have(v, n, &one));
 }
 
 /* The LOAD and SAVE that close a table's plan: a LOAD after statements or when one is owed, a SAVE
@@ -249,14 +354,19 @@ static void finish_table(struct plan *p, size_t before, bool load_owed, bool sav
 static void plan_servers(const struct px_servers *want, const struct px_servers *have, const struct plan_drain *d,
 			 size_t nd, const struct plan_options *o, struct plan *p)
 {
-	size_t i = 0, j = 0, before = p->n, nins = 0;
+	size_t i = 0, j = 0, before = p->n, nins = 0, nkeeps;
 	const struct px_server **ins;
+	const struct px_keep **keeps;
+	const struct plan_drain **drains;
 
 	if (o->hold_foreign && o->foreign_servers) {
 		p->servers_held = true;
+		p->after_exact = false;
 		return;
 	}
 	ins = xcalloc(want->n ? want->n : 1, sizeof(*ins));
+	keeps = keeps_sorted(o->keep_servers, &nkeeps);
+	drains = drains_sorted(d, nd);
 
 	/* Merge the two sorted lists; rows outside owned hostgroups are someone else's. */
 	while (i < want->n || j < have->n) {
@@ -265,26 +375,33 @@ static void plan_servers(const struct px_servers *want, const struct px_servers 
 		int c;
 
 		if (h && !owned(o, h->hostgroup)) {
+			after_server(p, h);
 			j++;
 			continue;
 		}
 		c = !w ? 1 : !h ? -1 : server_key_cmp(w, h);
 		if (c < 0) {
 			ins[nins++] = w;
+			after_server(p, w);
 			i++;
 		} else if (c > 0) {
-			if (!kept_server(o, h))
-				server_gone(p, h, d, nd, o);
+			if (kept_server(keeps, nkeeps, h))
+				after_server(p, h);
+			else
+				server_gone(p, h, drains, nd, o);
 			j++;
 		} else {
 			if (!px_server_same(w, h))
 				server_update(p, w);
+			after_server(p, w);
 			i++;
 			j++;
 		}
 	}
 	server_inserts(p, ins, nins);
 	free(ins);
+	free(keeps);
+	free(drains);
 	p->servers_changed = p->n > before;
 	finish_table(p, before, o->load_owed_servers, o->save_owed_servers, o->foreign_servers, o,
 		     "LOAD MYSQL SERVERS TO RUNTIME", "SAVE MYSQL SERVERS TO DISK");
@@ -323,6 +440,7 @@ static void plan_users(const struct px_users *want, const struct px_users *have,
 
 	if (o->hold_foreign && o->foreign_users) {
 		p->users_held = true;
+		p->after_exact = false;
 		return;
 	}
 	ins = xcalloc(want->n ? want->n : 1, sizeof(*ins));
@@ -341,6 +459,7 @@ static void plan_users(const struct px_users *want, const struct px_users *have,
 		if (c < 0) {
 			if (!is_protected(o, w->username, p)) {
 				ins[nins++] = w;
+				after_user(p, w, 1);
 				p->user_inserts++;
 			}
 			i++;
@@ -351,6 +470,8 @@ static void plan_users(const struct px_users *want, const struct px_users *have,
 			if (mine && !(o->keep_users && px_names_has(o->keep_users, h->username))) {
 				user_delete(p, h->username);
 				p->user_deletes++;
+			} else {
+				after_user(p, h, rows);
 			}
 			j += rows;
 			continue;
@@ -359,14 +480,20 @@ static void plan_users(const struct px_users *want, const struct px_users *have,
 			if (mine) { /* an earlier row of the agent's that locks a login out: removed */
 				user_delete(p, w->username);
 				p->user_deletes++;
+			} else {
+				after_user(p, h, rows);
 			}
 		} else if (!mine && !o->adopt_users) {
 			if (!p->user_conflicts++)
 				p->first_conflict = w->username;
+			after_user(p, h, rows);
 		} else if (rows != 1 || !px_user_same(w, h)) {
 			user_delete(p, w->username); /* replaced: deleted now, inserted with the new ones */
 			ins[nins++] = w;
+			after_user(p, w, 1);
 			p->user_updates++;
+		} else {
+			after_user(p, h, rows);
 		}
 		i++;
 		j += rows;
@@ -383,6 +510,7 @@ void plan_build(const struct px_servers *want_servers, const struct px_users *wa
 		const struct plan_drain *drains, size_t ndrains, const struct plan_options *o, struct plan *out)
 {
 	memset(out, 0, sizeof(*out));
+	out->after_exact = true;
 	if (want_servers && have_servers)
 		plan_servers(want_servers, have_servers, drains, ndrains, o, out);
 	if (want_users && have_users)
@@ -408,6 +536,8 @@ void plan_free(struct plan *p)
 		free(p->steps[i].shown);
 	}
 	free(p->steps);
+	free(p->after_servers);
+	free(p->after_users);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -425,7 +555,7 @@ struct drift_side {
 
 static void side_add(struct drift_side *s, sk_buf *b, bool owned)
 {
-	s->v = xrealloc(s->v, (s->n + 1) * sizeof(*s->v));
+	s->v = px_grow(s->v, s->n, sizeof(*s->v));
 	s->v[s->n].key = b->data ? b->data : xstrdup("");
 	s->v[s->n].owned = owned;
 	s->n++;

@@ -61,6 +61,15 @@ struct plan {
 	size_t user_conflicts, user_protected;
 	const char *first_conflict, *first_protected;
 	bool servers_held, users_held; /* hold_foreign stopped that table */
+	/* The rows memory holds once the statements have run (pointers into the want and have arrays
+	 * given to plan_build; users in order, servers to be sorted), for a caller that keeps what the
+	 * target has; a drained row changes status and a held table is not planned, so either leaves
+	 * after_exact false. */
+	const struct px_server **after_servers;
+	size_t nafter_servers;
+	const struct px_user **after_users;
+	size_t nafter_users;
+	bool after_exact;
 };
 
 /* Compute the statements: per server INSERT / UPDATE / drain (UPDATE status='OFFLINE_SOFT') /

@@ -163,13 +163,17 @@ int pxadmin_read_peers(struct pxadmin *a, bool runtime, const deadline_t *dl, st
 	return 0;
 }
 
-/* "0x248FC739B0B507DA" (or "0x00" for an empty table) as a number; 0 when unreadable. */
+/* "0x248FC739B0B507DA" (or "0x00" for an empty table) as a number; 0 when unreadable. CHECKSUM
+ * prints the two 32-bit halves without zero padding, runtime_checksums_values pads that text on
+ * the right with '0' to 16 digits: padded here too, so that the two compare. */
 static uint64_t checksum_value(const char *v)
 {
 	uint64_t n = 0;
+	size_t digits;
 
 	if (!v || (strncmp(v, "0x", 2) != 0 && strncmp(v, "0X", 2) != 0))
 		return 0;
+	digits = strlen(v + 2);
 	for (v += 2; *v; v++) {
 		int d = *v >= '0' && *v <= '9'   ? *v - '0'
 			: *v >= 'a' && *v <= 'f' ? *v - 'a' + 10
@@ -180,7 +184,7 @@ static uint64_t checksum_value(const char *v)
 			return 0;
 		n = n << 4 | (uint64_t)d;
 	}
-	return n;
+	return digits == 0 ? 0 : digits < 16 ? n << (4 * (16 - digits)) : n;
 }
 
 /* The second column of the first row of `sql` as a checksum. */
@@ -211,12 +215,17 @@ int pxadmin_checksums(struct pxadmin *a, const deadline_t *dl, bool users, bool 
 	    (users && one_checksum(a, "CHECKSUM MEMORY MYSQL USERS", dl, &c->users_memory, e) < 0) ||
 	    (users && disk && one_checksum(a, "CHECKSUM DISK MYSQL USERS", dl, &c->users_disk, e) < 0))
 		return -1;
-	if (db_query(&a->db, "SELECT name, checksum FROM runtime_checksums_values WHERE name = 'mysql_servers'", dl,
-		     &res, e) < 0)
+	if (db_query(&a->db,
+		     "SELECT name, checksum FROM runtime_checksums_values WHERE name IN ('mysql_servers', "
+		     "'mysql_users')",
+		     dl, &res, e) < 0)
 		return -1;
-	while (res && (row = mysql_fetch_row(res)) != NULL)
+	while (res && (row = mysql_fetch_row(res)) != NULL) {
 		if (row[0] && strcmp(row[0], "mysql_servers") == 0)
 			c->servers_runtime = checksum_value(row[1]);
+		else if (row[0] && strcmp(row[0], "mysql_users") == 0)
+			c->users_runtime = checksum_value(row[1]);
+	}
 	if (res)
 		mysql_free_result(res);
 	return 0;

@@ -60,11 +60,12 @@ int pxadmin_read_facts(struct pxadmin *a, const deadline_t *dl, struct px_facts 
 void px_facts_free(struct px_facts *f);
 
 /* CHECKSUM MEMORY (and, with `disk`, DISK) of mysql_servers and (with `users`) mysql_users, and the
- * mysql_servers row of runtime_checksums_values. Runtime's mysql_servers checksum equals memory's
- * right after a LOAD (until the monitor moves a server); the users' never does (runtime hashes one
- * row per role), so users are compared row by row (plan_drift_users). */
+ * mysql_servers and mysql_users rows of runtime_checksums_values. Runtime's mysql_servers checksum
+ * equals memory's right after a LOAD (until the monitor moves a server); the users' never does
+ * (runtime hashes one row per role), so users are compared row by row (plan_drift_users), and
+ * their runtime checksum only tells whether runtime changed since it was last read. */
 struct px_checksums {
-	uint64_t servers_memory, servers_disk, servers_runtime, users_memory, users_disk;
+	uint64_t servers_memory, servers_disk, servers_runtime, users_memory, users_disk, users_runtime;
 };
 
 int pxadmin_checksums(struct pxadmin *a, const deadline_t *dl, bool users, bool disk, struct px_checksums *c,

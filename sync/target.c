@@ -53,7 +53,7 @@ struct tstate {
 	struct px_servers mem_s, rt_s;
 	struct px_users mem_u, rt_u;
 	struct px_peers mem_p, rt_p; /* proxysql_servers, when the agent manages it */
-	bool have_rt_s;
+	bool have_rt_s, have_rt_u; /* runtime read (false: runtime holds what memory holds) */
 	/* What this target lets the agent write (scope()): the owned hostgroups less those of
 	 * clusters refused here, the tables refused, and why. */
 	long owned[AGENT_MAX_HOSTGROUPS];
@@ -219,12 +219,117 @@ static int read_state(struct target *t, bool users, bool disk, const deadline_t 
 		return -1;
 	/* Equal checksums: runtime was loaded from this memory and the monitor has moved nothing. */
 	st->have_rt_s = st->ck.servers_memory != st->ck.servers_runtime;
+	st->have_rt_u = users;
 	if (pxadmin_read_runtime(&t->px, dl, st->have_rt_s ? &st->rt_s : NULL, users ? &st->rt_u : NULL, e) < 0)
 		return -1;
 	if (peers && (pxadmin_read_peers(&t->px, false, dl, &st->mem_p, e) < 0 ||
 		      pxadmin_read_peers(&t->px, true, dl, &st->rt_p, e) < 0))
 		return -1;
 	return 0;
+}
+
+/* What a target's tables held after the last reconcile that verified them: memory's rows (runtime
+ * held the same, nothing staged by others), the checksums read then, and when they were last read
+ * in full. */
+struct target_known {
+	struct px_servers mem_s;
+	struct px_users mem_u;
+	struct px_checksums ck;
+	int64_t read_us;
+};
+
+void target_forget(struct target *t)
+{
+	if (!t->known)
+		return;
+	px_servers_free(&t->known->mem_s);
+	px_users_free(&t->known->mem_u);
+	free(t->known);
+	t->known = NULL;
+}
+
+/* The hot path's read: what the target says of itself and its checksums, not its tables. When
+ * the checksums are the ones known (nobody changed memory or loaded anything since), the known
+ * rows become `st`'s and it returns 1; 0 when they must be read in full (`st` to be freed), -1 on
+ * errors. The known rows are taken either way (a reconcile that ends well puts them back). */
+static int read_known(struct target *t, bool users, const deadline_t *dl, struct tstate *st, int64_t *read_us,
+		      struct db_err *e)
+{
+	struct target_known *k = t->known;
+	struct px_checksums ck;
+
+	memset(st, 0, sizeof(*st));
+	t->known = NULL;
+	if (pxadmin_read_facts(&t->px, dl, &st->facts, e) < 0 ||
+	    pxadmin_checksums(&t->px, dl, users, false, &ck, e) < 0) {
+		t->known = k;
+		target_forget(t);
+		return -1;
+	}
+	if (st->facts.cluster_peers > 0 || ck.servers_memory != k->ck.servers_memory ||
+	    ck.servers_runtime != k->ck.servers_runtime ||
+	    (users && (ck.users_memory != k->ck.users_memory || ck.users_runtime != k->ck.users_runtime))) {
+		t->known = k;
+		target_forget(t);
+		return 0;
+	}
+	st->ck = k->ck; /* disk as it was: only a SAVE changes it, and that makes it equal memory */
+	st->mem_s = k->mem_s;
+	st->mem_u = k->mem_u;
+	*read_us = k->read_us;
+	free(k);
+	return 1;
+}
+
+/* Keep what the target's tables hold now: `st`'s rows (taken), or the plan's rows after it ran. */
+static void remember(struct target *t, struct tstate *st, const struct plan *after, const struct px_checksums *ck,
+		     int64_t read_us)
+{
+	struct target_known *k = xcalloc(1, sizeof(*k));
+
+	target_forget(t);
+	if (after) {
+		for (size_t i = 0; i < after->nafter_servers; i++)
+			px_servers_add(&k->mem_s, after->after_servers[i]);
+		px_servers_sort(&k->mem_s);
+		for (size_t i = 0; i < after->nafter_users; i++)
+			px_users_add(&k->mem_u, after->after_users[i]);
+	} else {
+		k->mem_s = st->mem_s;
+		k->mem_u = st->mem_u;
+		memset(&st->mem_s, 0, sizeof(st->mem_s));
+		memset(&st->mem_u, 0, sizeof(st->mem_u));
+	}
+	k->ck = *ck;
+	k->read_us = read_us;
+	t->known = k;
+}
+
+/* The hot path's verify: the checksums after the apply say runtime and disk hold what memory
+ * holds (a LOAD that took, a SAVE that took). Returns 1 (verified, `ck` filled), 0 (read in full
+ * to verify), -1 on errors. */
+static int verify_known(struct target *t, const struct plan *p, const struct px_checksums *before, bool users,
+			bool disk, const deadline_t *dl, struct px_checksums *ck, struct db_err *e)
+{
+	bool servers_loaded = false, users_loaded = false;
+
+	for (size_t i = 0; i < p->n; i++) {
+		servers_loaded = servers_loaded || strcmp(p->steps[i].sql, "LOAD MYSQL SERVERS TO RUNTIME") == 0;
+		users_loaded = users_loaded || strcmp(p->steps[i].sql, "LOAD MYSQL USERS TO RUNTIME") == 0;
+	}
+	/* The users' checksums only when the plan wrote users: otherwise they are the ones read before. */
+	if (pxadmin_checksums(&t->px, dl, users && users_loaded, disk, ck, e) < 0)
+		return -1;
+	if (users && !users_loaded) {
+		ck->users_memory = before->users_memory;
+		ck->users_disk = before->users_disk;
+		ck->users_runtime = before->users_runtime;
+	}
+	if (servers_loaded && ck->servers_runtime != ck->servers_memory)
+		return 0;
+	if (disk && (ck->servers_memory != ck->servers_disk || (users && ck->users_memory != ck->users_disk)))
+		return 0;
+	return 1;
 }
 
 /* The plan that brings the target from `st` to `want_s` / `want`, with every owed LOAD and SAVE
@@ -253,7 +358,7 @@ static void plan_state(struct agent *ag, const struct tstate *st, const struct p
 		.runtime_servers = st->have_rt_s ? &st->rt_s : NULL,
 		.want_users = users && !st->refuse[TABLE_USERS] ? &want->users : NULL,
 		.have_users = users ? &st->mem_u : NULL,
-		.runtime_users = users ? &st->rt_u : NULL,
+		.runtime_users = users && st->have_rt_u ? &st->rt_u : NULL,
 		.families = &st->facts.families,
 		.servers_disk_differs = st->ck.servers_memory != st->ck.servers_disk,
 		.users_disk_differs = st->ck.users_memory != st->ck.users_disk,
@@ -565,9 +670,17 @@ int agent_reconcile(struct agent *ag, struct target *t, const struct agent_want 
 	long *used = NULL;
 	size_t nd = 0, done = 0;
 	struct db_err e;
-	int64_t started = deadline_now_us();
-	int rc = -1, held, guarded;
+	int64_t started = deadline_now_us(), read_us = started;
+	int rc = -1, held, guarded, fast = 0;
+	bool was_connected = t->px.db.connected, verified_known = false;
+	struct px_checksums after_ck;
 
+	/* The hot path: a target still connected since a reconcile that verified its tables, within
+	 * resync-interval of their last full read, outside a ProxySQL Cluster and a fleet. */
+	if (!was_connected || print || layout_has_fleet(&cfg->layout) ||
+	    strcmp(cluster_mode(t), "single-writer") == 0 ||
+	    (t->known && started - t->known->read_us >= (int64_t)(opt_num(&cfg->o, "resync-interval") * 1e6)))
+		target_forget(t);
 	if (pxadmin_connect(&t->px, &t->pt, &dl, &e) < 0) {
 		if (t->reachable || !t->last_check_us)
 			log_warn("target %s: cannot connect: %s", t->pt.name, e.msg);
@@ -577,7 +690,9 @@ int agent_reconcile(struct agent *ag, struct target *t, const struct agent_want 
 		set_why(ag, t, "unreachable: %s", e.msg);
 		return -1;
 	}
-	if (read_state(t, users, disk, &dl, &st, &e) < 0) {
+	if (t->known && (fast = read_known(t, users, &dl, &st, &read_us, &e)) == 0)
+		tstate_free(&st);
+	if (fast < 0 || (!fast && read_state(t, users, disk, &dl, &st, &e) < 0)) {
 		log_warn("target %s: reading its tables failed: %s", t->pt.name, e.msg);
 		t->errors_read++;
 		t->last_failure = e.reason;
@@ -626,7 +741,7 @@ int agent_reconcile(struct agent *ag, struct target *t, const struct agent_want 
 
 		if (in_list(st.owned, st.nowned, s->hostgroup) && !wanted(&want_s, s) &&
 		    sk_streq_ci(s->status, "OFFLINE_SOFT")) {
-			draining = xrealloc(draining, (nd + 1) * sizeof(*draining));
+			draining = px_grow(draining, nd, sizeof(*draining));
 			draining[nd++] = s;
 		}
 	}
@@ -643,7 +758,7 @@ int agent_reconcile(struct agent *ag, struct target *t, const struct agent_want 
 			struct drain_rec *r = drain_find(t, draining[i]);
 
 			if (!r) { /* first seen draining now (or the agent restarted): the clock starts */
-				t->drains = xrealloc(t->drains, (t->ndrains + 1) * sizeof(*t->drains));
+				t->drains = px_grow(t->drains, t->ndrains, sizeof(*t->drains));
 				r = &t->drains[t->ndrains++];
 				r->hostgroup = draining[i]->hostgroup;
 				r->host = xstrdup(draining[i]->host);
@@ -695,10 +810,24 @@ int agent_reconcile(struct agent *ag, struct target *t, const struct agent_want 
 		pxadmin_close(&t->px);
 		goto out;
 	}
-	if (plan.n) {
-		/* Verify: what ProxySQL has now, memory, runtime and disk, must need nothing more but
-		 * drains. */
+	/* Verify. The hot path (planned from known rows) checks the checksums: runtime and disk hold
+	 * what memory holds. Otherwise, or when they do not say so, what ProxySQL has now, memory,
+	 * runtime and disk, must need nothing more but drains. */
+	if (plan.n && fast && plan.after_exact && !held && !guarded && !st.refused && nd == 0) {
+		int v = verify_known(t, &plan, &st.ck, users, disk, &dl, &after_ck, &e);
+
+		if (v < 0) {
+			t->errors_read++;
+			t->last_failure = e.reason;
+			set_why(ag, t, "reading its checksums after the apply failed: %s", e.msg);
+			goto out;
+		}
+		verified_known = v == 1;
+	}
+	if (plan.n && !verified_known) {
+		fast = 0;
 		tstate_free(&st);
+		read_us = deadline_now_us();
 		if (read_state(t, users, disk, &dl, &st, &e) < 0) {
 			t->errors_read++;
 			t->last_failure = e.reason;
@@ -719,6 +848,8 @@ int agent_reconcile(struct agent *ag, struct target *t, const struct agent_want 
 			set_why(ag, t, "verify failed after an apply");
 			goto out;
 		}
+	}
+	if (plan.n) {
 		{
 			double ms = (double)(deadline_now_us() - started) / 1000.0;
 			size_t b = 0;
@@ -759,6 +890,14 @@ int agent_reconcile(struct agent *ag, struct target *t, const struct agent_want 
 			 users ? want->users.n : 0, plan.draining || plan.server_drains ? "; draining" : "");
 	mark_in_sync(ag, t);
 	rc = plan.draining || plan.server_drains ? 1 : 0;
+	/* What the tables hold now is known when nothing was held, refused, guarded or drained and
+	 * runtime held what memory held (in the agent's rows and in the others'). */
+	if (rc == 0 && !print && !guarded && !held && !st.refused && nd == 0 && !plan.draining && !plan.server_drains &&
+	    st.facts.cluster_peers == 0 && !layout_has_fleet(&cfg->layout) &&
+	    strcmp(cluster_mode(t), "single-writer") != 0 && !ds.owned && !ds.foreign && !du.owned && !du.foreign)
+		remember(t, &st, verified_known ? &plan : NULL, verified_known ? &after_ck : &st.ck, read_us);
+	else
+		target_forget(t);
 out:
 	forget_drains(t, &st.mem_s, &want_s);
 	plan_free(&plan);
@@ -780,7 +919,7 @@ void *target_main(void *arg)
 	bool pending = false;
 
 	while (!ag->stop) {
-		struct agent_want w;
+		struct agent_want *w;
 		unsigned long gen;
 		bool need, was_connected = t->px.db.connected;
 		struct timespec ts;
@@ -823,12 +962,12 @@ void *target_main(void *arg)
 			continue;
 
 		pthread_mutex_lock(&ag->mu);
-		agent_want_copy(ag, &w);
+		w = agent_want_get(ag);
 		gen = ag->desired_gen;
 		pthread_mutex_unlock(&ag->mu);
-		r = agent_reconcile(ag, t, &w, false);
+		r = agent_reconcile(ag, t, w, false);
 		t->last_check_us = deadline_now_us();
-		agent_want_free(&w);
+		agent_want_put(w);
 #ifdef __GLIBC__
 		malloc_trim(0); /* give the pages of a big plan back: RSS stays flat while idle */
 #endif

@@ -220,7 +220,7 @@ void *watch_main(void *arg)
 				 list.n, confirmations);
 		w->confirming = 0;
 		idle_answer = false;
-		consul_kv_list_free(&w->kv);
+		agent_snapshot_retire(ag, &w->kv);
 		w->kv = list;
 		w->have = true;
 		ag->snap_gen++;

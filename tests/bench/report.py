@@ -15,6 +15,9 @@ Runs, one after the other, on loopback:
    other loopback addresses trickle (a 1-node Galera started for it);
 3. tests/bench/sync_bench.py: proxysql-sync against the Consul and ProxySQL doubles (again with
    the static build when bin/static/ has it);
+   tests/bench/scale_bench.py: proxysql-sync at 12k / 25k / 52k / 100k keys (initial sync, one
+   change, agent CPU, peak RSS, /healthz during the first sync) and back-to-back changes with a
+   few dozen keys;
 4. tests/bench/cluster_bench.py: cluster-mode = single-writer on a 3-node ProxySQL Cluster of
    doubles: a KV change to every node (p50, p99) and the takeover after the writer's agent stops.
 5. tests/bench/fanout_bench.py: 50, 100 and 200 agents on one Consul double (a short run: 5 s
@@ -99,6 +102,8 @@ def main():
     ap.add_argument("--servers", type=int, default=2000, help="servers in the initial sync (default 2000)")
     ap.add_argument("--initial-runs", type=int, default=3, help="initial syncs, each against a fresh ProxySQL "
                     "(default 3)")
+    ap.add_argument("--scale", default="12000,25000,52000,100000",
+                    help="key counts of the scale table (default 12000,25000,52000,100000)")
     ap.add_argument("--cluster-changes", type=int, default=100,
                     help="KV changes timed on the 3-node single-writer cluster (default 100)")
     ap.add_argument("--fanout", default="50,100,200", help="fan-out fleet sizes (default 50,100,200)")
@@ -118,6 +123,8 @@ def main():
         ("proxysql-sync health port",
          [PYTHON, os.path.join(HERE, "health_bench.py"), "--requests", str(a.health_requests)], env),
         ("proxysql-sync: Consul KV -> ProxySQL", sync_argv, env),
+        ("proxysql-sync at scale",
+         [PYTHON, os.path.join(HERE, "scale_bench.py"), "--sizes", a.scale, "--changes", str(a.changes)], env),
     ]
     static_dir = os.path.join(bin_dir, "static")
     if os.path.exists(os.path.join(static_dir, "proxysql-sync")):

@@ -69,17 +69,18 @@ def txn_put(consul, pairs):
             raise SystemExit("txn failed: %r" % r)
 
 
-def start_agent(workdir, consul, px, extra=""):
+def start_agent(workdir, consul, px, extra="", health="", admin_timeout=60.0):
+    """proxysql-sync on the bench's config (health: its health-listen, "" for none); (process, log)."""
     pw = os.path.join(workdir, "pw")
     with open(pw, "w") as f:
         f.write(px.admin_password)
     cfg = os.path.join(workdir, "sync.cfg")
     with open(cfg, "w") as f:
-        f.write('consul-addr = "%s"\nregion = "eu"\nhealth-listen = ""\nquiescence-min = 0.0\nquiescence-max = 0.0\nadmin-timeout = 60.0\n'
+        f.write('consul-addr = "%s"\nregion = "eu"\nhealth-listen = "%s"\nquiescence-min = 0.0\nquiescence-max = 0.0\nadmin-timeout = %.1f\n'
                 'users-prefix = "bench/users"\nservers-prefix = "bench/servers"\nmanaged-hostgroups = "%s"\n'
                 'clusters = ( { alias = "shop"; writer_hostgroup = 10; reader_hostgroup = 11; } );\n'
                 'targets = ( { name = "px"; address = "%s"; user = "admin"; password_file = "%s"; } );\n%s'
-                % (consul.addr, ",".join(str(h) for h in range(100, 120)), px.admin_addr, pw, extra))
+                % (consul.addr, health, admin_timeout, ",".join(str(h) for h in range(100, 120)), px.admin_addr, pw, extra))
     log = os.path.join(workdir, "agent.log")
     p = subprocess.Popen([os.path.join(BIN, "proxysql-sync"), "-c", cfg], stdout=open(log, "ab"),
                          stderr=subprocess.STDOUT)

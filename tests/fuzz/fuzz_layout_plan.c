@@ -586,6 +586,30 @@ static void check_plan(const struct plan *p, const struct layout_result *want, c
 
 /* -- the current state ProxySQL has ------------------------------------------------------------ */
 
+/* The rows a plan says memory holds after it ran need nothing more: planned again from them, the
+ * same desired state gives no statement. */
+static void check_after(const struct plan *p, const struct layout_result *want, const struct plan_drain *d, size_t nd,
+			const struct plan_options *o)
+{
+	struct px_servers s = { 0 };
+	struct px_users u = { 0 };
+	struct plan q;
+
+	if (!p->after_exact)
+		return;
+	for (size_t i = 0; i < p->nafter_servers; i++)
+		px_servers_add(&s, p->after_servers[i]);
+	px_servers_sort(&s);
+	for (size_t i = 0; i < p->nafter_users; i++)
+		px_users_add(&u, p->after_users[i]);
+	plan_build(&want->servers, &want->users, &s, &u, d, nd, o, &q);
+	if (q.n)
+		FAIL("the rows after a plan are not its fixed point: %s", q.steps[0].shown);
+	plan_free(&q);
+	px_servers_free(&s);
+	px_users_free(&u);
+}
+
 static void current(unsigned sel, struct px_servers *s, struct px_users *u)
 {
 	static const struct {
@@ -667,6 +691,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	po.save_to_disk = (sel & 0x40) != 0;
 	plan_build(&lr.servers, &lr.users, &have_s, &have_u, drains, SK_ARRAY_LEN(drains), &po, &plan);
 	check_plan(&plan, &lr, &have_s, &have_u);
+	check_after(&plan, &lr, drains, SK_ARRAY_LEN(drains), &po);
 	text = plan_text(&plan);
 	free(text);
 

@@ -407,6 +407,45 @@ def test_wakeup_without_change_writes_nothing(consul, px, agent):
     assert writes(px) == []
 
 
+TABLE_READS = ("main.mysql_servers", "main.mysql_users", "runtime_mysql_servers", "runtime_mysql_users")
+
+
+def test_change_after_a_verified_sync_reads_no_table(consul, px, agent):
+    """The hot path: once a sync is verified, a change costs its statements and a few checksums,
+    not a read of every row (before and after) of the target's tables."""
+    if not px.is_fake:
+        pytest.skip("needs the ProxySQL double's statement log")
+    put_topology(consul)
+    agent.start()
+    first_sync(px, agent)
+    time.sleep(0.5)
+    px.clear_statements()
+    consul.put("mysql/replica/shop/eu/db2:3306", json.dumps({"weight": 5}).encode())
+    wait_until("db2 at weight 5", lambda: ("5",) in [tuple(r) for r in px.query(
+        "SELECT weight FROM runtime_mysql_servers WHERE hostname = 'db2'")])
+    wait_until("the apply logged", lambda: "applied 3 statement(s)" in agent.logs())
+    sent = [s["sql"] for s in px.statements()]
+    assert [q for q in sent if q.lstrip().upper().startswith(WRITES)] == [
+        "UPDATE mysql_servers SET status='ONLINE', weight=5, compression=0, max_connections=1000, "
+        "max_replication_lag=0, use_ssl=0, max_latency_ms=0, comment='' WHERE hostgroup_id=11 AND "
+        "hostname='db2' AND port=3306", "LOAD MYSQL SERVERS TO RUNTIME", "SAVE MYSQL SERVERS TO DISK"]
+    assert not [q for q in sent if any(t in q for t in TABLE_READS) and not q.startswith("SELECT weight")], sent
+
+
+def test_hand_edit_between_changes_is_seen_at_the_next_change(consul, px, agent):
+    """The hot path trusts no row it did not verify: a hand edit of memory (not loaded) changes the
+    checksum, so the next KV change reads the tables in full and puts the edited row back too."""
+    put_topology(consul)
+    agent.start()
+    first_sync(px, agent)
+    time.sleep(0.5)
+    px.query("UPDATE mysql_servers SET weight = 77 WHERE hostname = 'db3'")
+    consul.put("mysql/replica/shop/eu/db2:3306", json.dumps({"weight": 5}).encode())
+    wait_until("db2 at 5 and db3 back at 1 in memory and runtime", lambda: all(
+        sorted(tuple(r) for r in px.query("SELECT hostname, weight FROM %s WHERE hostgroup_id = 11" % t))
+        == [("db2", "5"), ("db3", "1")] for t in ("main.mysql_servers", "runtime_mysql_servers")))
+
+
 def test_failover_waits_for_orchestrator_to_finish_writing(consul, px, agent):
     put_topology(consul, users=False)
     agent.start()

@@ -9,6 +9,7 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -174,6 +175,37 @@ static void compare_if_present(const char *dir, const char *name, const char *go
 	}
 }
 
+/* The rows a plan says memory holds once it has run need nothing more: planned again from them
+ * (no LOAD or SAVE owed now), the same desired state gives no statement. */
+static void after_is_fixed_point(const struct plan_inputs *in, const struct plan_options *o, const struct plan *p)
+{
+	struct px_servers s = { 0 };
+	struct px_users u = { 0 };
+	struct plan_options again = *o;
+	struct plan q;
+	char *text;
+
+	if (!p->after_exact)
+		return;
+	for (size_t i = 0; i < p->nafter_servers; i++)
+		px_servers_add(&s, p->after_servers[i]);
+	for (size_t i = 0; i < p->nafter_users; i++)
+		px_users_add(&u, p->after_users[i]);
+	px_servers_sort(&s);
+	again.load_owed_servers = again.load_owed_users = false;
+	again.save_owed_servers = again.save_owed_users = false;
+	again.foreign_servers = again.foreign_users = 0;
+	plan_build(in->want_servers, in->want_users ? in->want_users : NULL, in->have_servers ? &s : NULL,
+		   in->want_users ? &u : NULL, in->drains, in->ndrains, &again, &q);
+	text = plan_text(&q);
+	if (q.n)
+		fail_msg("planned again from the rows after the plan, still:\n%s", text);
+	free(text);
+	plan_free(&q);
+	px_servers_free(&s);
+	px_users_free(&u);
+}
+
 static void run_case(void **state)
 {
 	const char *dir = *state;
@@ -274,6 +306,8 @@ static void run_case(void **state)
 	text = plan_text(&plan);
 	compare(dir, "expect.sql", text);
 	free(text);
+	if (lr.nunsettled == 0)
+		after_is_fixed_point(&in, &po, &plan);
 
 	plan_free(&plan);
 	free(drains);
@@ -293,13 +327,256 @@ static void run_case(void **state)
 	sync_config_free(&cfg);
 }
 
+/* ---- at scale: generated snapshots (the cases above are small by design) ---------------- */
+
+static void scale_config(struct sync_config *cfg)
+{
+	char path[2048], err[512];
+	char *argv[] = { "proxysql-sync", "-c", path, NULL };
+
+	snprintf(path, sizeof(path), "%s/sync/first-sync/config.cfg", testdata_dir());
+	if (sync_config_load(cfg, 3, argv, err, sizeof(err)) != OPTS_OK)
+		fail_msg("%s: %s", path, err);
+}
+
+static void kv_push(struct kv_pair **kv, size_t *n, const char *key, const char *value)
+{
+	*kv = xrealloc(*kv, (*n + 1) * sizeof(**kv));
+	(*kv)[*n].key = xstrdup(key);
+	(*kv)[*n].value = xstrdup(value);
+	(*kv)[*n].len = strlen(value);
+	(*n)++;
+}
+
+static void kv_free(struct kv_pair *kv, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(kv[i].key);
+		free(kv[i].value);
+	}
+	free(kv);
+}
+
+/* A fixed-seed shuffle (the same on every run). */
+static void kv_shuffle(struct kv_pair *kv, size_t n, uint64_t seed)
+{
+	for (size_t i = n; i > 1; i--) {
+		struct kv_pair t;
+		size_t j;
+
+		seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+		j = (size_t)(seed >> 33) % i;
+		t = kv[i - 1];
+		kv[i - 1] = kv[j];
+		kv[j] = t;
+	}
+}
+
+/* n hosts, each listed twice in hostgroup 30 ("h:3306" weight 5, "h" weight `second`), once as a
+ * local replica (hostgroup 11), and n users each listed twice; plus n/10 rejected server keys in
+ * hostgroup 31 (they keep what the target has). */
+static size_t scale_kv(size_t n, long second, struct kv_pair **kv)
+{
+	size_t nkv = 0;
+	char key[128], value[64];
+
+	*kv = NULL;
+	for (size_t i = 0; i < n; i++) {
+		snprintf(key, sizeof(key), "proxysql/servers/30/h%06zu:3306", i);
+		kv_push(kv, &nkv, key, "{\"weight\": 5}");
+		snprintf(key, sizeof(key), "proxysql/servers/30/h%06zu", i);
+		snprintf(value, sizeof(value), "{\"weight\": %ld}", second);
+		kv_push(kv, &nkv, key, value);
+		snprintf(key, sizeof(key), "mysql/replica/shop/eu/h%06zu:3306", i);
+		kv_push(kv, &nkv, key, "");
+		snprintf(key, sizeof(key), "proxysql/users/u%06zu", i);
+		kv_push(kv, &nkv, key, "{\"password\": \"pw\"}");
+		kv_push(kv, &nkv, key, "{\"password\": \"pw\"}");
+		if (i % 10 == 0) {
+			snprintf(key, sizeof(key), "proxysql/servers/31/k%06zu:3306", i);
+			kv_push(kv, &nkv, key, "{not json");
+		}
+	}
+	return nkv;
+}
+
+/* Duplicates at scale: the first key of a server stands, wherever the shuffle put it. */
+static void scale_duplicates_first_stands(void **state)
+{
+	enum { N = 20000 };
+	struct sync_config cfg;
+	struct kv_pair *kv;
+	size_t nkv = scale_kv(N, 7, &kv), hg30 = 0;
+	struct layout_result lr;
+	static signed char first[N]; /* the weight of the key of host i met first */
+
+	(void)state;
+	scale_config(&cfg);
+	kv_shuffle(kv, nkv, 42);
+	memset(first, 0, sizeof(first));
+	for (size_t i = 0; i < nkv; i++) {
+		unsigned long h;
+
+		if (sscanf(kv[i].key, "proxysql/servers/30/h%lu", &h) == 1 && h < N && !first[h])
+			first[h] = strchr(kv[i].key + 20, ':') ? 5 : 7;
+	}
+	layout_build(&cfg.layout, kv, nkv, &lr);
+	assert_int_equal(lr.users.n, N);
+	assert_int_equal(lr.servers.n, 2 * N);
+	assert_int_equal(lr.nrejects, N / 10);
+	assert_int_equal(lr.keep_servers.n, N / 10);
+	for (size_t i = 0; i < lr.servers.n; i++) {
+		const struct px_server *s = &lr.servers.v[i];
+		unsigned long h;
+
+		if (i)
+			assert_true(lr.servers.v[i - 1].hostgroup < s->hostgroup ||
+				    strcmp(lr.servers.v[i - 1].host, s->host) < 0);
+		if (s->hostgroup != 30)
+			continue;
+		hg30++;
+		assert_int_equal(sscanf(s->host, "h%lu", &h), 1);
+		if (s->weight != first[h])
+			fail_msg("%s: weight %ld, the first key said %d", s->host, s->weight, first[h]);
+	}
+	assert_int_equal(hg30, N);
+	layout_result_free(&lr);
+	kv_free(kv, nkv);
+	sync_config_free(&cfg);
+}
+
+/* The plan against a target with half the servers, a drained one per ten, and every kept one. */
+static char *scale_plan(struct sync_config *cfg, const struct kv_pair *kv, size_t nkv, size_t n)
+{
+	struct layout_result lr;
+	struct px_servers have = { 0 };
+	struct px_users have_u = { 0 };
+	struct plan_drain *drains = xcalloc(n / 10 + 1, sizeof(*drains));
+	size_t nd = 0;
+	long owned[256];
+	struct plan_options po = { 0 };
+	struct plan plan;
+	char host[64], *text;
+
+	layout_build(&cfg->layout, kv, nkv, &lr);
+	for (size_t i = 0; i < n; i += 2) {
+		struct px_server s;
+
+		px_server_defaults(&s);
+		s.hostgroup = 30;
+		s.host = host;
+		s.comment = "";
+		snprintf(host, sizeof(host), "h%06zu", i);
+		px_servers_add(&have, &s);
+		if (i % 10 == 0) { /* kept: its key was rejected */
+			s.hostgroup = 31;
+			snprintf(host, sizeof(host), "k%06zu", i);
+			px_servers_add(&have, &s);
+		}
+		if (i % 20 == 0) { /* gone from KV, draining */
+			s.hostgroup = 30;
+			snprintf(host, sizeof(host), "gone%06zu", i);
+			sk_strlcpy(s.status, "OFFLINE_SOFT", sizeof(s.status));
+			px_servers_add(&have, &s);
+		}
+	}
+	px_servers_sort(&have);
+	for (size_t i = 0; i < have.n; i++)
+		if (strncmp(have.v[i].host, "gone", 4) == 0)
+			drains[nd++] = (struct plan_drain){ 30, have.v[i].host, 3306, 1, 0 };
+	po.nowned = layout_owned_hostgroups(&cfg->layout, owned, SK_ARRAY_LEN(owned));
+	po.owned_hostgroups = owned;
+	po.user_tag = cfg->layout.user_tag;
+	po.drain_timeout_ms = 60000;
+	po.keep_servers = &lr.keep_servers;
+	po.keep_users = &lr.keep_users;
+	plan_build(&lr.servers, &lr.users, &have, &have_u, drains, nd, &po, &plan);
+	assert_int_equal(plan.server_deletes, 0);
+	assert_int_equal(plan.draining, nd);
+	text = plan_text(&plan);
+	plan_free(&plan);
+	free(drains);
+	px_servers_free(&have);
+	layout_result_free(&lr);
+	return text;
+}
+
+/* The same snapshot in another order gives the same plan, byte for byte. */
+static void scale_order_independent(void **state)
+{
+	enum { N = 5000 };
+	struct sync_config cfg;
+	struct kv_pair *kv;
+	size_t nkv = scale_kv(N, 5, &kv);
+	char *a, *b;
+
+	(void)state;
+	scale_config(&cfg);
+	a = scale_plan(&cfg, kv, nkv, N);
+	kv_shuffle(kv, nkv, 7);
+	b = scale_plan(&cfg, kv, nkv, N);
+	assert_string_equal(a, b);
+	kv_shuffle(kv, nkv, 1234);
+	free(b);
+	b = scale_plan(&cfg, kv, nkv, N);
+	assert_string_equal(a, b);
+	free(a);
+	free(b);
+	kv_free(kv, nkv);
+	sync_config_free(&cfg);
+}
+
+static double cpu_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* CPU time of the layout + plan of n hosts (the best of three runs). */
+static double scale_seconds(struct sync_config *cfg, size_t n)
+{
+	struct kv_pair *kv;
+	size_t nkv = scale_kv(n, 7, &kv);
+	double best = 1e9;
+
+	kv_shuffle(kv, nkv, 3);
+	for (int run = 0; run < 3; run++) {
+		double t0 = cpu_seconds();
+
+		free(scale_plan(cfg, kv, nkv, n));
+		if (cpu_seconds() - t0 < best)
+			best = cpu_seconds() - t0;
+	}
+	kv_free(kv, nkv);
+	return best;
+}
+
+/* Linear time: four times the keys cost about four times as much (a scan per item would cost
+ * sixteen). The bound leaves room for a busy machine; each size is its best of three runs. */
+static void scale_linear(void **state)
+{
+	struct sync_config cfg;
+	double small, big;
+
+	(void)state;
+	scale_config(&cfg);
+	small = scale_seconds(&cfg, 10000);
+	big = scale_seconds(&cfg, 40000);
+	if (big > 10 * small)
+		fail_msg("layout + plan: %.3f s for 40,000 hosts, %.3f s for 10,000 (more than 10 times)", big, small);
+	print_message("layout + plan CPU: %.3f s for 10,000 hosts, %.3f s for 40,000\n", small, big);
+	sync_config_free(&cfg);
+}
+
 int main(void)
 {
 	char dir[1024];
 	struct dirent **ents = NULL;
 	struct CMUnitTest *tests;
 	char **paths;
-	size_t n = 0;
+	size_t n = 0, ncases;
 	int k, rc;
 
 	snprintf(dir, sizeof(dir), "%s/sync", testdata_dir());
@@ -324,8 +601,13 @@ int main(void)
 		free(ents[i]);
 	}
 	free(ents);
+	ncases = n;
+	tests = xrealloc(tests, (n + 3) * sizeof(*tests));
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(scale_duplicates_first_stands);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(scale_order_independent);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(scale_linear);
 	rc = _cmocka_run_group_tests("sync", tests, n, NULL, NULL);
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < ncases; i++)
 		free(paths[i]);
 	free(paths);
 	free(tests);
