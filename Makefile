@@ -1,12 +1,7 @@
 # sidekick: health probes for MySQL / Percona XtraDB Cluster / MariaDB Galera and a Consul -> ProxySQL sync agent.
 #
-#   make            build every binary into bin/
-#   make test       unit tests (also under ASan+UBSan), then integration tests against real servers
-#   make deps       install what the build and the tests need (Debian/Ubuntu, apt; idempotent)
-#   make demo       bring up a local Galera cluster and show the probes at work
-#   make lint       clang-format check and banned-function check
-#   make bench      every benchmark in one run; Markdown report in build/bench/report.md
-#   make install    PREFIX=/usr/local DESTDIR=
+# `make help` lists every target with one line each (the `## ` comments below). Each target is
+# defined once; what `make test` runs is its prerequisite list, in that order.
 
 PREFIX ?= /usr/local
 DESTDIR ?=
@@ -47,8 +42,12 @@ PROGRAMS := $(PROBES:%=$(BIN)/%) $(BIN)/proxysql-sync
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test unit unit-asan integration deps demo lint install clean docs check-docs
-all: $(PROGRAMS)
+.PHONY: all help test unit unit-asan integration deps demo lint install clean docs check-docs
+all: $(PROGRAMS) ## build every binary into bin/
+
+help: ## this list
+	@sed -n 's/^\([a-zA-Z0-9_.-]*\):.*## \(.*\)$$/\1\t\2/p' $(MAKEFILE_LIST) | \
+		awk -F '\t' '{ printf "  make %-26s %s\n", $$1, $$2 }'
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -86,7 +85,7 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIBSK)
 # The sync unit tests link the agent's pure core too.
 $(BUILD)/tests/test_sync $(BUILD)/tests/test_agent: $(LIBSYNC)
 
-unit: $(UNIT_BIN)
+unit: $(UNIT_BIN) ## the C unit tests (cmocka, data files in tests/data)
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; SIDEKICK_TEST_DATA=tests/data $$t; done
 
 # ",float-cast-overflow" when compiler $(1) has that sanitizer: a double out of an integer's range
@@ -97,10 +96,12 @@ SAN_FLOAT_CAST = $(shell echo 'int main(void){return 0;}' | $(1) -fsanitize=floa
 UBSAN = -fsanitize=address,undefined$(call SAN_FLOAT_CAST,$(1)) -fno-omit-frame-pointer -fno-sanitize-recover=all
 
 # The unit tests again, built with AddressSanitizer and UndefinedBehaviorSanitizer.
-unit-asan:
+unit-asan: ## the unit tests under ASan+UBSan
 	$(MAKE) --no-print-directory BUILD=build/asan SAN="$(call UBSAN,$(CC))" CFLAGS="-O1 -g" unit
 
-integration: all
+# The integration suites against real MariaDB/Galera and the doubles; they run the static binaries
+# and the images too (test_static.py, test_images.py), then the ProxySQL 3.0 run.
+integration: all static images ## pytest tests/integration, then integration-proxysql-3.0
 	SIDEKICK_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q tests/integration $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory integration-proxysql-3.0
 
@@ -110,49 +111,48 @@ integration: all
 PROXYSQL_3_0_SUITES = tests/integration/test_sync.py tests/integration/test_sync_cluster.py \
 	tests/integration/test_proxysql_check.py tests/integration/test_proxysql_3_0.py
 .PHONY: integration-proxysql-3.0
-integration-proxysql-3.0: all
+integration-proxysql-3.0: all ## the sync suites with the double playing ProxySQL 3.0
 	SIDEKICK_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q --proxysql-double-version 3.0 $(PROXYSQL_3_0_SUITES) \
 		-k "not test_readiness_shunned_writer_is_not_ready" $(PYTEST_ARGS)
 
-test: lint check-docs unit unit-asan integration
+# Everything CI runs (.ci/run is `make deps test`), in this order.
+test: lint check-docs unit unit-asan integration fuzz-test test-asan test-tsan ## every test (what CI runs)
 
-deps:
+deps: ## install what the build and the tests need (Debian, apt; idempotent)
 	@tests/deps.sh
 
-demo: all
+demo: all ## a local Galera cluster, the probes and proxysql-sync at work
 	$(PYTHON) tests/demo.py
 
-lint:
+lint: ## clang-format and banned-function check
 	@tests/lint.sh
 
-docs: all
+docs: all ## regenerate docs/options from the option tables
 	@tests/gen-docs.sh write
 
-check-docs: all
+check-docs: all ## docs/options match the option tables
 	@tests/gen-docs.sh check
 
-install: all
+install: all install-dist ## binaries, docs, systemd units and examples (PREFIX, DESTDIR)
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(PROGRAMS) $(DESTDIR)$(PREFIX)/bin/
 	ln -sf healthcheck $(DESTDIR)$(PREFIX)/bin/healthcheck.sh
 	install -d $(DESTDIR)$(PREFIX)/share/doc/sidekick
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/sidekick/
 
-clean:
+clean: ## remove build/ and bin/
 	rm -rf $(BUILD) $(BIN)
 
 # Fully static binaries in bin/static/ (musl; the libraries Debian cannot link statically are
 # built from Debian's source packages into build/static/, cached): see docs/deploy.md.
 STATIC_DIR := build/static
 .PHONY: static
-static:
+static: ## fully static musl binaries in bin/static
 	@containers/static/build-deps.sh $(STATIC_DIR)
 	@PKG_CONFIG_LIBDIR=$(CURDIR)/$(STATIC_DIR)/prefix/lib/pkgconfig $(MAKE) --no-print-directory \
 		BUILD=$(STATIC_DIR)/obj BIN=$(BIN)/static CC=musl-gcc PKG_CONFIG="$(PKG_CONFIG) --static" \
 		CFLAGS=-O2 LDFLAGS="-static -s -Wl,--gc-sections" all $(BIN)/static/copy-probes
 
-# The integration suite runs the static binaries too (tests/integration/test_static.py).
-integration: static
 
 # The probes image's init-container copier (containers/probes/copy-probes.c); no library needed.
 $(BIN)/copy-probes: containers/probes/copy-probes.c
@@ -166,8 +166,7 @@ SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
 EXAMPLEDIR = $(PREFIX)/share/doc/sidekick/examples
 DIST_SED = sed -e 's|@BINDIR@|$(PREFIX)/bin|g' -e 's|@DOCDIR@|$(PREFIX)/share/doc/sidekick|g'
 .PHONY: install-dist
-install: install-dist
-install-dist:
+install-dist: ## only the bare-metal files of dist/
 	install -d $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(EXAMPLEDIR)
 	for f in dist/systemd/*.service dist/systemd/*.socket; do \
 		$(DIST_SED) $$f >$(DESTDIR)$(SYSTEMDUNITDIR)/$${f##*/} || exit 1; done
@@ -184,7 +183,7 @@ FUZZ_SAN = -fsanitize=fuzzer-no-link,address,undefined$(call SAN_FLOAT_CAST,clan
 FUZZ_NAMES := $(patsubst tests/fuzz/%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_SECONDS ?= 8
 .PHONY: fuzz fuzz-build
-fuzz-build:
+fuzz-build: ## build the libFuzzer harnesses (clang)
 	@$(MAKE) --no-print-directory BUILD=build/fuzz CC=clang SAN="$(FUZZ_SAN)" CFLAGS="-O1 -g" \
 		$(FUZZ_NAMES:%=build/fuzz/bin/%)
 
@@ -193,7 +192,7 @@ $(BUILD)/bin/fuzz_%: tests/fuzz/fuzz_%.c $(LIBSYNC) $(LIBSK)
 	@echo "  LINK    $@"
 	@$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -fsanitize=fuzzer -o $@ $< $(LIBSYNC) $(LIBSK) $(LDLIBS)
 
-fuzz: fuzz-build
+fuzz: fuzz-build ## every fuzzer for FUZZ_SECONDS, then the regressions
 	@tests/fuzz/run.sh $(FUZZ_SECONDS)
 
 # The integration suites that need no fault hook of their own against ASan+UBSan binaries
@@ -202,21 +201,21 @@ fuzz: fuzz-build
 # descriptors sampled (about 6 minutes; not part of make test). See docs/reliability.md.
 ASAN_INT = BUILD=build/asan-int BIN=build/asan-int/bin CFLAGS="-O1 -g" SAN="$(call UBSAN,$(CC))"
 .PHONY: test-asan valgrind soak
-test-asan:
+test-asan: ## integration suites against ASan+UBSan binaries
 	@$(MAKE) --no-print-directory $(ASAN_INT) all
 	@tests/sanitize.sh build/asan-int/bin $(PYTEST_ARGS)
 
-valgrind: all
+valgrind: all ## the agent and the probes under valgrind memcheck
 	@SIDEKICK_BIN=$(CURDIR)/$(BIN) $(PYTHON) tests/soak/soak.py --valgrind
 
-soak: all
+soak: all ## 3000 KV changes and 200 ProxySQL restarts (about 6 minutes)
 	@SIDEKICK_BIN=$(CURDIR)/$(BIN) $(PYTHON) tests/soak/soak.py
 
 # The probes against their shell baseline, clustercheck --listen and the agent's health port
 # under a bounded load, and the sync agent against the doubles, in one run (about 5 minutes);
 # one Markdown report. Larger runs: make bench BENCH_ARGS="--runs 500 --requests 50000".
 .PHONY: bench
-bench: all
+bench: all ## every benchmark; Markdown report in build/bench/report.md
 	@SIDEKICK_BIN=$(CURDIR)/$(BIN) $(PYTHON) tests/bench/report.py --out $(BUILD)/bench/report.md $(BENCH_ARGS)
 
 # ThreadSanitizer (build/tsan): the unit tests, then the agent's integration suites and a soak with
@@ -224,23 +223,19 @@ bench: all
 # suppressed and why). About 4 minutes; docs/reliability.md.
 TSAN := BUILD=build/tsan BIN=build/tsan/bin CFLAGS="-O1 -g" SAN="-fsanitize=thread -fno-omit-frame-pointer"
 .PHONY: unit-tsan test-tsan
-unit-tsan:
+unit-tsan: ## the unit tests under ThreadSanitizer
 	@TSAN_OPTIONS="halt_on_error=1:suppressions=$(CURDIR)/tests/tsan.supp" $(MAKE) --no-print-directory $(TSAN) unit
-test-tsan: unit-tsan
+test-tsan: unit-tsan ## unit tests, agent suites and a soak under ThreadSanitizer
 	@$(MAKE) --no-print-directory $(TSAN) all
 	@SANITIZER=thread tests/sanitize.sh build/tsan/bin $(PYTEST_ARGS)
 
-# make test: a short fuzzing round, 6 s a harness, then the integration suites under ASan+UBSan
-# (test-asan, about 3.5 minutes) and under ThreadSanitizer (test-tsan, about 4 minutes).
-test: fuzz-test test-asan test-tsan
 .PHONY: fuzz-test
-fuzz-test: fuzz-build
+fuzz-test: fuzz-build ## a short fuzzing round, 6 s a harness
 	@tests/fuzz/run.sh 6
 
 # Container images sidekick-probes and sidekick-sync (containers/*/Dockerfile), built with
 # buildah from a local debootstrapped Debian base into build/images/ (docs/deploy.md).
 .PHONY: images
-images: static
+images: static ## the FROM scratch images sidekick-probes and sidekick-sync
 	@containers/build-images.sh
-integration: images
 -include $(LIB_OBJ:.o=.d) $(SYNC_OBJ:.o=.d) $(BUILD)/sync/main.d $(BUILD)/checks/*.d $(wildcard $(BUILD)/bin/fuzz_*.d)
