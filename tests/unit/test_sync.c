@@ -341,7 +341,7 @@ static void scale_config(struct sync_config *cfg)
 
 static void kv_push(struct kv_pair **kv, size_t *n, const char *key, const char *value)
 {
-	*kv = xrealloc(*kv, (*n + 1) * sizeof(**kv));
+	*kv = px_grow(*kv, *n, sizeof(**kv)); /* doubling: a pair at a time would be quadratic */
 	(*kv)[*n].key = xstrdup(key);
 	(*kv)[*n].value = xstrdup(value);
 	(*kv)[*n].len = strlen(value);
