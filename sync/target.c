@@ -248,37 +248,55 @@ void target_forget(struct target *t)
 	t->known = NULL;
 }
 
-/* The hot path's read: what the target says of itself and its checksums, not its tables. When
- * the checksums are the ones known (nobody changed memory or loaded anything since), the known
- * rows become `st`'s and it returns 1; 0 when they must be read in full (`st` to be freed), -1 on
+/* The hot path's read: what the target says of itself, not its tables, which the known rows stand
+ * for until known_holds() has checked the checksums of the tables the plan writes. Returns 1 (the
+ * known rows are `st`'s), 0 when the target must be read in full (`st` to be freed), -1 on
  * errors. The known rows are taken either way (a reconcile that ends well puts them back). */
-static int read_known(struct target *t, bool users, const deadline_t *dl, struct tstate *st, int64_t *read_us,
-		      struct db_err *e)
+static int read_known(struct target *t, const deadline_t *dl, struct tstate *st, int64_t *read_us, struct db_err *e)
 {
 	struct target_known *k = t->known;
-	struct px_checksums ck;
 
 	memset(st, 0, sizeof(*st));
 	t->known = NULL;
-	if (pxadmin_read_facts(&t->px, dl, &st->facts, e) < 0 ||
-	    pxadmin_checksums(&t->px, dl, users, false, &ck, e) < 0) {
-		t->known = k;
-		target_forget(t);
-		return -1;
+	if (pxadmin_read_facts(&t->px, dl, &st->facts, e) < 0 || st->facts.cluster_peers > 0) {
+		px_servers_free(&k->mem_s);
+		px_users_free(&k->mem_u);
+		free(k);
+		return st->facts.cluster_peers > 0 ? 0 : -1;
 	}
-	if (st->facts.cluster_peers > 0 || ck.servers_memory != k->ck.servers_memory ||
-	    ck.servers_runtime != k->ck.servers_runtime ||
-	    (users && (ck.users_memory != k->ck.users_memory || ck.users_runtime != k->ck.users_runtime))) {
-		t->known = k;
-		target_forget(t);
-		return 0;
-	}
-	st->ck = k->ck; /* disk as it was: only a SAVE changes it, and that makes it equal memory */
+	st->ck = k->ck; /* as read when the rows were verified; disk changes only by a SAVE */
 	st->mem_s = k->mem_s;
 	st->mem_u = k->mem_u;
 	*read_us = k->read_us;
 	free(k);
 	return 1;
+}
+
+/* Which tables a plan writes. */
+static void plan_tables(const struct plan *p, bool *servers, bool *users)
+{
+	*servers = *users = false;
+	for (size_t i = 0; i < p->n; i++) {
+		*servers = *servers || strstr(p->steps[i].sql, "MYSQL SERVERS") ||
+			   strstr(p->steps[i].sql, "mysql_servers");
+		*users = *users || strstr(p->steps[i].sql, "MYSQL USERS") || strstr(p->steps[i].sql, "mysql_users");
+	}
+}
+
+/* Before a hot-path apply: the checksums of the tables the plan writes are the ones known (nobody
+ * changed that memory or loaded it since). Returns 1, 0 (read in full), -1 on errors. */
+static int known_holds(struct target *t, const struct plan *p, const struct px_checksums *known, const deadline_t *dl,
+		       struct db_err *e)
+{
+	struct px_checksums ck;
+	bool servers, users;
+
+	plan_tables(p, &servers, &users);
+	if (pxadmin_checksums(&t->px, dl, users, false, &ck, e) < 0)
+		return -1;
+	return !(servers &&
+		 (ck.servers_memory != known->servers_memory || ck.servers_runtime != known->servers_runtime)) &&
+	       !(users && (ck.users_memory != known->users_memory || ck.users_runtime != known->users_runtime));
 }
 
 /* Keep what the target's tables hold now: `st`'s rows (taken), or the plan's rows after it ran. */
@@ -311,16 +329,23 @@ static void remember(struct target *t, struct tstate *st, const struct plan *aft
 static int verify_known(struct target *t, const struct plan *p, const struct px_checksums *before, bool users,
 			bool disk, const deadline_t *dl, struct px_checksums *ck, struct db_err *e)
 {
-	bool servers_loaded = false, users_loaded = false;
+	bool servers_loaded = false, users_loaded = false, servers_written, users_written;
 
 	for (size_t i = 0; i < p->n; i++) {
 		servers_loaded = servers_loaded || strcmp(p->steps[i].sql, "LOAD MYSQL SERVERS TO RUNTIME") == 0;
 		users_loaded = users_loaded || strcmp(p->steps[i].sql, "LOAD MYSQL USERS TO RUNTIME") == 0;
 	}
-	/* The users' checksums only when the plan wrote users: otherwise they are the ones read before. */
-	if (pxadmin_checksums(&t->px, dl, users && users_loaded, disk, ck, e) < 0)
+	plan_tables(p, &servers_written, &users_written);
+	/* The users' checksums only when the plan wrote users. A table the plan did not write keeps
+	 * the checksums it was verified with: only those vouch for its known rows. */
+	if (pxadmin_checksums(&t->px, dl, users && users_written, disk, ck, e) < 0)
 		return -1;
-	if (users && !users_loaded) {
+	if (!servers_written) {
+		ck->servers_memory = before->servers_memory;
+		ck->servers_disk = before->servers_disk;
+		ck->servers_runtime = before->servers_runtime;
+	}
+	if (!users_written) {
 		ck->users_memory = before->users_memory;
 		ck->users_disk = before->users_disk;
 		ck->users_runtime = before->users_runtime;
@@ -656,7 +681,9 @@ static void forget_drains(struct target *t, const struct px_servers *have, const
 	}
 }
 
-int agent_reconcile(struct agent *ag, struct target *t, const struct agent_want *want, bool print)
+/* One reconcile; -2 when the hot path found a checksum it did not know before writing anything
+ * (the caller reads in full then). */
+static int reconcile(struct agent *ag, struct target *t, const struct agent_want *want, bool print)
 {
 	struct sync_config *cfg = ag->cfg;
 	bool users = *cfg->layout.users_prefix != '\0', disk = opt_flag(&cfg->o, "save-to-disk");
@@ -690,7 +717,7 @@ int agent_reconcile(struct agent *ag, struct target *t, const struct agent_want 
 		set_why(ag, t, "unreachable: %s", e.msg);
 		return -1;
 	}
-	if (t->known && (fast = read_known(t, users, &dl, &st, &read_us, &e)) == 0)
+	if (t->known && (fast = read_known(t, &dl, &st, &read_us, &e)) == 0)
 		tstate_free(&st);
 	if (fast < 0 || (!fast && read_state(t, users, disk, &dl, &st, &e) < 0)) {
 		log_warn("target %s: reading its tables failed: %s", t->pt.name, e.msg);
@@ -773,6 +800,20 @@ int agent_reconcile(struct agent *ag, struct target *t, const struct agent_want 
 		}
 	}
 	plan_state(ag, &st, &want_s, want, dinfo, nd, &plan, &ds, &du);
+	if (fast && plan.n) {
+		int k = known_holds(t, &plan, &st.ck, &dl, &e);
+
+		if (k < 0) {
+			t->errors_read++;
+			t->last_failure = e.reason;
+			set_why(ag, t, "reading its checksums failed: %s", e.msg);
+			goto out;
+		}
+		if (k == 0) {
+			rc = -2;
+			goto out;
+		}
+	}
 	report(ag, t, &st, &plan, &ds, &du);
 	if (print) {
 		char *text = plan_text(&plan);
@@ -908,6 +949,13 @@ out:
 	px_servers_free(&want_s);
 	tstate_free(&st);
 	return rc;
+}
+
+int agent_reconcile(struct agent *ag, struct target *t, const struct agent_want *want, bool print)
+{
+	int rc = reconcile(ag, t, want, print);
+
+	return rc == -2 ? reconcile(ag, t, want, print) : rc; /* known forgotten: a full read */
 }
 
 void *target_main(void *arg)

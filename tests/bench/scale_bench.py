@@ -198,6 +198,8 @@ def main():
         try:
             print("scale: %d keys ..." % n, file=sys.stderr, flush=True)
             rows.append(one_size(n, work))
+            print("scale: %d keys: %r" % (n, {k: v for k, v in rows[-1].items() if k != "healthz"}),
+                  file=sys.stderr, flush=True)
         finally:
             shutil.rmtree(work, ignore_errors=True)
     print("\nproxysql-sync at scale (Consul %s, ProxySQL %s, quiescence off; the agent's CPU is its own)\n" % (
