@@ -24,7 +24,7 @@ static const struct opt_def options[] = {
 	 "Serve HTTP on this address (the classic port is 9200) instead of answering once on stdout.", 0},
 	{"cache-ms", 0, OPT_INT, "MS", "0", NULL, 0, 60000, NULL,
 	 "With --listen: reuse a result for this long (0: every request checks; concurrent requests share one check).", 0},
-	{"max-connections", 0, OPT_INT, "N", "1024", NULL, 1, 10000, NULL,
+	{"max-connections", 0, OPT_INT, "N", "512", NULL, 1, 10000, NULL,
 	 "With --listen: open HTTP connections at most, each on a thread of its own (one more is closed at once).", 0},
 	{"max-connections-per-ip", 0, OPT_INT, "N", "32", NULL, 1, 10000, NULL,
 	 "With --listen: open HTTP connections from one client address at most.", 0},

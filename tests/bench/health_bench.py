@@ -107,7 +107,7 @@ def bench_liveness(conns, secs, tmp):
     ws = pb.servers.Workspace()
     try:
         node = pb.start_galera_node(ws)
-        p, port, log = pb.start_listener(node, ws, tmp, "--max-connections", "1024")  # its default
+        p, port, log = pb.start_listener(node, ws, tmp, "--max-connections", "512")  # its default
         try:
             return hostile_row("clustercheck --listen", p.pid, port, "/liveness", conns, secs)
         finally:
@@ -220,7 +220,7 @@ def main():
         if h["first_failure"]:
             print("\n%s %s: first failed probe: %r" % (name, h["server"], h["first_failure"]))
     print("\nEach trickling connection sends a byte every 2 s and is reopened at once when closed; the "
-          "servers run with their defaults (request deadline 5 s, 32 connections per address, 1024 in all). "
+          "servers run with their defaults (request deadline 5 s, 32 connections per address, 512 in all). "
           "Hostile open: connections the clients had open at once, as the clients see them (one waiting in "
           "the listen queue counts); closed: those the server closed after their first byte. "
           "Goal: every probe answered, p99 <= 250 ms.")
