@@ -161,7 +161,7 @@ static int run(struct sync_config *cfg, int argc, char **argv, bool *abandoned)
 	/* Before any other thread: as a container's PID 1 the agent inherits every orphan. */
 	if (proc_reaper_start(err, sizeof(err)) < 0) {
 		log_error("%s", err);
-		return 1;
+		return 2; /* as when any other thread cannot start */
 	}
 
 	if (*opt_str(&cfg->o, "health-listen")) {

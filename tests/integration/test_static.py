@@ -335,7 +335,8 @@ lock-file = "/tmp/sync.lock";
 quiescence-min = 0.0;
 clusters = ( { alias = "shop"; writer_hostgroup = 10; reader_hostgroup = 11; } );
 targets = ( { name = "px1"; address = "proxysql.sidekick.test:%d"; user = "%s";
-              password_file = "/admin-password"; } );
+              password_file = "/admin-password";
+              allow_plaintext_password = true; } );  # a name is not known to be loopback
 """ % (consul.port, px.admin_port, px.admin_user))
     consul.put("mysql/master/shop", b"db1:3306")
     consul.put("mysql/master/shop/hostname", b"db1")

@@ -410,8 +410,11 @@ def test_wakeup_without_change_writes_nothing(consul, px, agent):
 TABLE_READS = ("main.mysql_servers", "main.mysql_users", "runtime_mysql_servers", "runtime_mysql_users")
 
 
+@pytest.mark.fault
 def test_change_after_a_verified_sync_reads_no_table(consul, px, agent):
-    """The hot path: once a sync is verified, a change costs its statements and a few checksums,
+    """The change sends its UPDATE, LOAD and SAVE and reads checksums, not one row of `mysql_servers`/`mysql_users` in memory or runtime.
+
+    The hot path: once a sync is verified, a change costs its statements and a few checksums,
     not a read of every row (before and after) of the target's tables."""
     if not px.is_fake:
         pytest.skip("needs the ProxySQL double's statement log")
@@ -432,8 +435,11 @@ def test_change_after_a_verified_sync_reads_no_table(consul, px, agent):
     assert not [q for q in sent if any(t in q for t in TABLE_READS) and not q.startswith("SELECT weight")], sent
 
 
+@pytest.mark.fault
 def test_hand_edit_between_changes_is_seen_at_the_next_change(consul, px, agent):
-    """The hot path trusts no row it did not verify: a hand edit of memory (not loaded) changes the
+    """The memory checksum differs from the one kept: the change reads the tables in full, and the edited row is put back with it.
+
+    The hot path trusts no row it did not verify: a hand edit of memory (not loaded) changes the
     checksum, so the next KV change reads the tables in full and puts the edited row back too."""
     put_topology(consul)
     agent.start()

@@ -74,7 +74,8 @@ def test_a_thread_that_cannot_start_stops_the_agent_cleanly(consul, px, workdir,
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONSUL_")}
     env["LD_PRELOAD"] = shim
     nwatches = 3  # mysql/master, mysql/replica, proxysql/users
-    expect = ["watcher"] * nwatches + ["coordinator", "target", "target"]
+    # The reaper of orphans first (PID 1 duties), then the agent's threads.
+    expect = ["reaper"] + ["watcher"] * nwatches + ["coordinator", "target", "target"]
     for n, kind in enumerate(expect, 1):
         env["SK_FAIL_THREAD"] = str(n)
         t0 = time.monotonic()
@@ -82,7 +83,9 @@ def test_a_thread_that_cannot_start_stops_the_agent_cleanly(consul, px, workdir,
         took = time.monotonic() - t0
         out = r.stdout + r.stderr
         assert r.returncode == 2, (n, out)
-        assert "cannot start a %s thread: Resource temporarily unavailable" % kind in out, (n, out)
+        want = ("cannot start the thread that reaps children" if kind == "reaper" else
+                "cannot start a %s thread" % kind) + ": Resource temporarily unavailable"
+        assert want in out, (n, out)
         assert took < 5, "call %d: %.1f s to stop the threads already started" % (n, took)
     # One call further, every thread started: the agent runs and syncs as usual.
     env["SK_FAIL_THREAD"] = str(len(expect) + 1)
