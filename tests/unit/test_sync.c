@@ -223,6 +223,7 @@ static void run_case(void **state)
 	struct plan_drift ds = { 0 }, du = { 0 };
 	struct px_servers rt_s;
 	struct px_users rt_u;
+	struct plan_rowset rt_set = { 0 };
 	struct px_families fam = { 0 };
 	struct px_names prot = { 0 };
 	const cJSON *rt, *it;
@@ -288,7 +289,11 @@ static void run_case(void **state)
 	if (*cfg.layout.users_prefix) {
 		in.want_users = &lr.users;
 		in.have_users = &have_u;
-		in.runtime_users = rt ? &rt_u : &have_u;
+		/* Runtime's users as the agent keeps them: a set of row hashes. */
+		for (size_t i = 0; i < (rt ? &rt_u : &have_u)->n; i++)
+			plan_rowset_user(&rt_set, &(rt ? &rt_u : &have_u)->v[i], cfg.layout.user_tag);
+		plan_rowset_seal(&rt_set);
+		in.runtime_users = &rt_set;
 	}
 	in.families = &fam;
 	in.servers_disk_differs = jint(cJSON_GetObjectItem(cur, "save_owed"), "servers", 0) != 0;
@@ -315,6 +320,7 @@ static void run_case(void **state)
 	px_names_free(&prot);
 	px_servers_free(&rt_s);
 	px_users_free(&rt_u);
+	plan_rowset_free(&rt_set);
 	cJSON_Delete(cur);
 	px_servers_free(&have_s);
 	px_users_free(&have_u);
