@@ -407,6 +407,52 @@ static size_t scale_kv(size_t n, long second, struct kv_pair **kv)
 }
 
 /* Duplicates at scale: the first key of a server stands, wherever the shuffle put it. */
+/* Drift compares rows by a hash of their columns: where one column ends and the next begins
+ * counts ("ab" + "c" is not "a" + "bc"), a row is one per role, and a duplicate counts once. */
+static void drift_hash_keeps_columns_apart(void **state)
+{
+	struct px_users mem = { 0 }, rt = { 0 };
+	struct plan_options o = { .user_tag = "proxysql-sync" };
+	struct plan_drift d;
+	struct px_user u;
+
+	(void)state;
+	px_user_defaults(&u);
+	u.username = "ab";
+	u.password = "c";
+	u.comment = "proxysql-sync";
+	px_users_add(&mem, &u);
+	px_user_defaults(&u);
+	u.username = "a";
+	u.password = "bc";
+	u.comment = "proxysql-sync";
+	for (int role = 0; role < 2; role++) {
+		u.frontend = role == 0;
+		u.backend = role == 1;
+		px_users_add(&rt, &u);
+		px_users_add(&rt, &u); /* twice: a set */
+	}
+	plan_drift_users(&mem, &rt, &o, &d);
+	assert_int_equal(d.owned, 4);
+	assert_int_equal(d.foreign, 0);
+	/* The same user on both sides: no drift. */
+	px_users_free(&rt);
+	px_user_defaults(&u);
+	u.username = "ab";
+	u.password = "c";
+	u.comment = "proxysql-sync";
+	u.frontend = 1;
+	u.backend = 0;
+	px_users_add(&rt, &u);
+	u.frontend = 0;
+	u.backend = 1;
+	px_users_add(&rt, &u);
+	plan_drift_users(&mem, &rt, &o, &d);
+	assert_int_equal(d.owned + d.foreign, 0);
+	px_users_free(&mem);
+	px_users_free(&rt);
+}
+
 static void scale_duplicates_first_stands(void **state)
 {
 	enum { N = 20000 };
@@ -608,7 +654,8 @@ int main(void)
 	}
 	free(ents);
 	ncases = n;
-	tests = xrealloc(tests, (n + 3) * sizeof(*tests));
+	tests = xrealloc(tests, (n + 4) * sizeof(*tests));
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(drift_hash_keeps_columns_apart);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(scale_duplicates_first_stands);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(scale_order_independent);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(scale_linear);
