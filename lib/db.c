@@ -233,10 +233,12 @@ static void poison_socket(MYSQL *m)
 
 struct op {
 	MYSQL *m;
-	int kind; /* 0 connect, 1 query, 2 store */
+	int kind; /* 0 connect, 1 query, 2 store, 3 fetch a row of res, 4 free res */
 	MYSQL *conn_ret;
 	int query_ret;
 	MYSQL_RES *res_ret;
+	MYSQL_RES *res; /* kinds 3 and 4 */
+	MYSQL_ROW row_ret;
 };
 
 static int op_cont(struct op *op, int ready)
@@ -244,7 +246,9 @@ static int op_cont(struct op *op, int ready)
 	switch (op->kind) {
 	case 0: return mysql_real_connect_cont(&op->conn_ret, op->m, ready);
 	case 1: return mysql_real_query_cont(&op->query_ret, op->m, ready);
-	default: return mysql_store_result_cont(&op->res_ret, op->m, ready);
+	case 2: return mysql_store_result_cont(&op->res_ret, op->m, ready);
+	case 3: return mysql_fetch_row_cont(&op->row_ret, op->res, ready);
+	default: return mysql_free_result_cont(op->res, ready);
 	}
 }
 
@@ -374,13 +378,13 @@ int db_connect(struct db *db, const struct db_target *t, const deadline_t *dl, s
 	return 0;
 }
 
-int db_query(struct db *db, const char *sql, const deadline_t *dl, MYSQL_RES **res, struct db_err *e)
+/* Send `sql` and wait for the start of its answer (db_query, db_query_each). */
+static int send_query(struct db *db, const char *sql, const deadline_t *dl, struct db_err *e)
 {
 	struct op op = { .m = db->m, .kind = 1 };
 	int status;
 
 	memset(e, 0, sizeof(*e));
-	*res = NULL;
 	if (!db->m || !db->connected) {
 		e->reason = DB_LOST;
 		sk_fmt(e->msg, sizeof(e->msg), "not connected");
@@ -393,9 +397,19 @@ int db_query(struct db *db, const char *sql, const deadline_t *dl, MYSQL_RES **r
 			db->connected = false;
 		return -1;
 	}
+	return 0;
+}
+
+int db_query(struct db *db, const char *sql, const deadline_t *dl, MYSQL_RES **res, struct db_err *e)
+{
+	struct op op = { .m = db->m, .kind = 2 };
+	int status;
+
+	*res = NULL;
+	if (send_query(db, sql, dl, e) < 0)
+		return -1;
 	if (mysql_field_count(db->m) == 0)
 		return 0;
-	op.kind = 2;
 	status = mysql_store_result_start(&op.res_ret, db->m);
 	if (!drive(&op, status, dl) || !op.res_ret) {
 		set_err(db->m, deadline_expired(dl), "reading the result", e);
@@ -405,6 +419,55 @@ int db_query(struct db *db, const char *sql, const deadline_t *dl, MYSQL_RES **r
 		return -1;
 	}
 	*res = op.res_ret;
+	return 0;
+}
+
+/* Free a result read with mysql_use_result (whatever rows are left are read and dropped), bounded
+ * by the deadline; false when it passed (the socket is then dead). */
+static bool free_streamed(struct db *db, MYSQL_RES *res, const deadline_t *dl)
+{
+	struct op op = { .m = db->m, .kind = 4, .res = res };
+
+	return drive(&op, mysql_free_result_start(res), dl);
+}
+
+int db_query_each(struct db *db, const char *sql, const deadline_t *dl, db_row_fn *fn, void *ctx, struct db_err *e)
+{
+	struct op op = { .m = db->m, .kind = 3 };
+	MYSQL_RES *res;
+	unsigned ncols;
+	int status;
+
+	if (send_query(db, sql, dl, e) < 0)
+		return -1;
+	if (mysql_field_count(db->m) == 0)
+		return 0;
+	res = mysql_use_result(db->m);
+	if (!res) {
+		set_err(db->m, false, "reading the result", e);
+		db->connected = false;
+		return -1;
+	}
+	ncols = mysql_num_fields(res);
+	op.res = res;
+	for (;;) {
+		op.row_ret = NULL;
+		status = mysql_fetch_row_start(&op.row_ret, res);
+		if (!drive(&op, status, dl) || (!op.row_ret && mysql_errno(db->m))) {
+			set_err(db->m, deadline_expired(dl), "reading the result", e);
+			db->connected = false;
+			(void)free_streamed(db, res, dl);
+			return -1;
+		}
+		if (!op.row_ret)
+			break;
+		fn(ctx, op.row_ret, ncols);
+	}
+	if (!free_streamed(db, res, dl)) {
+		set_err(db->m, true, "reading the result", e);
+		db->connected = false;
+		return -1;
+	}
 	return 0;
 }
 

@@ -64,6 +64,17 @@ int db_connect(struct db *db, const struct db_target *t, const deadline_t *dl, s
  * timeout the connection is shut down and must be closed. */
 int db_query(struct db *db, const char *sql, const deadline_t *dl, MYSQL_RES **res, struct db_err *e) SK_MUST_CHECK;
 
+/* A row of db_query_each: `row[0..ncols-1]` (NULL for SQL NULL), valid only during the call; the
+ * function may change the text in place (wipe what it copied). */
+typedef void db_row_fn(void *ctx, MYSQL_ROW row, unsigned ncols);
+
+/* Run one statement and hand its rows to `fn` one by one as they arrive (mysql_use_result): the
+ * result set is never held whole, whatever its size. The round trip and every row are bounded by
+ * `dl`; on failure (the rows given so far stand) the connection is marked lost when the server
+ * or the deadline broke it. Returns 0 or -1. */
+int db_query_each(struct db *db, const char *sql, const deadline_t *dl, db_row_fn *fn, void *ctx,
+		  struct db_err *e) SK_MUST_CHECK;
+
 /* Run one statement and discard any result. */
 int db_exec(struct db *db, const char *sql, const deadline_t *dl, struct db_err *e) SK_MUST_CHECK;
 

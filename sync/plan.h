@@ -45,7 +45,8 @@ struct plan_drift {
 
 struct plan_step {
 	char *sql; /* sent to the admin, one statement */
-	char *shown; /* the same with passwords replaced by '***', for logs and --dry-run */
+	char *shown; /* the same with passwords replaced by '***', for logs and --dry-run (== sql
+		      * when there is nothing to redact) */
 };
 
 struct plan {
@@ -101,12 +102,35 @@ void plan_drift_servers(const struct px_servers *memory, const struct px_servers
 void plan_drift_users(const struct px_users *memory, const struct px_users *runtime, const struct plan_options *o,
 		      struct plan_drift *d);
 
+/* A set of rows compared by hash (memory against runtime), so that runtime's rows need not be kept:
+ * plan_rowset_user adds a user row as runtime holds it (one entry per role, none when inactive;
+ * owned when its comment carries `user_tag`); plan_rowset_seal sorts it and drops duplicates
+ * (plan_drift_users_set wants it sealed). */
+struct plan_rowhash {
+	uint64_t h[2];
+	bool owned;
+};
+
+struct plan_rowset {
+	size_t n;
+	struct plan_rowhash *v;
+	bool sealed;
+};
+
+void plan_rowset_user(struct plan_rowset *s, const struct px_user *u, const char *user_tag);
+void plan_rowset_seal(struct plan_rowset *s);
+void plan_rowset_free(struct plan_rowset *s);
+/* plan_drift_users with runtime's rows as a sealed set. */
+void plan_drift_users_set(const struct px_users *memory, const struct plan_rowset *runtime,
+			  const struct plan_options *o, struct plan_drift *d);
+
 /* Everything a target's plan is made from: the desired rows, its memory (have), its runtime where it
  * may differ from memory (NULL: runtime was loaded from this memory, the checksums say so), what
  * its monitor rows are, whether its disk differs from memory, and the servers being drained. */
 struct plan_inputs {
 	const struct px_servers *want_servers, *have_servers, *runtime_servers;
-	const struct px_users *want_users, *have_users, *runtime_users; /* want NULL: users not managed */
+	const struct px_users *want_users, *have_users; /* want NULL: users not managed */
+	const struct plan_rowset *runtime_users; /* sealed; NULL: not read */
 	const struct px_families *families;
 	bool servers_disk_differs, users_disk_differs;
 	const struct plan_drain *drains;
@@ -120,6 +144,10 @@ void plan_target(const struct plan_inputs *in, struct plan_options *o, struct pl
 
 /* The plan as text, one statement a line ending in ";", passwords redacted. Caller frees. */
 char *plan_text(const struct plan *p);
+
+/* Free the statements and the rows after (wiped), keeping n, the counts and the flags: a plan that
+ * has run and whose text is no longer needed holds no memory that grows with the rows. */
+void plan_drop_text(struct plan *p);
 
 void plan_free(struct plan *p);
 

@@ -33,95 +33,119 @@ static long col_long(const char *v, long def)
 	return v && sk_parse_long(v, -2147483648L, 2147483647L, &n) ? n : def;
 }
 
-/* Read the servers and users tables of one layer: "main.mysql_" or "runtime_mysql_". */
-static int read_layer(struct pxadmin *a, const char *layer, const deadline_t *dl, struct px_servers *servers,
-		      struct px_users *users, struct db_err *e)
+struct user_sink {
+	px_user_fn *fn;
+	void *ctx;
+};
+
+static void server_row(void *ctx, MYSQL_ROW row, unsigned ncols)
 {
-	MYSQL_RES *res;
-	MYSQL_ROW row;
+	struct px_server s;
+
+	if (ncols < 11)
+		return;
+	px_server_defaults(&s);
+	s.hostgroup = col_long(row[0], 0);
+	s.host = row[1] ? row[1] : "";
+	s.port = col_long(row[2], 3306);
+	sk_strlcpy(s.status, row[3] ? row[3] : "", sizeof(s.status));
+	s.weight = col_long(row[4], 1);
+	s.compression = col_long(row[5], 0);
+	s.max_connections = col_long(row[6], 1000);
+	s.max_replication_lag = col_long(row[7], 0);
+	s.use_ssl = col_long(row[8], 0);
+	s.max_latency_ms = col_long(row[9], 0);
+	s.comment = row[10] ? row[10] : "";
+	px_servers_add(ctx, &s);
+}
+
+static void user_row(void *ctx, MYSQL_ROW row, unsigned ncols)
+{
+	const struct user_sink *sink = ctx;
+	struct px_user u;
+
+	if (ncols < 13)
+		return;
+	px_user_defaults(&u);
+	u.username = row[0] ? row[0] : "";
+	u.password = row[1] ? row[1] : "";
+	u.active = col_long(row[2], 1);
+	u.use_ssl = col_long(row[3], 0);
+	u.default_hostgroup = col_long(row[4], 0);
+	u.default_schema = row[5];
+	u.schema_locked = col_long(row[6], 0);
+	u.transaction_persistent = col_long(row[7], 1);
+	u.fast_forward = col_long(row[8], 0);
+	u.backend = col_long(row[9], 1);
+	u.frontend = col_long(row[10], 1);
+	u.max_connections = col_long(row[11], 10000);
+	u.comment = row[12] ? row[12] : "";
+	sink->fn(sink->ctx, &u);
+	if (row[1])
+		sk_wipe(row[1], strlen(row[1])); /* used; the library's buffer is freed unwiped */
+}
+
+static void add_user(void *ctx, const struct px_user *u)
+{
+	px_users_add(ctx, u);
+}
+
+/* Read the servers and users tables of one layer ("main.mysql_" or "runtime_mysql_") row by row:
+ * servers into `servers` (sorted), each user row to `sink` (NULL: not read). */
+static int read_layer(struct pxadmin *a, const char *layer, const deadline_t *dl, struct px_servers *servers,
+		      const struct user_sink *sink, struct db_err *e)
+{
 	char sql[400];
 
-	if (servers)
+	if (servers) {
 		memset(servers, 0, sizeof(*servers));
-	if (users)
-		memset(users, 0, sizeof(*users));
-	if (!servers)
-		goto users;
-	sk_fmt(sql, sizeof(sql),
-	       "SELECT hostgroup_id, hostname, port, status, weight, compression, max_connections, "
-	       "max_replication_lag, use_ssl, max_latency_ms, comment FROM %sservers",
-	       layer);
-	if (db_query(&a->db, sql, dl, &res, e) < 0)
-		return -1;
-	while (res && (row = mysql_fetch_row(res)) != NULL) {
-		struct px_server s;
-
-		px_server_defaults(&s);
-		s.hostgroup = col_long(row[0], 0);
-		s.host = row[1] ? row[1] : "";
-		s.port = col_long(row[2], 3306);
-		sk_strlcpy(s.status, row[3] ? row[3] : "", sizeof(s.status));
-		s.weight = col_long(row[4], 1);
-		s.compression = col_long(row[5], 0);
-		s.max_connections = col_long(row[6], 1000);
-		s.max_replication_lag = col_long(row[7], 0);
-		s.use_ssl = col_long(row[8], 0);
-		s.max_latency_ms = col_long(row[9], 0);
-		s.comment = row[10] ? row[10] : "";
-		px_servers_add(servers, &s);
+		sk_fmt(sql, sizeof(sql),
+		       "SELECT hostgroup_id, hostname, port, status, weight, compression, max_connections, "
+		       "max_replication_lag, use_ssl, max_latency_ms, comment FROM %sservers",
+		       layer);
+		if (db_query_each(&a->db, sql, dl, server_row, servers, e) < 0) {
+			px_servers_free(servers);
+			return -1;
+		}
+		px_servers_sort(servers);
 	}
-	if (res)
-		mysql_free_result(res);
-	px_servers_sort(servers);
-users:
-	if (!users)
+	if (!sink)
 		return 0;
 	sk_fmt(sql, sizeof(sql),
 	       "SELECT username, password, active, use_ssl, default_hostgroup, default_schema, schema_locked, "
 	       "transaction_persistent, fast_forward, backend, frontend, max_connections, comment FROM %susers",
 	       layer);
-	if (db_query(&a->db, sql, dl, &res, e) < 0) {
+	if (db_query_each(&a->db, sql, dl, user_row, (void *)sink, e) < 0) {
 		if (servers)
 			px_servers_free(servers);
 		return -1;
 	}
-	while (res && (row = mysql_fetch_row(res)) != NULL) {
-		struct px_user u;
-
-		px_user_defaults(&u);
-		u.username = row[0] ? row[0] : "";
-		u.password = row[1] ? row[1] : "";
-		u.active = col_long(row[2], 1);
-		u.use_ssl = col_long(row[3], 0);
-		u.default_hostgroup = col_long(row[4], 0);
-		u.default_schema = row[5];
-		u.schema_locked = col_long(row[6], 0);
-		u.transaction_persistent = col_long(row[7], 1);
-		u.fast_forward = col_long(row[8], 0);
-		u.backend = col_long(row[9], 1);
-		u.frontend = col_long(row[10], 1);
-		u.max_connections = col_long(row[11], 10000);
-		u.comment = row[12] ? row[12] : "";
-		px_users_add(users, &u);
-		if (row[1])
-			sk_wipe(row[1], strlen(row[1])); /* copied; the result is freed unwiped */
-	}
-	if (res)
-		mysql_free_result(res);
-	px_users_sort(users);
 	return 0;
 }
 
 int pxadmin_read(struct pxadmin *a, const deadline_t *dl, struct px_servers *servers, struct px_users *users,
 		 struct db_err *e)
 {
-	return read_layer(a, "main.mysql_", dl, servers, users, e);
+	struct user_sink sink = { add_user, users };
+
+	if (users)
+		memset(users, 0, sizeof(*users));
+	if (read_layer(a, "main.mysql_", dl, servers, users ? &sink : NULL, e) < 0) {
+		if (users)
+			px_users_free(users);
+		return -1;
+	}
+	if (users)
+		px_users_sort(users);
+	return 0;
 }
 
-int pxadmin_read_runtime(struct pxadmin *a, const deadline_t *dl, struct px_servers *servers, struct px_users *users,
-			 struct db_err *e)
+int pxadmin_read_runtime(struct pxadmin *a, const deadline_t *dl, struct px_servers *servers, px_user_fn *users,
+			 void *ctx, struct db_err *e)
 {
-	return read_layer(a, "runtime_mysql_", dl, servers, users, e);
+	struct user_sink sink = { users, ctx };
+
+	return read_layer(a, "runtime_mysql_", dl, servers, users ? &sink : NULL, e);
 }
 
 int pxadmin_peer_epoch(struct pxadmin *a, const deadline_t *dl, long long *epoch, struct db_err *e)

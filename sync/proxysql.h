@@ -34,9 +34,14 @@ int pxadmin_connect(struct pxadmin *a, const struct pxadmin_target *t, const dea
 int pxadmin_read(struct pxadmin *a, const deadline_t *dl, struct px_servers *servers, struct px_users *users,
 		 struct db_err *e) SK_MUST_CHECK;
 
-/* The same two tables as runtime has them (runtime_mysql_servers, runtime_mysql_users); sorted. */
-int pxadmin_read_runtime(struct pxadmin *a, const deadline_t *dl, struct px_servers *servers, struct px_users *users,
-			 struct db_err *e) SK_MUST_CHECK;
+/* A user row as it is read: its strings live only during the call. */
+typedef void px_user_fn(void *ctx, const struct px_user *u);
+
+/* The same two tables as runtime has them (runtime_mysql_servers, sorted; runtime_mysql_users, each
+ * row handed to `users` as it arrives, so that none need be kept; NULL: not read). Rows are
+ * streamed from the server, never held as a whole result set. */
+int pxadmin_read_runtime(struct pxadmin *a, const deadline_t *dl, struct px_servers *servers, px_user_fn *users,
+			 void *ctx, struct db_err *e) SK_MUST_CHECK;
 
 /* The newest epoch (Unix seconds) at which a ProxySQL Cluster peer loaded mysql_servers or
  * mysql_users, as this node sees it (stats_proxysql_servers_checksums); 0 when none. */

@@ -51,7 +51,8 @@ struct tstate {
 	struct px_facts facts;
 	struct px_checksums ck;
 	struct px_servers mem_s, rt_s;
-	struct px_users mem_u, rt_u;
+	struct px_users mem_u;
+	struct plan_rowset rt_u; /* runtime's users, as row hashes: the rows themselves are not kept */
 	struct px_peers mem_p, rt_p; /* proxysql_servers, when the agent manages it */
 	bool have_rt_s, have_rt_u; /* runtime read (false: runtime holds what memory holds) */
 	/* What this target lets the agent write (scope()): the owned hostgroups less those of
@@ -201,16 +202,29 @@ static void tstate_free(struct tstate *st)
 	px_servers_free(&st->mem_s);
 	px_servers_free(&st->rt_s);
 	px_users_free(&st->mem_u);
-	px_users_free(&st->rt_u);
+	plan_rowset_free(&st->rt_u);
 	px_peers_free(&st->mem_p);
 	px_peers_free(&st->rt_p);
 	memset(st, 0, sizeof(*st));
+}
+
+struct rowset_sink {
+	struct plan_rowset *set;
+	const char *user_tag;
+};
+
+static void runtime_user(void *ctx, const struct px_user *u)
+{
+	const struct rowset_sink *k = ctx;
+
+	plan_rowset_user(k->set, u, k->user_tag);
 }
 
 static int read_state(struct target *t, bool users, bool disk, const deadline_t *dl, struct tstate *st,
 		      struct db_err *e)
 {
 	bool peers = layout_has_fleet(&t->ag->cfg->layout);
+	struct rowset_sink sink = { &st->rt_u, t->ag->cfg->layout.user_tag };
 
 	memset(st, 0, sizeof(*st));
 	if (pxadmin_read_facts(&t->px, dl, &st->facts, e) < 0 ||
@@ -220,8 +234,10 @@ static int read_state(struct target *t, bool users, bool disk, const deadline_t 
 	/* Equal checksums: runtime was loaded from this memory and the monitor has moved nothing. */
 	st->have_rt_s = st->ck.servers_memory != st->ck.servers_runtime;
 	st->have_rt_u = users;
-	if (pxadmin_read_runtime(&t->px, dl, st->have_rt_s ? &st->rt_s : NULL, users ? &st->rt_u : NULL, e) < 0)
+	if (pxadmin_read_runtime(&t->px, dl, st->have_rt_s ? &st->rt_s : NULL, users ? runtime_user : NULL, &sink, e) <
+	    0)
 		return -1;
+	plan_rowset_seal(&st->rt_u);
 	if (peers && (pxadmin_read_peers(&t->px, false, dl, &st->mem_p, e) < 0 ||
 		      pxadmin_read_peers(&t->px, true, dl, &st->rt_p, e) < 0))
 		return -1;
@@ -867,6 +883,8 @@ static int reconcile(struct agent *ag, struct target *t, const struct agent_want
 	}
 	if (plan.n && !verified_known) {
 		fast = 0;
+		/* The statements have run: their text need not stay while the tables are read again. */
+		plan_drop_text(&plan);
 		tstate_free(&st);
 		read_us = deadline_now_us();
 		if (read_state(t, users, disk, &dl, &st, &e) < 0) {

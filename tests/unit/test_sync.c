@@ -223,6 +223,7 @@ static void run_case(void **state)
 	struct plan_drift ds = { 0 }, du = { 0 };
 	struct px_servers rt_s;
 	struct px_users rt_u;
+	struct plan_rowset rt_set = { 0 };
 	struct px_families fam = { 0 };
 	struct px_names prot = { 0 };
 	const cJSON *rt, *it;
@@ -288,7 +289,11 @@ static void run_case(void **state)
 	if (*cfg.layout.users_prefix) {
 		in.want_users = &lr.users;
 		in.have_users = &have_u;
-		in.runtime_users = rt ? &rt_u : &have_u;
+		/* Runtime's users as the agent keeps them: a set of row hashes. */
+		for (size_t i = 0; i < (rt ? &rt_u : &have_u)->n; i++)
+			plan_rowset_user(&rt_set, &(rt ? &rt_u : &have_u)->v[i], cfg.layout.user_tag);
+		plan_rowset_seal(&rt_set);
+		in.runtime_users = &rt_set;
 	}
 	in.families = &fam;
 	in.servers_disk_differs = jint(cJSON_GetObjectItem(cur, "save_owed"), "servers", 0) != 0;
@@ -315,6 +320,7 @@ static void run_case(void **state)
 	px_names_free(&prot);
 	px_servers_free(&rt_s);
 	px_users_free(&rt_u);
+	plan_rowset_free(&rt_set);
 	cJSON_Delete(cur);
 	px_servers_free(&have_s);
 	px_users_free(&have_u);
@@ -401,6 +407,52 @@ static size_t scale_kv(size_t n, long second, struct kv_pair **kv)
 }
 
 /* Duplicates at scale: the first key of a server stands, wherever the shuffle put it. */
+/* Drift compares rows by a hash of their columns: where one column ends and the next begins
+ * counts ("ab" + "c" is not "a" + "bc"), a row is one per role, and a duplicate counts once. */
+static void drift_hash_keeps_columns_apart(void **state)
+{
+	struct px_users mem = { 0 }, rt = { 0 };
+	struct plan_options o = { .user_tag = "proxysql-sync" };
+	struct plan_drift d;
+	struct px_user u;
+
+	(void)state;
+	px_user_defaults(&u);
+	u.username = "ab";
+	u.password = "c";
+	u.comment = "proxysql-sync";
+	px_users_add(&mem, &u);
+	px_user_defaults(&u);
+	u.username = "a";
+	u.password = "bc";
+	u.comment = "proxysql-sync";
+	for (int role = 0; role < 2; role++) {
+		u.frontend = role == 0;
+		u.backend = role == 1;
+		px_users_add(&rt, &u);
+		px_users_add(&rt, &u); /* twice: a set */
+	}
+	plan_drift_users(&mem, &rt, &o, &d);
+	assert_int_equal(d.owned, 4);
+	assert_int_equal(d.foreign, 0);
+	/* The same user on both sides: no drift. */
+	px_users_free(&rt);
+	px_user_defaults(&u);
+	u.username = "ab";
+	u.password = "c";
+	u.comment = "proxysql-sync";
+	u.frontend = 1;
+	u.backend = 0;
+	px_users_add(&rt, &u);
+	u.frontend = 0;
+	u.backend = 1;
+	px_users_add(&rt, &u);
+	plan_drift_users(&mem, &rt, &o, &d);
+	assert_int_equal(d.owned + d.foreign, 0);
+	px_users_free(&mem);
+	px_users_free(&rt);
+}
+
 static void scale_duplicates_first_stands(void **state)
 {
 	enum { N = 20000 };
@@ -602,7 +654,8 @@ int main(void)
 	}
 	free(ents);
 	ncases = n;
-	tests = xrealloc(tests, (n + 3) * sizeof(*tests));
+	tests = xrealloc(tests, (n + 4) * sizeof(*tests));
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(drift_hash_keeps_columns_apart);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(scale_duplicates_first_stands);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(scale_order_independent);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(scale_linear);
