@@ -105,11 +105,13 @@ integration: all static images ## pytest tests/integration, then integration-pro
 	SIDEKICK_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q tests/integration $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory integration-proxysql-3.0
 
-# The main sync suites, the cluster suite and proxysql-check again with the ProxySQL double playing
-# ProxySQL 3.0's admin interface (docs/proxysql-double.md); about 3 minutes (the 30 s wait for the
-# ping monitor's shun is left out: the monitor is the same in both modes).
-PROXYSQL_3_0_SUITES = tests/integration/test_sync.py tests/integration/test_sync_cluster.py \
-	tests/integration/test_proxysql_check.py tests/integration/test_proxysql_3_0.py
+# The sync suites (main, safety guards, services, faults, cluster) and proxysql-check again with the
+# ProxySQL double playing ProxySQL 3.0's admin interface (docs/proxysql-double.md); about 5 minutes
+# (the 30 s wait for the ping monitor's shun is left out: the monitor is the same in both modes).
+PROXYSQL_3_0_SUITES = tests/integration/test_sync.py tests/integration/test_sync_safety.py \
+	tests/integration/test_sync_services.py tests/integration/test_sync_faults.py \
+	tests/integration/test_sync_cluster.py tests/integration/test_proxysql_check.py \
+	tests/integration/test_proxysql_3_0.py
 .PHONY: integration-proxysql-3.0
 integration-proxysql-3.0: all ## the sync suites with the double playing ProxySQL 3.0
 	SIDEKICK_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q --proxysql-double-version 3.0 $(PROXYSQL_3_0_SUITES) \
