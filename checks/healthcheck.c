@@ -170,6 +170,14 @@ bool hc_parser_next(struct hc_parser *p, struct hc_step *s)
 		s->kind = HC_STEP_SKIP;
 		if (peek(p))
 			p->i++;
+	} else if (strcmp(a, "--password") == 0 || starts(a, "--password=")) {
+		/* Never echoed: what follows may be the password itself. */
+		s->kind = HC_STEP_ERROR;
+		snprintf(s->msg, sizeof(s->msg),
+			 "healthcheck: a password is not taken on the command line (every process can read it "
+			 "there): use --password-file or HEALTHCHECK_PASSWORD_FILE");
+		if (!a[10] && peek(p))
+			p->i++; /* and its value */
 	} else if (starts(a, "--")) {
 		int t = hc_test_find(a + 2);
 

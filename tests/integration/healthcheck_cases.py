@@ -42,6 +42,8 @@ FORCING_SRD = "Forcing --replication_io=1, sql_remaining_delay requires IO threa
 CLEAR_NAME = ("Option --replication_all incompatible with specified source --replication_name, "
               "clearing replication_name")
 CLEAR_ALL = "Option --replication_name incompatible with --replication_all, clearing replication_all"
+PASSWORD_ARGV = ("healthcheck: a password is not taken on the command line (every process can read it "
+                 "there): use --password-file or HEALTHCHECK_PASSWORD_FILE")
 REFUSED_SOCKET = "connection refused ({socket}): …"
 
 
@@ -220,6 +222,9 @@ STATES = {
         R(1, D, "--innodb_initialized", "--frobnicate", stderr=["healthcheck unknown option or test 'frobnicate'"]),
         R(1, D, "--frobnicate", "--innodb_initialized", stderr=["healthcheck unknown option or test 'frobnicate'"]),
         R(1, D, "--connect", "extra", stderr=["Unknown healthcheck option extra"]),
+        # A password on the command line is refused and never echoed.
+        R(1, D, "--connect", "--password=s3cr3t-on-argv", stderr=[PASSWORD_ARGV]),
+        R(1, D, "--password", "s3cr3t-on-argv", "--connect", stderr=[PASSWORD_ARGV]),
         R(0, D, "--", "--connect"),
         R(1, D, "--replication_io", stderr=["healthcheck: --replication_io needs a value (the last argument)"]),
         R(1, "--connect", D, stderr=[failed("connect", "socket: connection refused (/run/mysqld/mysqld.sock): …")]),

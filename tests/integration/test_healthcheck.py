@@ -478,6 +478,8 @@ def test_http_liveness_readiness_healthcheck(healthy_galera, http_listeners, tmp
     assert connections(node) - c0 == 1
     assert get(ln, "/healthcheck?frobnicate")[:2] == (503, "healthcheck unknown option or test 'frobnicate'\n")
     assert get(ln, "/healthcheck")[:2] == (503, "At least one argument required\n")
+    status, body = get(ln, "/healthcheck?connect&password=s3cr3t-over-http")[:2]
+    assert status == 503 and "s3cr3t" not in body and "password is not taken" in body, (status, body)
     assert get(ln, "/healthcheck?datadir=/etc&mariadbupgrade")[:2] == (
         400, "healthcheck: 'datadir=/etc' is not accepted over HTTP\n")
     assert get(ln, "/nope")[0] == 404
