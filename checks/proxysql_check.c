@@ -107,7 +107,10 @@ static long http_status(const char *url, const deadline_t *dl, char *why, size_t
 	else
 		sk_fmt(why, len, "%s", curl_easy_strerror(rc));
 	curl_easy_cleanup(c);
-	free(proxy);
+	if (proxy) { /* may hold user:password */
+		sk_wipe(proxy, strlen(proxy));
+		free(proxy);
+	}
 	return status;
 }
 
@@ -170,10 +173,11 @@ static long clients_connected(struct db *db, const deadline_t *dl, bool *pgsql, 
 static void name_clients(struct db *db, const deadline_t *dl, bool pgsql, char *out, size_t len)
 {
 	static const char *const mysql_only =
-		"SELECT user, cli_host, cli_port, command, time_ms FROM stats_mysql_processlist ORDER BY SessionID";
+		"SELECT user, cli_host, cli_port, command, time_ms FROM stats_mysql_processlist ORDER BY SessionID "
+		"LIMIT 8";
 	static const char *const both =
-		"SELECT user, cli_host, cli_port, command, time_ms FROM stats_mysql_processlist UNION ALL "
-		"SELECT user, cli_host, cli_port, command, time_ms FROM stats_pgsql_processlist";
+		"SELECT * FROM (SELECT user, cli_host, cli_port, command, time_ms FROM stats_mysql_processlist "
+		"UNION ALL SELECT user, cli_host, cli_port, command, time_ms FROM stats_pgsql_processlist) LIMIT 8";
 	struct statusmap rows[8];
 	size_t n = 0, used = 0;
 	struct db_err e;

@@ -37,6 +37,7 @@ struct consul {
 	bool proxied; /* requests go through a proxy (consul_proxy_for) */
 	sk_buf body;
 	bool body_overflow;
+	size_t error_bytes; /* of a listing's error answer, for the cap */
 	struct consul_listing *listing; /* set while a listing is read: 200 answers stream into it */
 	bool index_seen;
 	struct consul_meta meta;
@@ -478,10 +479,17 @@ static size_t on_body(char *ptr, size_t size, size_t n, void *ud)
 		curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
 		if (status == 200)
 			return consul_listing_feed(c->listing, ptr, size * n) == 0 ? size * n : 0;
+		/* An error answer: its first ERROR_BODY_MAX bytes are kept for the message, and the
+		 * rest counted against max-response-bytes like any answer. */
+		c->error_bytes += size * n;
+		if (c->error_bytes > c->body.max) {
+			c->body_overflow = true;
+			return 0;
+		}
 		if (keep > ERROR_BODY_MAX - c->body.len)
 			keep = ERROR_BODY_MAX - c->body.len;
 		if (keep && !sk_buf_add(&c->body, ptr, keep))
-			c->body_overflow = true;
+			return 0; /* cannot be: ERROR_BODY_MAX is below the cap */
 		return size * n;
 	}
 	if (!sk_buf_add(&c->body, ptr, size * n)) {
@@ -679,6 +687,10 @@ struct consul *consul_new(const struct consul_config *cfg, char *err, size_t err
 	return c;
 fail:
 	free(connect_to);
+	if (proxy) { /* may hold user:password */
+		sk_wipe(proxy, strlen(proxy));
+		free(proxy);
+	}
 	if (token) {
 		sk_wipe(token, strlen(token));
 		free(token);
@@ -852,6 +864,7 @@ static int request(struct consul *c, const char *method, const char *path, const
 	if (c->body.data)
 		c->body.data[0] = '\0';
 	c->body_overflow = false;
+	c->error_bytes = 0;
 	c->index_seen = false;
 	memset(&c->meta, 0, sizeof(c->meta));
 	c->curl_err[0] = '\0';
