@@ -49,7 +49,7 @@ static void strip_slashes(char *path)
 
 static bool is_mysqld_comm(const char *comm)
 {
-	return strncmp(comm, "mysqld", 6) == 0 || strncmp(comm, "mariadbd", 8) == 0;
+	return strcmp(comm, "mysqld") == 0 || strcmp(comm, "mariadbd") == 0; /* not mysqld_safe */
 }
 
 /* The process's name (comm) into buf; false when it does not exist or cannot be read. */
@@ -127,7 +127,8 @@ static enum role sst_role(char **argv, int argc, const char *datadir, char *name
 	const char *script = NULL, *role = NULL;
 	char dd[PATH_MAX];
 
-	for (int i = 0; i < argc && i < 2 && !script; i++) {
+	/* The script itself, or an interpreter and its flags first (#!/bin/bash -ue). */
+	for (int i = 0; i < argc && i < 4 && !script; i++) {
 		const char *base = strrchr(argv[i], '/') ? strrchr(argv[i], '/') + 1 : argv[i];
 
 		if (strncmp(base, "wsrep_sst_", 10) == 0)
