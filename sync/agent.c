@@ -234,8 +234,6 @@ static struct agent_want *publish(struct agent *ag, struct layout_result *lr)
 	memset(&lr->keep_users, 0, sizeof(lr->keep_users));
 	layout_result_free(lr);
 	ag->want = w;
-	ag->want_servers = w->servers;
-	ag->want_users = w->users;
 	agent_publish_desired(ag);
 	return old;
 }
@@ -263,8 +261,10 @@ void agent_publish_desired(struct agent *ag)
 {
 	size_t n[AGENT_MAX_HOSTGROUPS] = { 0 };
 
-	for (size_t i = 0; i < ag->want_servers.n; i++) { /* owned is sorted: a binary search each */
-		long hg = ag->want_servers.v[i].hostgroup;
+	const struct px_servers *servers = ag->want ? &ag->want->servers : NULL;
+
+	for (size_t i = 0; servers && i < servers->n; i++) { /* owned is sorted: a binary search each */
+		long hg = servers->v[i].hostgroup;
 		size_t lo = 0, hi = ag->nowned;
 
 		while (lo < hi) {
@@ -280,7 +280,7 @@ void agent_publish_desired(struct agent *ag)
 	}
 	pthread_mutex_lock(&ag->pub_mu);
 	memcpy(ag->desired_servers, n, sizeof(n));
-	ag->desired_users = ag->want_users.n;
+	ag->desired_users = ag->want ? ag->want->users.n : 0;
 	pthread_mutex_unlock(&ag->pub_mu);
 }
 
@@ -342,7 +342,7 @@ static void *coordinator_main(void *arg)
 		ag->desired_gen++;
 		ag->have_desired = true;
 		if (!announced) {
-			log_info("desired state ready: %zu servers, %zu users", ag->want_servers.n, ag->want_users.n);
+			log_info("desired state ready: %zu servers, %zu users", ag->want->servers.n, ag->want->users.n);
 			announced = true;
 		}
 		pthread_cond_broadcast(&ag->cv);

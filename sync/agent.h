@@ -152,11 +152,8 @@ struct agent {
 	struct consul_kv_list *retired;
 	size_t nretired;
 	/* The desired state the coordinator published (under mu), with what rejected keys keep; the
-	 * targets hold references to it (agent_want_get), never copies. want_servers and want_users
-	 * are views of want's rows (for /metrics), valid while it is published. */
+	 * targets hold references to it (agent_want_get), never copies. */
 	struct agent_want *want;
-	struct px_servers want_servers;
-	struct px_users want_users;
 	int64_t reread_until_us; /* a target confirms a shrink: watchers re-read at once until then */
 	unsigned long desired_gen;
 	bool have_desired;

@@ -20,7 +20,7 @@ static void add_server(long hg, const char *host)
 {
 	struct px_server s = { .hostgroup = hg, .host = (char *)host, .port = 3306, .status = "ONLINE" };
 
-	px_servers_add(&ag.want_servers, &s);
+	px_servers_add(&ag.want->servers, &s);
 }
 
 /* One watch, one target named px"1, hostgroups 10 and 20, a desired state of 3 servers. */
@@ -51,11 +51,13 @@ static int agent_setup(void **state)
 	ag.nowned = 2;
 	ag.owned[0] = 10;
 	ag.owned[1] = 20;
+	ag.want = xcalloc(1, sizeof(*ag.want));
+	atomic_init(&ag.want->refs, 1);
 	add_server(10, "db1");
 	add_server(10, "db2");
 	add_server(20, "db3");
 	add_server(30, "elsewhere");
-	px_users_add(&ag.want_users, &u);
+	px_users_add(&ag.want->users, &u);
 	agent_publish_desired(&ag);
 	return 0;
 }
@@ -67,8 +69,8 @@ static int agent_teardown(void **state)
 	free(ag.watches[0].label);
 	free(ag.targets[0].label);
 	free(ag.targets);
-	px_servers_free(&ag.want_servers);
-	px_users_free(&ag.want_users);
+	agent_want_put(ag.want);
+	ag.want = NULL;
 	agent_seen_free(&ag.logged_rejects);
 	pthread_cond_destroy(&ag.cv);
 	pthread_mutex_destroy(&ag.pub_mu);
