@@ -275,10 +275,12 @@ int main(int argc, char **argv)
 	setup_logging(&cfg, argv[0]);
 	if (sync_config_warnings(&cfg, err, sizeof(err)) > 0) {
 		for (char *line = err, *nl; *line; line = nl + 1) {
-			if (!(nl = strchr(line, '\n')))
+			nl = strchr(line, '\n');
+			if (nl)
+				*nl = '\0';
+			log_warn("configuration: %s", line); /* the last one too when the text was cut */
+			if (!nl)
 				break;
-			*nl = '\0';
-			log_warn("configuration: %s", line);
 		}
 	}
 	if (opt_flag(&cfg.o, "check-config")) {
