@@ -42,7 +42,7 @@ PROGRAMS := $(PROBES:%=$(BIN)/%) $(BIN)/proxysql-sync
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all help test unit unit-asan integration deps demo lint install clean docs check-docs
+.PHONY: all help test unit unit-asan integration deps demo lint install clean docs check-docs shape
 all: $(PROGRAMS) ## build every binary into bin/
 
 help: ## this list
@@ -128,6 +128,9 @@ demo: all ## a local Galera cluster, the probes and proxysql-sync at work
 
 lint: ## clang-format and banned-function check
 	@tests/lint.sh
+
+shape: all ## function lengths, settings looked up by name, call cycles between files (tests/shape.py)
+	@$(PYTHON) tests/shape.py --build $(BUILD) --no-cycles --list
 
 docs: all ## regenerate docs/options from the option tables
 	@tests/gen-docs.sh write
