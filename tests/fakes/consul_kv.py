@@ -722,7 +722,11 @@ class Store:
         now = time.monotonic()
         self.raft_index = d["raft_index"]
         self.table_index.update(d["table_index"])
-        self.kv = {e["Key"]: Entry.from_disk(e) for e in d["kv"]}
+        self.kv = self._load_kv(d)
+        # A journal line written just before a kill, with the state file not yet replaced.
+        top = max((e.modify_index for e in self.kv.values()), default=0)
+        self.raft_index = max(self.raft_index, top)
+        self.table_index["kvs"] = max(self.table_index["kvs"], top)
         self.tombstones = {k: [i, now + self.tombstone_ttl / SECOND] for k, i in d["tombstones"].items()}
         self.sessions = {s["ID"]: Session.from_disk(s) for s in d["sessions"]}
         self.acl_tokens = d.get("acl_tokens", {})
@@ -738,13 +742,54 @@ class Store:
         self.check_reap = {tuple(k.split("\x00", 1)): [t, None] for k, t in cat.get("reap", {}).items()
                            if tuple(k.split("\x00", 1)) in self.checks}
 
-    def _persist(self):
+    def _kv_file(self):
+        return os.path.join(self.datadir, "consul-double-kv.jsonl")
+
+    def _load_kv(self, d):
+        """The KV from its journal: one entry per line, a later line for a key replacing an
+        earlier one ({"del": key} removes it); a torn last line (a kill mid-write) is skipped."""
+        if "kv" in d:
+            return {e["Key"]: Entry.from_disk(e) for e in d["kv"]}
+        kv = {}
+        if os.path.exists(self._kv_file()):
+            with open(self._kv_file(), encoding="utf-8") as f:
+                for line in f:
+                    try:
+                        rec = json.loads(line)
+                    except ValueError:
+                        continue
+                    if "del" in rec:
+                        kv.pop(rec["del"], None)
+                    else:
+                        kv[rec["Key"]] = Entry.from_disk(rec)
+        self._kv_journal = (kv, 0)
+        return kv
+
+    def _persist(self, changed_keys=None):
+        """Write the state. Everything but the KV is small and rewritten whole; the KV is a
+        journal that a commit appends its changed keys to, so loading N keys costs O(N), not
+        O(N^2). The journal is rewritten whole when the KV was replaced (a rollback, a wipe, an
+        index reset), when the caller does not say what changed, or when it has grown to twice
+        the live keys."""
         path = self._state_file()
         if not path:
             return
+        journal_kv, lines = getattr(self, "_kv_journal", (None, 0))
+        if changed_keys is not None and journal_kv is self.kv and lines <= 2 * len(self.kv) + 1024:
+            with open(self._kv_file(), "a", encoding="utf-8") as f:
+                for k in sorted(changed_keys):
+                    e = self.kv.get(k)
+                    f.write(json.dumps(e.to_disk() if e is not None else {"del": k}) + "\n")
+            self._kv_journal = (self.kv, lines + len(changed_keys))
+        else:
+            tmp = self._kv_file() + ".tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                for e in self.kv.values():
+                    f.write(json.dumps(e.to_disk()) + "\n")
+            os.replace(tmp, self._kv_file())
+            self._kv_journal = (self.kv, len(self.kv))
         d = {"format": STATE_FORMAT, "raft_index": self.raft_index,
              "table_index": self.table_index,
-             "kv": [e.to_disk() for e in self.kv.values()],
              "tombstones": {k: v[0] for k, v in self.tombstones.items()},
              "sessions": [s.to_api() for s in self.sessions.values()],
              "acl_tokens": self.acl_tokens,
@@ -770,7 +815,7 @@ class Store:
         keys, sess, svcs = self._changed_keys, self._sessions_changed, self._changed_services
         self._changed_keys, self._sessions_changed, self._changed_services = set(), False, set()
         if self._dirty:
-            self._persist()
+            self._persist(keys)
             self._dirty = False
         if keys or sess or svcs:
             for w in self.watches:

@@ -884,6 +884,26 @@ def test_kill_then_start(fresh, ns):
     assert fresh.value(ns + "k") == b"v"
 
 
+def test_kill_keeps_every_acknowledged_write_and_delete(fresh, ns):
+    """The KV is journaled write by write: after many sets, overwrites, a failed transaction
+    (which rewrites the journal whole) and deletes, a SIGKILL loses nothing that was answered."""
+    for i in range(300):
+        fresh.put(ns + "k%03d" % (i % 100), b"v%d" % i)
+    bad = fresh.txn([{"KV": {"Verb": "set", "Key": ns + "k000", "Value": "eA=="}},
+                     {"KV": {"Verb": "cas", "Key": ns + "k001", "Index": 1, "Value": "eA=="}}])
+    assert bad.status == 409
+    for i in range(0, 100, 3):
+        fresh.delete(ns + "k%03d" % i)
+    before = fresh.get(ns, recurse="")
+    assert before.status == 200
+    fresh.kill()
+    fresh.start()
+    after = fresh.get(ns, recurse="")
+    assert after.json() == before.json() and after.index == before.index
+    assert len(after.json()) == 100 - 34
+    assert fresh.value(ns + "k001") == b"v201"
+
+
 # ---------------------------------------------------------------------------
 # Command line of the double
 # ---------------------------------------------------------------------------
