@@ -287,8 +287,8 @@ void agent_publish_desired(struct agent *ag)
 static void *coordinator_main(void *arg)
 {
 	struct agent *ag = arg;
-	int64_t qmin = (int64_t)(opt_num(&ag->cfg->o, "quiescence-min") * 1e6);
-	int64_t qmax = (int64_t)(opt_num(&ag->cfg->o, "quiescence-max") * 1e6);
+	int64_t qmin = ag->cfg->settings.quiescence_min_us;
+	int64_t qmax = ag->cfg->settings.quiescence_max_us;
 	unsigned long built = 0;
 	bool announced = false;
 
@@ -358,17 +358,6 @@ static void *coordinator_main(void *arg)
 
 /* ---- start, stop, once ------------------------------------------------------------------ */
 
-static int consul_setup(struct agent *ag, char *err, size_t errlen)
-{
-	const struct opts *o = &ag->cfg->o;
-
-	/* The client settings and the token are in ag->cfg->consul (read by sync_config_load). */
-	if (!consul_consistency_parse(opt_str(o, "consistency"), &ag->mode))
-		return sk_err(err, errlen, "consistency: '%s' is not default, stale or consistent",
-			      opt_str(o, "consistency"));
-	return 0;
-}
-
 static void agent_init(struct agent *ag, struct sync_config *cfg)
 {
 	const char *prefixes[] = { cfg->layout.master_prefix, cfg->layout.replica_prefix, cfg->layout.servers_prefix,
@@ -376,6 +365,8 @@ static void agent_init(struct agent *ag, struct sync_config *cfg)
 
 	memset(ag, 0, sizeof(*ag));
 	ag->cfg = cfg;
+	/* The client settings and the token are in cfg->consul (read by sync_config_load). */
+	ag->mode = cfg->settings.consistency;
 	ag->cancel_fd = -1;
 	pthread_mutex_init(&ag->mu, NULL);
 	pthread_mutex_init(&ag->pub_mu, NULL);
@@ -510,8 +501,6 @@ static void stop_started(struct agent *ag)
 int agent_start(struct agent *ag, struct sync_config *cfg, char *err, size_t errlen)
 {
 	agent_init(ag, cfg);
-	if (consul_setup(ag, err, errlen) < 0)
-		goto fail;
 	ag->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (ag->cancel_fd < 0) {
 		sk_err(err, errlen, "eventfd: %s", strerror(errno));
@@ -531,7 +520,7 @@ int agent_start(struct agent *ag, struct sync_config *cfg, char *err, size_t err
 		}
 		consul_set_cancel_fd(w->c, w->wake_fd);
 	}
-	if (*opt_str(&cfg->o, "announce-address")) {
+	if (*cfg->settings.announce_address) {
 		ag->announce_c = consul_new(&ag->cfg->consul, err, errlen);
 		if (!ag->announce_c)
 			goto fail;
@@ -545,7 +534,7 @@ int agent_start(struct agent *ag, struct sync_config *cfg, char *err, size_t err
 		consul_set_cancel_fd(ag->lock.c, ag->cancel_fd);
 	}
 	log_info("watching %s at %s (%s consistency); %zu target(s)", ag->watches[0].prefix,
-		 consul_url(ag->watches[0].c), opt_str(&cfg->o, "consistency"), ag->ntargets);
+		 consul_url(ag->watches[0].c), consul_consistency_str(ag->mode), ag->ntargets);
 	for (size_t i = 0; i < ag->nwatches; i++)
 		if (start_thread(ag, &ag->watches[i].tid, watch_main, &ag->watches[i], "watcher", err, errlen) < 0)
 			goto fail;
@@ -631,16 +620,10 @@ static bool read_all(struct agent *ag)
 int agent_once(struct sync_config *cfg, bool dry_run)
 {
 	struct agent ag;
-	char err[400];
-	long confirmations = opt_int(&cfg->o, "confirmations");
+	long confirmations = cfg->settings.confirmations;
 	int rc = 0;
 
 	agent_init(&ag, cfg);
-	if (consul_setup(&ag, err, sizeof(err)) < 0) {
-		log_error("%s", err);
-		agent_release(&ag);
-		return 2;
-	}
 	/* A hostgroup guard that holds is confirmed by reading again, 200 ms apart, as the running
 	 * agent does. */
 	for (long round = 0;; round++) {

@@ -13,21 +13,17 @@
 #include "log.h"
 
 /* The announce key's value: {"hostname", "port", "weight", "comment"}, and its key. */
-static void announce_entry(const struct opts *o, char *key, size_t keylen, sk_buf *value)
+static void announce_entry(const struct sync_settings *s, char *key, size_t keylen, sk_buf *value)
 {
-	char host[256];
-	long port = 6032;
-	size_t n = strlen(opt_str(o, "announce-prefix"));
+	size_t n = strlen(s->announce_prefix);
 
-	if (model_split_address(opt_str(o, "announce-address"), 6032, host, sizeof(host), &port))
-		host[0] = '\0';
-	while (n && opt_str(o, "announce-prefix")[n - 1] == '/')
+	while (n && s->announce_prefix[n - 1] == '/')
 		n--;
 	/* No ':' in the key: some Consul releases refuse it (hashicorp/consul#22822). */
-	snprintf(key, keylen, "%.*s/%s_%ld", (int)n, opt_str(o, "announce-prefix"), host, port);
-	if (!sk_buf_add(value, "{\"hostname\":", 12) || !sk_buf_add_json_str(value, host) ||
-	    !sk_buf_addf(value, ",\"port\":%ld,\"weight\":%ld,\"comment\":", port, opt_int(o, "announce-weight")) ||
-	    !sk_buf_add_json_str(value, opt_str(o, "announce-comment")) || !sk_buf_add(value, "}", 1))
+	snprintf(key, keylen, "%.*s/%s_%ld", (int)n, s->announce_prefix, s->announce_host, s->announce_port);
+	if (!sk_buf_add(value, "{\"hostname\":", 12) || !sk_buf_add_json_str(value, s->announce_host) ||
+	    !sk_buf_addf(value, ",\"port\":%ld,\"weight\":%ld,\"comment\":", s->announce_port, s->announce_weight) ||
+	    !sk_buf_add_json_str(value, s->announce_comment) || !sk_buf_add(value, "}", 1))
 		log_warn("announce: value too long");
 }
 
@@ -46,8 +42,8 @@ static bool announce_pause(struct agent *ag, const char *err, int *attempt, long
 
 static void *announce_kv(struct agent *ag)
 {
-	const struct opts *o = &ag->cfg->o;
-	long ttl_s = (long)opt_num(o, "announce-ttl");
+	const struct sync_settings *s = &ag->cfg->settings;
+	long ttl_s = s->announce_ttl_s;
 	char key[600], session[CONSUL_SESSION_ID_MAX] = "", err[400];
 	struct consul_kv_list cur = { 0 };
 	bool announced = false;
@@ -55,7 +51,7 @@ static void *announce_kv(struct agent *ag)
 	sk_buf value;
 
 	sk_buf_init(&value, 4096);
-	announce_entry(o, key, sizeof(key), &value);
+	announce_entry(s, key, sizeof(key), &value);
 	while (!ag->stop) {
 		deadline_t dl = deadline_in_ms(5000);
 		struct consul_meta meta;
@@ -120,16 +116,13 @@ static void *announce_kv(struct agent *ag)
  * a weight of 0 is valid for proxysql_servers but not for Weights.Passing), one TTL check that
  * starts passing; Consul removes the instance once that check has been critical for
  * max(1 minute, 4 TTLs) (the agent died without deregistering). */
-static void service_def(const struct opts *o, char *id, size_t idlen, char **json, size_t *len)
+static void service_def(const struct sync_settings *s, char *id, size_t idlen, char **json, size_t *len)
 {
-	const char *name = opt_str(o, "announce-service");
-	long ttl_s = (long)opt_num(o, "announce-ttl");
-	char host[256], text[64];
-	long port = 6032;
+	const char *name = s->announce_service, *host = s->announce_host;
+	long ttl_s = s->announce_ttl_s, port = s->announce_port;
+	char text[64];
 	cJSON *def = cJSON_CreateObject(), *meta, *check;
 
-	if (model_split_address(opt_str(o, "announce-address"), 6032, host, sizeof(host), &port))
-		host[0] = '\0';
 	snprintf(id, idlen, "%.200s-%s_%ld", name, host, port);
 	for (char *p = id; *p; p++)
 		if (!isalnum((unsigned char)*p) && *p != '.' && *p != '-' && *p != '_')
@@ -138,10 +131,9 @@ static void service_def(const struct opts *o, char *id, size_t idlen, char **jso
 	    !cJSON_AddStringToObject(def, "Address", host) || !cJSON_AddNumberToObject(def, "Port", (double)port) ||
 	    !(meta = cJSON_AddObjectToObject(def, "Meta")) || !(check = cJSON_AddObjectToObject(def, "Check")))
 		sk_oom();
-	snprintf(text, sizeof(text), "%ld", opt_int(o, "announce-weight"));
+	snprintf(text, sizeof(text), "%ld", s->announce_weight);
 	if (!cJSON_AddStringToObject(meta, "weight", text) ||
-	    (*opt_str(o, "announce-comment") &&
-	     !cJSON_AddStringToObject(meta, "comment", opt_str(o, "announce-comment"))))
+	    (*s->announce_comment && !cJSON_AddStringToObject(meta, "comment", s->announce_comment)))
 		sk_oom();
 	snprintf(text, sizeof(text), "%lds", ttl_s);
 	if (!cJSON_AddStringToObject(check, "Name", "proxysql-sync announce") ||
@@ -159,14 +151,14 @@ static void service_def(const struct opts *o, char *id, size_t idlen, char **jso
 
 static void *announce_service(struct agent *ag)
 {
-	const struct opts *o = &ag->cfg->o;
-	long ttl_s = (long)opt_num(o, "announce-ttl");
+	const struct sync_settings *s = &ag->cfg->settings;
+	long ttl_s = s->announce_ttl_s;
 	char id[480], check[500], err[400], *def;
 	bool registered = false, tried = false;
 	int attempt = 0;
 	size_t len;
 
-	service_def(o, id, sizeof(id), &def, &len);
+	service_def(s, id, sizeof(id), &def, &len);
 	snprintf(check, sizeof(check), "service:%s", id);
 	while (!ag->stop) {
 		deadline_t dl = deadline_in_ms(5000);
@@ -177,7 +169,7 @@ static void *announce_service(struct agent *ag)
 			if (consul_agent_service_register(ag->announce_c, def, len, &dl, err, sizeof(err)) < 0)
 				goto retry;
 			log_info("announce: %s registered as an instance of service %s (TTL check %lds)", id,
-				 opt_str(o, "announce-service"), ttl_s);
+				 s->announce_service, ttl_s);
 			registered = true;
 		} else if (consul_agent_check_pass(ag->announce_c, check, "proxysql-sync is running", &dl, &unknown,
 						   err, sizeof(err)) < 0) {
@@ -211,5 +203,5 @@ void *announce_main(void *arg)
 {
 	struct agent *ag = arg;
 
-	return *opt_str(&ag->cfg->o, "announce-service") ? announce_service(ag) : announce_kv(ag);
+	return *ag->cfg->settings.announce_service ? announce_service(ag) : announce_kv(ag);
 }

@@ -13,10 +13,7 @@
 bool agent_single_writer(const struct agent *ag)
 {
 	for (size_t i = 0; i < ag->ntargets; i++) {
-		const char *m = ag->targets[i].cfg->cluster_mode ? ag->targets[i].cfg->cluster_mode
-								 : opt_str(&ag->cfg->o, "cluster-mode");
-
-		if (strcmp(m, "single-writer") == 0)
+		if (ag->targets[i].cfg->mode == SYNC_CLUSTER_SINGLE_WRITER)
 			return true;
 	}
 	return false;
@@ -50,7 +47,7 @@ static void lose(struct agent *ag, const char *why)
 	struct cluster_lock *k = &ag->lock;
 
 	if (k->holder)
-		log_warn("cluster lock %s: no longer the writer: %s", opt_str(&ag->cfg->o, "cluster-lock-key"), why);
+		log_warn("cluster lock %s: no longer the writer: %s", ag->cfg->settings.cluster_lock_key, why);
 	k->holder = false;
 	k->valid_until_us = 0;
 }
@@ -63,8 +60,8 @@ static void release(struct agent *ag, const char *why)
 	bool done;
 
 	lose(ag, why);
-	if (k->session[0] && consul_kv_release(k->c, opt_str(&ag->cfg->o, "cluster-lock-key"), k->session, &dl, &done,
-					       err, sizeof(err)) < 0)
+	if (k->session[0] &&
+	    consul_kv_release(k->c, ag->cfg->settings.cluster_lock_key, k->session, &dl, &done, err, sizeof(err)) < 0)
 		log_warn("cluster lock: %s", err);
 }
 
@@ -72,14 +69,14 @@ void *lock_main(void *arg)
 {
 	struct agent *ag = arg;
 	struct cluster_lock *k = &ag->lock;
-	const struct opts *o = &ag->cfg->o;
-	const char *key = opt_str(o, "cluster-lock-key");
-	long ttl_s = (long)opt_num(o, "cluster-lock-ttl");
-	int64_t ttl_us = (int64_t)ttl_s * 1000000, grace_us = (int64_t)(opt_num(o, "cluster-leader-grace") * 1e6);
+	const struct sync_settings *s = &ag->cfg->settings;
+	const char *key = s->cluster_lock_key;
+	long ttl_s = s->cluster_lock_ttl_s;
+	int64_t ttl_us = (int64_t)ttl_s * 1000000, grace_us = s->cluster_leader_grace_us;
 	char delay[32], name[400], host[256] = "", err[400];
 	int attempt = 0;
 
-	snprintf(delay, sizeof(delay), "%lds", (long)opt_num(o, "cluster-lock-delay"));
+	snprintf(delay, sizeof(delay), "%lds", (long)s->cluster_lock_delay_s);
 	if (gethostname(host, sizeof(host) - 1) < 0)
 		sk_strlcpy(host, "?", sizeof(host));
 	snprintf(name, sizeof(name), "proxysql-sync %s %s", host, ag->ntargets ? ag->targets[0].pt.name : "");

@@ -75,12 +75,7 @@ static void on_health(void *ctx, const char *method, const char *path, struct ht
 
 static void setup_logging(const struct sync_config *c, const char *argv0)
 {
-	enum log_format f = LOG_TEXT;
-	enum log_level l = LOG_INFO;
-
-	if (!log_format_parse(opt_str(&c->o, "log-format"), &f) || !log_level_parse(opt_str(&c->o, "log-level"), &l))
-		f = LOG_TEXT;
-	log_setup(argv0, f, l, stdout);
+	log_setup(argv0, c->settings.log_format, c->settings.log_level, stdout);
 }
 
 /* lock-file's default: a directory only this user (or root) can write, else this user's own name
@@ -164,21 +159,21 @@ static int run(struct sync_config *cfg, int argc, char **argv, bool *abandoned)
 		return 2; /* as when any other thread cannot start */
 	}
 
-	if (*opt_str(&cfg->o, "health-listen")) {
+	if (*cfg->settings.health_listen) {
 		struct http_limits lim = {
-			.max_conns = (unsigned)opt_int(&cfg->o, "health-max-connections"),
-			.max_conns_per_ip = (unsigned)opt_int(&cfg->o, "health-max-connections-per-ip"),
-			.idle_timeout_s = (unsigned)opt_int(&cfg->o, "health-idle-timeout"),
-			.request_timeout_ms = (unsigned)(opt_num(&cfg->o, "health-request-timeout") * 1000),
+			.max_conns = cfg->settings.health_max_connections,
+			.max_conns_per_ip = cfg->settings.health_max_connections_per_ip,
+			.idle_timeout_s = cfg->settings.health_idle_timeout_s,
+			.request_timeout_ms = cfg->settings.health_request_timeout_ms,
 		};
 
-		health = http_start(opt_str(&cfg->o, "health-listen"), HTTP_HANDLERS_QUICK, on_health, NULL, &lim, err,
+		health = http_start(cfg->settings.health_listen, HTTP_HANDLERS_QUICK, on_health, NULL, &lim, err,
 				    sizeof(err));
 		if (!health) {
 			log_error("%s (health-listen)", err);
 			return 2;
 		}
-		log_info("health on %s: /healthz /readyz /metrics", opt_str(&cfg->o, "health-listen"));
+		log_info("health on %s: /healthz /readyz /metrics", cfg->settings.health_listen);
 	}
 	if (agent_start(&ag, cfg, err, sizeof(err)) < 0) {
 		log_error("%s", err);
@@ -283,7 +278,7 @@ int main(int argc, char **argv)
 				break;
 		}
 	}
-	if (opt_flag(&cfg.o, "check-config")) {
+	if (cfg.settings.check_config) {
 		printf("proxysql-sync: configuration ok: %zu target(s), %zu cluster(s)\n", cfg.ntargets,
 		       cfg.layout.nclusters);
 		sync_config_free(&cfg);
@@ -292,12 +287,12 @@ int main(int argc, char **argv)
 	db_library_init();
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	srandom((unsigned)getpid() ^ (unsigned)deadline_now_us());
-	if (opt_flag(&cfg.o, "dry-run") || opt_flag(&cfg.o, "once"))
+	if (cfg.settings.dry_run || cfg.settings.once)
 		pthread_sigmask(SIG_UNBLOCK, &stops, NULL);
-	if (opt_flag(&cfg.o, "dry-run")) {
+	if (cfg.settings.dry_run) {
 		rc = agent_once(&cfg, true);
-	} else if (opt_flag(&cfg.o, "once")) {
-		lock = take_lock(opt_str(&cfg.o, "lock-file"));
+	} else if (cfg.settings.once) {
+		lock = take_lock(cfg.settings.lock_file);
 		rc = lock < 0 ? 1 : agent_once(&cfg, false);
 		if (lock >= 0)
 			close(lock);

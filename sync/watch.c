@@ -94,10 +94,10 @@ void *watch_main(void *arg)
 {
 	struct watch *w = arg;
 	struct agent *ag = w->ag;
-	long wait_ms = (long)(opt_num(&ag->cfg->o, "wait") * 1000);
-	double max_stale_ms = opt_num(&ag->cfg->o, "max-stale") * 1000;
-	double shrink = opt_num(&ag->cfg->o, "shrink-fraction");
-	long confirmations = opt_int(&ag->cfg->o, "confirmations");
+	long wait_ms = ag->cfg->settings.wait_ms;
+	double max_stale_ms = ag->cfg->settings.max_stale_ms;
+	double shrink = ag->cfg->settings.shrink_fraction;
+	long confirmations = ag->cfg->settings.confirmations;
 	int attempt = 0;
 	int64_t tokens_at = deadline_now_us(); /* token bucket: burst 2, one token per 100 ms */
 	double tokens = 2;
