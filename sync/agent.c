@@ -3,7 +3,6 @@
 #include "agent.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,41 +12,6 @@
 #include <unistd.h>
 
 #include "log.h"
-
-const double agent_hist_bounds_ms[AGENT_HIST_BUCKETS] = { 1, 2.5, 5, 10, 25, 50, 100, 250, 1000, 5000 };
-
-double agent_unix_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-bool agent_nap(struct agent *ag, long ms)
-{
-	struct pollfd p = { .fd = ag->cancel_fd, .events = POLLIN };
-
-	return poll(&p, 1, (int)ms) > 0;
-}
-
-void agent_wake_watchers(struct agent *ag)
-{
-	uint64_t one = 1;
-
-	for (size_t i = 0; i < ag->nwatches; i++)
-		if (ag->watches[i].wake_fd >= 0 && write(ag->watches[i].wake_fd, &one, sizeof(one)) < 0)
-			log_warn("cannot wake the watcher of %s: %s", ag->watches[i].prefix, strerror(errno));
-}
-
-long agent_backoff_ms(int attempt, long cap_ms)
-{
-	long base = 250L << (attempt < 7 ? attempt : 7); /* 250 ms .. 32 s */
-
-	if (base > cap_ms)
-		base = cap_ms;
-	return base / 2 + (long)(random() % (base / 2 + 1)); /* jitter: half to the whole */
-}
 
 /* ---- coordinator: snapshot -> desired ------------------------------------------------- */
 
@@ -146,7 +110,7 @@ void agent_log_rejects(struct agent *ag, const struct layout_result *lr)
 }
 
 /* Every watch's snapshot as one list of pairs that point into the snapshots (caller holds mu; the
- * snapshots stay until agent_snapshots_unpin when pinned). Caller frees the array. */
+ * snapshots stay until shared_snapshots_unpin when pinned). Caller frees the array. */
 static struct kv_pair *gather(struct agent *ag, size_t *nkv)
 {
 	struct kv_pair *kv;
@@ -164,28 +128,6 @@ static struct kv_pair *gather(struct agent *ag, size_t *nkv)
 		}
 	*nkv = k;
 	return kv;
-}
-
-void agent_snapshot_retire(struct agent *ag, struct consul_kv_list *kv)
-{
-	if (ag->pinned) {
-		ag->retired = px_grow(ag->retired, ag->nretired, sizeof(*ag->retired));
-		ag->retired[ag->nretired++] = *kv;
-		memset(kv, 0, sizeof(*kv));
-		return;
-	}
-	consul_kv_list_free(kv);
-}
-
-/* The build is over: the snapshots replaced meanwhile can go. Caller holds mu. */
-static void snapshots_unpin(struct agent *ag)
-{
-	ag->pinned = false;
-	for (size_t i = 0; i < ag->nretired; i++)
-		consul_kv_list_free(&ag->retired[i]);
-	free(ag->retired);
-	ag->retired = NULL;
-	ag->nretired = 0;
 }
 
 /* Log the rejects of a build (each problem once) and count them. Caller holds mu. Returns false
@@ -236,25 +178,6 @@ static struct agent_want *publish(struct agent *ag, struct layout_result *lr)
 	ag->want = w;
 	agent_publish_desired(ag);
 	return old;
-}
-
-struct agent_want *agent_want_get(struct agent *ag)
-{
-	if (ag->want)
-		atomic_fetch_add(&ag->want->refs, 1);
-	return ag->want;
-}
-
-void agent_want_put(struct agent_want *w)
-{
-	if (!w || atomic_fetch_sub(&w->refs, 1) != 1)
-		return;
-	px_servers_free(&w->servers);
-	px_users_free(&w->users);
-	px_keeps_free(&w->keep_servers);
-	px_names_free(&w->keep_users);
-	px_peers_free(&w->peers);
-	free(w);
 }
 
 void agent_publish_desired(struct agent *ag)
@@ -333,7 +256,7 @@ static void *coordinator_main(void *arg)
 		layout_build(&ag->cfg->layout, kv, nkv, &lr);
 		free(kv);
 		pthread_mutex_lock(&ag->mu);
-		snapshots_unpin(ag);
+		shared_snapshots_unpin(ag);
 		if (!judge_build(ag, &lr)) {
 			layout_result_free(&lr);
 			continue;
@@ -348,7 +271,7 @@ static void *coordinator_main(void *arg)
 		pthread_cond_broadcast(&ag->cv);
 		if (old) { /* freeing the replaced state costs what it holds: not under the lock */
 			pthread_mutex_unlock(&ag->mu);
-			agent_want_put(old);
+			shared_want_put(old);
 			pthread_mutex_lock(&ag->mu);
 		}
 	}
@@ -385,7 +308,7 @@ static void agent_init(struct agent *ag, struct sync_config *cfg)
 			if (prefixes[i][n - 1] != '/')
 				w->prefix[n++] = '/';
 			w->prefix[n] = '\0';
-			w->label = agent_label_value(w->prefix);
+			w->label = metrics_label_value(w->prefix);
 			w->ag = ag;
 			w->ok = true;
 			w->wake_fd = -1;
@@ -396,7 +319,7 @@ static void agent_init(struct agent *ag, struct sync_config *cfg)
 		struct watch *w = &ag->watches[ag->nwatches++];
 
 		w->prefix = xstrdup(cfg->layout.services[i].label);
-		w->label = agent_label_value(w->prefix);
+		w->label = metrics_label_value(w->prefix);
 		w->svc = (int)i;
 		w->ag = ag;
 		w->ok = true;
@@ -420,7 +343,7 @@ static void agent_init(struct agent *ag, struct sync_config *cfg)
 		t->pt.tls_ca = cfg->targets[i].tls_ca;
 		t->pt.tls_cert = cfg->targets[i].tls_cert;
 		t->pt.tls_key = cfg->targets[i].tls_key;
-		t->label = agent_label_value(t->pt.name);
+		t->label = metrics_label_value(t->pt.name);
 	}
 }
 
@@ -450,9 +373,9 @@ static void agent_release(struct agent *ag)
 	if (ag->announce_c)
 		consul_free(ag->announce_c);
 	agent_seen_free(&ag->logged_rejects);
-	agent_want_put(ag->want);
+	shared_want_put(ag->want);
 	ag->want = NULL;
-	snapshots_unpin(ag);
+	shared_snapshots_unpin(ag);
 	if (ag->cancel_fd >= 0)
 		close(ag->cancel_fd);
 	pthread_cond_destroy(&ag->cv);
@@ -471,7 +394,7 @@ static void signal_stop(struct agent *ag)
 	pthread_mutex_unlock(&ag->mu);
 	if (write(ag->cancel_fd, &one, sizeof(one)) < 0)
 		log_warn("cannot signal the Consul watchers: %s", strerror(errno));
-	agent_wake_watchers(ag);
+	shared_wake_watchers(ag);
 }
 
 /* Start one of the agent's threads, remembered for stop_started. */
@@ -526,7 +449,7 @@ int agent_start(struct agent *ag, struct sync_config *cfg, char *err, size_t err
 			goto fail;
 		consul_set_cancel_fd(ag->announce_c, ag->cancel_fd);
 	}
-	if (agent_single_writer(ag)) {
+	if (lock_single_writer(ag)) {
 		ag->lock.enabled = true;
 		ag->lock.c = consul_new(&ag->cfg->consul, err, errlen);
 		if (!ag->lock.c)
@@ -640,8 +563,8 @@ int agent_once(struct sync_config *cfg, bool dry_run)
 			rc = 1;
 			break;
 		}
-		agent_want_put(publish(&ag, &lr));
-		w = agent_want_get(&ag);
+		shared_want_put(publish(&ag, &lr));
+		w = shared_want_get(&ag);
 		rc = 0;
 		for (size_t i = 0; i < ag.ntargets; i++) {
 			struct target *t = &ag.targets[i];
@@ -651,7 +574,7 @@ int agent_once(struct sync_config *cfg, bool dry_run)
 				rc = 1;
 			holding = holding || t->nholds > 0;
 		}
-		agent_want_put(w);
+		shared_want_put(w);
 		if (!holding || dry_run || round >= confirmations)
 			break;
 		usleep(200000);

@@ -33,11 +33,11 @@ static bool announce_pause(struct agent *ag, const char *err, int *attempt, long
 {
 	if (!err) {
 		*attempt = 0;
-		return agent_nap(ag, ttl_s * 1000 / 3);
+		return shared_nap(ag, ttl_s * 1000 / 3);
 	}
 	if (*attempt == 0)
 		log_warn("announce %s: %s (retrying)", what, err);
-	return agent_nap(ag, agent_backoff_ms((*attempt)++, 5000));
+	return shared_nap(ag, shared_backoff_ms((*attempt)++, 5000));
 }
 
 static void *announce_kv(struct agent *ag)

@@ -10,7 +10,7 @@
 #include "log.h"
 
 /* Any target of this agent in single-writer mode. */
-bool agent_single_writer(const struct agent *ag)
+bool lock_single_writer(const struct agent *ag)
 {
 	for (size_t i = 0; i < ag->ntargets; i++) {
 		if (ag->targets[i].cfg->mode == SYNC_CLUSTER_SINGLE_WRITER)
@@ -19,7 +19,7 @@ bool agent_single_writer(const struct agent *ag)
 	return false;
 }
 
-bool agent_may_write(struct agent *ag)
+bool lock_may_write(struct agent *ag)
 {
 	struct cluster_lock *k = &ag->lock;
 
@@ -91,7 +91,7 @@ void *lock_main(void *arg)
 						  sizeof(k->session), err, sizeof(err)) < 0) {
 				lose(ag, err);
 				log_warn("cluster lock %s: %s (retrying)", key, err);
-				if (agent_nap(ag, agent_backoff_ms(attempt++, 5000)))
+				if (shared_nap(ag, shared_backoff_ms(attempt++, 5000)))
 					break;
 				continue;
 			}
@@ -102,7 +102,7 @@ void *lock_main(void *arg)
 			} else if (deadline_now_us() >= k->valid_until_us) {
 				lose(ag, err);
 			}
-			if (agent_nap(ag, agent_backoff_ms(attempt++, 2000)))
+			if (shared_nap(ag, shared_backoff_ms(attempt++, 2000)))
 				break;
 			continue;
 		}
@@ -127,7 +127,7 @@ void *lock_main(void *arg)
 			}
 		}
 		/* The holder renews at a third of the TTL; the others try for the lock every second. */
-		if (agent_nap(ag, k->holder ? ttl_s * 1000 / 3 : 900 + random() % 201))
+		if (shared_nap(ag, k->holder ? ttl_s * 1000 / 3 : 900 + random() % 201))
 			break;
 	}
 	consul_set_cancel_fd(k->c, -1); /* the stop is signalled: these last two requests must go out */

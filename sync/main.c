@@ -54,7 +54,7 @@ static void on_health(void *ctx, const char *method, const char *path, struct ht
 		sk_buf b;
 
 		sk_buf_init(&b, sizeof(r->body) - 1);
-		agent_metrics(live.ag, &b);
+		metrics_render(live.ag, &b);
 		r->status = 200;
 		r->content_type = "text/plain; version=0.0.4";
 		if (b.len)

@@ -6,7 +6,9 @@
 
 #include "log.h"
 
-char *agent_label_value(const char *s)
+const double metrics_hist_bounds_ms[AGENT_HIST_BUCKETS] = { 1, 2.5, 5, 10, 25, 50, 100, 250, 1000, 5000 };
+
+char *metrics_label_value(const char *s)
 {
 	size_t n = 0;
 	char *out, *o;
@@ -144,7 +146,7 @@ static bool target_facts(struct agent *ag, sk_buf *b)
 				       "proxysql_sync_cluster_writer %d\n"
 				       "# TYPE proxysql_sync_cluster_lock_acquired_total counter\n"
 				       "proxysql_sync_cluster_lock_acquired_total %lu\n",
-				       agent_may_write(ag), ag->lock.takeovers);
+				       lock_may_write(ag), ag->lock.takeovers);
 	ok = ok &&
 	     sk_buf_addf(b, "# HELP proxysql_sync_target_refused 1 while the target refuses the agent a table "
 			    "(reason cluster: its ProxySQL Cluster pulls it; monitor: a cluster and the monitor's "
@@ -167,7 +169,7 @@ static bool target_facts(struct agent *ag, sk_buf *b)
 	return ok;
 }
 
-void agent_metrics(struct agent *ag, sk_buf *b)
+void metrics_render(struct agent *ag, sk_buf *b)
 {
 	size_t desired[AGENT_MAX_HOSTGROUPS], users;
 	bool ok = true;
@@ -238,7 +240,7 @@ void agent_metrics(struct agent *ag, sk_buf *b)
 			ok = ok &&
 			     sk_buf_addf(b,
 					 "proxysql_sync_apply_duration_seconds_bucket{target=\"%s\",le=\"%g\"} %lu\n",
-					 t->label, agent_hist_bounds_ms[k] / 1000.0, cum);
+					 t->label, metrics_hist_bounds_ms[k] / 1000.0, cum);
 		}
 		ok = ok && sk_buf_addf(b,
 				       "proxysql_sync_apply_duration_seconds_bucket{target=\"%s\",le=\"+Inf\"} %lu\n"

@@ -53,8 +53,8 @@ static void watch_ignore(struct watch *w, const char *reason, const char *detail
 	w->index = 0;
 }
 
-int agent_watch_read(struct watch *w, uint64_t index, long wait_ms, const deadline_t *dl, struct consul_kv_list *out,
-		     struct consul_meta *meta, char *err, size_t errlen)
+int watch_read(struct watch *w, uint64_t index, long wait_ms, const deadline_t *dl, struct consul_kv_list *out,
+	       struct consul_meta *meta, char *err, size_t errlen)
 {
 	const struct layout_service *sv;
 	struct consul_service_query q;
@@ -120,13 +120,13 @@ void *watch_main(void *arg)
 		if (tokens > 2)
 			tokens = 2;
 		if (idle_answer) {
-			if (tokens < 1 && agent_nap(ag, (long)((1 - tokens) * 100)))
+			if (tokens < 1 && shared_nap(ag, (long)((1 - tokens) * 100)))
 				break;
 			tokens = tokens < 1 ? 0 : tokens - 1;
 		}
 		idle_answer = true;
 
-		if (agent_watch_read(w, w->index, wait_ms, &dl, &list, &meta, err, sizeof(err)) < 0) {
+		if (watch_read(w, w->index, wait_ms, &dl, &list, &meta, err, sizeof(err)) < 0) {
 			if (ag->stop)
 				break;
 			if (woken(w)) { /* a guard wants a fresh read: not a failure */
@@ -134,7 +134,7 @@ void *watch_main(void *arg)
 				continue;
 			}
 			watch_failed(w, meta.too_large ? -2 : meta.http_status, err);
-			if (agent_nap(ag, agent_backoff_ms(attempt++, 30000)))
+			if (shared_nap(ag, shared_backoff_ms(attempt++, 30000)))
 				break;
 			continue;
 		}
@@ -146,7 +146,7 @@ void *watch_main(void *arg)
 				 "policy)");
 			consul_kv_list_free(&list);
 			watch_failed(w, -1, err);
-			if (agent_nap(ag, agent_backoff_ms(attempt++, 30000)))
+			if (shared_nap(ag, shared_backoff_ms(attempt++, 30000)))
 				break;
 			continue;
 		}
@@ -162,14 +162,14 @@ void *watch_main(void *arg)
 				 max_stale_ms);
 			watch_ignore(w, "too far behind the leader", detail);
 			consul_kv_list_free(&list);
-			if (agent_nap(ag, agent_backoff_ms(attempt++, 30000)))
+			if (shared_nap(ag, shared_backoff_ms(attempt++, 30000)))
 				break;
 			continue;
 		}
 		if (!meta.known_leader) {
 			watch_ignore(w, "no known leader", "");
 			consul_kv_list_free(&list);
-			if (agent_nap(ag, agent_backoff_ms(attempt++, 30000)))
+			if (shared_nap(ag, shared_backoff_ms(attempt++, 30000)))
 				break;
 			continue;
 		}
@@ -193,7 +193,7 @@ void *watch_main(void *arg)
 			consul_kv_list_free(&list);
 			if (rereading) {
 				w->index = 0;
-				if (agent_nap(ag, 200))
+				if (shared_nap(ag, 200))
 					break;
 			}
 			continue; /* a wake-up without a change: nothing to do */
@@ -211,7 +211,7 @@ void *watch_main(void *arg)
 			pthread_mutex_unlock(&ag->mu);
 			consul_kv_list_free(&list);
 			w->index = 0; /* re-read at once rather than wait for the next change */
-			if (agent_nap(ag, 200))
+			if (shared_nap(ag, 200))
 				break;
 			continue;
 		}
@@ -220,7 +220,7 @@ void *watch_main(void *arg)
 				 list.n, confirmations);
 		w->confirming = 0;
 		idle_answer = false;
-		agent_snapshot_retire(ag, &w->kv);
+		shared_snapshot_retire(ag, &w->kv);
 		w->kv = list;
 		w->have = true;
 		ag->snap_gen++;
