@@ -207,73 +207,85 @@ void agent_publish_desired(struct agent *ag)
 	pthread_mutex_unlock(&ag->pub_mu);
 }
 
+/* Under mu: wait while there is nothing new to build, or, after the first build, until the
+ * snapshot has been still for quiescence-min (but never longer than quiescence-max after the first
+ * change). True when it waited: look again. */
+static bool wait_for_change(struct agent *ag, unsigned long built)
+{
+	const struct sync_settings *s = &ag->cfg->settings;
+	bool all = true;
+	int64_t now = deadline_now_us(), due;
+	struct timespec ts;
+	int64_t at;
+
+	for (size_t i = 0; i < ag->nwatches; i++)
+		all = all && ag->watches[i].have;
+	if (!all || ag->snap_gen == built) {
+		pthread_cond_wait(&ag->cv, &ag->mu);
+		return true;
+	}
+	due = ag->last_change_us + s->quiescence_min_us;
+	if (ag->first_change_us && ag->first_change_us + s->quiescence_max_us < due)
+		due = ag->first_change_us + s->quiescence_max_us;
+	if (!ag->have_desired || now >= due)
+		return false;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	at = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + (due - now);
+	ts.tv_sec = at / 1000000;
+	ts.tv_nsec = (at % 1000000) * 1000;
+	pthread_cond_timedwait(&ag->cv, &ag->mu, &ts);
+	return true;
+}
+
+/* Build the desired state from every snapshot and publish it. Caller holds mu; the build runs
+ * without it (it costs what the keys cost): the snapshots it reads are pinned, a watcher that
+ * replaces one meanwhile retires it instead of freeing it. */
+static void build_and_publish(struct agent *ag, bool *announced)
+{
+	struct layout_result lr;
+	struct kv_pair *kv;
+	struct agent_want *old;
+	size_t nkv;
+
+	ag->first_change_us = 0;
+	kv = gather(ag, &nkv);
+	ag->pinned = true;
+	pthread_mutex_unlock(&ag->mu);
+	layout_build(&ag->cfg->layout, kv, nkv, &lr);
+	free(kv);
+	pthread_mutex_lock(&ag->mu);
+	shared_snapshots_unpin(ag);
+	if (!judge_build(ag, &lr)) {
+		layout_result_free(&lr);
+		return;
+	}
+	old = publish(ag, &lr);
+	ag->desired_gen++;
+	ag->have_desired = true;
+	if (!*announced) {
+		log_info("desired state ready: %zu servers, %zu users", ag->want->servers.n, ag->want->users.n);
+		*announced = true;
+	}
+	pthread_cond_broadcast(&ag->cv);
+	if (old) { /* freeing the replaced state costs what it holds: not under the lock */
+		pthread_mutex_unlock(&ag->mu);
+		shared_want_put(old);
+		pthread_mutex_lock(&ag->mu);
+	}
+}
+
 static void *coordinator_main(void *arg)
 {
 	struct agent *ag = arg;
-	int64_t qmin = ag->cfg->settings.quiescence_min_us;
-	int64_t qmax = ag->cfg->settings.quiescence_max_us;
 	unsigned long built = 0;
 	bool announced = false;
 
 	pthread_mutex_lock(&ag->mu);
 	while (!ag->stop) {
-		bool all = true;
-		int64_t now = deadline_now_us(), due;
-		struct layout_result lr;
-		struct kv_pair *kv;
-		struct agent_want *old;
-		size_t nkv;
-
-		for (size_t i = 0; i < ag->nwatches; i++)
-			all = all && ag->watches[i].have;
-		if (!all || ag->snap_gen == built) {
-			pthread_cond_wait(&ag->cv, &ag->mu);
+		if (wait_for_change(ag, built))
 			continue;
-		}
-		/* Quiescence after the first build: wait until the snapshot has been still for
-		 * quiescence-min, but never longer than quiescence-max after the first change. */
-		due = ag->last_change_us + qmin;
-		if (ag->first_change_us && ag->first_change_us + qmax < due)
-			due = ag->first_change_us + qmax;
-		if (ag->have_desired && now < due) {
-			struct timespec ts;
-			int64_t at;
-
-			clock_gettime(CLOCK_REALTIME, &ts);
-			at = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + (due - now);
-			ts.tv_sec = at / 1000000;
-			ts.tv_nsec = (at % 1000000) * 1000;
-			pthread_cond_timedwait(&ag->cv, &ag->mu, &ts);
-			continue;
-		}
 		built = ag->snap_gen;
-		ag->first_change_us = 0;
-		/* The build runs without the lock (it costs what the keys cost): the snapshots it reads
-		 * are pinned, a watcher that replaces one meanwhile retires it instead of freeing it. */
-		kv = gather(ag, &nkv);
-		ag->pinned = true;
-		pthread_mutex_unlock(&ag->mu);
-		layout_build(&ag->cfg->layout, kv, nkv, &lr);
-		free(kv);
-		pthread_mutex_lock(&ag->mu);
-		shared_snapshots_unpin(ag);
-		if (!judge_build(ag, &lr)) {
-			layout_result_free(&lr);
-			continue;
-		}
-		old = publish(ag, &lr);
-		ag->desired_gen++;
-		ag->have_desired = true;
-		if (!announced) {
-			log_info("desired state ready: %zu servers, %zu users", ag->want->servers.n, ag->want->users.n);
-			announced = true;
-		}
-		pthread_cond_broadcast(&ag->cv);
-		if (old) { /* freeing the replaced state costs what it holds: not under the lock */
-			pthread_mutex_unlock(&ag->mu);
-			shared_want_put(old);
-			pthread_mutex_lock(&ag->mu);
-		}
+		build_and_publish(ag, &announced);
 	}
 	pthread_mutex_unlock(&ag->mu);
 	return NULL;
@@ -281,11 +293,61 @@ static void *coordinator_main(void *arg)
 
 /* ---- start, stop, once ------------------------------------------------------------------ */
 
+/* One more watch, of `prefix` (taken) or, svc >= 0, of that service of the layout. */
+static void add_watch(struct agent *ag, char *prefix, int svc)
+{
+	struct watch *w = &ag->watches[ag->nwatches++];
+
+	w->prefix = prefix;
+	w->label = metrics_label_value(w->prefix);
+	w->svc = svc;
+	w->ag = ag;
+	w->ok = true;
+	w->wake_fd = -1;
+}
+
+/* A watch for each KV prefix that is set, then one for each service. */
+static void add_watches(struct agent *ag, const struct layout_config *l)
+{
+	const char *prefixes[] = { l->master_prefix, l->replica_prefix, l->servers_prefix, l->users_prefix,
+				   l->announce_prefix };
+
+	for (size_t i = 0; i < SK_ARRAY_LEN(prefixes); i++) {
+		if (prefixes[i] && *prefixes[i]) {
+			size_t n = strlen(prefixes[i]);
+			char *p = xmalloc(n + 2);
+
+			/* Always list with a trailing slash: mysql/slave/db1 would also match db10. */
+			memcpy(p, prefixes[i], n);
+			if (prefixes[i][n - 1] != '/')
+				p[n++] = '/';
+			p[n] = '\0';
+			add_watch(ag, p, -1);
+		}
+	}
+	for (size_t i = 0; i < l->nservices && ag->nwatches < AGENT_MAX_WATCHES; i++)
+		add_watch(ag, xstrdup(l->services[i].label), (int)i);
+}
+
+static void init_target(struct agent *ag, struct target *t, const struct sync_target *st)
+{
+	t->ag = ag;
+	t->cfg = st;
+	t->pt.name = st->name;
+	t->pt.host = st->host;
+	t->pt.port = st->port;
+	t->pt.user = st->user;
+	t->pt.password = st->password;
+	t->pt.tls = st->tls;
+	t->pt.tls_verify = st->tls_verify;
+	t->pt.tls_ca = st->tls_ca;
+	t->pt.tls_cert = st->tls_cert;
+	t->pt.tls_key = st->tls_key;
+	t->label = metrics_label_value(t->pt.name);
+}
+
 static void agent_init(struct agent *ag, struct sync_config *cfg)
 {
-	const char *prefixes[] = { cfg->layout.master_prefix, cfg->layout.replica_prefix, cfg->layout.servers_prefix,
-				   cfg->layout.users_prefix, cfg->layout.announce_prefix };
-
 	memset(ag, 0, sizeof(*ag));
 	ag->cfg = cfg;
 	/* The client settings and the token are in cfg->consul (read by sync_config_load). */
@@ -297,54 +359,12 @@ static void agent_init(struct agent *ag, struct sync_config *cfg)
 	ag->nowned = layout_owned_hostgroups(&cfg->layout, ag->owned, SK_ARRAY_LEN(ag->owned));
 	if (ag->nowned > SK_ARRAY_LEN(ag->owned)) /* --check-config refuses that; never read past the array */
 		ag->nowned = SK_ARRAY_LEN(ag->owned);
-	for (size_t i = 0; i < SK_ARRAY_LEN(prefixes); i++) {
-		if (prefixes[i] && *prefixes[i]) {
-			size_t n = strlen(prefixes[i]);
-			struct watch *w = &ag->watches[ag->nwatches++];
-
-			/* Always list with a trailing slash: mysql/slave/db1 would also match db10. */
-			w->prefix = xmalloc(n + 2);
-			memcpy(w->prefix, prefixes[i], n);
-			if (prefixes[i][n - 1] != '/')
-				w->prefix[n++] = '/';
-			w->prefix[n] = '\0';
-			w->label = metrics_label_value(w->prefix);
-			w->ag = ag;
-			w->ok = true;
-			w->wake_fd = -1;
-			w->svc = -1;
-		}
-	}
-	for (size_t i = 0; i < cfg->layout.nservices && ag->nwatches < AGENT_MAX_WATCHES; i++) {
-		struct watch *w = &ag->watches[ag->nwatches++];
-
-		w->prefix = xstrdup(cfg->layout.services[i].label);
-		w->label = metrics_label_value(w->prefix);
-		w->svc = (int)i;
-		w->ag = ag;
-		w->ok = true;
-		w->wake_fd = -1;
-	}
+	add_watches(ag, &cfg->layout);
 	ag->ntargets = cfg->ntargets;
 	ag->targets = xcalloc(cfg->ntargets, sizeof(*ag->targets));
 	ag->started = xcalloc(ag->nwatches + cfg->ntargets + 3, sizeof(*ag->started));
-	for (size_t i = 0; i < cfg->ntargets; i++) {
-		struct target *t = &ag->targets[i];
-
-		t->ag = ag;
-		t->cfg = &cfg->targets[i];
-		t->pt.name = cfg->targets[i].name;
-		t->pt.host = cfg->targets[i].host;
-		t->pt.port = cfg->targets[i].port;
-		t->pt.user = cfg->targets[i].user;
-		t->pt.password = cfg->targets[i].password;
-		t->pt.tls = cfg->targets[i].tls;
-		t->pt.tls_verify = cfg->targets[i].tls_verify;
-		t->pt.tls_ca = cfg->targets[i].tls_ca;
-		t->pt.tls_cert = cfg->targets[i].tls_cert;
-		t->pt.tls_key = cfg->targets[i].tls_key;
-		t->label = metrics_label_value(t->pt.name);
-	}
+	for (size_t i = 0; i < cfg->ntargets; i++)
+		init_target(ag, &ag->targets[i], &cfg->targets[i]);
 }
 
 static void agent_release(struct agent *ag)
@@ -421,54 +441,68 @@ static void stop_started(struct agent *ag)
 	ag->nstarted = 0;
 }
 
-int agent_start(struct agent *ag, struct sync_config *cfg, char *err, size_t errlen)
+/* The cancel descriptor and every Consul client: one per watch (with its own wake descriptor), the
+ * announcer's and the cluster lock's. Returns 0, or -1 with err set. */
+static int open_clients(struct agent *ag, char *err, size_t errlen)
 {
-	agent_init(ag, cfg);
 	ag->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (ag->cancel_fd < 0) {
-		sk_err(err, errlen, "eventfd: %s", strerror(errno));
-		goto fail;
-	}
+	if (ag->cancel_fd < 0)
+		return sk_err(err, errlen, "eventfd: %s", strerror(errno));
 	for (size_t i = 0; i < ag->nwatches; i++) {
 		struct watch *w = &ag->watches[i];
 
 		w->c = consul_new(&ag->cfg->consul, err, errlen);
 		if (!w->c)
-			goto fail;
+			return -1;
 		/* Its own descriptor: written at stop, and when a guard wants a fresh read now. */
 		w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		if (w->wake_fd < 0) {
-			sk_err(err, errlen, "eventfd: %s", strerror(errno));
-			goto fail;
-		}
+		if (w->wake_fd < 0)
+			return sk_err(err, errlen, "eventfd: %s", strerror(errno));
 		consul_set_cancel_fd(w->c, w->wake_fd);
 	}
-	if (*cfg->settings.announce_address) {
+	if (*ag->cfg->settings.announce_address) {
 		ag->announce_c = consul_new(&ag->cfg->consul, err, errlen);
 		if (!ag->announce_c)
-			goto fail;
+			return -1;
 		consul_set_cancel_fd(ag->announce_c, ag->cancel_fd);
 	}
 	if (lock_single_writer(ag)) {
 		ag->lock.enabled = true;
 		ag->lock.c = consul_new(&ag->cfg->consul, err, errlen);
 		if (!ag->lock.c)
-			goto fail;
+			return -1;
 		consul_set_cancel_fd(ag->lock.c, ag->cancel_fd);
 	}
-	log_info("watching %s at %s (%s consistency); %zu target(s)", ag->watches[0].prefix,
-		 consul_url(ag->watches[0].c), consul_consistency_str(ag->mode), ag->ntargets);
+	return 0;
+}
+
+/* The watchers, the coordinator, the targets, the cluster lock and the announcer. Returns 0, or -1
+ * with err set (the threads started are in ag->started). */
+static int start_threads(struct agent *ag, char *err, size_t errlen)
+{
 	for (size_t i = 0; i < ag->nwatches; i++)
 		if (start_thread(ag, &ag->watches[i].tid, watch_main, &ag->watches[i], "watcher", err, errlen) < 0)
-			goto fail;
+			return -1;
 	if (start_thread(ag, &ag->coordinator, coordinator_main, ag, "coordinator", err, errlen) < 0)
-		goto fail;
+		return -1;
 	for (size_t i = 0; i < ag->ntargets; i++)
 		if (start_thread(ag, &ag->targets[i].tid, target_main, &ag->targets[i], "target", err, errlen) < 0)
-			goto fail;
+			return -1;
 	if (ag->lock.enabled && start_thread(ag, &ag->lock.tid, lock_main, ag, "cluster lock", err, errlen) < 0)
-		goto fail;
+		return -1;
 	if (ag->announce_c && start_thread(ag, &ag->announce_tid, announce_main, ag, "announce", err, errlen) < 0)
+		return -1;
+	return 0;
+}
+
+int agent_start(struct agent *ag, struct sync_config *cfg, char *err, size_t errlen)
+{
+	agent_init(ag, cfg);
+	if (open_clients(ag, err, errlen) < 0)
+		goto fail;
+	log_info("watching %s at %s (%s consistency); %zu target(s)", ag->watches[0].prefix,
+		 consul_url(ag->watches[0].c), consul_consistency_str(ag->mode), ag->ntargets);
+	if (start_threads(ag, err, errlen) < 0)
 		goto fail;
 	return 0;
 fail:

@@ -40,74 +40,100 @@ static bool announce_pause(struct agent *ag, const char *err, int *attempt, long
 	return shared_nap(ag, shared_backoff_ms((*attempt)++, 5000));
 }
 
+/* announce-prefix: the key, its value, and the session that holds it. */
+struct announcement {
+	char key[600];
+	char session[CONSUL_SESSION_ID_MAX]; /* "": none yet */
+	sk_buf value;
+	bool announced; /* logged since the session was made */
+};
+
+/* The session that holds the key: made when there is none, else renewed. Returns 0 while it
+ * lives, 1 when it has ended (a new one is to be made at once), -1 with err set. */
+static int kv_session(struct agent *ag, struct announcement *an, char *err, size_t errlen)
+{
+	deadline_t dl = deadline_in_ms(5000);
+	bool gone = false;
+
+	if (!an->session[0])
+		return consul_session_create(ag->announce_c, "proxysql-sync announce", ag->cfg->settings.announce_ttl_s,
+					     "delete", "0s", true, &dl, an->session, sizeof(an->session), err, errlen);
+	if (consul_session_renew(ag->announce_c, an->session, &dl, &gone, err, errlen) < 0)
+		return -1;
+	if (!gone)
+		return 0;
+	log_warn("announce %s: its session ended; announcing again", an->key);
+	an->session[0] = '\0';
+	an->announced = false;
+	return 1;
+}
+
+/* The key as read holds our value under our session. */
+static bool kv_mine(const struct announcement *an, const struct consul_kv_list *cur)
+{
+	for (size_t i = 0; i < cur->n; i++)
+		if (strcmp(cur->items[i].key, an->key) == 0 && cur->items[i].session &&
+		    strcmp(cur->items[i].session, an->session) == 0 && cur->items[i].len == an->value.len &&
+		    memcmp(cur->items[i].value, an->value.data, an->value.len) == 0)
+			return true;
+	return false;
+}
+
+/* The key written when it is missing or not ours (a steady state reads once a round). Returns 0,
+ * or -1 with err set. */
+static int kv_write(struct agent *ag, struct announcement *an, char *err, size_t errlen)
+{
+	struct consul_kv_list cur = { 0 };
+	struct consul_meta meta;
+	deadline_t dl = deadline_in_ms(5000);
+	bool mine, done = false;
+
+	if (consul_kv_list(ag->announce_c, an->key, 0, 0, CONSUL_DEFAULT, &dl, &cur, &meta, err, errlen) < 0)
+		return -1;
+	mine = kv_mine(an, &cur);
+	consul_kv_list_free(&cur);
+	if (mine)
+		return 0;
+	dl = deadline_in_ms(5000);
+	if (consul_kv_put(ag->announce_c, an->key, an->value.data, an->value.len, an->session, &dl, &done, err,
+			  errlen) < 0)
+		return -1;
+	if (!done)
+		return sk_err(err, errlen, "%.300s is held by another session", an->key);
+	if (!an->announced)
+		log_info("announce: %s = %s (session TTL %lds)", an->key, an->value.data,
+			 ag->cfg->settings.announce_ttl_s);
+	an->announced = true;
+	return 0;
+}
+
 static void *announce_kv(struct agent *ag)
 {
-	const struct sync_settings *s = &ag->cfg->settings;
-	long ttl_s = s->announce_ttl_s;
-	char key[600], session[CONSUL_SESSION_ID_MAX] = "", err[400];
-	struct consul_kv_list cur = { 0 };
-	bool announced = false;
+	struct announcement an = { .session = "" };
+	char err[400];
 	int attempt = 0;
-	sk_buf value;
 
-	sk_buf_init(&value, 4096);
-	announce_entry(s, key, sizeof(key), &value);
+	sk_buf_init(&an.value, 4096);
+	announce_entry(&ag->cfg->settings, an.key, sizeof(an.key), &an.value);
 	while (!ag->stop) {
-		deadline_t dl = deadline_in_ms(5000);
-		struct consul_meta meta;
-		bool gone = false, done = false, mine;
+		int r = kv_session(ag, &an, err, sizeof(err));
 
-		if (!session[0]) {
-			if (consul_session_create(ag->announce_c, "proxysql-sync announce", ttl_s, "delete", "0s", true,
-						  &dl, session, sizeof(session), err, sizeof(err)) < 0)
-				goto retry;
-		} else if (consul_session_renew(ag->announce_c, session, &dl, &gone, err, sizeof(err)) < 0) {
-			goto retry;
-		} else if (gone) {
-			log_warn("announce %s: its session ended; announcing again", key);
-			session[0] = '\0';
-			announced = false;
+		if (r > 0)
 			continue;
-		}
-		/* Written when missing or not ours (a steady state reads once a round). */
-		dl = deadline_in_ms(5000);
-		if (consul_kv_list(ag->announce_c, key, 0, 0, CONSUL_DEFAULT, &dl, &cur, &meta, err, sizeof(err)) < 0)
-			goto retry;
-		mine = false;
-		for (size_t i = 0; i < cur.n; i++)
-			mine = mine || (strcmp(cur.items[i].key, key) == 0 && cur.items[i].session &&
-					strcmp(cur.items[i].session, session) == 0 && cur.items[i].len == value.len &&
-					memcmp(cur.items[i].value, value.data, value.len) == 0);
-		consul_kv_list_free(&cur);
-		if (!mine) {
-			dl = deadline_in_ms(5000);
-			if (consul_kv_put(ag->announce_c, key, value.data, value.len, session, &dl, &done, err,
-					  sizeof(err)) < 0)
-				goto retry;
-			if (!done) {
-				snprintf(err, sizeof(err), "%.300s is held by another session", key);
-				goto retry;
-			}
-			if (!announced)
-				log_info("announce: %s = %s (session TTL %lds)", key, value.data, ttl_s);
-			announced = true;
-		}
-		if (announce_pause(ag, NULL, &attempt, ttl_s, key))
-			break;
-		continue;
-	retry:
-		if (announce_pause(ag, err, &attempt, ttl_s, key))
+		if (r == 0)
+			r = kv_write(ag, &an, err, sizeof(err));
+		if (announce_pause(ag, r < 0 ? err : NULL, &attempt, ag->cfg->settings.announce_ttl_s, an.key))
 			break;
 	}
 	consul_set_cancel_fd(ag->announce_c, -1); /* stopping: the key and the session go now */
-	if (session[0]) {
+	if (an.session[0]) {
 		deadline_t dl = deadline_in_ms(1000);
 
-		if (consul_kv_delete(ag->announce_c, key, false, &dl, err, sizeof(err)) < 0 ||
-		    consul_session_destroy(ag->announce_c, session, &dl, err, sizeof(err)) < 0)
-			log_warn("announce %s: %s (the key goes with its session)", key, err);
+		if (consul_kv_delete(ag->announce_c, an.key, false, &dl, err, sizeof(err)) < 0 ||
+		    consul_session_destroy(ag->announce_c, an.session, &dl, err, sizeof(err)) < 0)
+			log_warn("announce %s: %s (the key goes with its session)", an.key, err);
 	}
-	sk_buf_free(&value);
+	sk_buf_free(&an.value);
 	return NULL;
 }
 
