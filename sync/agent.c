@@ -3,7 +3,6 @@
 #include "agent.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,41 +12,6 @@
 #include <unistd.h>
 
 #include "log.h"
-
-const double agent_hist_bounds_ms[AGENT_HIST_BUCKETS] = { 1, 2.5, 5, 10, 25, 50, 100, 250, 1000, 5000 };
-
-double agent_unix_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-bool agent_nap(struct agent *ag, long ms)
-{
-	struct pollfd p = { .fd = ag->cancel_fd, .events = POLLIN };
-
-	return poll(&p, 1, (int)ms) > 0;
-}
-
-void agent_wake_watchers(struct agent *ag)
-{
-	uint64_t one = 1;
-
-	for (size_t i = 0; i < ag->nwatches; i++)
-		if (ag->watches[i].wake_fd >= 0 && write(ag->watches[i].wake_fd, &one, sizeof(one)) < 0)
-			log_warn("cannot wake the watcher of %s: %s", ag->watches[i].prefix, strerror(errno));
-}
-
-long agent_backoff_ms(int attempt, long cap_ms)
-{
-	long base = 250L << (attempt < 7 ? attempt : 7); /* 250 ms .. 32 s */
-
-	if (base > cap_ms)
-		base = cap_ms;
-	return base / 2 + (long)(random() % (base / 2 + 1)); /* jitter: half to the whole */
-}
 
 /* ---- coordinator: snapshot -> desired ------------------------------------------------- */
 
@@ -146,7 +110,7 @@ void agent_log_rejects(struct agent *ag, const struct layout_result *lr)
 }
 
 /* Every watch's snapshot as one list of pairs that point into the snapshots (caller holds mu; the
- * snapshots stay until agent_snapshots_unpin when pinned). Caller frees the array. */
+ * snapshots stay until shared_snapshots_unpin when pinned). Caller frees the array. */
 static struct kv_pair *gather(struct agent *ag, size_t *nkv)
 {
 	struct kv_pair *kv;
@@ -164,28 +128,6 @@ static struct kv_pair *gather(struct agent *ag, size_t *nkv)
 		}
 	*nkv = k;
 	return kv;
-}
-
-void agent_snapshot_retire(struct agent *ag, struct consul_kv_list *kv)
-{
-	if (ag->pinned) {
-		ag->retired = px_grow(ag->retired, ag->nretired, sizeof(*ag->retired));
-		ag->retired[ag->nretired++] = *kv;
-		memset(kv, 0, sizeof(*kv));
-		return;
-	}
-	consul_kv_list_free(kv);
-}
-
-/* The build is over: the snapshots replaced meanwhile can go. Caller holds mu. */
-static void snapshots_unpin(struct agent *ag)
-{
-	ag->pinned = false;
-	for (size_t i = 0; i < ag->nretired; i++)
-		consul_kv_list_free(&ag->retired[i]);
-	free(ag->retired);
-	ag->retired = NULL;
-	ag->nretired = 0;
 }
 
 /* Log the rejects of a build (each problem once) and count them. Caller holds mu. Returns false
@@ -238,25 +180,6 @@ static struct agent_want *publish(struct agent *ag, struct layout_result *lr)
 	return old;
 }
 
-struct agent_want *agent_want_get(struct agent *ag)
-{
-	if (ag->want)
-		atomic_fetch_add(&ag->want->refs, 1);
-	return ag->want;
-}
-
-void agent_want_put(struct agent_want *w)
-{
-	if (!w || atomic_fetch_sub(&w->refs, 1) != 1)
-		return;
-	px_servers_free(&w->servers);
-	px_users_free(&w->users);
-	px_keeps_free(&w->keep_servers);
-	px_names_free(&w->keep_users);
-	px_peers_free(&w->peers);
-	free(w);
-}
-
 void agent_publish_desired(struct agent *ag)
 {
 	size_t n[AGENT_MAX_HOSTGROUPS] = { 0 };
@@ -284,73 +207,85 @@ void agent_publish_desired(struct agent *ag)
 	pthread_mutex_unlock(&ag->pub_mu);
 }
 
+/* Under mu: wait while there is nothing new to build, or, after the first build, until the
+ * snapshot has been still for quiescence-min (but never longer than quiescence-max after the first
+ * change). True when it waited: look again. */
+static bool wait_for_change(struct agent *ag, unsigned long built)
+{
+	const struct sync_settings *s = &ag->cfg->settings;
+	bool all = true;
+	int64_t now = deadline_now_us(), due;
+	struct timespec ts;
+	int64_t at;
+
+	for (size_t i = 0; i < ag->nwatches; i++)
+		all = all && ag->watches[i].have;
+	if (!all || ag->snap_gen == built) {
+		pthread_cond_wait(&ag->cv, &ag->mu);
+		return true;
+	}
+	due = ag->last_change_us + s->quiescence_min_us;
+	if (ag->first_change_us && ag->first_change_us + s->quiescence_max_us < due)
+		due = ag->first_change_us + s->quiescence_max_us;
+	if (!ag->have_desired || now >= due)
+		return false;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	at = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + (due - now);
+	ts.tv_sec = at / 1000000;
+	ts.tv_nsec = (at % 1000000) * 1000;
+	pthread_cond_timedwait(&ag->cv, &ag->mu, &ts);
+	return true;
+}
+
+/* Build the desired state from every snapshot and publish it. Caller holds mu; the build runs
+ * without it (it costs what the keys cost): the snapshots it reads are pinned, a watcher that
+ * replaces one meanwhile retires it instead of freeing it. */
+static void build_and_publish(struct agent *ag, bool *announced)
+{
+	struct layout_result lr;
+	struct kv_pair *kv;
+	struct agent_want *old;
+	size_t nkv;
+
+	ag->first_change_us = 0;
+	kv = gather(ag, &nkv);
+	ag->pinned = true;
+	pthread_mutex_unlock(&ag->mu);
+	layout_build(&ag->cfg->layout, kv, nkv, &lr);
+	free(kv);
+	pthread_mutex_lock(&ag->mu);
+	shared_snapshots_unpin(ag);
+	if (!judge_build(ag, &lr)) {
+		layout_result_free(&lr);
+		return;
+	}
+	old = publish(ag, &lr);
+	ag->desired_gen++;
+	ag->have_desired = true;
+	if (!*announced) {
+		log_info("desired state ready: %zu servers, %zu users", ag->want->servers.n, ag->want->users.n);
+		*announced = true;
+	}
+	pthread_cond_broadcast(&ag->cv);
+	if (old) { /* freeing the replaced state costs what it holds: not under the lock */
+		pthread_mutex_unlock(&ag->mu);
+		shared_want_put(old);
+		pthread_mutex_lock(&ag->mu);
+	}
+}
+
 static void *coordinator_main(void *arg)
 {
 	struct agent *ag = arg;
-	int64_t qmin = (int64_t)(opt_num(&ag->cfg->o, "quiescence-min") * 1e6);
-	int64_t qmax = (int64_t)(opt_num(&ag->cfg->o, "quiescence-max") * 1e6);
 	unsigned long built = 0;
 	bool announced = false;
 
 	pthread_mutex_lock(&ag->mu);
 	while (!ag->stop) {
-		bool all = true;
-		int64_t now = deadline_now_us(), due;
-		struct layout_result lr;
-		struct kv_pair *kv;
-		struct agent_want *old;
-		size_t nkv;
-
-		for (size_t i = 0; i < ag->nwatches; i++)
-			all = all && ag->watches[i].have;
-		if (!all || ag->snap_gen == built) {
-			pthread_cond_wait(&ag->cv, &ag->mu);
+		if (wait_for_change(ag, built))
 			continue;
-		}
-		/* Quiescence after the first build: wait until the snapshot has been still for
-		 * quiescence-min, but never longer than quiescence-max after the first change. */
-		due = ag->last_change_us + qmin;
-		if (ag->first_change_us && ag->first_change_us + qmax < due)
-			due = ag->first_change_us + qmax;
-		if (ag->have_desired && now < due) {
-			struct timespec ts;
-			int64_t at;
-
-			clock_gettime(CLOCK_REALTIME, &ts);
-			at = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + (due - now);
-			ts.tv_sec = at / 1000000;
-			ts.tv_nsec = (at % 1000000) * 1000;
-			pthread_cond_timedwait(&ag->cv, &ag->mu, &ts);
-			continue;
-		}
 		built = ag->snap_gen;
-		ag->first_change_us = 0;
-		/* The build runs without the lock (it costs what the keys cost): the snapshots it reads
-		 * are pinned, a watcher that replaces one meanwhile retires it instead of freeing it. */
-		kv = gather(ag, &nkv);
-		ag->pinned = true;
-		pthread_mutex_unlock(&ag->mu);
-		layout_build(&ag->cfg->layout, kv, nkv, &lr);
-		free(kv);
-		pthread_mutex_lock(&ag->mu);
-		snapshots_unpin(ag);
-		if (!judge_build(ag, &lr)) {
-			layout_result_free(&lr);
-			continue;
-		}
-		old = publish(ag, &lr);
-		ag->desired_gen++;
-		ag->have_desired = true;
-		if (!announced) {
-			log_info("desired state ready: %zu servers, %zu users", ag->want->servers.n, ag->want->users.n);
-			announced = true;
-		}
-		pthread_cond_broadcast(&ag->cv);
-		if (old) { /* freeing the replaced state costs what it holds: not under the lock */
-			pthread_mutex_unlock(&ag->mu);
-			agent_want_put(old);
-			pthread_mutex_lock(&ag->mu);
-		}
+		build_and_publish(ag, &announced);
 	}
 	pthread_mutex_unlock(&ag->mu);
 	return NULL;
@@ -358,24 +293,65 @@ static void *coordinator_main(void *arg)
 
 /* ---- start, stop, once ------------------------------------------------------------------ */
 
-static int consul_setup(struct agent *ag, char *err, size_t errlen)
+/* One more watch, of `prefix` (taken) or, svc >= 0, of that service of the layout. */
+static void add_watch(struct agent *ag, char *prefix, int svc)
 {
-	const struct opts *o = &ag->cfg->o;
+	struct watch *w = &ag->watches[ag->nwatches++];
 
-	/* The client settings and the token are in ag->cfg->consul (read by sync_config_load). */
-	if (!consul_consistency_parse(opt_str(o, "consistency"), &ag->mode))
-		return sk_err(err, errlen, "consistency: '%s' is not default, stale or consistent",
-			      opt_str(o, "consistency"));
-	return 0;
+	w->prefix = prefix;
+	w->label = metrics_label_value(w->prefix);
+	w->svc = svc;
+	w->ag = ag;
+	w->ok = true;
+	w->wake_fd = -1;
+}
+
+/* A watch for each KV prefix that is set, then one for each service. */
+static void add_watches(struct agent *ag, const struct layout_config *l)
+{
+	const char *prefixes[] = { l->master_prefix, l->replica_prefix, l->servers_prefix, l->users_prefix,
+				   l->announce_prefix };
+
+	for (size_t i = 0; i < SK_ARRAY_LEN(prefixes); i++) {
+		if (prefixes[i] && *prefixes[i]) {
+			size_t n = strlen(prefixes[i]);
+			char *p = xmalloc(n + 2);
+
+			/* Always list with a trailing slash: mysql/slave/db1 would also match db10. */
+			memcpy(p, prefixes[i], n);
+			if (prefixes[i][n - 1] != '/')
+				p[n++] = '/';
+			p[n] = '\0';
+			add_watch(ag, p, -1);
+		}
+	}
+	for (size_t i = 0; i < l->nservices && ag->nwatches < AGENT_MAX_WATCHES; i++)
+		add_watch(ag, xstrdup(l->services[i].label), (int)i);
+}
+
+static void init_target(struct agent *ag, struct target *t, const struct sync_target *st)
+{
+	t->ag = ag;
+	t->cfg = st;
+	t->pt.name = st->name;
+	t->pt.host = st->host;
+	t->pt.port = st->port;
+	t->pt.user = st->user;
+	t->pt.password = st->password;
+	t->pt.tls = st->tls;
+	t->pt.tls_verify = st->tls_verify;
+	t->pt.tls_ca = st->tls_ca;
+	t->pt.tls_cert = st->tls_cert;
+	t->pt.tls_key = st->tls_key;
+	t->label = metrics_label_value(t->pt.name);
 }
 
 static void agent_init(struct agent *ag, struct sync_config *cfg)
 {
-	const char *prefixes[] = { cfg->layout.master_prefix, cfg->layout.replica_prefix, cfg->layout.servers_prefix,
-				   cfg->layout.users_prefix, cfg->layout.announce_prefix };
-
 	memset(ag, 0, sizeof(*ag));
 	ag->cfg = cfg;
+	/* The client settings and the token are in cfg->consul (read by sync_config_load). */
+	ag->mode = cfg->settings.consistency;
 	ag->cancel_fd = -1;
 	pthread_mutex_init(&ag->mu, NULL);
 	pthread_mutex_init(&ag->pub_mu, NULL);
@@ -383,54 +359,12 @@ static void agent_init(struct agent *ag, struct sync_config *cfg)
 	ag->nowned = layout_owned_hostgroups(&cfg->layout, ag->owned, SK_ARRAY_LEN(ag->owned));
 	if (ag->nowned > SK_ARRAY_LEN(ag->owned)) /* --check-config refuses that; never read past the array */
 		ag->nowned = SK_ARRAY_LEN(ag->owned);
-	for (size_t i = 0; i < SK_ARRAY_LEN(prefixes); i++) {
-		if (prefixes[i] && *prefixes[i]) {
-			size_t n = strlen(prefixes[i]);
-			struct watch *w = &ag->watches[ag->nwatches++];
-
-			/* Always list with a trailing slash: mysql/slave/db1 would also match db10. */
-			w->prefix = xmalloc(n + 2);
-			memcpy(w->prefix, prefixes[i], n);
-			if (prefixes[i][n - 1] != '/')
-				w->prefix[n++] = '/';
-			w->prefix[n] = '\0';
-			w->label = agent_label_value(w->prefix);
-			w->ag = ag;
-			w->ok = true;
-			w->wake_fd = -1;
-			w->svc = -1;
-		}
-	}
-	for (size_t i = 0; i < cfg->layout.nservices && ag->nwatches < AGENT_MAX_WATCHES; i++) {
-		struct watch *w = &ag->watches[ag->nwatches++];
-
-		w->prefix = xstrdup(cfg->layout.services[i].label);
-		w->label = agent_label_value(w->prefix);
-		w->svc = (int)i;
-		w->ag = ag;
-		w->ok = true;
-		w->wake_fd = -1;
-	}
+	add_watches(ag, &cfg->layout);
 	ag->ntargets = cfg->ntargets;
 	ag->targets = xcalloc(cfg->ntargets, sizeof(*ag->targets));
 	ag->started = xcalloc(ag->nwatches + cfg->ntargets + 3, sizeof(*ag->started));
-	for (size_t i = 0; i < cfg->ntargets; i++) {
-		struct target *t = &ag->targets[i];
-
-		t->ag = ag;
-		t->cfg = &cfg->targets[i];
-		t->pt.name = cfg->targets[i].name;
-		t->pt.host = cfg->targets[i].host;
-		t->pt.port = cfg->targets[i].port;
-		t->pt.user = cfg->targets[i].user;
-		t->pt.password = cfg->targets[i].password;
-		t->pt.tls = cfg->targets[i].tls;
-		t->pt.tls_verify = cfg->targets[i].tls_verify;
-		t->pt.tls_ca = cfg->targets[i].tls_ca;
-		t->pt.tls_cert = cfg->targets[i].tls_cert;
-		t->pt.tls_key = cfg->targets[i].tls_key;
-		t->label = agent_label_value(t->pt.name);
-	}
+	for (size_t i = 0; i < cfg->ntargets; i++)
+		init_target(ag, &ag->targets[i], &cfg->targets[i]);
 }
 
 static void agent_release(struct agent *ag)
@@ -459,9 +393,9 @@ static void agent_release(struct agent *ag)
 	if (ag->announce_c)
 		consul_free(ag->announce_c);
 	agent_seen_free(&ag->logged_rejects);
-	agent_want_put(ag->want);
+	shared_want_put(ag->want);
 	ag->want = NULL;
-	snapshots_unpin(ag);
+	shared_snapshots_unpin(ag);
 	if (ag->cancel_fd >= 0)
 		close(ag->cancel_fd);
 	pthread_cond_destroy(&ag->cv);
@@ -480,7 +414,7 @@ static void signal_stop(struct agent *ag)
 	pthread_mutex_unlock(&ag->mu);
 	if (write(ag->cancel_fd, &one, sizeof(one)) < 0)
 		log_warn("cannot signal the Consul watchers: %s", strerror(errno));
-	agent_wake_watchers(ag);
+	shared_wake_watchers(ag);
 }
 
 /* Start one of the agent's threads, remembered for stop_started. */
@@ -507,56 +441,68 @@ static void stop_started(struct agent *ag)
 	ag->nstarted = 0;
 }
 
-int agent_start(struct agent *ag, struct sync_config *cfg, char *err, size_t errlen)
+/* The cancel descriptor and every Consul client: one per watch (with its own wake descriptor), the
+ * announcer's and the cluster lock's. Returns 0, or -1 with err set. */
+static int open_clients(struct agent *ag, char *err, size_t errlen)
 {
-	agent_init(ag, cfg);
-	if (consul_setup(ag, err, errlen) < 0)
-		goto fail;
 	ag->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (ag->cancel_fd < 0) {
-		sk_err(err, errlen, "eventfd: %s", strerror(errno));
-		goto fail;
-	}
+	if (ag->cancel_fd < 0)
+		return sk_err(err, errlen, "eventfd: %s", strerror(errno));
 	for (size_t i = 0; i < ag->nwatches; i++) {
 		struct watch *w = &ag->watches[i];
 
 		w->c = consul_new(&ag->cfg->consul, err, errlen);
 		if (!w->c)
-			goto fail;
+			return -1;
 		/* Its own descriptor: written at stop, and when a guard wants a fresh read now. */
 		w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		if (w->wake_fd < 0) {
-			sk_err(err, errlen, "eventfd: %s", strerror(errno));
-			goto fail;
-		}
+		if (w->wake_fd < 0)
+			return sk_err(err, errlen, "eventfd: %s", strerror(errno));
 		consul_set_cancel_fd(w->c, w->wake_fd);
 	}
-	if (*opt_str(&cfg->o, "announce-address")) {
+	if (*ag->cfg->settings.announce_address) {
 		ag->announce_c = consul_new(&ag->cfg->consul, err, errlen);
 		if (!ag->announce_c)
-			goto fail;
+			return -1;
 		consul_set_cancel_fd(ag->announce_c, ag->cancel_fd);
 	}
-	if (agent_single_writer(ag)) {
+	if (lock_single_writer(ag)) {
 		ag->lock.enabled = true;
 		ag->lock.c = consul_new(&ag->cfg->consul, err, errlen);
 		if (!ag->lock.c)
-			goto fail;
+			return -1;
 		consul_set_cancel_fd(ag->lock.c, ag->cancel_fd);
 	}
-	log_info("watching %s at %s (%s consistency); %zu target(s)", ag->watches[0].prefix,
-		 consul_url(ag->watches[0].c), opt_str(&cfg->o, "consistency"), ag->ntargets);
+	return 0;
+}
+
+/* The watchers, the coordinator, the targets, the cluster lock and the announcer. Returns 0, or -1
+ * with err set (the threads started are in ag->started). */
+static int start_threads(struct agent *ag, char *err, size_t errlen)
+{
 	for (size_t i = 0; i < ag->nwatches; i++)
 		if (start_thread(ag, &ag->watches[i].tid, watch_main, &ag->watches[i], "watcher", err, errlen) < 0)
-			goto fail;
+			return -1;
 	if (start_thread(ag, &ag->coordinator, coordinator_main, ag, "coordinator", err, errlen) < 0)
-		goto fail;
+		return -1;
 	for (size_t i = 0; i < ag->ntargets; i++)
 		if (start_thread(ag, &ag->targets[i].tid, target_main, &ag->targets[i], "target", err, errlen) < 0)
-			goto fail;
+			return -1;
 	if (ag->lock.enabled && start_thread(ag, &ag->lock.tid, lock_main, ag, "cluster lock", err, errlen) < 0)
-		goto fail;
+		return -1;
 	if (ag->announce_c && start_thread(ag, &ag->announce_tid, announce_main, ag, "announce", err, errlen) < 0)
+		return -1;
+	return 0;
+}
+
+int agent_start(struct agent *ag, struct sync_config *cfg, char *err, size_t errlen)
+{
+	agent_init(ag, cfg);
+	if (open_clients(ag, err, errlen) < 0)
+		goto fail;
+	log_info("watching %s at %s (%s consistency); %zu target(s)", ag->watches[0].prefix,
+		 consul_url(ag->watches[0].c), consul_consistency_str(ag->mode), ag->ntargets);
+	if (start_threads(ag, err, errlen) < 0)
 		goto fail;
 	return 0;
 fail:
@@ -631,16 +577,10 @@ static bool read_all(struct agent *ag)
 int agent_once(struct sync_config *cfg, bool dry_run)
 {
 	struct agent ag;
-	char err[400];
-	long confirmations = opt_int(&cfg->o, "confirmations");
+	long confirmations = cfg->settings.confirmations;
 	int rc = 0;
 
 	agent_init(&ag, cfg);
-	if (consul_setup(&ag, err, sizeof(err)) < 0) {
-		log_error("%s", err);
-		agent_release(&ag);
-		return 2;
-	}
 	/* A hostgroup guard that holds is confirmed by reading again, 200 ms apart, as the running
 	 * agent does. */
 	for (long round = 0;; round++) {
@@ -657,8 +597,8 @@ int agent_once(struct sync_config *cfg, bool dry_run)
 			rc = 1;
 			break;
 		}
-		agent_want_put(publish(&ag, &lr));
-		w = agent_want_get(&ag);
+		shared_want_put(publish(&ag, &lr));
+		w = shared_want_get(&ag);
 		rc = 0;
 		for (size_t i = 0; i < ag.ntargets; i++) {
 			struct target *t = &ag.targets[i];
@@ -668,7 +608,7 @@ int agent_once(struct sync_config *cfg, bool dry_run)
 				rc = 1;
 			holding = holding || t->nholds > 0;
 		}
-		agent_want_put(w);
+		shared_want_put(w);
 		if (!holding || dry_run || round >= confirmations)
 			break;
 		usleep(200000);

@@ -11,6 +11,7 @@
 #include "consul.h"
 #include "layout.h"
 #include "proxysql.h"
+#include "shared.h"
 
 #define AGENT_MAX_WATCHES (5 + LAYOUT_MAX_SERVICES) /* the five KV prefixes and the services */
 #define AGENT_HIST_BUCKETS 10
@@ -147,12 +148,12 @@ struct agent {
 	unsigned long snap_gen;
 	int64_t last_change_us, first_change_us;
 	/* The coordinator builds from the snapshots without the lock: while `pinned`, a replaced
-	 * snapshot is kept in `retired` (agent_snapshot_retire) until the build is over. */
+	 * snapshot is kept in `retired` (shared_snapshot_retire) until the build is over. */
 	bool pinned;
 	struct consul_kv_list *retired;
 	size_t nretired;
 	/* The desired state the coordinator published (under mu), with what rejected keys keep; the
-	 * targets hold references to it (agent_want_get), never copies. */
+	 * targets hold references to it (shared_want_get), never copies. */
 	struct agent_want *want;
 	int64_t reread_until_us; /* a target confirms a shrink: watchers re-read at once until then */
 	unsigned long desired_gen;
@@ -192,22 +193,6 @@ bool agent_stop(struct agent *ag, bool wait_targets);
  * (or, dry run, was read), 1 otherwise. */
 int agent_once(struct sync_config *cfg, bool dry_run);
 
-/* What a target is to be brought to: the desired rows and what rejected keys keep. Published
- * once, then only read; freed by the last reference. */
-struct agent_want {
-	atomic_int refs;
-	struct px_servers servers;
-	struct px_users users;
-	struct px_peers peers; /* the announced fleet, for proxysql_servers */
-	struct px_keeps keep_servers;
-	struct px_names keep_users;
-};
-
-/* A reference to the published desired state (caller holds ag->mu; NULL before the first); give
- * it back with agent_want_put, from any thread, without the lock. */
-struct agent_want *agent_want_get(struct agent *ag);
-void agent_want_put(struct agent_want *w);
-
 /* Reconcile one target with `want` (one read, plan, apply, verify). Used by the target loop and
  * agent_once. Returns 0 when the target is now in the desired state (pending drains allowed),
  * 1 when drains are still pending or a guard holds a hostgroup, -1 on errors. With `print`,
@@ -222,37 +207,26 @@ void agent_log_rejects(struct agent *ag, const struct layout_result *lr);
 /* Publish the desired state's counts for /metrics (after want_servers and want_users change). */
 void agent_publish_desired(struct agent *ag);
 
-/* Render /metrics (Prometheus text) and the /readyz verdict. Neither takes ag->mu: they read
- * atomics and what the threads publish under ag->pub_mu, so they answer at once whatever the
- * agent is busy with. */
-void agent_metrics(struct agent *ag, sk_buf *out);
+/* The /readyz verdict. It does not take ag->mu: it reads atomics and what the threads publish
+ * under ag->pub_mu, so it answers at once whatever the agent is busy with. */
 bool agent_ready(struct agent *ag, char *why, size_t len);
-/* `s` as the value of a Prometheus label (between the quotes): backslash, double quote and
- * newline escaped. The caller frees it. */
-char *agent_label_value(const char *s);
 
-/* Shared by the agent's files (agent.c, watch.c, target.c, metrics.c). */
-extern const double agent_hist_bounds_ms[AGENT_HIST_BUCKETS];
-double agent_unix_now(void);
-/* Sleep up to `ms`, returning early (true) once the agent stops. */
-bool agent_nap(struct agent *ag, long ms);
-/* One read of a watch's source (a KV prefix or a service, whose instances get the keys the layout
- * expects: SERVICE_KEY_PREFIX "<index>/<address>"), as consul_kv_list. */
-int agent_watch_read(struct watch *w, uint64_t index, long wait_ms, const deadline_t *dl, struct consul_kv_list *out,
-		     struct consul_meta *meta, char *err, size_t errlen) SK_MUST_CHECK;
+/* metrics.c: render /metrics (Prometheus text), without ag->mu as agent_ready; `s` as the value
+ * of a Prometheus label (between the quotes): backslash, double quote and newline escaped, for the
+ * caller to free; the apply-duration histogram's bucket bounds. */
+void metrics_render(struct agent *ag, sk_buf *out);
+char *metrics_label_value(const char *s);
+extern const double metrics_hist_bounds_ms[AGENT_HIST_BUCKETS];
 
-/* Let a watch's replaced snapshot go (caller holds mu): freed now, or once the coordinator's build
- * that may still read it is over. `kv` is left empty. */
-void agent_snapshot_retire(struct agent *ag, struct consul_kv_list *kv);
+/* watch.c: one read of a watch's source (a KV prefix or a service, whose instances get the keys
+ * the layout expects: SERVICE_KEY_PREFIX "<index>/<address>"), as consul_kv_list. */
+int watch_read(struct watch *w, uint64_t index, long wait_ms, const deadline_t *dl, struct consul_kv_list *out,
+	       struct consul_meta *meta, char *err, size_t errlen) SK_MUST_CHECK;
 
-/* End every watcher's request in flight: each then re-reads (or stops, when the agent does). */
-void agent_wake_watchers(struct agent *ag);
-/* The wait before retry number `attempt` (from 0): 250 ms doubling up to `cap_ms`, with jitter
- * (half to the whole of it). */
-long agent_backoff_ms(int attempt, long cap_ms);
 /* Forget what a target's tables were known to hold (the next reconcile reads them in full). */
 void target_forget(struct target *t);
-/* The thread bodies: a struct watch * (watch.c), a struct target * (target.c), the agent (lock.c). */
+/* The thread bodies: a struct watch * (watch.c), a struct target * (target.c), the agent (lock.c,
+ * announce.c). */
 void *watch_main(void *arg);
 void *target_main(void *arg);
 void *lock_main(void *arg);
@@ -260,7 +234,7 @@ void *announce_main(void *arg);
 
 /* single-writer (lock.c): whether a target of this agent uses it, and whether this agent holds the
  * cluster lock now (and may write). */
-bool agent_single_writer(const struct agent *ag);
-bool agent_may_write(struct agent *ag);
+bool lock_single_writer(const struct agent *ag);
+bool lock_may_write(struct agent *ag);
 
 #endif

@@ -13,21 +13,17 @@
 #include "log.h"
 
 /* The announce key's value: {"hostname", "port", "weight", "comment"}, and its key. */
-static void announce_entry(const struct opts *o, char *key, size_t keylen, sk_buf *value)
+static void announce_entry(const struct sync_settings *s, char *key, size_t keylen, sk_buf *value)
 {
-	char host[256];
-	long port = 6032;
-	size_t n = strlen(opt_str(o, "announce-prefix"));
+	size_t n = strlen(s->announce_prefix);
 
-	if (model_split_address(opt_str(o, "announce-address"), 6032, host, sizeof(host), &port))
-		host[0] = '\0';
-	while (n && opt_str(o, "announce-prefix")[n - 1] == '/')
+	while (n && s->announce_prefix[n - 1] == '/')
 		n--;
 	/* No ':' in the key: some Consul releases refuse it (hashicorp/consul#22822). */
-	snprintf(key, keylen, "%.*s/%s_%ld", (int)n, opt_str(o, "announce-prefix"), host, port);
-	if (!sk_buf_add(value, "{\"hostname\":", 12) || !sk_buf_add_json_str(value, host) ||
-	    !sk_buf_addf(value, ",\"port\":%ld,\"weight\":%ld,\"comment\":", port, opt_int(o, "announce-weight")) ||
-	    !sk_buf_add_json_str(value, opt_str(o, "announce-comment")) || !sk_buf_add(value, "}", 1))
+	snprintf(key, keylen, "%.*s/%s_%ld", (int)n, s->announce_prefix, s->announce_host, s->announce_port);
+	if (!sk_buf_add(value, "{\"hostname\":", 12) || !sk_buf_add_json_str(value, s->announce_host) ||
+	    !sk_buf_addf(value, ",\"port\":%ld,\"weight\":%ld,\"comment\":", s->announce_port, s->announce_weight) ||
+	    !sk_buf_add_json_str(value, s->announce_comment) || !sk_buf_add(value, "}", 1))
 		log_warn("announce: value too long");
 }
 
@@ -37,81 +33,107 @@ static bool announce_pause(struct agent *ag, const char *err, int *attempt, long
 {
 	if (!err) {
 		*attempt = 0;
-		return agent_nap(ag, ttl_s * 1000 / 3);
+		return shared_nap(ag, ttl_s * 1000 / 3);
 	}
 	if (*attempt == 0)
 		log_warn("announce %s: %s (retrying)", what, err);
-	return agent_nap(ag, agent_backoff_ms((*attempt)++, 5000));
+	return shared_nap(ag, shared_backoff_ms((*attempt)++, 5000));
+}
+
+/* announce-prefix: the key, its value, and the session that holds it. */
+struct announcement {
+	char key[600];
+	char session[CONSUL_SESSION_ID_MAX]; /* "": none yet */
+	sk_buf value;
+	bool announced; /* logged since the session was made */
+};
+
+/* The session that holds the key: made when there is none, else renewed. Returns 0 while it
+ * lives, 1 when it has ended (a new one is to be made at once), -1 with err set. */
+static int kv_session(struct agent *ag, struct announcement *an, char *err, size_t errlen)
+{
+	deadline_t dl = deadline_in_ms(5000);
+	bool gone = false;
+
+	if (!an->session[0])
+		return consul_session_create(ag->announce_c, "proxysql-sync announce", ag->cfg->settings.announce_ttl_s,
+					     "delete", "0s", true, &dl, an->session, sizeof(an->session), err, errlen);
+	if (consul_session_renew(ag->announce_c, an->session, &dl, &gone, err, errlen) < 0)
+		return -1;
+	if (!gone)
+		return 0;
+	log_warn("announce %s: its session ended; announcing again", an->key);
+	an->session[0] = '\0';
+	an->announced = false;
+	return 1;
+}
+
+/* The key as read holds our value under our session. */
+static bool kv_mine(const struct announcement *an, const struct consul_kv_list *cur)
+{
+	for (size_t i = 0; i < cur->n; i++)
+		if (strcmp(cur->items[i].key, an->key) == 0 && cur->items[i].session &&
+		    strcmp(cur->items[i].session, an->session) == 0 && cur->items[i].len == an->value.len &&
+		    memcmp(cur->items[i].value, an->value.data, an->value.len) == 0)
+			return true;
+	return false;
+}
+
+/* The key written when it is missing or not ours (a steady state reads once a round). Returns 0,
+ * or -1 with err set. */
+static int kv_write(struct agent *ag, struct announcement *an, char *err, size_t errlen)
+{
+	struct consul_kv_list cur = { 0 };
+	struct consul_meta meta;
+	deadline_t dl = deadline_in_ms(5000);
+	bool mine, done = false;
+
+	if (consul_kv_list(ag->announce_c, an->key, 0, 0, CONSUL_DEFAULT, &dl, &cur, &meta, err, errlen) < 0)
+		return -1;
+	mine = kv_mine(an, &cur);
+	consul_kv_list_free(&cur);
+	if (mine)
+		return 0;
+	dl = deadline_in_ms(5000);
+	if (consul_kv_put(ag->announce_c, an->key, an->value.data, an->value.len, an->session, &dl, &done, err,
+			  errlen) < 0)
+		return -1;
+	if (!done)
+		return sk_err(err, errlen, "%.300s is held by another session", an->key);
+	if (!an->announced)
+		log_info("announce: %s = %s (session TTL %lds)", an->key, an->value.data,
+			 ag->cfg->settings.announce_ttl_s);
+	an->announced = true;
+	return 0;
 }
 
 static void *announce_kv(struct agent *ag)
 {
-	const struct opts *o = &ag->cfg->o;
-	long ttl_s = (long)opt_num(o, "announce-ttl");
-	char key[600], session[CONSUL_SESSION_ID_MAX] = "", err[400];
-	struct consul_kv_list cur = { 0 };
-	bool announced = false;
+	struct announcement an = { .session = "" };
+	char err[400];
 	int attempt = 0;
-	sk_buf value;
 
-	sk_buf_init(&value, 4096);
-	announce_entry(o, key, sizeof(key), &value);
+	sk_buf_init(&an.value, 4096);
+	announce_entry(&ag->cfg->settings, an.key, sizeof(an.key), &an.value);
 	while (!ag->stop) {
-		deadline_t dl = deadline_in_ms(5000);
-		struct consul_meta meta;
-		bool gone = false, done = false, mine;
+		int r = kv_session(ag, &an, err, sizeof(err));
 
-		if (!session[0]) {
-			if (consul_session_create(ag->announce_c, "proxysql-sync announce", ttl_s, "delete", "0s", true,
-						  &dl, session, sizeof(session), err, sizeof(err)) < 0)
-				goto retry;
-		} else if (consul_session_renew(ag->announce_c, session, &dl, &gone, err, sizeof(err)) < 0) {
-			goto retry;
-		} else if (gone) {
-			log_warn("announce %s: its session ended; announcing again", key);
-			session[0] = '\0';
-			announced = false;
+		if (r > 0)
 			continue;
-		}
-		/* Written when missing or not ours (a steady state reads once a round). */
-		dl = deadline_in_ms(5000);
-		if (consul_kv_list(ag->announce_c, key, 0, 0, CONSUL_DEFAULT, &dl, &cur, &meta, err, sizeof(err)) < 0)
-			goto retry;
-		mine = false;
-		for (size_t i = 0; i < cur.n; i++)
-			mine = mine || (strcmp(cur.items[i].key, key) == 0 && cur.items[i].session &&
-					strcmp(cur.items[i].session, session) == 0 && cur.items[i].len == value.len &&
-					memcmp(cur.items[i].value, value.data, value.len) == 0);
-		consul_kv_list_free(&cur);
-		if (!mine) {
-			dl = deadline_in_ms(5000);
-			if (consul_kv_put(ag->announce_c, key, value.data, value.len, session, &dl, &done, err,
-					  sizeof(err)) < 0)
-				goto retry;
-			if (!done) {
-				snprintf(err, sizeof(err), "%.300s is held by another session", key);
-				goto retry;
-			}
-			if (!announced)
-				log_info("announce: %s = %s (session TTL %lds)", key, value.data, ttl_s);
-			announced = true;
-		}
-		if (announce_pause(ag, NULL, &attempt, ttl_s, key))
-			break;
-		continue;
-	retry:
-		if (announce_pause(ag, err, &attempt, ttl_s, key))
+		if (r == 0)
+			r = kv_write(ag, &an, err, sizeof(err));
+		if (announce_pause(ag, r < 0 ? err : NULL, &attempt, ag->cfg->settings.announce_ttl_s, an.key))
 			break;
 	}
 	consul_set_cancel_fd(ag->announce_c, -1); /* stopping: the key and the session go now */
-	if (session[0]) {
+	if (an.session[0]) {
 		deadline_t dl = deadline_in_ms(1000);
 
-		if (consul_kv_delete(ag->announce_c, key, false, &dl, err, sizeof(err)) < 0 ||
-		    consul_session_destroy(ag->announce_c, session, &dl, err, sizeof(err)) < 0)
-			log_warn("announce %s: %s (the key goes with its session)", key, err);
+		if (consul_kv_delete(ag->announce_c, an.key, false, &dl, err, sizeof(err)) < 0 ||
+		    consul_session_destroy(ag->announce_c, an.session, &dl, err, sizeof(err)) < 0)
+			log_warn("announce %s: %s (the key goes with its session)", an.key, err);
 	}
-	sk_buf_free(&value);
+	sk_buf_free(&an.value);
 	return NULL;
 }
 
@@ -120,16 +142,13 @@ static void *announce_kv(struct agent *ag)
  * a weight of 0 is valid for proxysql_servers but not for Weights.Passing), one TTL check that
  * starts passing; Consul removes the instance once that check has been critical for
  * max(1 minute, 4 TTLs) (the agent died without deregistering). */
-static void service_def(const struct opts *o, char *id, size_t idlen, char **json, size_t *len)
+static void service_def(const struct sync_settings *s, char *id, size_t idlen, char **json, size_t *len)
 {
-	const char *name = opt_str(o, "announce-service");
-	long ttl_s = (long)opt_num(o, "announce-ttl");
-	char host[256], text[64];
-	long port = 6032;
+	const char *name = s->announce_service, *host = s->announce_host;
+	long ttl_s = s->announce_ttl_s, port = s->announce_port;
+	char text[64];
 	cJSON *def = cJSON_CreateObject(), *meta, *check;
 
-	if (model_split_address(opt_str(o, "announce-address"), 6032, host, sizeof(host), &port))
-		host[0] = '\0';
 	snprintf(id, idlen, "%.200s-%s_%ld", name, host, port);
 	for (char *p = id; *p; p++)
 		if (!isalnum((unsigned char)*p) && *p != '.' && *p != '-' && *p != '_')
@@ -138,10 +157,9 @@ static void service_def(const struct opts *o, char *id, size_t idlen, char **jso
 	    !cJSON_AddStringToObject(def, "Address", host) || !cJSON_AddNumberToObject(def, "Port", (double)port) ||
 	    !(meta = cJSON_AddObjectToObject(def, "Meta")) || !(check = cJSON_AddObjectToObject(def, "Check")))
 		sk_oom();
-	snprintf(text, sizeof(text), "%ld", opt_int(o, "announce-weight"));
+	snprintf(text, sizeof(text), "%ld", s->announce_weight);
 	if (!cJSON_AddStringToObject(meta, "weight", text) ||
-	    (*opt_str(o, "announce-comment") &&
-	     !cJSON_AddStringToObject(meta, "comment", opt_str(o, "announce-comment"))))
+	    (*s->announce_comment && !cJSON_AddStringToObject(meta, "comment", s->announce_comment)))
 		sk_oom();
 	snprintf(text, sizeof(text), "%lds", ttl_s);
 	if (!cJSON_AddStringToObject(check, "Name", "proxysql-sync announce") ||
@@ -159,14 +177,14 @@ static void service_def(const struct opts *o, char *id, size_t idlen, char **jso
 
 static void *announce_service(struct agent *ag)
 {
-	const struct opts *o = &ag->cfg->o;
-	long ttl_s = (long)opt_num(o, "announce-ttl");
+	const struct sync_settings *s = &ag->cfg->settings;
+	long ttl_s = s->announce_ttl_s;
 	char id[480], check[500], err[400], *def;
 	bool registered = false, tried = false;
 	int attempt = 0;
 	size_t len;
 
-	service_def(o, id, sizeof(id), &def, &len);
+	service_def(s, id, sizeof(id), &def, &len);
 	snprintf(check, sizeof(check), "service:%s", id);
 	while (!ag->stop) {
 		deadline_t dl = deadline_in_ms(5000);
@@ -177,7 +195,7 @@ static void *announce_service(struct agent *ag)
 			if (consul_agent_service_register(ag->announce_c, def, len, &dl, err, sizeof(err)) < 0)
 				goto retry;
 			log_info("announce: %s registered as an instance of service %s (TTL check %lds)", id,
-				 opt_str(o, "announce-service"), ttl_s);
+				 s->announce_service, ttl_s);
 			registered = true;
 		} else if (consul_agent_check_pass(ag->announce_c, check, "proxysql-sync is running", &dl, &unknown,
 						   err, sizeof(err)) < 0) {
@@ -211,5 +229,5 @@ void *announce_main(void *arg)
 {
 	struct agent *ag = arg;
 
-	return *opt_str(&ag->cfg->o, "announce-service") ? announce_service(ag) : announce_kv(ag);
+	return *ag->cfg->settings.announce_service ? announce_service(ag) : announce_kv(ag);
 }

@@ -94,6 +94,125 @@ const struct opt_def sync_options[] = {
 /* clang-format on */
 const size_t sync_noptions = SK_ARRAY_LEN(sync_options);
 
+/* The names of the enum settings' values, in their enums' order. */
+static const char *const cluster_modes[] = { "refuse", "disable-pull", "single-writer" };
+static const char *const foreign_edits_modes[] = { "publish", "hold" };
+
+const char *sync_cluster_mode_str(enum sync_cluster_mode m)
+{
+	return (size_t)m < SK_ARRAY_LEN(cluster_modes) ? cluster_modes[m] : "?";
+}
+
+/* The index of `v` in `names`, or -1. */
+static int name_index(const char *v, const char *const *names, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(v, names[i]) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* The mode flags, lock-file and the Consul reads. */
+static int load_read_settings(struct sync_settings *s, const struct opts *o, char *err, size_t errlen)
+{
+	s->once = opt_flag(o, "once");
+	s->dry_run = opt_flag(o, "dry-run");
+	s->check_config = opt_flag(o, "check-config");
+	s->lock_file = opt_str(o, "lock-file");
+	if (!consul_consistency_parse(opt_str(o, "consistency"), &s->consistency))
+		return sk_err(err, errlen, "consistency: '%s' is not default, stale or consistent",
+			      opt_str(o, "consistency"));
+	s->max_stale_ms = opt_num(o, "max-stale") * 1000;
+	s->wait_ms = (long)(opt_num(o, "wait") * 1000);
+	s->max_response_bytes = (size_t)opt_int(o, "max-response-bytes");
+	return 0;
+}
+
+/* announce-* and proxysql-servers, announce-address split into host and port once. */
+static void load_announce_settings(struct sync_settings *s, const struct opts *o)
+{
+	s->announce_prefix = opt_str(o, "announce-prefix");
+	s->announce_service = opt_str(o, "announce-service");
+	s->announce_address = opt_str(o, "announce-address");
+	s->announce_comment = opt_str(o, "announce-comment");
+	s->announce_weight = opt_int(o, "announce-weight");
+	s->announce_ttl_s = (long)opt_num(o, "announce-ttl");
+	s->proxysql_servers = opt_flag(o, "proxysql-servers");
+	s->announce_parsed = *s->announce_address && !model_split_address(s->announce_address, 6032, s->announce_host,
+									  sizeof(s->announce_host), &s->announce_port);
+	if (!s->announce_parsed) {
+		s->announce_host[0] = '\0';
+		s->announce_port = 6032;
+	}
+}
+
+/* What each target's apply and the guards read. */
+static int load_apply_settings(struct sync_settings *s, const struct opts *o, char *err, size_t errlen)
+{
+	int fe = name_index(opt_str(o, "foreign-edits"), foreign_edits_modes, SK_ARRAY_LEN(foreign_edits_modes));
+
+	if (fe < 0)
+		return sk_err(err, errlen, "foreign-edits: '%s' is not publish or hold", opt_str(o, "foreign-edits"));
+	s->foreign_edits = (enum sync_foreign_edits)fe;
+	s->admin_timeout_s = opt_num(o, "admin-timeout");
+	s->admin_timeout_ms = (int64_t)(s->admin_timeout_s * 1000);
+	s->drain_timeout_ms = (int64_t)(opt_num(o, "drain-timeout") * 1000);
+	s->resync_interval_us = (int64_t)(opt_num(o, "resync-interval") * 1e6);
+	s->save_to_disk = opt_flag(o, "save-to-disk");
+	s->adopt_users = opt_flag(o, "adopt-users");
+	s->allow_empty_writer = opt_flag(o, "allow-empty-writer");
+	s->quiescence_min_s = opt_num(o, "quiescence-min");
+	s->quiescence_max_s = opt_num(o, "quiescence-max");
+	s->quiescence_min_us = (int64_t)(s->quiescence_min_s * 1e6);
+	s->quiescence_max_us = (int64_t)(s->quiescence_max_s * 1e6);
+	s->shrink_fraction = opt_num(o, "shrink-fraction");
+	s->confirmations = opt_int(o, "confirmations");
+	return 0;
+}
+
+/* cluster-mode and the single-writer lock. */
+static int load_cluster_settings(struct sync_settings *s, const struct opts *o, char *err, size_t errlen)
+{
+	int m = name_index(opt_str(o, "cluster-mode"), cluster_modes, SK_ARRAY_LEN(cluster_modes));
+
+	if (m < 0)
+		return sk_err(err, errlen, "cluster-mode: '%s' is not refuse, disable-pull or single-writer",
+			      opt_str(o, "cluster-mode"));
+	s->cluster_mode = (enum sync_cluster_mode)m;
+	s->cluster_lock_key = opt_str(o, "cluster-lock-key");
+	s->cluster_lock_ttl_s = (long)opt_num(o, "cluster-lock-ttl");
+	s->cluster_lock_delay_s = opt_num(o, "cluster-lock-delay");
+	s->cluster_converge_timeout_us = (int64_t)(opt_num(o, "cluster-converge-timeout") * 1e6);
+	s->cluster_leader_grace_us = (int64_t)(opt_num(o, "cluster-leader-grace") * 1e6);
+	return 0;
+}
+
+/* The health port and the log. */
+static void load_service_settings(struct sync_settings *s, const struct opts *o)
+{
+	s->health_listen = opt_str(o, "health-listen");
+	s->health_max_connections = (unsigned)opt_int(o, "health-max-connections");
+	s->health_max_connections_per_ip = (unsigned)opt_int(o, "health-max-connections-per-ip");
+	s->health_idle_timeout_s = (unsigned)opt_int(o, "health-idle-timeout");
+	s->health_request_timeout_ms = (unsigned)(opt_num(o, "health-request-timeout") * 1000);
+	s->log_format = LOG_TEXT;
+	s->log_level = LOG_INFO;
+	if (!log_format_parse(opt_str(o, "log-format"), &s->log_format) ||
+	    !log_level_parse(opt_str(o, "log-level"), &s->log_level))
+		s->log_format = LOG_TEXT;
+}
+
+int sync_settings_load(struct sync_settings *s, const struct opts *o, char *err, size_t errlen)
+{
+	memset(s, 0, sizeof(*s));
+	if (load_read_settings(s, o, err, errlen) < 0 || load_apply_settings(s, o, err, errlen) < 0 ||
+	    load_cluster_settings(s, o, err, errlen) < 0)
+		return -1;
+	load_announce_settings(s, o);
+	load_service_settings(s, o);
+	return 0;
+}
+
 static int setting_str(config_setting_t *s, const char *name, bool required, char **out, char *err, size_t errlen)
 {
 	const char *v = NULL;
@@ -181,6 +300,27 @@ static bool service_name_ok(const char *name)
 	return *name && !strchr(name, '/') && strlen(name) <= 200 && !model_check_text(name, 200);
 }
 
+/* A service's role: "writer" or "reader" in the services list, none in a cluster's (its own). */
+static int load_service_role(struct layout_service *sv, config_setting_t *s, long hostgroup, const char *what,
+			     char *err, size_t errlen)
+{
+	char *role = NULL;
+
+	if (setting_str(s, "role", false, &role, err, errlen) < 0)
+		return -1;
+	if (role && (hostgroup >= 0 || (strcmp(role, "writer") != 0 && strcmp(role, "reader") != 0))) {
+		sk_err(err, errlen, "line %d: %s", config_setting_source_line(s),
+		       hostgroup >= 0 ? "a cluster's service takes its role from the cluster; no role here"
+				      : "role is \"writer\" or \"reader\"");
+		free(role);
+		return -1;
+	}
+	/* A writer hostgroup is never emptied: a cluster's writer_service, or role = "writer". */
+	sv->writer = (role && strcmp(role, "writer") == 0) || (hostgroup >= 0 && strcmp(what, "writer_service") == 0);
+	free(role);
+	return 0;
+}
+
 /* One service source: { name = "mysql"; tags = ["replica"]; hostgroup = 11; ... } (a cluster's
  * writer_service / reader_service has no hostgroup: the cluster's). */
 static int load_service(struct layout_service *sv, config_setting_t *s, long hostgroup, const char *what, char *err,
@@ -189,7 +329,6 @@ static int load_service(struct layout_service *sv, config_setting_t *s, long hos
 	static const char *const allowed[] = { "name",   "tags",      "hostgroup",   "datacenter", "near",
 					       "filter", "node_meta", "meta_prefix", "weights",    "role" };
 	char label[300];
-	char *role = NULL;
 	int b = 0;
 
 	if (!config_setting_is_group(s))
@@ -214,18 +353,8 @@ static int load_service(struct layout_service *sv, config_setting_t *s, long hos
 	}
 	if (config_setting_lookup_bool(s, "weights", &b))
 		sv->weights = b;
-	if (setting_str(s, "role", false, &role, err, errlen) < 0)
+	if (load_service_role(sv, s, hostgroup, what, err, errlen) < 0)
 		return -1;
-	if (role && (hostgroup >= 0 || (strcmp(role, "writer") != 0 && strcmp(role, "reader") != 0))) {
-		sk_err(err, errlen, "line %d: %s", config_setting_source_line(s),
-		       hostgroup >= 0 ? "a cluster's service takes its role from the cluster; no role here"
-				      : "role is \"writer\" or \"reader\"");
-		free(role);
-		return -1;
-	}
-	/* A writer hostgroup is never emptied: a cluster's writer_service, or role = "writer". */
-	sv->writer = (role && strcmp(role, "writer") == 0) || (hostgroup >= 0 && strcmp(what, "writer_service") == 0);
-	free(role);
 	if (!service_name_ok(sv->name))
 		return sk_err(err, errlen, "line %d: service name '%s' is not a Consul service name",
 			      config_setting_source_line(s), sv->name);
@@ -246,28 +375,11 @@ static struct layout_service *add_service(struct layout_config *l)
 	return &l->services[l->nservices++];
 }
 
-static int load_cluster(struct layout_config *l, struct layout_cluster *cl, config_setting_t *s, char *err,
-			size_t errlen)
+/* A cluster's roles: "kv" (the default) or "monitor". */
+static int load_cluster_roles(struct layout_cluster *cl, config_setting_t *s, char *err, size_t errlen)
 {
-	static const char *const allowed[] = {
-		"alias", "writer_hostgroup", "reader_hostgroup", "writer_is_reader", "remote_readers",
-		"roles", "writer_service",   "reader_service"
-	};
-	config_setting_t *remote;
 	char *roles = NULL;
-	int b = 0;
 
-	cl->reader_hostgroup = -1;
-	if (!config_setting_is_group(s))
-		return sk_err(err, errlen, "line %d: each cluster is a group { alias = ...; }",
-			      config_setting_source_line(s));
-	if (check_members(s, allowed, SK_ARRAY_LEN(allowed), err, errlen) < 0 ||
-	    setting_str(s, "alias", true, &cl->alias, err, errlen) < 0 ||
-	    setting_long(s, "writer_hostgroup", true, 0, 2147483647L, &cl->writer_hostgroup, err, errlen) < 0 ||
-	    setting_long(s, "reader_hostgroup", false, 0, 2147483647L, &cl->reader_hostgroup, err, errlen) < 0)
-		return -1;
-	if (config_setting_lookup_bool(s, "writer_is_reader", &b))
-		cl->writer_is_reader = b;
 	if (setting_str(s, "roles", false, &roles, err, errlen) < 0)
 		return -1;
 	if (roles && strcmp(roles, "kv") != 0 && strcmp(roles, "monitor") != 0) {
@@ -277,6 +389,13 @@ static int load_cluster(struct layout_config *l, struct layout_cluster *cl, conf
 	}
 	cl->monitor_roles = roles && strcmp(roles, "monitor") == 0;
 	free(roles);
+	return 0;
+}
+
+/* A cluster's writer_service and reader_service, added to the services list. */
+static int load_cluster_services(struct layout_config *l, struct layout_cluster *cl, config_setting_t *s, char *err,
+				 size_t errlen)
+{
 	for (int role = 0; role < 2; role++) {
 		const char *name = role ? "reader_service" : "writer_service";
 		config_setting_t *svc = config_setting_get_member(s, name);
@@ -294,26 +413,84 @@ static int load_cluster(struct layout_config *l, struct layout_cluster *cl, conf
 			return -1;
 		*(role ? &cl->reader_from_service : &cl->writer_from_service) = true;
 	}
-	remote = config_setting_get_member(s, "remote_readers");
-	if (remote) {
-		if (!config_setting_is_list(remote))
-			return sk_err(err, errlen,
-				      "line %d: remote_readers is a list ( { region = ...; hostgroup = ...; } )",
-				      config_setting_source_line(remote));
-		cl->nremote = (size_t)config_setting_length(remote);
-		cl->remote = xcalloc(cl->nremote, sizeof(*cl->remote));
-		for (size_t i = 0; i < cl->nremote; i++) {
-			config_setting_t *r = config_setting_get_elem(remote, (unsigned)i);
+	return 0;
+}
 
-			if (setting_str(r, "region", true, &cl->remote[i].region, err, errlen) < 0 ||
-			    setting_long(r, "hostgroup", true, 0, 2147483647L, &cl->remote[i].hostgroup, err, errlen) <
-				    0)
-				return -1;
-		}
+/* remote_readers = ( { region = ...; hostgroup = ...; } ): other regions' replicas, by hostgroup. */
+static int load_remote_readers(struct layout_cluster *cl, config_setting_t *s, char *err, size_t errlen)
+{
+	config_setting_t *remote = config_setting_get_member(s, "remote_readers");
+
+	if (!remote)
+		return 0;
+	if (!config_setting_is_list(remote))
+		return sk_err(err, errlen, "line %d: remote_readers is a list ( { region = ...; hostgroup = ...; } )",
+			      config_setting_source_line(remote));
+	cl->nremote = (size_t)config_setting_length(remote);
+	cl->remote = xcalloc(cl->nremote, sizeof(*cl->remote));
+	for (size_t i = 0; i < cl->nremote; i++) {
+		config_setting_t *r = config_setting_get_elem(remote, (unsigned)i);
+
+		if (setting_str(r, "region", true, &cl->remote[i].region, err, errlen) < 0 ||
+		    setting_long(r, "hostgroup", true, 0, 2147483647L, &cl->remote[i].hostgroup, err, errlen) < 0)
+			return -1;
 	}
+	return 0;
+}
+
+static int load_cluster(struct layout_config *l, struct layout_cluster *cl, config_setting_t *s, char *err,
+			size_t errlen)
+{
+	static const char *const allowed[] = {
+		"alias", "writer_hostgroup", "reader_hostgroup", "writer_is_reader", "remote_readers",
+		"roles", "writer_service",   "reader_service"
+	};
+	int b = 0;
+
+	cl->reader_hostgroup = -1;
+	if (!config_setting_is_group(s))
+		return sk_err(err, errlen, "line %d: each cluster is a group { alias = ...; }",
+			      config_setting_source_line(s));
+	if (check_members(s, allowed, SK_ARRAY_LEN(allowed), err, errlen) < 0 ||
+	    setting_str(s, "alias", true, &cl->alias, err, errlen) < 0 ||
+	    setting_long(s, "writer_hostgroup", true, 0, 2147483647L, &cl->writer_hostgroup, err, errlen) < 0 ||
+	    setting_long(s, "reader_hostgroup", false, 0, 2147483647L, &cl->reader_hostgroup, err, errlen) < 0)
+		return -1;
+	if (config_setting_lookup_bool(s, "writer_is_reader", &b))
+		cl->writer_is_reader = b;
+	if (load_cluster_roles(cl, s, err, errlen) < 0 || load_cluster_services(l, cl, s, err, errlen) < 0 ||
+	    load_remote_readers(cl, s, err, errlen) < 0)
+		return -1;
 	if (!cl->alias[0] || strchr(cl->alias, '/'))
 		return sk_err(err, errlen, "line %d: alias '%s' must be a non-empty KV path segment",
 			      config_setting_source_line(s), cl->alias);
+	return 0;
+}
+
+/* A target's address, name and user with their defaults, and its password (password_file wins). */
+static int load_target_login(struct sync_target *t, config_setting_t *s, const char *addr, const char *pwfile,
+			     char *err, size_t errlen)
+{
+	char host[256], why[300];
+	const char *bad;
+
+	if ((bad = model_split_address(addr, 6032, host, sizeof(host), &t->port)) != NULL)
+		return sk_err(err, errlen, "line %d: target address '%s' %s", config_setting_source_line(s), addr, bad);
+	t->host = xstrdup(host);
+	if (!t->name)
+		t->name = xstrdup(addr);
+	if (!t->user)
+		t->user = xstrdup("admin");
+	if (pwfile) {
+		free(t->password);
+		t->password = secret_read_file(pwfile, why, sizeof(why));
+		if (!t->password)
+			return sk_err(err, errlen, "line %d: target %s: password_file %s",
+				      config_setting_source_line(s), t->name, why);
+	}
+	if (!t->password)
+		t->password = xstrdup("");
+	log_add_secret(t->password);
 	return 0;
 }
 
@@ -323,9 +500,8 @@ static int load_target(struct sync_target *t, config_setting_t *s, char *err, si
 		"name", "address", "user",     "password", "password_file", "cluster_mode",
 		"tls",  "tls_ca",  "tls_cert", "tls_key",  "tls_verify",    "allow_plaintext_password"
 	};
-	char *addr = NULL, *pwfile = NULL, host[256], why[300];
-	const char *bad;
-	int b = 0;
+	char *addr = NULL, *pwfile = NULL;
+	int b = 0, rc = -1, mode;
 
 	if (!config_setting_is_group(s))
 		return sk_err(err, errlen, "line %d: each target is a group { address = ...; }",
@@ -340,44 +516,22 @@ static int load_target(struct sync_target *t, config_setting_t *s, char *err, si
 	    setting_str(s, "tls_ca", false, &t->tls_ca, err, errlen) < 0 ||
 	    setting_str(s, "tls_cert", false, &t->tls_cert, err, errlen) < 0 ||
 	    setting_str(s, "tls_key", false, &t->tls_key, err, errlen) < 0)
-		goto fail;
+		goto out;
 	t->tls = config_setting_lookup_bool(s, "tls", &b) && b;
 	t->tls_verify = config_setting_lookup_bool(s, "tls_verify", &b) && b;
 	t->allow_plaintext_password = config_setting_lookup_bool(s, "allow_plaintext_password", &b) && b;
-	if (t->cluster_mode && strcmp(t->cluster_mode, "refuse") != 0 && strcmp(t->cluster_mode, "disable-pull") != 0 &&
-	    strcmp(t->cluster_mode, "single-writer") != 0) {
+	mode = t->cluster_mode ? name_index(t->cluster_mode, cluster_modes, SK_ARRAY_LEN(cluster_modes)) : 0;
+	if (mode < 0) {
 		sk_err(err, errlen, "line %d: cluster_mode '%s' is not refuse, disable-pull or single-writer",
 		       config_setting_source_line(s), t->cluster_mode);
-		goto fail;
+		goto out;
 	}
-	if ((bad = model_split_address(addr, 6032, host, sizeof(host), &t->port)) != NULL) {
-		sk_err(err, errlen, "line %d: target address '%s' %s", config_setting_source_line(s), addr, bad);
-		goto fail;
-	}
-	t->host = xstrdup(host);
-	if (!t->name)
-		t->name = xstrdup(addr);
-	if (!t->user)
-		t->user = xstrdup("admin");
-	if (pwfile) {
-		free(t->password);
-		t->password = secret_read_file(pwfile, why, sizeof(why));
-		if (!t->password) {
-			sk_err(err, errlen, "line %d: target %s: password_file %s", config_setting_source_line(s),
-			       t->name, why);
-			goto fail;
-		}
-	}
-	if (!t->password)
-		t->password = xstrdup("");
-	log_add_secret(t->password);
+	t->mode = (enum sync_cluster_mode)mode; /* without cluster_mode: the top-level one, once loaded */
+	rc = load_target_login(t, s, addr, pwfile, err, errlen);
+out:
 	free(addr);
 	free(pwfile);
-	return 0;
-fail:
-	free(addr);
-	free(pwfile);
-	return -1;
+	return rc;
 }
 
 static int file_hook(void *ctx, config_setting_t *s, char *err, size_t errlen)
@@ -455,7 +609,7 @@ static int load_consul(struct sync_config *c, char *err, size_t errlen)
 
 	if (consul_config_from_opts(cc, &c->o, why, sizeof(why)) < 0)
 		return sk_err(err, errlen, "%s", why);
-	cc->max_response = (size_t)opt_int(&c->o, "max-response-bytes");
+	cc->max_response = c->settings.max_response_bytes;
 	if (cc->token_file) {
 		char *token = secret_read_file(cc->token_file, why, sizeof(why));
 
@@ -531,13 +685,9 @@ static bool is_loopback(const char *host)
 	return inet_pton(AF_INET6, host, a) == 1 && memcmp(a, &in6addr_loopback, sizeof(struct in6_addr)) == 0;
 }
 
-/* Whole-config checks that no single setting can make. */
-static int check_whole(struct sync_config *c, char *err, size_t errlen)
+/* At least one target; TLS settings that go together; no password in clear text over the network. */
+static int check_targets(const struct sync_config *c, char *err, size_t errlen)
 {
-	struct layout_config *l = &c->layout;
-	long hgs[1];
-	size_t owned;
-
 	if (c->ntargets == 0)
 		return sk_err(err, errlen, "no ProxySQL target: set --admin-addr or a targets list in the config file");
 	for (size_t i = 0; i < c->ntargets; i++) {
@@ -554,26 +704,36 @@ static int check_whole(struct sync_config *c, char *err, size_t errlen)
 				      "allow_plaintext_password = true (--admin-allow-plaintext-password)",
 				      t->name, t->host);
 	}
-	if (*opt_str(&c->o, "announce-address")) {
+	return 0;
+}
+
+/* announce-address with a port and a source to announce in; one fleet source. */
+static int check_announce(const struct sync_settings *s, char *err, size_t errlen)
+{
+	if (*s->announce_address) {
 		char host[256];
 		long port;
-		const char *bad =
-			model_split_address(opt_str(&c->o, "announce-address"), 6032, host, sizeof(host), &port);
+		const char *bad = model_split_address(s->announce_address, 6032, host, sizeof(host), &port);
 
-		if (bad || !strchr(opt_str(&c->o, "announce-address"), ':'))
-			return sk_err(err, errlen, "announce-address '%s' %s", opt_str(&c->o, "announce-address"),
+		if (bad || !strchr(s->announce_address, ':'))
+			return sk_err(err, errlen, "announce-address '%s' %s", s->announce_address,
 				      bad ? bad : "needs a port (HOST:PORT)");
-		if (!*opt_str(&c->o, "announce-prefix") && !*opt_str(&c->o, "announce-service"))
+		if (!*s->announce_prefix && !*s->announce_service)
 			return sk_err(err, errlen, "announce-address needs an announce-prefix or an announce-service");
-		if (model_check_text(opt_str(&c->o, "announce-comment"), MODEL_COMMENT_MAX))
+		if (model_check_text(s->announce_comment, MODEL_COMMENT_MAX))
 			return sk_err(err, errlen, "announce-comment is not printable text of at most 255 bytes");
 	}
-	if (*opt_str(&c->o, "announce-prefix") && *opt_str(&c->o, "announce-service"))
+	if (*s->announce_prefix && *s->announce_service)
 		return sk_err(err, errlen,
 			      "announce-prefix and announce-service are both set: the fleet has one source");
-	if (*opt_str(&c->o, "announce-service") && !service_name_ok(opt_str(&c->o, "announce-service")))
-		return sk_err(err, errlen, "announce-service '%s' is not a Consul service name",
-			      opt_str(&c->o, "announce-service"));
+	if (*s->announce_service && !service_name_ok(s->announce_service))
+		return sk_err(err, errlen, "announce-service '%s' is not a Consul service name", s->announce_service);
+	return 0;
+}
+
+/* Something to watch; orchestrator's prefixes need clusters. */
+static int check_sources(const struct layout_config *l, char *err, size_t errlen)
+{
 	if (!*l->master_prefix && !*l->replica_prefix && !*l->servers_prefix && !*l->users_prefix && !l->nservices &&
 	    !*l->announce_prefix)
 		return sk_err(err, errlen, "nothing to watch: every prefix is empty");
@@ -581,6 +741,31 @@ static int check_whole(struct sync_config *c, char *err, size_t errlen)
 		return sk_err(err, errlen,
 			      "master-prefix/replica-prefix need a clusters list (alias, writer_hostgroup, ...) in the "
 			      "config file; set both prefixes to '' to use only generic servers or users");
+	return 0;
+}
+
+/* A remote hostgroup that is also a writer, reader or managed one would put replicas of another
+ * region into it (a replica in the writer hostgroup). */
+static int check_remote_readers(const struct layout_config *l, const struct layout_cluster *a, char *err, size_t errlen)
+{
+	for (size_t r = 0; r < a->nremote; r++) {
+		const char *who = hostgroup_user(l, a->remote[r].hostgroup);
+
+		if (who)
+			return sk_err(err, errlen,
+				      "cluster %s: remote_readers hostgroup %ld (region %s) is also a hostgroup of %s",
+				      a->alias, a->remote[r].hostgroup, a->remote[r].region, who);
+		if (strcmp(a->remote[r].region, l->region) == 0)
+			return sk_err(err, errlen,
+				      "cluster %s: remote_readers region %s is this ProxySQL's own region (region)",
+				      a->alias, l->region);
+	}
+	return 0;
+}
+
+/* Each cluster once, with hostgroups of its own. */
+static int check_clusters(const struct layout_config *l, char *err, size_t errlen)
+{
 	for (size_t i = 0; i < l->nclusters; i++) {
 		const struct layout_cluster *a = &l->clusters[i];
 
@@ -601,23 +786,8 @@ static int check_whole(struct sync_config *c, char *err, size_t errlen)
 							  a->reader_hostgroup == b->reader_hostgroup)))
 				return sk_err(err, errlen, "clusters %s and %s share a hostgroup", b->alias, a->alias);
 		}
-		/* A remote hostgroup that is also a writer, reader or managed one would put replicas
-		 * of another region into it (a replica in the writer hostgroup). */
-		for (size_t r = 0; r < a->nremote; r++) {
-			const char *who = hostgroup_user(l, a->remote[r].hostgroup);
-
-			if (who)
-				return sk_err(
-					err, errlen,
-					"cluster %s: remote_readers hostgroup %ld (region %s) is also a hostgroup of "
-					"%s",
-					a->alias, a->remote[r].hostgroup, a->remote[r].region, who);
-			if (strcmp(a->remote[r].region, l->region) == 0)
-				return sk_err(
-					err, errlen,
-					"cluster %s: remote_readers region %s is this ProxySQL's own region (region)",
-					a->alias, l->region);
-		}
+		if (check_remote_readers(l, a, err, errlen) < 0)
+			return -1;
 	}
 	for (size_t i = 0; i < l->nmanaged; i++)
 		for (size_t k = 0; k < l->nclusters; k++)
@@ -625,21 +795,28 @@ static int check_whole(struct sync_config *c, char *err, size_t errlen)
 			    l->managed_hostgroups[i] == l->clusters[k].reader_hostgroup)
 				return sk_err(err, errlen, "managed hostgroup %ld is also a hostgroup of cluster %s",
 					      l->managed_hostgroups[i], l->clusters[k].alias);
-	/* A hostgroup has exactly one source: a service of the services list owns its hostgroup alone. */
+	return 0;
+}
+
+/* The service is a cluster's writer_service or reader_service. */
+static bool of_cluster(const struct layout_config *l, const struct layout_service *a)
+{
+	for (size_t k = 0; k < l->nclusters; k++)
+		if ((l->clusters[k].writer_from_service && a->hostgroup == l->clusters[k].writer_hostgroup) ||
+		    (l->clusters[k].reader_from_service && a->hostgroup == l->clusters[k].reader_hostgroup))
+			return true;
+	return false;
+}
+
+/* A hostgroup has exactly one source: a service of the services list owns its hostgroup alone. */
+static int check_services(const struct layout_config *l, char *err, size_t errlen)
+{
 	for (size_t i = 0; i < l->nservices; i++) {
 		const struct layout_service *a = &l->services[i];
-		bool of_cluster = false;
 		const char *who;
 
-		if (a->fleet)
-			continue; /* the ProxySQL fleet, not a hostgroup */
-		for (size_t k = 0; k < l->nclusters; k++)
-			of_cluster = of_cluster || ((l->clusters[k].writer_from_service &&
-						     a->hostgroup == l->clusters[k].writer_hostgroup) ||
-						    (l->clusters[k].reader_from_service &&
-						     a->hostgroup == l->clusters[k].reader_hostgroup));
-		if (of_cluster)
-			continue;
+		if (a->fleet || of_cluster(l, a))
+			continue; /* the ProxySQL fleet, not a hostgroup; or the cluster's own */
 		if ((who = hostgroup_user(l, a->hostgroup)) != NULL)
 			return sk_err(err, errlen,
 				      "%s: hostgroup %ld is also a hostgroup of %s (one source per hostgroup)",
@@ -655,6 +832,15 @@ static int check_whole(struct sync_config *c, char *err, size_t errlen)
 				return sk_err(err, errlen, "%s and %s share hostgroup %ld (one source per hostgroup)",
 					      l->services[j].label, a->label, a->hostgroup);
 	}
+	return 0;
+}
+
+/* Replicas need a region to go anywhere; the owned hostgroups fit the agent's tables. */
+static int check_owned(const struct layout_config *l, char *err, size_t errlen)
+{
+	long hgs[1];
+	size_t owned;
+
 	if (*l->replica_prefix && !*l->region)
 		for (size_t k = 0; k < l->nclusters; k++)
 			if (l->clusters[k].reader_hostgroup >= 0)
@@ -670,29 +856,45 @@ static int check_whole(struct sync_config *c, char *err, size_t errlen)
 		return sk_err(err, errlen,
 			      "%zu hostgroups owned (writer, reader, remote and managed hostgroups); at most %d", owned,
 			      AGENT_MAX_HOSTGROUPS);
-	for (size_t i = 0; i <= c->ntargets; i++) {
-		const char *m = i < c->ntargets ? c->targets[i].cluster_mode : opt_str(&c->o, "cluster-mode");
+	return 0;
+}
 
-		/* A writer that lost its session may still be inside an apply: Consul's lock-delay must
-		 * cover that apply before another agent can start one. */
-		if (m && strcmp(m, "single-writer") == 0 &&
-		    opt_num(&c->o, "cluster-lock-delay") < opt_num(&c->o, "admin-timeout"))
-			return sk_err(err, errlen,
-				      "cluster-lock-delay (%.0fs) is shorter than admin-timeout (%.1fs): a writer that "
-				      "lost the lock could still be applying when the next one starts",
-				      opt_num(&c->o, "cluster-lock-delay"), opt_num(&c->o, "admin-timeout"));
-	}
-	if (opt_num(&c->o, "quiescence-max") < opt_num(&c->o, "quiescence-min"))
+/* Durations that must be in order. */
+static int check_timing(const struct sync_config *c, char *err, size_t errlen)
+{
+	const struct sync_settings *s = &c->settings;
+	bool single_writer = s->cluster_mode == SYNC_CLUSTER_SINGLE_WRITER;
+
+	for (size_t i = 0; i < c->ntargets; i++)
+		single_writer = single_writer || c->targets[i].mode == SYNC_CLUSTER_SINGLE_WRITER;
+	/* A writer that lost its session may still be inside an apply: Consul's lock-delay must cover
+	 * that apply before another agent can start one. */
+	if (single_writer && s->cluster_lock_delay_s < s->admin_timeout_s)
+		return sk_err(
+			err, errlen,
+			"cluster-lock-delay (%.0fs) is shorter than admin-timeout (%.1fs): a writer that lost the "
+			"lock could still be applying when the next one starts",
+			s->cluster_lock_delay_s, s->admin_timeout_s);
+	if (s->quiescence_max_s < s->quiescence_min_s)
 		return sk_err(err, errlen, "quiescence-max is smaller than quiescence-min");
 	return 0;
 }
 
-enum opts_result sync_config_load(struct sync_config *c, int argc, char **argv, char *err, size_t errlen)
+/* Whole-config checks that no single setting can make. */
+static int check_whole(const struct sync_config *c, char *err, size_t errlen)
 {
-	struct layout_config *l = &c->layout;
-	enum opts_result r;
+	const struct layout_config *l = &c->layout;
 
-	memset(c, 0, sizeof(*c));
+	if (check_targets(c, err, errlen) < 0 || check_announce(&c->settings, err, errlen) < 0 ||
+	    check_sources(l, err, errlen) < 0 || check_clusters(l, err, errlen) < 0 ||
+	    check_services(l, err, errlen) < 0 || check_owned(l, err, errlen) < 0 || check_timing(c, err, errlen) < 0)
+		return -1;
+	return 0;
+}
+
+/* The options from the file, the environment and argv into c->o. */
+static enum opts_result parse_options(struct sync_config *c, int argc, char **argv, char *err, size_t errlen)
+{
 	c->o.prog = "proxysql-sync";
 	c->o.version = SIDEKICK_VERSION;
 	c->o.synopsis = "[OPTION]...";
@@ -703,88 +905,115 @@ enum opts_result sync_config_load(struct sync_config *c, int argc, char **argv, 
 	c->o.config_opt = "config";
 	c->o.file_hook = file_hook;
 	c->o.hook_ctx = c;
-	r = opts_parse(&c->o, argc, argv, err, errlen);
+	return opts_parse(&c->o, argc, argv, err, errlen);
+}
+
+/* announce-service, when proxysql-servers follows it: a service watched for the fleet. */
+static int load_fleet_service(struct sync_config *c, char *err, size_t errlen)
+{
+	struct layout_config *l = &c->layout;
+	struct layout_service *sv;
+	char label[260];
+
+	if (!*c->settings.announce_service || !c->settings.proxysql_servers)
+		return 0;
+	if (l->nservices >= LAYOUT_MAX_SERVICES)
+		return sk_err(err, errlen, "more than %d services (announce-service is one)", LAYOUT_MAX_SERVICES);
+	sv = add_service(l);
+	sv->name = xstrdup(c->settings.announce_service);
+	sv->hostgroup = -1;
+	sv->fleet = true;
+	snprintf(label, sizeof(label), "fleet service %.200s", sv->name);
+	sv->label = xstrdup(label);
+	return 0;
+}
+
+/* What the layout reads besides the lists: the prefixes, region, managed-hostgroups, user-tag and
+ * the defaults of servers and users. */
+static int load_layout(struct sync_config *c, char *err, size_t errlen)
+{
+	struct layout_config *l = &c->layout;
+	const struct opts *o = &c->o;
+
+	l->master_prefix = xstrdup(opt_str(o, "master-prefix"));
+	l->replica_prefix = xstrdup(opt_str(o, "replica-prefix"));
+	l->servers_prefix = xstrdup(opt_str(o, "servers-prefix"));
+	l->users_prefix = xstrdup(opt_str(o, "users-prefix"));
+	l->announce_prefix = xstrdup(c->settings.proxysql_servers ? c->settings.announce_prefix : "");
+	if (load_fleet_service(c, err, errlen) < 0)
+		return -1;
+	l->region = xstrdup(opt_str(o, "region"));
+	l->user_tag = xstrdup(opt_str(o, "user-tag"));
+	if (parse_id_list(opt_str(o, "managed-hostgroups"), &l->managed_hostgroups, &l->nmanaged) < 0)
+		return sk_err(err, errlen, "%s: '%s' is not a list of hostgroup ids",
+			      opt_given(o, "managed-hostgroups") ? opt_source(o, "managed-hostgroups")
+								 : "managed-hostgroups",
+			      opt_str(o, "managed-hostgroups"));
+	px_server_defaults(&l->server_defaults);
+	l->server_defaults.weight = opt_int(o, "default-weight");
+	l->server_defaults.max_connections = opt_int(o, "default-max-connections");
+	l->server_defaults.max_replication_lag = opt_int(o, "default-max-replication-lag");
+	l->server_defaults.use_ssl = opt_flag(o, "default-use-ssl");
+	l->server_defaults.compression = opt_flag(o, "default-compression");
+	l->server_defaults.max_latency_ms = opt_int(o, "default-max-latency-ms");
+	l->server_defaults.comment = xstrdup(opt_str(o, "default-comment"));
+	if (model_check_text(l->server_defaults.comment, MODEL_COMMENT_MAX) || model_check_text(l->user_tag, 40) ||
+	    !l->user_tag[0])
+		return sk_err(err, errlen, "default-comment or user-tag is not printable text of a sensible length");
+	px_user_defaults(&l->user_defaults);
+	l->user_defaults.default_hostgroup = opt_int(o, "user-default-hostgroup");
+	l->user_defaults.max_connections = opt_int(o, "user-max-connections");
+	return 0;
+}
+
+/* --admin-addr and the admin-* settings: one more target. */
+static int load_admin_target(struct sync_config *c, char *err, size_t errlen)
+{
+	const struct opts *o = &c->o;
+	struct sync_target *t;
+	char host[256], why[300];
+	const char *bad;
+
+	if (!opt_str(o, "admin-addr"))
+		return 0;
+	c->targets = xrealloc(c->targets, (c->ntargets + 1) * sizeof(*c->targets));
+	t = &c->targets[c->ntargets++];
+	memset(t, 0, sizeof(*t));
+	if ((bad = model_split_address(opt_str(o, "admin-addr"), 6032, host, sizeof(host), &t->port)))
+		return sk_err(err, errlen, "%s: '%s' %s", opt_source(o, "admin-addr"), opt_str(o, "admin-addr"), bad);
+	t->host = xstrdup(host);
+	t->name = xstrdup(opt_str(o, "admin-addr"));
+	t->user = xstrdup(opt_str(o, "admin-user"));
+	t->tls = opt_flag(o, "admin-tls");
+	t->tls_verify = opt_flag(o, "admin-tls-verify");
+	t->allow_plaintext_password = opt_flag(o, "admin-allow-plaintext-password");
+	t->tls_ca = opt_str(o, "admin-tls-ca") ? xstrdup(opt_str(o, "admin-tls-ca")) : NULL;
+	t->tls_cert = opt_str(o, "admin-tls-cert") ? xstrdup(opt_str(o, "admin-tls-cert")) : NULL;
+	t->tls_key = opt_str(o, "admin-tls-key") ? xstrdup(opt_str(o, "admin-tls-key")) : NULL;
+	if (!opt_str(o, "admin-password-file")) {
+		t->password = xstrdup(opt_str(o, "admin-password") ? opt_str(o, "admin-password") : "");
+		return 0;
+	}
+	t->password = secret_read_file(opt_str(o, "admin-password-file"), why, sizeof(why));
+	if (!t->password)
+		return sk_err(err, errlen, "admin-password-file %s", why);
+	return 0;
+}
+
+enum opts_result sync_config_load(struct sync_config *c, int argc, char **argv, char *err, size_t errlen)
+{
+	enum opts_result r;
+
+	memset(c, 0, sizeof(*c));
+	r = parse_options(c, argc, argv, err, errlen);
 	if (r != OPTS_OK)
 		return r;
-
-	l->master_prefix = xstrdup(opt_str(&c->o, "master-prefix"));
-	l->replica_prefix = xstrdup(opt_str(&c->o, "replica-prefix"));
-	l->servers_prefix = xstrdup(opt_str(&c->o, "servers-prefix"));
-	l->users_prefix = xstrdup(opt_str(&c->o, "users-prefix"));
-	l->announce_prefix = xstrdup(opt_flag(&c->o, "proxysql-servers") ? opt_str(&c->o, "announce-prefix") : "");
-	if (*opt_str(&c->o, "announce-service") && opt_flag(&c->o, "proxysql-servers")) {
-		struct layout_service *sv;
-		char label[260];
-
-		if (l->nservices >= LAYOUT_MAX_SERVICES) {
-			sk_err(err, errlen, "more than %d services (announce-service is one)", LAYOUT_MAX_SERVICES);
-			return OPTS_ERROR;
-		}
-		sv = add_service(l);
-		sv->name = xstrdup(opt_str(&c->o, "announce-service"));
-		sv->hostgroup = -1;
-		sv->fleet = true;
-		snprintf(label, sizeof(label), "fleet service %.200s", sv->name);
-		sv->label = xstrdup(label);
-	}
-	l->region = xstrdup(opt_str(&c->o, "region"));
-	l->user_tag = xstrdup(opt_str(&c->o, "user-tag"));
-	if (parse_id_list(opt_str(&c->o, "managed-hostgroups"), &l->managed_hostgroups, &l->nmanaged) < 0) {
-		sk_err(err, errlen, "%s: '%s' is not a list of hostgroup ids",
-		       opt_given(&c->o, "managed-hostgroups") ? opt_source(&c->o, "managed-hostgroups")
-							      : "managed-hostgroups",
-		       opt_str(&c->o, "managed-hostgroups"));
+	if (sync_settings_load(&c->settings, &c->o, err, errlen) < 0 || load_layout(c, err, errlen) < 0 ||
+	    load_admin_target(c, err, errlen) < 0)
 		return OPTS_ERROR;
-	}
-	px_server_defaults(&l->server_defaults);
-	l->server_defaults.weight = opt_int(&c->o, "default-weight");
-	l->server_defaults.max_connections = opt_int(&c->o, "default-max-connections");
-	l->server_defaults.max_replication_lag = opt_int(&c->o, "default-max-replication-lag");
-	l->server_defaults.use_ssl = opt_flag(&c->o, "default-use-ssl");
-	l->server_defaults.compression = opt_flag(&c->o, "default-compression");
-	l->server_defaults.max_latency_ms = opt_int(&c->o, "default-max-latency-ms");
-	l->server_defaults.comment = xstrdup(opt_str(&c->o, "default-comment"));
-	if (model_check_text(l->server_defaults.comment, MODEL_COMMENT_MAX) || model_check_text(l->user_tag, 40) ||
-	    !l->user_tag[0]) {
-		sk_err(err, errlen, "default-comment or user-tag is not printable text of a sensible length");
-		return OPTS_ERROR;
-	}
-	px_user_defaults(&l->user_defaults);
-	l->user_defaults.default_hostgroup = opt_int(&c->o, "user-default-hostgroup");
-	l->user_defaults.max_connections = opt_int(&c->o, "user-max-connections");
-
-	if (opt_str(&c->o, "admin-addr")) {
-		struct sync_target *t;
-		char host[256], why[300];
-		const char *bad;
-
-		c->targets = xrealloc(c->targets, (c->ntargets + 1) * sizeof(*c->targets));
-		t = &c->targets[c->ntargets++];
-		memset(t, 0, sizeof(*t));
-		if ((bad = model_split_address(opt_str(&c->o, "admin-addr"), 6032, host, sizeof(host), &t->port))) {
-			sk_err(err, errlen, "%s: '%s' %s", opt_source(&c->o, "admin-addr"),
-			       opt_str(&c->o, "admin-addr"), bad);
-			return OPTS_ERROR;
-		}
-		t->host = xstrdup(host);
-		t->name = xstrdup(opt_str(&c->o, "admin-addr"));
-		t->user = xstrdup(opt_str(&c->o, "admin-user"));
-		t->tls = opt_flag(&c->o, "admin-tls");
-		t->tls_verify = opt_flag(&c->o, "admin-tls-verify");
-		t->allow_plaintext_password = opt_flag(&c->o, "admin-allow-plaintext-password");
-		t->tls_ca = opt_str(&c->o, "admin-tls-ca") ? xstrdup(opt_str(&c->o, "admin-tls-ca")) : NULL;
-		t->tls_cert = opt_str(&c->o, "admin-tls-cert") ? xstrdup(opt_str(&c->o, "admin-tls-cert")) : NULL;
-		t->tls_key = opt_str(&c->o, "admin-tls-key") ? xstrdup(opt_str(&c->o, "admin-tls-key")) : NULL;
-		if (opt_str(&c->o, "admin-password-file")) {
-			t->password = secret_read_file(opt_str(&c->o, "admin-password-file"), why, sizeof(why));
-			if (!t->password) {
-				sk_err(err, errlen, "admin-password-file %s", why);
-				return OPTS_ERROR;
-			}
-		} else {
-			t->password = xstrdup(opt_str(&c->o, "admin-password") ? opt_str(&c->o, "admin-password") : "");
-		}
-	}
+	for (size_t i = 0; i < c->ntargets; i++) /* a target's own cluster_mode was read with it */
+		if (!c->targets[i].cluster_mode)
+			c->targets[i].mode = c->settings.cluster_mode;
 	if (check_whole(c, err, errlen) < 0 || load_consul(c, err, errlen) < 0)
 		return OPTS_ERROR;
 	return OPTS_OK;

@@ -10,19 +10,16 @@
 #include "log.h"
 
 /* Any target of this agent in single-writer mode. */
-bool agent_single_writer(const struct agent *ag)
+bool lock_single_writer(const struct agent *ag)
 {
 	for (size_t i = 0; i < ag->ntargets; i++) {
-		const char *m = ag->targets[i].cfg->cluster_mode ? ag->targets[i].cfg->cluster_mode
-								 : opt_str(&ag->cfg->o, "cluster-mode");
-
-		if (strcmp(m, "single-writer") == 0)
+		if (ag->targets[i].cfg->mode == SYNC_CLUSTER_SINGLE_WRITER)
 			return true;
 	}
 	return false;
 }
 
-bool agent_may_write(struct agent *ag)
+bool lock_may_write(struct agent *ag)
 {
 	struct cluster_lock *k = &ag->lock;
 
@@ -50,7 +47,7 @@ static void lose(struct agent *ag, const char *why)
 	struct cluster_lock *k = &ag->lock;
 
 	if (k->holder)
-		log_warn("cluster lock %s: no longer the writer: %s", opt_str(&ag->cfg->o, "cluster-lock-key"), why);
+		log_warn("cluster lock %s: no longer the writer: %s", ag->cfg->settings.cluster_lock_key, why);
 	k->holder = false;
 	k->valid_until_us = 0;
 }
@@ -63,8 +60,92 @@ static void release(struct agent *ag, const char *why)
 	bool done;
 
 	lose(ag, why);
-	if (k->session[0] && consul_kv_release(k->c, opt_str(&ag->cfg->o, "cluster-lock-key"), k->session, &dl, &done,
-					       err, sizeof(err)) < 0)
+	if (k->session[0] &&
+	    consul_kv_release(k->c, ag->cfg->settings.cluster_lock_key, k->session, &dl, &done, err, sizeof(err)) < 0)
+		log_warn("cluster lock: %s", err);
+}
+
+/* This agent's session on the lock: created when there is none, else renewed. Returns 0 while it
+ * lives, else the cap of the backoff before the next try (the lock is lost when the session could
+ * not be created, has ended, or could not be renewed before the lock's validity ran out). */
+static long keep_session(struct agent *ag, const char *name)
+{
+	struct cluster_lock *k = &ag->lock;
+	const struct sync_settings *s = &ag->cfg->settings;
+	deadline_t dl = deadline_in_ms(5000);
+	char delay[32], err[400];
+	bool gone = false;
+
+	if (!k->session[0]) {
+		snprintf(delay, sizeof(delay), "%lds", (long)s->cluster_lock_delay_s);
+		/* Tied to the node's serfHealth too: a holder whose node dies loses it. */
+		if (consul_session_create(k->c, name, s->cluster_lock_ttl_s, "release", delay, true, &dl, k->session,
+					  sizeof(k->session), err, sizeof(err)) < 0) {
+			lose(ag, err);
+			log_warn("cluster lock %s: %s (retrying)", s->cluster_lock_key, err);
+			return 5000;
+		}
+		return 0;
+	}
+	if (consul_session_renew(k->c, k->session, &dl, &gone, err, sizeof(err)) == 0 && !gone)
+		return 0;
+	if (gone) {
+		k->session[0] = '\0';
+		lose(ag, "its session ended");
+	} else if (deadline_now_us() >= k->valid_until_us) {
+		lose(ag, err);
+	}
+	return 2000;
+}
+
+/* With a live session: the holder extends its validity (or gives the lock up when its own ProxySQL
+ * has been unreachable too long); the others try to take the lock. */
+static void hold_or_take(struct agent *ag, const char *name)
+{
+	struct cluster_lock *k = &ag->lock;
+	const struct sync_settings *s = &ag->cfg->settings;
+	int64_t ttl_us = (int64_t)s->cluster_lock_ttl_s * 1000000;
+	deadline_t dl = deadline_in_ms(5000);
+	char err[400];
+	bool done = false;
+
+	if (k->holder) {
+		k->valid_until_us = deadline_now_us() + ttl_us;
+		if (target_gone(ag, s->cluster_leader_grace_us))
+			release(ag, "its own ProxySQL has been unreachable longer than cluster-leader-grace");
+		return;
+	}
+	if (target_gone(ag, s->cluster_leader_grace_us))
+		return;
+	if (consul_kv_put(k->c, s->cluster_lock_key, name, strlen(name), k->session, &dl, &done, err, sizeof(err)) <
+	    0) {
+		log_warn("cluster lock %s: %s", s->cluster_lock_key, err);
+		return;
+	}
+	if (!done)
+		return;
+	k->valid_until_us = deadline_now_us() + ttl_us;
+	k->holder = true;
+	k->takeovers++;
+	log_info("cluster lock %s: this agent is the writer of its ProxySQL Cluster", s->cluster_lock_key);
+	pthread_mutex_lock(&ag->mu);
+	pthread_cond_broadcast(&ag->cv); /* targets: apply now */
+	pthread_mutex_unlock(&ag->mu);
+}
+
+/* Stopping: the lock released and the session destroyed. */
+static void leave(struct agent *ag)
+{
+	struct cluster_lock *k = &ag->lock;
+	deadline_t dl = deadline_in_ms(1000);
+	char err[400];
+
+	consul_set_cancel_fd(k->c, -1); /* the stop is signalled: these last two requests must go out */
+	if (!k->session[0])
+		return;
+	if (k->holder)
+		release(ag, "stopping");
+	if (consul_session_destroy(k->c, k->session, &dl, err, sizeof(err)) < 0)
 		log_warn("cluster lock: %s", err);
 }
 
@@ -72,75 +153,26 @@ void *lock_main(void *arg)
 {
 	struct agent *ag = arg;
 	struct cluster_lock *k = &ag->lock;
-	const struct opts *o = &ag->cfg->o;
-	const char *key = opt_str(o, "cluster-lock-key");
-	long ttl_s = (long)opt_num(o, "cluster-lock-ttl");
-	int64_t ttl_us = (int64_t)ttl_s * 1000000, grace_us = (int64_t)(opt_num(o, "cluster-leader-grace") * 1e6);
-	char delay[32], name[400], host[256] = "", err[400];
+	char name[400], host[256] = "";
 	int attempt = 0;
 
-	snprintf(delay, sizeof(delay), "%lds", (long)opt_num(o, "cluster-lock-delay"));
 	if (gethostname(host, sizeof(host) - 1) < 0)
 		sk_strlcpy(host, "?", sizeof(host));
 	snprintf(name, sizeof(name), "proxysql-sync %s %s", host, ag->ntargets ? ag->targets[0].pt.name : "");
 	while (!ag->stop) {
-		deadline_t dl = deadline_in_ms(5000);
-		bool gone = false, done = false;
-		int64_t now;
+		long cap = keep_session(ag, name);
 
-		if (!k->session[0]) {
-			/* Tied to the node's serfHealth too: a holder whose node dies loses it. */
-			if (consul_session_create(k->c, name, ttl_s, "release", delay, true, &dl, k->session,
-						  sizeof(k->session), err, sizeof(err)) < 0) {
-				lose(ag, err);
-				log_warn("cluster lock %s: %s (retrying)", key, err);
-				if (agent_nap(ag, agent_backoff_ms(attempt++, 5000)))
-					break;
-				continue;
-			}
-		} else if (consul_session_renew(k->c, k->session, &dl, &gone, err, sizeof(err)) < 0 || gone) {
-			if (gone) {
-				k->session[0] = '\0';
-				lose(ag, "its session ended");
-			} else if (deadline_now_us() >= k->valid_until_us) {
-				lose(ag, err);
-			}
-			if (agent_nap(ag, agent_backoff_ms(attempt++, 2000)))
+		if (cap) {
+			if (shared_nap(ag, shared_backoff_ms(attempt++, cap)))
 				break;
 			continue;
 		}
 		attempt = 0;
-		now = deadline_now_us();
-		if (k->holder) {
-			k->valid_until_us = now + ttl_us;
-			if (target_gone(ag, grace_us))
-				release(ag, "its own ProxySQL has been unreachable longer than cluster-leader-grace");
-		} else if (!target_gone(ag, grace_us)) {
-			dl = deadline_in_ms(5000);
-			if (consul_kv_put(k->c, key, name, strlen(name), k->session, &dl, &done, err, sizeof(err)) < 0)
-				log_warn("cluster lock %s: %s", key, err);
-			else if (done) {
-				k->valid_until_us = deadline_now_us() + ttl_us;
-				k->holder = true;
-				k->takeovers++;
-				log_info("cluster lock %s: this agent is the writer of its ProxySQL Cluster", key);
-				pthread_mutex_lock(&ag->mu);
-				pthread_cond_broadcast(&ag->cv); /* targets: apply now */
-				pthread_mutex_unlock(&ag->mu);
-			}
-		}
+		hold_or_take(ag, name);
 		/* The holder renews at a third of the TTL; the others try for the lock every second. */
-		if (agent_nap(ag, k->holder ? ttl_s * 1000 / 3 : 900 + random() % 201))
+		if (shared_nap(ag, k->holder ? ag->cfg->settings.cluster_lock_ttl_s * 1000 / 3 : 900 + random() % 201))
 			break;
 	}
-	consul_set_cancel_fd(k->c, -1); /* the stop is signalled: these last two requests must go out */
-	if (k->session[0]) {
-		deadline_t dl = deadline_in_ms(1000);
-
-		if (k->holder)
-			release(ag, "stopping");
-		if (consul_session_destroy(k->c, k->session, &dl, err, sizeof(err)) < 0)
-			log_warn("cluster lock: %s", err);
-	}
+	leave(ag);
 	return NULL;
 }

@@ -54,7 +54,7 @@ static void on_health(void *ctx, const char *method, const char *path, struct ht
 		sk_buf b;
 
 		sk_buf_init(&b, sizeof(r->body) - 1);
-		agent_metrics(live.ag, &b);
+		metrics_render(live.ag, &b);
 		r->status = 200;
 		r->content_type = "text/plain; version=0.0.4";
 		if (b.len)
@@ -75,12 +75,7 @@ static void on_health(void *ctx, const char *method, const char *path, struct ht
 
 static void setup_logging(const struct sync_config *c, const char *argv0)
 {
-	enum log_format f = LOG_TEXT;
-	enum log_level l = LOG_INFO;
-
-	if (!log_format_parse(opt_str(&c->o, "log-format"), &f) || !log_level_parse(opt_str(&c->o, "log-level"), &l))
-		f = LOG_TEXT;
-	log_setup(argv0, f, l, stdout);
+	log_setup(argv0, c->settings.log_format, c->settings.log_level, stdout);
 }
 
 /* lock-file's default: a directory only this user (or root) can write, else this user's own name
@@ -143,6 +138,76 @@ static int take_lock(const char *path)
 	return fd;
 }
 
+/* What the health handlers read: `ag`, or NULL with `state` saying why. */
+static void set_live(struct agent *ag, const char *state)
+{
+	pthread_mutex_lock(&live.mu);
+	live.ag = ag;
+	if (state)
+		live.state = state;
+	pthread_mutex_unlock(&live.mu);
+}
+
+/* health-listen: /healthz, /readyz and /metrics. Returns 0 with *health set (NULL: none), or -1
+ * (logged). */
+static int start_health(const struct sync_settings *s, struct http_server **health)
+{
+	struct http_limits lim = {
+		.max_conns = s->health_max_connections,
+		.max_conns_per_ip = s->health_max_connections_per_ip,
+		.idle_timeout_s = s->health_idle_timeout_s,
+		.request_timeout_ms = s->health_request_timeout_ms,
+	};
+	char err[512];
+
+	*health = NULL;
+	if (!*s->health_listen)
+		return 0;
+	*health = http_start(s->health_listen, HTTP_HANDLERS_QUICK, on_health, NULL, &lim, err, sizeof(err));
+	if (!*health) {
+		log_error("%s (health-listen)", err);
+		return -1;
+	}
+	log_info("health on %s: /healthz /readyz /metrics", s->health_listen);
+	return 0;
+}
+
+/* SIGHUP: load the configuration again and restart the agent on it; on any failure keep (or
+ * restart on) the running one. Returns 0, or -1 when not even that restarts (logged). */
+static int reload(struct sync_config *cfg, int argc, char **argv, struct agent *ag)
+{
+	struct sync_config next, old;
+	char err[512];
+
+	if (sync_config_load(&next, argc, argv, err, sizeof(err)) != OPTS_OK) {
+		log_error("reload failed, keeping the running configuration: %s", err);
+		sync_config_free(&next);
+		return 0;
+	}
+	log_info("reloading the configuration");
+	set_live(NULL, "reloading the configuration");
+	(void)agent_stop(ag, true); /* no thread may outlive the configuration freed next */
+	/* The agent points into the configuration: restart it on the new one, or, should that fail,
+	 * on the old one again. */
+	old = *cfg;
+	*cfg = next;
+	setup_logging(cfg, argv[0]);
+	if (agent_start(ag, cfg, err, sizeof(err)) < 0) {
+		log_error("reload failed, keeping the running configuration: %s", err);
+		sync_config_free(cfg);
+		*cfg = old;
+		setup_logging(cfg, argv[0]);
+		if (agent_start(ag, cfg, err, sizeof(err)) < 0) {
+			log_error("%s", err);
+			return -1;
+		}
+	} else {
+		sync_config_free(&old);
+	}
+	set_live(ag, NULL);
+	return 0;
+}
+
 /* Runs until SIGTERM or SIGINT. *abandoned: a target thread still runs (see agent_stop), so the
  * configuration must not be freed. */
 static int run(struct sync_config *cfg, int argc, char **argv, bool *abandoned)
@@ -163,80 +228,65 @@ static int run(struct sync_config *cfg, int argc, char **argv, bool *abandoned)
 		log_error("%s", err);
 		return 2; /* as when any other thread cannot start */
 	}
-
-	if (*opt_str(&cfg->o, "health-listen")) {
-		struct http_limits lim = {
-			.max_conns = (unsigned)opt_int(&cfg->o, "health-max-connections"),
-			.max_conns_per_ip = (unsigned)opt_int(&cfg->o, "health-max-connections-per-ip"),
-			.idle_timeout_s = (unsigned)opt_int(&cfg->o, "health-idle-timeout"),
-			.request_timeout_ms = (unsigned)(opt_num(&cfg->o, "health-request-timeout") * 1000),
-		};
-
-		health = http_start(opt_str(&cfg->o, "health-listen"), HTTP_HANDLERS_QUICK, on_health, NULL, &lim, err,
-				    sizeof(err));
-		if (!health) {
-			log_error("%s (health-listen)", err);
-			return 2;
-		}
-		log_info("health on %s: /healthz /readyz /metrics", opt_str(&cfg->o, "health-listen"));
-	}
+	if (start_health(&cfg->settings, &health) < 0)
+		return 2;
 	if (agent_start(&ag, cfg, err, sizeof(err)) < 0) {
 		log_error("%s", err);
 		http_stop(health);
 		return 2;
 	}
-	pthread_mutex_lock(&live.mu);
-	live.ag = &ag;
-	pthread_mutex_unlock(&live.mu);
-
+	set_live(&ag, NULL);
 	for (;;) {
-		struct sync_config next, old;
-
 		if (sigwait(&set, &sig) != 0)
 			continue;
 		if (sig != SIGHUP) {
 			log_info("stopping on signal %d", sig);
 			break;
 		}
-		if (sync_config_load(&next, argc, argv, err, sizeof(err)) != OPTS_OK) {
-			log_error("reload failed, keeping the running configuration: %s", err);
-			sync_config_free(&next);
-			continue;
+		if (reload(cfg, argc, argv, &ag) < 0) {
+			http_stop(health);
+			return 2;
 		}
-		log_info("reloading the configuration");
-		pthread_mutex_lock(&live.mu);
-		live.ag = NULL;
-		live.state = "reloading the configuration";
-		pthread_mutex_unlock(&live.mu);
-		(void)agent_stop(&ag, true); /* no thread may outlive the configuration freed next */
-		/* The agent points into the configuration: restart it on the new one, or, should that
-		 * fail, on the old one again. */
-		old = *cfg;
-		*cfg = next;
-		setup_logging(cfg, argv[0]);
-		if (agent_start(&ag, cfg, err, sizeof(err)) < 0) {
-			log_error("reload failed, keeping the running configuration: %s", err);
-			sync_config_free(cfg);
-			*cfg = old;
-			setup_logging(cfg, argv[0]);
-			if (agent_start(&ag, cfg, err, sizeof(err)) < 0) {
-				log_error("%s", err);
-				http_stop(health);
-				return 2;
-			}
-		} else {
-			sync_config_free(&old);
-		}
-		pthread_mutex_lock(&live.mu);
-		live.ag = &ag;
-		pthread_mutex_unlock(&live.mu);
 	}
-	pthread_mutex_lock(&live.mu);
-	live.ag = NULL;
-	pthread_mutex_unlock(&live.mu);
+	set_live(NULL, NULL);
 	*abandoned = !agent_stop(&ag, false);
 	http_stop(health);
 	return 0;
+}
+
+/* Log sync_config_warnings, one line each. */
+static void log_warnings(const struct sync_config *cfg)
+{
+	char text[512];
+
+	if (sync_config_warnings(cfg, text, sizeof(text)) == 0)
+		return;
+	for (char *line = text, *nl; *line; line = nl + 1) {
+		nl = strchr(line, '\n');
+		if (nl)
+			*nl = '\0';
+		log_warn("configuration: %s", line); /* the last one too when the text was cut */
+		if (!nl)
+			break;
+	}
+}
+
+/* --dry-run, --once (under its lock file) or the agent until a signal stops it. */
+static int run_mode(struct sync_config *cfg, int argc, char **argv, const sigset_t *stops, bool *abandoned)
+{
+	int rc, lock;
+
+	if (cfg->settings.dry_run || cfg->settings.once)
+		pthread_sigmask(SIG_UNBLOCK, stops, NULL);
+	if (cfg->settings.dry_run)
+		return agent_once(cfg, true);
+	if (!cfg->settings.once)
+		return run(cfg, argc, argv, abandoned);
+	lock = take_lock(cfg->settings.lock_file);
+	rc = lock < 0 ? 1 : agent_once(cfg, false);
+	if (lock >= 0)
+		close(lock);
+	return rc;
 }
 
 int main(int argc, char **argv)
@@ -246,7 +296,7 @@ int main(int argc, char **argv)
 	static struct sync_config cfg;
 	sigset_t stops;
 	char err[512];
-	int rc, lock = -1;
+	int rc;
 	bool abandoned = false;
 
 	proc_no_dumps(); /* before any password or token is read */
@@ -273,17 +323,8 @@ int main(int argc, char **argv)
 	case OPTS_OK: break;
 	}
 	setup_logging(&cfg, argv[0]);
-	if (sync_config_warnings(&cfg, err, sizeof(err)) > 0) {
-		for (char *line = err, *nl; *line; line = nl + 1) {
-			nl = strchr(line, '\n');
-			if (nl)
-				*nl = '\0';
-			log_warn("configuration: %s", line); /* the last one too when the text was cut */
-			if (!nl)
-				break;
-		}
-	}
-	if (opt_flag(&cfg.o, "check-config")) {
+	log_warnings(&cfg);
+	if (cfg.settings.check_config) {
 		printf("proxysql-sync: configuration ok: %zu target(s), %zu cluster(s)\n", cfg.ntargets,
 		       cfg.layout.nclusters);
 		sync_config_free(&cfg);
@@ -292,18 +333,7 @@ int main(int argc, char **argv)
 	db_library_init();
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	srandom((unsigned)getpid() ^ (unsigned)deadline_now_us());
-	if (opt_flag(&cfg.o, "dry-run") || opt_flag(&cfg.o, "once"))
-		pthread_sigmask(SIG_UNBLOCK, &stops, NULL);
-	if (opt_flag(&cfg.o, "dry-run")) {
-		rc = agent_once(&cfg, true);
-	} else if (opt_flag(&cfg.o, "once")) {
-		lock = take_lock(opt_str(&cfg.o, "lock-file"));
-		rc = lock < 0 ? 1 : agent_once(&cfg, false);
-		if (lock >= 0)
-			close(lock);
-	} else {
-		rc = run(&cfg, argc, argv, &abandoned);
-	}
+	rc = run_mode(&cfg, argc, argv, &stops, &abandoned);
 	if (!abandoned)
 		sync_config_free(&cfg);
 	curl_global_cleanup();

@@ -6,7 +6,9 @@
 
 #include "log.h"
 
-char *agent_label_value(const char *s)
+const double metrics_hist_bounds_ms[AGENT_HIST_BUCKETS] = { 1, 2.5, 5, 10, 25, 50, 100, 250, 1000, 5000 };
+
+char *metrics_label_value(const char *s)
 {
 	size_t n = 0;
 	char *out, *o;
@@ -96,10 +98,11 @@ static size_t protected_now(const struct agent *ag)
 	return n;
 }
 
-/* What the targets say of themselves and what they hold back. */
-static bool target_facts(struct agent *ag, sk_buf *b)
+static const char *const tables[TABLE_COUNT] = { "mysql_servers", "mysql_users" };
+
+/* Rows someone else staged in memory without loading them, counted and as last seen. */
+static bool foreign_metrics(const struct agent *ag, sk_buf *b)
 {
-	static const char *const tables[TABLE_COUNT] = { "mysql_servers", "mysql_users" };
 	bool ok = sk_buf_addf(b, "# HELP proxysql_sync_foreign_staged_rows_total Rows found staged in memory by "
 				 "someone else (not loaded) before an apply.\n"
 				 "# TYPE proxysql_sync_foreign_staged_rows_total counter\n");
@@ -115,11 +118,16 @@ static bool target_facts(struct agent *ag, sk_buf *b)
 		for (int k = 0; k < TABLE_COUNT; k++)
 			ok = ok && sk_buf_addf(b, "proxysql_sync_foreign_staged_rows{target=\"%s\",table=\"%s\"} %zu\n",
 					       ag->targets[i].label, tables[k], ag->targets[i].foreign_now[k]);
-	ok = ok && per_target(ag, b, TM_CONFLICTS_NOW);
-	ok = ok && per_target(ag, b, TM_PROTECTED_NOW);
-	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_owed_total LOADs and SAVEs sent because runtime or disk "
-				  "differed from memory with nothing else to change.\n"
-				  "# TYPE proxysql_sync_owed_total counter\n");
+	return ok;
+}
+
+/* The LOADs and SAVEs owed, and each target's ProxySQL Cluster. */
+static bool owed_and_cluster_metrics(const struct agent *ag, sk_buf *b)
+{
+	bool ok = sk_buf_addf(b, "# HELP proxysql_sync_owed_total LOADs and SAVEs sent because runtime or disk "
+				 "differed from memory with nothing else to change.\n"
+				 "# TYPE proxysql_sync_owed_total counter\n");
+
 	for (size_t i = 0; i < ag->ntargets; i++)
 		ok = ok && sk_buf_addf(b,
 				       "proxysql_sync_owed_total{target=\"%s\",kind=\"load\"} %lu\n"
@@ -136,7 +144,14 @@ static bool target_facts(struct agent *ag, sk_buf *b)
 			ok = ok &&
 			     sk_buf_addf(b, "proxysql_sync_cluster_diffs_before_sync{target=\"%s\",table=\"%s\"} %ld\n",
 					 ag->targets[i].label, tables[k], ag->targets[i].diffs_before_sync[k]);
-	ok = ok && per_target(ag, b, TM_MONITOR_ROWS);
+	return ok;
+}
+
+/* The cluster lock (single-writer) and what each target refuses. */
+static bool refused_metrics(struct agent *ag, sk_buf *b)
+{
+	bool ok = true;
+
 	if (ag->lock.enabled)
 		ok = ok && sk_buf_addf(b,
 				       "# HELP proxysql_sync_cluster_writer 1 while this agent holds cluster-lock-key "
@@ -144,7 +159,7 @@ static bool target_facts(struct agent *ag, sk_buf *b)
 				       "proxysql_sync_cluster_writer %d\n"
 				       "# TYPE proxysql_sync_cluster_lock_acquired_total counter\n"
 				       "proxysql_sync_cluster_lock_acquired_total %lu\n",
-				       agent_may_write(ag), ag->lock.takeovers);
+				       lock_may_write(ag), ag->lock.takeovers);
 	ok = ok &&
 	     sk_buf_addf(b, "# HELP proxysql_sync_target_refused 1 while the target refuses the agent a table "
 			    "(reason cluster: its ProxySQL Cluster pulls it; monitor: a cluster and the monitor's "
@@ -167,15 +182,18 @@ static bool target_facts(struct agent *ag, sk_buf *b)
 	return ok;
 }
 
-void agent_metrics(struct agent *ag, sk_buf *b)
+/* What the targets say of themselves and what they hold back. */
+static bool target_facts(struct agent *ag, sk_buf *b)
 {
-	size_t desired[AGENT_MAX_HOSTGROUPS], users;
+	return foreign_metrics(ag, b) && per_target(ag, b, TM_CONFLICTS_NOW) && per_target(ag, b, TM_PROTECTED_NOW) &&
+	       owed_and_cluster_metrics(ag, b) && per_target(ag, b, TM_MONITOR_ROWS) && refused_metrics(ag, b);
+}
+
+/* Per watch: the last index, whether it is up, the answers refused for their size. */
+static bool watch_metrics(const struct agent *ag, sk_buf *b)
+{
 	bool ok = true;
 
-	pthread_mutex_lock(&ag->pub_mu); /* published by the coordinator at each build */
-	memcpy(desired, ag->desired_servers, sizeof(desired));
-	users = ag->desired_users;
-	pthread_mutex_unlock(&ag->pub_mu);
 	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_consul_index X-Consul-Index of the last answer per prefix.\n"
 				  "# TYPE proxysql_sync_consul_index gauge\n");
 	for (size_t i = 0; i < ag->nwatches; i++)
@@ -192,6 +210,14 @@ void agent_metrics(struct agent *ag, sk_buf *b)
 	for (size_t i = 0; i < ag->nwatches; i++)
 		ok = ok && sk_buf_addf(b, "proxysql_sync_consul_too_large_total{prefix=\"%s\"} %lu\n",
 				       ag->watches[i].label, (unsigned long)ag->watches[i].too_large);
+	return ok;
+}
+
+/* Rejections, guards and errors. */
+static bool guard_metrics(const struct agent *ag, sk_buf *b)
+{
+	bool ok = true;
+
 	ok = ok &&
 	     sk_buf_addf(
 		     b,
@@ -223,10 +249,14 @@ void agent_metrics(struct agent *ag, sk_buf *b)
 				       t->label, t->errors_connect, t->label, t->errors_read, t->label, t->errors_apply,
 				       t->label, t->errors_verify);
 	}
-	ok = ok && per_target(ag, b, TM_APPLIES);
-	ok = ok && per_target(ag, b, TM_WRITER_GUARD);
-	ok = ok && per_target(ag, b, TM_LAST_SYNC_UNIX);
-	ok = ok && per_target(ag, b, TM_IN_SYNC);
+	return ok;
+}
+
+/* The apply-duration histogram, per target. */
+static bool apply_histogram(const struct agent *ag, sk_buf *b)
+{
+	bool ok = true;
+
 	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_apply_duration_seconds Time of one apply: read, statements, "
 				  "LOAD, SAVE, verify.\n# TYPE proxysql_sync_apply_duration_seconds histogram\n");
 	for (size_t i = 0; i < ag->ntargets; i++) {
@@ -238,7 +268,7 @@ void agent_metrics(struct agent *ag, sk_buf *b)
 			ok = ok &&
 			     sk_buf_addf(b,
 					 "proxysql_sync_apply_duration_seconds_bucket{target=\"%s\",le=\"%g\"} %lu\n",
-					 t->label, agent_hist_bounds_ms[k] / 1000.0, cum);
+					 t->label, metrics_hist_bounds_ms[k] / 1000.0, cum);
 		}
 		ok = ok && sk_buf_addf(b,
 				       "proxysql_sync_apply_duration_seconds_bucket{target=\"%s\",le=\"+Inf\"} %lu\n"
@@ -247,6 +277,19 @@ void agent_metrics(struct agent *ag, sk_buf *b)
 				       t->label, cum + t->hist[AGENT_HIST_BUCKETS], t->label,
 				       (double)t->hist_sum_us / 1e6, t->label, t->hist_count);
 	}
+	return ok;
+}
+
+/* The desired state's counts, as the coordinator last published them. */
+static bool desired_metrics(struct agent *ag, sk_buf *b)
+{
+	size_t desired[AGENT_MAX_HOSTGROUPS], users;
+	bool ok = true;
+
+	pthread_mutex_lock(&ag->pub_mu); /* published by the coordinator at each build */
+	memcpy(desired, ag->desired_servers, sizeof(desired));
+	users = ag->desired_users;
+	pthread_mutex_unlock(&ag->pub_mu);
 	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_desired_servers Servers the desired state has per owned "
 				  "hostgroup.\n# TYPE proxysql_sync_desired_servers gauge\n");
 	for (size_t i = 0; i < ag->nowned; i++)
@@ -256,7 +299,13 @@ void agent_metrics(struct agent *ag, sk_buf *b)
 			       "# HELP proxysql_sync_desired_users Users the desired state has.\n# TYPE "
 			       "proxysql_sync_desired_users gauge\nproxysql_sync_desired_users %zu\n",
 			       users);
-	ok = ok && target_facts(ag, b);
-	if (!ok)
+	return ok;
+}
+
+void metrics_render(struct agent *ag, sk_buf *b)
+{
+	if (!(watch_metrics(ag, b) && guard_metrics(ag, b) && per_target(ag, b, TM_APPLIES) &&
+	      per_target(ag, b, TM_WRITER_GUARD) && per_target(ag, b, TM_LAST_SYNC_UNIX) &&
+	      per_target(ag, b, TM_IN_SYNC) && apply_histogram(ag, b) && desired_metrics(ag, b) && target_facts(ag, b)))
 		log_warn("metrics: output larger than its buffer; truncated");
 }

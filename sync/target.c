@@ -502,7 +502,7 @@ static int guard_hostgroups(struct agent *ag, struct target *t, const struct tst
 			ag->hostgroup_guard_blocks++;
 			ag->reread_until_us = deadline_now_us() + 5000000;
 			pthread_mutex_unlock(&ag->mu);
-			agent_wake_watchers(ag); /* confirm by reading now, not at the next change */
+			shared_wake_watchers(ag); /* confirm by reading now, not at the next change */
 			log_warn("guard: target %s: hostgroup %ld would go from %zu to %zu servers; keeping them until "
 				 "%lu "
 				 "more reads agree (confirmations)",
@@ -607,7 +607,7 @@ static void mark_in_sync(struct agent *ag, struct target *t)
 	pthread_mutex_unlock(&ag->pub_mu);
 	t->in_sync = true;
 	t->synced_once = true;
-	t->last_sync_unix = agent_unix_now();
+	t->last_sync_unix = shared_unix_now();
 }
 
 /* single-writer, not the writer: write nothing; the target is in sync once the cluster has carried
@@ -662,8 +662,8 @@ static int await_newer_epoch(struct agent *ag, struct target *t, const struct pl
 		t->errors_read++;
 		return -1;
 	}
-	for (int i = 0; i < 15 && (long long)agent_unix_now() <= epoch && deadline_left_ms(dl) > 200; i++)
-		if (agent_nap(ag, 100))
+	for (int i = 0; i < 15 && (long long)shared_unix_now() <= epoch && deadline_left_ms(dl) > 200; i++)
+		if (shared_nap(ag, 100))
 			return -1;
 	return 0;
 }
@@ -840,7 +840,7 @@ static int reconcile(struct agent *ag, struct target *t, const struct agent_want
 		rc = 0;
 		goto out;
 	}
-	if (strcmp(cluster_mode(t), "single-writer") == 0 && !agent_may_write(ag)) {
+	if (strcmp(cluster_mode(t), "single-writer") == 0 && !lock_may_write(ag)) {
 		rc = follow(ag, t, &plan);
 		goto out;
 	}
@@ -913,7 +913,7 @@ static int reconcile(struct agent *ag, struct target *t, const struct agent_want
 			double ms = (double)(deadline_now_us() - started) / 1000.0;
 			size_t b = 0;
 
-			while (b < AGENT_HIST_BUCKETS && ms > agent_hist_bounds_ms[b])
+			while (b < AGENT_HIST_BUCKETS && ms > metrics_hist_bounds_ms[b])
 				b++;
 			t->hist[b]++;
 			t->hist_sum_us += (unsigned long)(ms * 1000.0);
@@ -1028,12 +1028,12 @@ void *target_main(void *arg)
 			continue;
 
 		pthread_mutex_lock(&ag->mu);
-		w = agent_want_get(ag);
+		w = shared_want_get(ag);
 		gen = ag->desired_gen;
 		pthread_mutex_unlock(&ag->mu);
 		r = agent_reconcile(ag, t, w, false);
 		t->last_check_us = deadline_now_us();
-		agent_want_put(w);
+		shared_want_put(w);
 #ifdef __GLIBC__
 		malloc_trim(0); /* give the pages of a big plan back: RSS stays flat while idle */
 #endif
@@ -1047,8 +1047,8 @@ void *target_main(void *arg)
 		/* A refused connection is a ProxySQL that is down or restarting: try again soon, so
 		 * that one that comes back empty gets its config at once, however long it was away.
 		 * Other failures (access denied, timeouts, errors) back off to 5 s. */
-		if (agent_nap(ag,
-			      t->last_failure == DB_REFUSED ? 200 + random() % 101 : agent_backoff_ms(attempt++, 5000)))
+		if (shared_nap(ag, t->last_failure == DB_REFUSED ? 200 + random() % 101
+								 : shared_backoff_ms(attempt++, 5000)))
 			break;
 	}
 	pxadmin_close(&t->px);

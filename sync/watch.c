@@ -53,8 +53,8 @@ static void watch_ignore(struct watch *w, const char *reason, const char *detail
 	w->index = 0;
 }
 
-int agent_watch_read(struct watch *w, uint64_t index, long wait_ms, const deadline_t *dl, struct consul_kv_list *out,
-		     struct consul_meta *meta, char *err, size_t errlen)
+int watch_read(struct watch *w, uint64_t index, long wait_ms, const deadline_t *dl, struct consul_kv_list *out,
+	       struct consul_meta *meta, char *err, size_t errlen)
 {
 	const struct layout_service *sv;
 	struct consul_service_query q;
@@ -90,145 +90,203 @@ static bool woken(struct watch *w)
 	return w->wake_fd >= 0 && read(w->wake_fd, &n, sizeof(n)) == (ssize_t)sizeof(n) && n > 0;
 }
 
+/* The pace of a watch's reads: a token bucket (Consul's advice: burst 2) where only reads that
+ * followed an answer without a change cost a token, so a busy loop (an index that keeps moving, an
+ * answer that returns at once) slows to 10 a second while real changes flow. */
+struct pace {
+	int64_t tokens_at;
+	double tokens;
+	bool idle_answer; /* the last answer changed nothing */
+};
+
+/* Wait for a token when the last answer changed nothing. True when the agent stops meanwhile. */
+static bool pace_wait(struct agent *ag, struct pace *p)
+{
+	int64_t now = deadline_now_us();
+
+	p->tokens += (double)(now - p->tokens_at) / 100000.0;
+	p->tokens_at = now;
+	if (p->tokens > 2)
+		p->tokens = 2;
+	if (p->idle_answer) {
+		if (p->tokens < 1 && shared_nap(ag, (long)((1 - p->tokens) * 100)))
+			return true;
+		p->tokens = p->tokens < 1 ? 0 : p->tokens - 1;
+	}
+	p->idle_answer = true;
+	return false;
+}
+
+enum answer {
+	ANSWER_BELIEVED, /* `list` holds it */
+	ANSWER_AGAIN, /* a guard wants a fresh read: read again at once */
+	ANSWER_BACKOFF, /* failed or not believed (logged): read again after a backoff */
+	ANSWER_STOP, /* the agent stops */
+};
+
+/* One read of the watch's source, and whether to believe it: a failure, an answer filtered by
+ * ACLs, too far behind the leader or without a known leader is not (each logged when new). */
+static enum answer read_answer(struct watch *w, const deadline_t *dl, struct consul_kv_list *list,
+			       struct consul_meta *meta)
+{
+	struct agent *ag = w->ag;
+	double max_stale_ms = ag->cfg->settings.max_stale_ms;
+	char err[300];
+
+	if (watch_read(w, w->index, ag->cfg->settings.wait_ms, dl, list, meta, err, sizeof(err)) < 0) {
+		if (ag->stop)
+			return ANSWER_STOP;
+		if (woken(w)) { /* a guard wants a fresh read: not a failure */
+			w->index = 0;
+			return ANSWER_AGAIN;
+		}
+		watch_failed(w, meta->too_large ? -2 : meta->http_status, err);
+		return ANSWER_BACKOFF;
+	}
+	if (meta->filtered_by_acls) {
+		/* The token may not read every key: the keys it cannot read are missing, and a prefix
+		 * that looks emptied or shrunken would pass the guard after enough reads. */
+		snprintf(err, sizeof(err),
+			 "answer filtered by ACLs: the token cannot read every key under the prefix (its ACL policy)");
+		consul_kv_list_free(list);
+		watch_failed(w, -1, err);
+		return ANSWER_BACKOFF;
+	}
+	if (!w->ok) {
+		log_info("consul: %s: reachable again (index %llu, %zu keys)", w->prefix,
+			 (unsigned long long)meta->index, list->n);
+		w->ok = true;
+	}
+	if (ag->mode == CONSUL_STALE && (double)meta->last_contact_ms > max_stale_ms) {
+		char detail[80];
+
+		snprintf(detail, sizeof(detail), " (%ld ms, max-stale %.0f ms)", meta->last_contact_ms, max_stale_ms);
+		watch_ignore(w, "too far behind the leader", detail);
+		consul_kv_list_free(list);
+		return ANSWER_BACKOFF;
+	}
+	if (!meta->known_leader) {
+		watch_ignore(w, "no known leader", "");
+		consul_kv_list_free(list);
+		return ANSWER_BACKOFF;
+	}
+	if (w->ignoring) {
+		log_info("consul: %s: answers believed again", w->prefix);
+		w->ignoring = NULL;
+	}
+	return ANSWER_BELIEVED;
+}
+
+/* An emptied or much smaller prefix (by more than shrink-fraction) than the watch's snapshot. */
+static bool shrinks(const struct watch *w, const struct consul_kv_list *list, double fraction)
+{
+	size_t before = w->kv.n;
+
+	return w->have && before > 0 &&
+	       (list->n == 0 || (double)(before - (list->n < before ? list->n : before)) / (double)before > fraction);
+}
+
+/* The believed answer becomes the watch's snapshot, and the coordinator is woken. Caller holds mu. */
+static void replace_snapshot(struct watch *w, struct consul_kv_list *list)
+{
+	struct agent *ag = w->ag;
+
+	w->confirming = 0;
+	shared_snapshot_retire(ag, &w->kv);
+	w->kv = *list;
+	w->have = true;
+	ag->snap_gen++;
+	ag->last_change_us = deadline_now_us();
+	if (!ag->first_change_us)
+		ag->first_change_us = ag->last_change_us;
+	pthread_cond_broadcast(&ag->cv);
+}
+
+enum take {
+	TAKE_SAME, /* nothing changed */
+	TAKE_REREAD, /* not taken yet: read again soon (index 0, after 200 ms) */
+	TAKE_NEW, /* the new snapshot */
+};
+
+/* What a believed answer does to the watch's snapshot: nothing when it is the same, nothing yet
+ * when it shrinks the prefix and is not confirmed by enough reads, else it replaces it. `list` is
+ * taken (freed or kept). */
+static enum take take_answer(struct watch *w, struct consul_kv_list *list)
+{
+	struct agent *ag = w->ag;
+	long confirmations = ag->cfg->settings.confirmations;
+	size_t before;
+	bool rereading, shrunk;
+
+	pthread_mutex_lock(&ag->mu);
+	before = w->kv.n;
+	w->reads++;
+	/* A target confirms a hostgroup that shrinks: read again soon rather than block. */
+	rereading = ag->reread_until_us > deadline_now_us();
+	if (w->have && same_snapshot(&w->kv, list)) {
+		w->confirming = 0;
+		if (rereading)
+			pthread_cond_broadcast(&ag->cv);
+		pthread_mutex_unlock(&ag->mu);
+		consul_kv_list_free(list);
+		return rereading ? TAKE_REREAD : TAKE_SAME; /* a wake-up without a change: nothing to do */
+	}
+	/* An emptied or much smaller prefix may be a stale or lost Consul state: believe it only after
+	 * consecutive reads say the same. */
+	shrunk = shrinks(w, list, ag->cfg->settings.shrink_fraction);
+	if (shrunk && ++w->confirming < confirmations) {
+		ag->guard_blocks++;
+		log_warn("guard: %s went from %zu to %zu keys; confirming (%d/%ld)", w->prefix, before, list->n,
+			 w->confirming, confirmations);
+		pthread_mutex_unlock(&ag->mu);
+		consul_kv_list_free(list);
+		return TAKE_REREAD; /* re-read at once rather than wait for the next change */
+	}
+	if (shrunk)
+		log_warn("guard: %s shrink from %zu to %zu keys confirmed by %ld reads", w->prefix, before, list->n,
+			 confirmations);
+	replace_snapshot(w, list);
+	pthread_mutex_unlock(&ag->mu);
+	return TAKE_NEW;
+}
+
 void *watch_main(void *arg)
 {
 	struct watch *w = arg;
 	struct agent *ag = w->ag;
-	long wait_ms = (long)(opt_num(&ag->cfg->o, "wait") * 1000);
-	double max_stale_ms = opt_num(&ag->cfg->o, "max-stale") * 1000;
-	double shrink = opt_num(&ag->cfg->o, "shrink-fraction");
-	long confirmations = opt_int(&ag->cfg->o, "confirmations");
+	struct pace pace = { .tokens_at = deadline_now_us(), .tokens = 2 };
 	int attempt = 0;
-	int64_t tokens_at = deadline_now_us(); /* token bucket: burst 2, one token per 100 ms */
-	double tokens = 2;
-	bool idle_answer = false;
 
 	while (!ag->stop) {
 		struct consul_kv_list list = { 0 };
 		struct consul_meta meta;
-		char err[300];
-		deadline_t dl = deadline_in_ms(w->index ? consul_wait_budget_ms(wait_ms) : 10000);
-		int64_t now = deadline_now_us();
-		size_t before;
-		bool shrunk, rereading;
+		deadline_t dl = deadline_in_ms(w->index ? consul_wait_budget_ms(ag->cfg->settings.wait_ms) : 10000);
+		enum answer a;
 
-		/* Rate limit (Consul's advice: a token bucket, burst 2): only reads that followed an
-		 * answer without a change cost a token, so a busy loop (an index that keeps moving,
-		 * an answer that returns at once) slows to 10 a second while real changes flow. */
-		tokens += (double)(now - tokens_at) / 100000.0;
-		tokens_at = now;
-		if (tokens > 2)
-			tokens = 2;
-		if (idle_answer) {
-			if (tokens < 1 && agent_nap(ag, (long)((1 - tokens) * 100)))
-				break;
-			tokens = tokens < 1 ? 0 : tokens - 1;
-		}
-		idle_answer = true;
-
-		if (agent_watch_read(w, w->index, wait_ms, &dl, &list, &meta, err, sizeof(err)) < 0) {
-			if (ag->stop)
-				break;
-			if (woken(w)) { /* a guard wants a fresh read: not a failure */
-				w->index = 0;
-				continue;
-			}
-			watch_failed(w, meta.too_large ? -2 : meta.http_status, err);
-			if (agent_nap(ag, agent_backoff_ms(attempt++, 30000)))
+		if (pace_wait(ag, &pace))
+			break;
+		a = read_answer(w, &dl, &list, &meta);
+		if (a == ANSWER_STOP)
+			break;
+		if (a == ANSWER_AGAIN)
+			continue;
+		if (a == ANSWER_BACKOFF) {
+			if (shared_nap(ag, shared_backoff_ms(attempt++, 30000)))
 				break;
 			continue;
-		}
-		if (meta.filtered_by_acls) {
-			/* The token may not read every key: the keys it cannot read are missing, and a
-			 * prefix that looks emptied or shrunken would pass the guard after enough reads. */
-			snprintf(err, sizeof(err),
-				 "answer filtered by ACLs: the token cannot read every key under the prefix (its ACL "
-				 "policy)");
-			consul_kv_list_free(&list);
-			watch_failed(w, -1, err);
-			if (agent_nap(ag, agent_backoff_ms(attempt++, 30000)))
-				break;
-			continue;
-		}
-		if (!w->ok) {
-			log_info("consul: %s: reachable again (index %llu, %zu keys)", w->prefix,
-				 (unsigned long long)meta.index, list.n);
-			w->ok = true;
-		}
-		if (ag->mode == CONSUL_STALE && (double)meta.last_contact_ms > max_stale_ms) {
-			char detail[80];
-
-			snprintf(detail, sizeof(detail), " (%ld ms, max-stale %.0f ms)", meta.last_contact_ms,
-				 max_stale_ms);
-			watch_ignore(w, "too far behind the leader", detail);
-			consul_kv_list_free(&list);
-			if (agent_nap(ag, agent_backoff_ms(attempt++, 30000)))
-				break;
-			continue;
-		}
-		if (!meta.known_leader) {
-			watch_ignore(w, "no known leader", "");
-			consul_kv_list_free(&list);
-			if (agent_nap(ag, agent_backoff_ms(attempt++, 30000)))
-				break;
-			continue;
-		}
-		if (w->ignoring) {
-			log_info("consul: %s: answers believed again", w->prefix);
-			w->ignoring = NULL;
 		}
 		attempt = 0; /* only now: no-leader and too-stale answers back off like errors */
 		w->index = consul_next_index(w->index, meta.index);
 		w->metric_index = meta.index;
-
-		pthread_mutex_lock(&ag->mu);
-		w->reads++;
-		/* A target confirms a hostgroup that shrinks: read again soon rather than block. */
-		rereading = ag->reread_until_us > deadline_now_us();
-		if (w->have && same_snapshot(&w->kv, &list)) {
-			w->confirming = 0;
-			if (rereading)
-				pthread_cond_broadcast(&ag->cv);
-			pthread_mutex_unlock(&ag->mu);
-			consul_kv_list_free(&list);
-			if (rereading) {
-				w->index = 0;
-				if (agent_nap(ag, 200))
-					break;
-			}
-			continue; /* a wake-up without a change: nothing to do */
+		switch (take_answer(w, &list)) {
+		case TAKE_SAME: break;
+		case TAKE_REREAD:
+			w->index = 0;
+			if (shared_nap(ag, 200))
+				return NULL;
+			break;
+		case TAKE_NEW: pace.idle_answer = false; break;
 		}
-		/* An emptied or much smaller prefix may be a stale or lost Consul state: believe it
-		 * only after consecutive reads say the same. */
-		before = w->kv.n;
-		shrunk = w->have && before > 0 &&
-			 (list.n == 0 ||
-			  (double)(before - (list.n < before ? list.n : before)) / (double)before > shrink);
-		if (shrunk && ++w->confirming < confirmations) {
-			ag->guard_blocks++;
-			log_warn("guard: %s went from %zu to %zu keys; confirming (%d/%ld)", w->prefix, before, list.n,
-				 w->confirming, confirmations);
-			pthread_mutex_unlock(&ag->mu);
-			consul_kv_list_free(&list);
-			w->index = 0; /* re-read at once rather than wait for the next change */
-			if (agent_nap(ag, 200))
-				break;
-			continue;
-		}
-		if (shrunk)
-			log_warn("guard: %s shrink from %zu to %zu keys confirmed by %ld reads", w->prefix, before,
-				 list.n, confirmations);
-		w->confirming = 0;
-		idle_answer = false;
-		agent_snapshot_retire(ag, &w->kv);
-		w->kv = list;
-		w->have = true;
-		ag->snap_gen++;
-		ag->last_change_us = deadline_now_us();
-		if (!ag->first_change_us)
-			ag->first_change_us = ag->last_change_us;
-		pthread_cond_broadcast(&ag->cv);
-		pthread_mutex_unlock(&ag->mu);
 	}
 	return NULL;
 }

@@ -36,7 +36,7 @@ static int agent_setup(void **state)
 	ag.nwatches = 1;
 	ag.watches[0].ag = &ag;
 	ag.watches[0].prefix = xstrdup("mysql/\"q\\/");
-	ag.watches[0].label = agent_label_value(ag.watches[0].prefix);
+	ag.watches[0].label = metrics_label_value(ag.watches[0].prefix);
 	ag.watches[0].have = true;
 	ag.watches[0].ok = true;
 	ag.watches[0].metric_index = 42;
@@ -44,7 +44,7 @@ static int agent_setup(void **state)
 	ag.targets = xcalloc(1, sizeof(*ag.targets));
 	ag.targets[0].ag = &ag;
 	ag.targets[0].pt.name = "px\"1";
-	ag.targets[0].label = agent_label_value(ag.targets[0].pt.name);
+	ag.targets[0].label = metrics_label_value(ag.targets[0].pt.name);
 	ag.targets[0].reachable = true;
 	ag.targets[0].synced_once = true;
 	ag.targets[0].in_sync = true;
@@ -69,7 +69,7 @@ static int agent_teardown(void **state)
 	free(ag.watches[0].label);
 	free(ag.targets[0].label);
 	free(ag.targets);
-	agent_want_put(ag.want);
+	shared_want_put(ag.want);
 	ag.want = NULL;
 	agent_seen_free(&ag.logged_rejects);
 	pthread_cond_destroy(&ag.cv);
@@ -90,7 +90,7 @@ static void *ask(void *arg)
 
 	a->ready = agent_ready(&ag, a->why, sizeof(a->why));
 	sk_buf_init(&a->metrics, 1 << 20);
-	agent_metrics(&ag, &a->metrics);
+	metrics_render(&ag, &a->metrics);
 	if (!sk_buf_add(&a->metrics, "", 1)) /* terminated */
 		fail_msg("metrics too long");
 	return NULL;
@@ -168,7 +168,7 @@ static void test_label_value(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		char *v = agent_label_value(cases[i].in);
+		char *v = metrics_label_value(cases[i].in);
 
 		assert_string_equal(v, cases[i].out);
 		free(v);

@@ -1,0 +1,48 @@
+/* shared.h: what proxysql-sync's threads share besides struct agent: the stop signal (a nap that
+ * ends when the agent stops, the watchers' wake-up), the retry pace, the published desired state
+ * and the snapshots a build has pinned. The threads' files (agent.c, watch.c, target.c, lock.c,
+ * announce.c) call these; shared.c calls none of them. */
+#ifndef SK_SYNC_SHARED_H
+#define SK_SYNC_SHARED_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "consul.h"
+#include "model.h"
+
+struct agent;
+
+/* What a target is to be brought to: the desired rows and what rejected keys keep. Published
+ * once, then only read; freed by the last reference. */
+struct agent_want {
+	atomic_int refs;
+	struct px_servers servers;
+	struct px_users users;
+	struct px_peers peers; /* the announced fleet, for proxysql_servers */
+	struct px_keeps keep_servers;
+	struct px_names keep_users;
+};
+
+/* A reference to the published desired state (caller holds ag->mu; NULL before the first); give
+ * it back with shared_want_put, from any thread, without the lock. */
+struct agent_want *shared_want_get(struct agent *ag);
+void shared_want_put(struct agent_want *w);
+
+/* Let a watch's replaced snapshot go (caller holds mu): freed now, or once the coordinator's build
+ * that may still read it is over. `kv` is left empty. */
+void shared_snapshot_retire(struct agent *ag, struct consul_kv_list *kv);
+/* The build is over: the snapshots retired meanwhile are freed. Caller holds mu. */
+void shared_snapshots_unpin(struct agent *ag);
+
+/* The wall clock, in seconds since the epoch. */
+double shared_unix_now(void);
+/* Sleep up to `ms`, returning early (true) once the agent stops. */
+bool shared_nap(struct agent *ag, long ms);
+/* End every watcher's request in flight: each then re-reads (or stops, when the agent does). */
+void shared_wake_watchers(struct agent *ag);
+/* The wait before retry number `attempt` (from 0): 250 ms doubling up to `cap_ms`, with jitter
+ * (half to the whole of it). */
+long shared_backoff_ms(int attempt, long cap_ms);
+
+#endif
