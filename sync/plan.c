@@ -352,44 +352,44 @@ static void finish_table(struct plan *p, size_t before, bool load_owed, bool sav
 	}
 }
 
-static void plan_servers(const struct px_servers *want, const struct px_servers *have, const struct plan_drain *d,
-			 size_t nd, const struct plan_options *o, struct plan *p)
-{
-	size_t i = 0, j = 0, before = p->n, nins = 0, nkeeps;
-	const struct px_server **ins;
+/* What the servers' merge needs besides the two lists: the keeps and the drains sorted, and the
+ * inserts gathered for one multi-row INSERT. */
+struct server_merge {
+	const struct plan_options *o;
 	const struct px_keep **keeps;
+	size_t nkeeps;
 	const struct plan_drain **drains;
+	size_t nd;
+	const struct px_server **ins;
+	size_t nins;
+};
 
-	if (o->hold_foreign && o->foreign_servers) {
-		p->servers_held = true;
-		p->after_exact = false;
-		return;
-	}
-	ins = xcalloc(want->n ? want->n : 1, sizeof(*ins));
-	keeps = keeps_sorted(o->keep_servers, &nkeeps);
-	drains = drains_sorted(d, nd);
+/* Merge the two sorted lists; rows outside owned hostgroups are someone else's. */
+static void merge_servers(const struct px_servers *want, const struct px_servers *have, struct server_merge *m,
+			  struct plan *p)
+{
+	size_t i = 0, j = 0;
 
-	/* Merge the two sorted lists; rows outside owned hostgroups are someone else's. */
 	while (i < want->n || j < have->n) {
 		const struct px_server *w = i < want->n ? &want->v[i] : NULL;
 		const struct px_server *h = j < have->n ? &have->v[j] : NULL;
 		int c;
 
-		if (h && !owned(o, h->hostgroup)) {
+		if (h && !owned(m->o, h->hostgroup)) {
 			after_server(p, h);
 			j++;
 			continue;
 		}
 		c = !w ? 1 : !h ? -1 : server_key_cmp(w, h);
 		if (c < 0) {
-			ins[nins++] = w;
+			m->ins[m->nins++] = w;
 			after_server(p, w);
 			i++;
 		} else if (c > 0) {
-			if (kept_server(keeps, nkeeps, h))
+			if (kept_server(m->keeps, m->nkeeps, h))
 				after_server(p, h);
 			else
-				server_gone(p, h, drains, nd, o);
+				server_gone(p, h, m->drains, m->nd, m->o);
 			j++;
 		} else {
 			if (!px_server_same(w, h))
@@ -399,10 +399,27 @@ static void plan_servers(const struct px_servers *want, const struct px_servers 
 			j++;
 		}
 	}
-	server_inserts(p, ins, nins);
-	free(ins);
-	free(keeps);
-	free(drains);
+}
+
+static void plan_servers(const struct px_servers *want, const struct px_servers *have, const struct plan_drain *d,
+			 size_t nd, const struct plan_options *o, struct plan *p)
+{
+	size_t before = p->n;
+	struct server_merge m = { .o = o, .nd = nd };
+
+	if (o->hold_foreign && o->foreign_servers) {
+		p->servers_held = true;
+		p->after_exact = false;
+		return;
+	}
+	m.ins = xcalloc(want->n ? want->n : 1, sizeof(*m.ins));
+	m.keeps = keeps_sorted(o->keep_servers, &m.nkeeps);
+	m.drains = drains_sorted(d, nd);
+	merge_servers(want, have, &m, p);
+	server_inserts(p, m.ins, m.nins);
+	free(m.ins);
+	free(m.keeps);
+	free(m.drains);
 	p->servers_changed = p->n > before;
 	finish_table(p, before, o->load_owed_servers, o->save_owed_servers, o->foreign_servers, o,
 		     "LOAD MYSQL SERVERS TO RUNTIME", "SAVE MYSQL SERVERS TO DISK");
@@ -433,18 +450,71 @@ static bool is_protected(const struct plan_options *o, const char *name, struct 
 	return true;
 }
 
+/* The users gathered for one multi-row INSERT. */
+struct user_ins {
+	const struct px_user **v;
+	size_t n;
+};
+
+/* A user only in KV: inserted, unless named like one of ProxySQL's own logins. */
+static void user_new(const struct plan_options *o, struct plan *p, const struct px_user *w, struct user_ins *ins)
+{
+	if (is_protected(o, w->username, p))
+		return;
+	ins->v[ins->n++] = w;
+	after_user(p, w, 1);
+	p->user_inserts++;
+}
+
+/* A user gone from KV (its `rows` rows at `h`): the agent's users go (kept ones, whose key was
+ * rejected, stay). */
+static void user_gone(const struct plan_options *o, struct plan *p, const struct px_user *h, size_t rows, bool mine)
+{
+	if (mine && !(o->keep_users && px_names_has(o->keep_users, h->username))) {
+		user_delete(p, h->username);
+		p->user_deletes++;
+	} else {
+		after_user(p, h, rows);
+	}
+}
+
+/* A user in KV and on the target (its `rows` rows at `h`, `mine` when they carry the tag). */
+static void user_both(const struct plan_options *o, struct plan *p, const struct px_user *w, const struct px_user *h,
+		      size_t rows, bool mine, struct user_ins *ins)
+{
+	if (is_protected(o, w->username, p)) {
+		if (mine) { /* an earlier row of the agent's that locks a login out: removed */
+			user_delete(p, w->username);
+			p->user_deletes++;
+		} else {
+			after_user(p, h, rows);
+		}
+	} else if (!mine && !o->adopt_users) {
+		if (!p->user_conflicts++)
+			p->first_conflict = w->username;
+		after_user(p, h, rows);
+	} else if (rows != 1 || !px_user_same(w, h)) {
+		user_delete(p, w->username); /* replaced: deleted now, inserted with the new ones */
+		ins->v[ins->n++] = w;
+		after_user(p, w, 1);
+		p->user_updates++;
+	} else {
+		after_user(p, h, rows);
+	}
+}
+
 static void plan_users(const struct px_users *want, const struct px_users *have, const struct plan_options *o,
 		       struct plan *p)
 {
-	size_t i = 0, j = 0, before = p->n, nins = 0;
-	const struct px_user **ins;
+	size_t i = 0, j = 0, before = p->n;
+	struct user_ins ins = { 0 };
 
 	if (o->hold_foreign && o->foreign_users) {
 		p->users_held = true;
 		p->after_exact = false;
 		return;
 	}
-	ins = xcalloc(want->n ? want->n : 1, sizeof(*ins));
+	ins.v = xcalloc(want->n ? want->n : 1, sizeof(*ins.v));
 	/* `have` may hold two rows for a user (frontend-only and backend-only): compare the group. */
 	while (i < want->n || j < have->n) {
 		const struct px_user *w = i < want->n ? &want->v[i] : NULL;
@@ -457,50 +527,19 @@ static void plan_users(const struct px_users *want, const struct px_users *have,
 			while (j + rows < have->n && strcmp(have->v[j + rows].username, h->username) == 0)
 				rows++;
 		mine = h && group_tagged(have, j, rows, o->user_tag);
-		if (c < 0) {
-			if (!is_protected(o, w->username, p)) {
-				ins[nins++] = w;
-				after_user(p, w, 1);
-				p->user_inserts++;
-			}
+		if (c < 0)
+			user_new(o, p, w, &ins);
+		else if (c > 0)
+			user_gone(o, p, h, rows, mine);
+		else
+			user_both(o, p, w, h, rows, mine, &ins);
+		if (c <= 0)
 			i++;
-			continue;
-		}
-		if (c > 0) {
-			/* Gone from KV: the agent's users go (kept ones, whose key was rejected, stay). */
-			if (mine && !(o->keep_users && px_names_has(o->keep_users, h->username))) {
-				user_delete(p, h->username);
-				p->user_deletes++;
-			} else {
-				after_user(p, h, rows);
-			}
+		if (c >= 0)
 			j += rows;
-			continue;
-		}
-		if (is_protected(o, w->username, p)) {
-			if (mine) { /* an earlier row of the agent's that locks a login out: removed */
-				user_delete(p, w->username);
-				p->user_deletes++;
-			} else {
-				after_user(p, h, rows);
-			}
-		} else if (!mine && !o->adopt_users) {
-			if (!p->user_conflicts++)
-				p->first_conflict = w->username;
-			after_user(p, h, rows);
-		} else if (rows != 1 || !px_user_same(w, h)) {
-			user_delete(p, w->username); /* replaced: deleted now, inserted with the new ones */
-			ins[nins++] = w;
-			after_user(p, w, 1);
-			p->user_updates++;
-		} else {
-			after_user(p, h, rows);
-		}
-		i++;
-		j += rows;
 	}
-	user_inserts(p, ins, nins);
-	free(ins);
+	user_inserts(p, ins.v, ins.n);
+	free(ins.v);
 	p->users_changed = p->n > before;
 	finish_table(p, before, o->load_owed_users, o->save_owed_users, o->foreign_users, o,
 		     "LOAD MYSQL USERS TO RUNTIME", "SAVE MYSQL USERS TO DISK");
