@@ -501,19 +501,86 @@ static void hostgroup_counts(const struct px_servers *have, const struct px_serv
 		*want_n += want->v[i].hostgroup == hg;
 }
 
+/* What the hostgroup guard decided for one owned hostgroup. */
+enum hold_step {
+	HOLD_NONE, /* not shrinking, not held */
+	HOLD_DROP, /* not shrinking any more: the hold goes */
+	HOLD_START, /* shrinking: held from now (or again, its counts changed) */
+	HOLD_KEEP, /* shrinking: held, waiting for confirmations */
+	HOLD_CONFIRMED, /* shrinking, confirmed: the hold goes, the hostgroup shrinks */
+};
+
+struct hold_decision {
+	long hostgroup;
+	size_t have_n, want_n;
+	enum hold_step step;
+};
+
+/* What the guards decided for one plan. Deciding changes nothing but the desired rows; the record
+ * (log lines, counters, the holds kept) follows once the plan stands, so that a hot path that
+ * falls back to a full read records the guards once. */
+struct guards {
+	int writers; /* writer hostgroups that would be empty: their servers kept (keep_writers) */
+	int held; /* hostgroups the hostgroup guard holds */
+	unsigned long reads, confirmations;
+	size_t n;
+	struct hold_decision hg[AGENT_MAX_HOSTGROUPS];
+};
+
+static enum hold_step hold_step(const struct shrink_hold *h, const struct hold_decision *d, double fraction,
+				const struct guards *g)
+{
+	bool shrink = d->have_n > 0 && d->want_n < d->have_n &&
+		      (d->want_n == 0 || (double)(d->have_n - d->want_n) / (double)d->have_n > fraction);
+
+	if (!shrink)
+		return h ? HOLD_DROP : HOLD_NONE;
+	if (!h || h->want_n != d->want_n || h->have_n != d->have_n)
+		return HOLD_START;
+	return g->reads - h->reads_mark >= g->confirmations ? HOLD_CONFIRMED : HOLD_KEEP;
+}
+
+/* The hostgroup guard: a managed hostgroup that the desired state empties or shrinks by more than
+ * shrink-fraction, compared with what this target has now (so the first snapshot after a start, a
+ * reload or --once has a baseline too), keeps the target's servers until `confirmations` further
+ * reads of every prefix agree. Decides, adds the servers held to `want`; record_holds() follows. */
+static void guard_hostgroups(struct agent *ag, struct target *t, const struct tstate *st, struct px_servers *want,
+			     const struct px_servers *have, struct guards *g)
+{
+	double fraction = opt_num(&ag->cfg->o, "shrink-fraction");
+
+	g->confirmations = (unsigned long)opt_int(&ag->cfg->o, "confirmations");
+	g->reads = reads_now(ag);
+	for (size_t o = 0; o < st->nowned; o++) {
+		struct hold_decision *d = &g->hg[g->n++];
+
+		d->hostgroup = st->owned[o];
+		hostgroup_counts(have, want, d->hostgroup, &d->have_n, &d->want_n);
+		d->step = hold_step(hold_find(t, d->hostgroup), d, fraction, g);
+		if (d->step != HOLD_START && d->step != HOLD_KEEP)
+			continue;
+		for (size_t i = 0; i < have->n; i++)
+			if (have->v[i].hostgroup == d->hostgroup && serving(&have->v[i]) && !wanted(want, &have->v[i]))
+				px_servers_add(want, &have->v[i]);
+		g->held++;
+	}
+	if (g->held)
+		px_servers_sort(want);
+}
+
 /* A new hold (or one whose counts changed): counted, and the watchers read again at once to
  * confirm, not at the next change. */
-static void hold_start(struct agent *ag, struct target *t, struct shrink_hold *h, long hg, size_t have_n, size_t want_n,
-		       unsigned long reads, unsigned long confirmations)
+static void hold_start(struct agent *ag, struct target *t, struct shrink_hold *h, const struct hold_decision *d,
+		       const struct guards *g)
 {
 	if (!h) {
 		t->holds = xrealloc(t->holds, (t->nholds + 1) * sizeof(*t->holds));
 		h = &t->holds[t->nholds++];
 	}
-	h->hostgroup = hg;
-	h->have_n = have_n;
-	h->want_n = want_n;
-	h->reads_mark = reads;
+	h->hostgroup = d->hostgroup;
+	h->have_n = d->have_n;
+	h->want_n = d->want_n;
+	h->reads_mark = g->reads;
 	pthread_mutex_lock(&ag->mu);
 	ag->hostgroup_guard_blocks++;
 	ag->reread_until_us = deadline_now_us() + 5000000;
@@ -522,53 +589,33 @@ static void hold_start(struct agent *ag, struct target *t, struct shrink_hold *h
 	log_warn("guard: target %s: hostgroup %ld would go from %zu to %zu servers; keeping them until "
 		 "%lu "
 		 "more reads agree (confirmations)",
-		 t->pt.name, hg, have_n, want_n, confirmations);
+		 t->pt.name, d->hostgroup, d->have_n, d->want_n, g->confirmations);
 }
 
-/* The hostgroup guard: a managed hostgroup that the desired state empties or shrinks by more than
- * shrink-fraction, compared with what this target has now (so the first snapshot after a start, a
- * reload or --once has a baseline too), keeps the target's servers until `confirmations` further
- * reads of every prefix agree. Returns the number of hostgroups held. */
-static int guard_hostgroups(struct agent *ag, struct target *t, const struct tstate *st, struct px_servers *want,
-			    const struct px_servers *have)
+/* Record what guard_hostgroups() decided: the holds kept, started and dropped, the lines, the
+ * counts; while any holds, the watchers re-read and the targets look again soon. */
+static void record_holds(struct agent *ag, struct target *t, const struct guards *g)
 {
-	double fraction = opt_num(&ag->cfg->o, "shrink-fraction");
-	unsigned long confirmations = (unsigned long)opt_int(&ag->cfg->o, "confirmations"), reads = reads_now(ag);
-	int held = 0;
+	for (size_t i = 0; i < g->n; i++) {
+		const struct hold_decision *d = &g->hg[i];
+		struct shrink_hold *h = hold_find(t, d->hostgroup);
 
-	for (size_t g = 0; g < st->nowned; g++) {
-		long hg = st->owned[g];
-		size_t have_n, want_n;
-		struct shrink_hold *h = hold_find(t, hg);
-
-		hostgroup_counts(have, want, hg, &have_n, &want_n);
-		if (!(have_n > 0 && want_n < have_n &&
-		      (want_n == 0 || (double)(have_n - want_n) / (double)have_n > fraction))) {
-			if (h)
-				hold_drop(t, h);
-			continue;
-		}
-		if (!h || h->want_n != want_n || h->have_n != have_n) {
-			hold_start(ag, t, h, hg, have_n, want_n, reads, confirmations);
-		} else if (reads - h->reads_mark >= confirmations) {
+		if (d->step == HOLD_START) {
+			hold_start(ag, t, h, d, g);
+		} else if (d->step == HOLD_CONFIRMED) {
 			log_warn("guard: target %s: hostgroup %ld from %zu to %zu servers confirmed by %lu reads",
-				 t->pt.name, hg, have_n, want_n, confirmations);
+				 t->pt.name, d->hostgroup, d->have_n, d->want_n, g->confirmations);
 			hold_drop(t, h);
-			continue;
+		} else if (d->step == HOLD_DROP) {
+			hold_drop(t, h);
 		}
-		for (size_t i = 0; i < have->n; i++)
-			if (have->v[i].hostgroup == hg && serving(&have->v[i]) && !wanted(want, &have->v[i]))
-				px_servers_add(want, &have->v[i]);
-		held++;
 	}
-	if (held) {
-		px_servers_sort(want);
+	if (g->held) {
 		pthread_mutex_lock(&ag->mu);
 		ag->reread_until_us = deadline_now_us() + 5000000;
 		pthread_cond_broadcast(&ag->cv);
 		pthread_mutex_unlock(&ag->mu);
 	}
-	return held;
 }
 
 static void set_why(struct agent *ag, struct target *t, const char *fmt, ...) SK_PRINTF(3, 4);
@@ -779,7 +826,8 @@ struct pass {
 	size_t nd;
 	struct db_err e;
 	int64_t started, read_us;
-	int rc, held, guarded, fast;
+	int rc, fast;
+	struct guards guards;
 	bool verified_known;
 	struct px_checksums after_ck;
 };
@@ -863,7 +911,8 @@ static void apply_scope(struct pass *r)
 	}
 }
 
-/* The desired servers of the hostgroups written here, less what the guards keep from going. */
+/* The desired servers of the hostgroups written here, with what the guards keep from going
+ * (decided here, recorded by record_guards()). */
 static void guard_wanted(struct pass *r)
 {
 	const struct px_servers *all = &r->want->servers;
@@ -871,13 +920,20 @@ static void guard_wanted(struct pass *r)
 	for (size_t i = 0; i < all->n; i++)
 		if (in_list(r->st.owned, r->st.nowned, all->v[i].hostgroup))
 			px_servers_add(&r->want_s, &all->v[i]);
-	r->held = keep_writers(r->ag, r->st.owned, r->st.nowned, &r->want_s, &r->st.mem_s);
-	if (r->held) {
+	r->guards.writers = keep_writers(r->ag, r->st.owned, r->st.nowned, &r->want_s, &r->st.mem_s);
+	guard_hostgroups(r->ag, r->t, &r->st, &r->want_s, &r->st.mem_s, &r->guards);
+}
+
+/* Record the guards once the plan stands (on the hot path, once the checksums vouch for the known
+ * rows it was planned from): once per reconcile, whatever read it took. */
+static void record_guards(struct pass *r)
+{
+	if (r->guards.writers) {
 		r->t->writer_guard++;
 		log_warn("guard: target %s: %d writer hostgroup(s) would be empty; keeping their servers",
-			 r->t->pt.name, r->held);
+			 r->t->pt.name, r->guards.writers);
 	}
-	r->guarded = guard_hostgroups(r->ag, r->t, &r->st, &r->want_s, &r->st.mem_s);
+	record_holds(r->ag, r->t, &r->guards);
 }
 
 /* The drain's record of a server being drained: since when (the clock starts when first seen
@@ -966,6 +1022,7 @@ static bool decide(struct pass *r)
 			return false;
 		}
 	}
+	record_guards(r);
 	report(r->ag, t, &r->st, &r->plan, &r->ds, &r->du);
 	return true;
 }
@@ -1069,7 +1126,8 @@ static bool verify_read(struct pass *r)
  * memory holds. Otherwise, or when they do not say so, the tables are read in full (verify_read). */
 static bool verify(struct pass *r)
 {
-	if (r->plan.n && r->fast && r->plan.after_exact && !r->held && !r->guarded && !r->st.refused && r->nd == 0) {
+	if (r->plan.n && r->fast && r->plan.after_exact && !r->guards.writers && !r->guards.held && !r->st.refused &&
+	    r->nd == 0) {
 		int v = verify_known(r->t, &r->plan, &r->st.ck, r->users, r->disk, &r->dl, &r->after_ck, &r->e);
 
 		if (v < 0) {
@@ -1109,7 +1167,7 @@ static int still_held(struct pass *r)
 {
 	struct target *t = r->t;
 
-	if (!r->plan.servers_held && !r->plan.users_held && !r->st.refused && !r->guarded)
+	if (!r->plan.servers_held && !r->plan.users_held && !r->st.refused && !r->guards.held)
 		return 0;
 	t->in_sync = false;
 	if (r->plan.servers_held || r->plan.users_held)
@@ -1118,7 +1176,7 @@ static int still_held(struct pass *r)
 	else if (r->st.refused)
 		set_why(r->ag, t, "%s", r->st.refused_why);
 	else
-		set_why(r->ag, t, "guard: %d hostgroup(s) shrinking, waiting for confirmations", r->guarded);
+		set_why(r->ag, t, "guard: %d hostgroup(s) shrinking, waiting for confirmations", r->guards.held);
 	return 1;
 }
 
@@ -1140,9 +1198,10 @@ static void conclude(struct pass *r)
 	r->rc = draining ? 1 : 0;
 	/* What the tables hold now is known when nothing was held, refused, guarded or drained and
 	 * runtime held what memory held (in the agent's rows and in the others'). */
-	if (r->rc == 0 && !r->print && !r->guarded && !r->held && !r->st.refused && r->nd == 0 && !draining &&
-	    r->st.facts.cluster_peers == 0 && !layout_has_fleet(l) && strcmp(cluster_mode(t), "single-writer") != 0 &&
-	    !r->ds.owned && !r->ds.foreign && !r->du.owned && !r->du.foreign)
+	if (r->rc == 0 && !r->print && !r->guards.held && !r->guards.writers && !r->st.refused && r->nd == 0 &&
+	    !draining && r->st.facts.cluster_peers == 0 && !layout_has_fleet(l) &&
+	    strcmp(cluster_mode(t), "single-writer") != 0 && !r->ds.owned && !r->ds.foreign && !r->du.owned &&
+	    !r->du.foreign)
 		remember(t, &r->st, r->verified_known ? &r->plan : NULL, r->verified_known ? &r->after_ck : &r->st.ck,
 			 r->read_us);
 	else
