@@ -169,7 +169,7 @@ static struct kv_pair *gather(struct agent *ag, size_t *nkv)
 void agent_snapshot_retire(struct agent *ag, struct consul_kv_list *kv)
 {
 	if (ag->pinned) {
-		ag->retired = px_grow(ag->retired, ag->nretired, sizeof(*ag->retired));
+		ag->retired = model_grow(ag->retired, ag->nretired, sizeof(*ag->retired));
 		ag->retired[ag->nretired++] = *kv;
 		memset(kv, 0, sizeof(*kv));
 		return;
@@ -249,11 +249,11 @@ void agent_want_put(struct agent_want *w)
 {
 	if (!w || atomic_fetch_sub(&w->refs, 1) != 1)
 		return;
-	px_servers_free(&w->servers);
-	px_users_free(&w->users);
-	px_keeps_free(&w->keep_servers);
-	px_names_free(&w->keep_users);
-	px_peers_free(&w->peers);
+	model_servers_free(&w->servers);
+	model_users_free(&w->users);
+	model_keeps_free(&w->keep_servers);
+	model_names_free(&w->keep_users);
+	model_peers_free(&w->peers);
 	free(w);
 }
 
@@ -662,7 +662,7 @@ int agent_once(struct sync_config *cfg, bool dry_run)
 		rc = 0;
 		for (size_t i = 0; i < ag.ntargets; i++) {
 			struct target *t = &ag.targets[i];
-			int r = agent_reconcile(&ag, t, w, dry_run);
+			int r = target_reconcile(&ag, t, w, dry_run);
 
 			if (r < 0 || (!dry_run && !t->in_sync))
 				rc = 1;

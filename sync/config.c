@@ -736,7 +736,7 @@ enum opts_result sync_config_load(struct sync_config *c, int argc, char **argv, 
 		       opt_str(&c->o, "managed-hostgroups"));
 		return OPTS_ERROR;
 	}
-	px_server_defaults(&l->server_defaults);
+	model_server_defaults(&l->server_defaults);
 	l->server_defaults.weight = opt_int(&c->o, "default-weight");
 	l->server_defaults.max_connections = opt_int(&c->o, "default-max-connections");
 	l->server_defaults.max_replication_lag = opt_int(&c->o, "default-max-replication-lag");
@@ -749,7 +749,7 @@ enum opts_result sync_config_load(struct sync_config *c, int argc, char **argv, 
 		sk_err(err, errlen, "default-comment or user-tag is not printable text of a sensible length");
 		return OPTS_ERROR;
 	}
-	px_user_defaults(&l->user_defaults);
+	model_user_defaults(&l->user_defaults);
 	l->user_defaults.default_hostgroup = opt_int(&c->o, "user-default-hostgroup");
 	l->user_defaults.max_connections = opt_int(&c->o, "user-max-connections");
 

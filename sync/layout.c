@@ -20,7 +20,7 @@ static void reject(struct layout_result *r, const char *key, const char *fmt, ..
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
-	r->rejects = px_grow(r->rejects, r->nrejects, sizeof(*r->rejects));
+	r->rejects = model_grow(r->rejects, r->nrejects, sizeof(*r->rejects));
 	r->rejects[r->nrejects].key = xstrndup(key, strlen(key) > 300 ? 300 : strlen(key));
 	r->rejects[r->nrejects].reason = xstrdup(why);
 	r->nrejects++;
@@ -127,7 +127,7 @@ static void add_server(struct layout_result *r, const struct px_server *s, const
 		reject(r, key, "more than 100000 servers");
 		return;
 	}
-	px_servers_add(&r->servers, s);
+	model_servers_add(&r->servers, s);
 	*slot = r->servers.n;
 }
 
@@ -251,7 +251,7 @@ static void server_entry(const struct layout_config *cfg, struct layout_result *
 		return;
 	}
 	if (!value_ok(r, kv)) {
-		px_keeps_add(&r->keep_servers, hg, host, s.port);
+		model_keeps_add(&r->keep_servers, hg, host, s.port);
 		return;
 	}
 	/* A key without a port (the form Consul versions that refuse ':' in keys need) takes it from a
@@ -273,7 +273,7 @@ static void server_entry(const struct layout_config *cfg, struct layout_result *
 	s.comment = xstrdup(cfg->server_defaults.comment ? cfg->server_defaults.comment : "");
 	if ((bad = server_attrs(kv->value, kv->len, &s, why, sizeof(why))) != NULL) {
 		reject(r, kv->key, "%s", bad);
-		px_keeps_add(&r->keep_servers, hg, host, s.port);
+		model_keeps_add(&r->keep_servers, hg, host, s.port);
 	} else {
 		s.host = host;
 		s.hostgroup = hg;
@@ -324,9 +324,9 @@ static void find_masters(const struct layout_config *cfg, const struct kv_pair *
 
 static void keep_hostgroup(struct layout_result *r, const struct layout_cluster *cl)
 {
-	px_keeps_add(&r->keep_servers, cl->writer_hostgroup, NULL, 0);
+	model_keeps_add(&r->keep_servers, cl->writer_hostgroup, NULL, 0);
 	if (cl->writer_is_reader && cl->reader_hostgroup >= 0)
-		px_keeps_add(&r->keep_servers, cl->reader_hostgroup, NULL, 0);
+		model_keeps_add(&r->keep_servers, cl->reader_hostgroup, NULL, 0);
 }
 
 /* The writer's host and port, from the main key or else from its /hostname and /port children.
@@ -376,7 +376,7 @@ static bool master_writer(struct layout_result *r, const struct layout_cluster *
 	 * a failover is being written right now. */
 	if (m->main && m->hostname &&
 	    (strcmp(m->hostname->value, host) != 0 || (m->port && strtol(m->port->value, NULL, 10) != *port))) {
-		r->unsettled = px_grow(r->unsettled, r->nunsettled, sizeof(char *));
+		r->unsettled = model_grow(r->unsettled, r->nunsettled, sizeof(char *));
 		r->unsettled[r->nunsettled++] = xstrdup(cl->alias);
 		return false;
 	}
@@ -579,7 +579,7 @@ static void service_instance(const struct layout_config *cfg, const struct kv_pa
 
 		reject(r, label, "%s", bad);
 		if (!model_split_address(end + 1, 3306, host, sizeof(host), &port))
-			px_keeps_add(&r->keep_servers, sv->hostgroup, host, port);
+			model_keeps_add(&r->keep_servers, sv->hostgroup, host, port);
 		cJSON_Delete(attrs);
 		return;
 	}
@@ -617,7 +617,7 @@ static void announced(const struct kv_pair *kv, struct layout_result *r)
 	if (bad)
 		reject(r, kv->key, "%s", bad);
 	else
-		px_peers_add(&r->peers, host, (long)port->valuedouble, w, comment);
+		model_peers_add(&r->peers, host, (long)port->valuedouble, w, comment);
 	cJSON_Delete(doc);
 }
 
@@ -747,7 +747,7 @@ static void add_user(const struct layout_config *cfg, struct layout_result *r, s
 		snprintf(comment, sizeof(comment), "%s", cfg->user_tag);
 	free(u->comment);
 	u->comment = comment;
-	px_users_add(&r->users, u);
+	model_users_add(&r->users, u);
 	u->comment = NULL;
 }
 
@@ -766,14 +766,14 @@ static void user(const struct layout_config *cfg, const struct kv_pair *kv, stru
 		return;
 	}
 	if (!value_ok(r, kv)) {
-		px_names_add(&r->keep_users, name);
+		model_names_add(&r->keep_users, name);
 		return;
 	}
 	root = cJSON_ParseWithLength(kv->value, kv->len);
 	if (!root || !cJSON_IsObject(root)) {
 		cJSON_Delete(root);
 		reject(r, kv->key, "value is not a JSON object");
-		px_names_add(&r->keep_users, name);
+		model_names_add(&r->keep_users, name);
 		return;
 	}
 	u.username = (char *)name;
@@ -784,10 +784,10 @@ static void user(const struct layout_config *cfg, const struct kv_pair *kv, stru
 	sk_json_delete_wiped(root); /* the password */
 	if (bad) {
 		reject(r, kv->key, "%s", bad);
-		px_names_add(&r->keep_users, name);
+		model_names_add(&r->keep_users, name);
 	} else if (r->users.n >= LAYOUT_MAX_ROWS) {
 		reject(r, kv->key, "more than 100000 users");
-		px_names_add(&r->keep_users, name);
+		model_names_add(&r->keep_users, name);
 	} else {
 		add_user(cfg, r, &u);
 	}
@@ -840,17 +840,17 @@ void layout_build(const struct layout_config *cfg, const struct kv_pair *kv, siz
 			announced(&kv[i], out);
 	}
 	seen_free(out);
-	px_servers_sort(&out->servers);
-	px_users_sort(&out->users);
+	model_servers_sort(&out->servers);
+	model_users_sort(&out->users);
 	unique_users(&out->users);
-	px_names_sort(&out->keep_users);
-	px_peers_sort(&out->peers);
+	model_names_sort(&out->keep_users);
+	model_peers_sort(&out->peers);
 }
 
 void layout_result_free(struct layout_result *r)
 {
-	px_servers_free(&r->servers);
-	px_users_free(&r->users);
+	model_servers_free(&r->servers);
+	model_users_free(&r->users);
 	for (size_t i = 0; i < r->nrejects; i++) {
 		free(r->rejects[i].key);
 		free(r->rejects[i].reason);
@@ -859,9 +859,9 @@ void layout_result_free(struct layout_result *r)
 	for (size_t i = 0; i < r->nunsettled; i++)
 		free(r->unsettled[i]);
 	free(r->unsettled);
-	px_keeps_free(&r->keep_servers);
-	px_names_free(&r->keep_users);
-	px_peers_free(&r->peers);
+	model_keeps_free(&r->keep_servers);
+	model_names_free(&r->keep_users);
+	model_peers_free(&r->peers);
 	seen_free(r);
 	memset(r, 0, sizeof(*r));
 }
@@ -947,7 +947,7 @@ int layout_keep_writers(const struct layout_config *cfg, const long *owned, size
 			continue;
 		for (size_t i = 0; i < have->n; i++) {
 			if (have->v[i].hostgroup == hg && !sk_streq_ci(have->v[i].status, "OFFLINE_HARD")) {
-				px_servers_add(want, &have->v[i]);
+				model_servers_add(want, &have->v[i]);
 				any = true;
 			}
 		}
@@ -955,7 +955,7 @@ int layout_keep_writers(const struct layout_config *cfg, const long *owned, size
 			held++;
 	}
 	if (held)
-		px_servers_sort(want);
+		model_servers_sort(want);
 	return held;
 }
 

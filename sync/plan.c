@@ -30,7 +30,7 @@ static bool owned(const struct plan_options *o, long hg)
 
 static void add_step(struct plan *p, sk_buf *sql, sk_buf *shown)
 {
-	p->steps = px_grow(p->steps, p->n, sizeof(*p->steps));
+	p->steps = model_grow(p->steps, p->n, sizeof(*p->steps));
 	p->steps[p->n].sql = sql->data ? sql->data : xstrdup("");
 	/* Without a redacted text the statement shows as it is: one string, not a copy. */
 	p->steps[p->n].shown = shown ? (shown->data ? shown->data : xstrdup("")) : p->steps[p->n].sql;
@@ -42,7 +42,7 @@ static void add_step(struct plan *p, sk_buf *sql, sk_buf *shown)
 
 static void after_server(struct plan *p, const struct px_server *s)
 {
-	p->after_servers = px_grow(p->after_servers, p->nafter_servers, sizeof(*p->after_servers));
+	p->after_servers = model_grow(p->after_servers, p->nafter_servers, sizeof(*p->after_servers));
 	p->after_servers[p->nafter_servers++] = s;
 }
 
@@ -50,7 +50,7 @@ static void after_server(struct plan *p, const struct px_server *s)
 static void after_user(struct plan *p, const struct px_user *first, size_t rows)
 {
 	for (size_t k = 0; k < rows; k++) {
-		p->after_users = px_grow(p->after_users, p->nafter_users, sizeof(*p->after_users));
+		p->after_users = model_grow(p->after_users, p->nafter_users, sizeof(*p->after_users));
 		p->after_users[p->nafter_users++] = &first[k];
 	}
 }
@@ -392,7 +392,7 @@ static void merge_servers(const struct px_servers *want, const struct px_servers
 				server_gone(p, h, m->drains, m->nd, m->o);
 			j++;
 		} else {
-			if (!px_server_same(w, h))
+			if (!model_server_same(w, h))
 				server_update(p, w);
 			after_server(p, w);
 			i++;
@@ -443,7 +443,7 @@ static bool group_tagged(const struct px_users *have, size_t j, size_t rows, con
 
 static bool is_protected(const struct plan_options *o, const char *name, struct plan *p)
 {
-	if (!o->protected_users || !px_names_has(o->protected_users, name))
+	if (!o->protected_users || !model_names_has(o->protected_users, name))
 		return false;
 	if (!p->user_protected++)
 		p->first_protected = name;
@@ -470,7 +470,7 @@ static void user_new(const struct plan_options *o, struct plan *p, const struct 
  * rejected, stay). */
 static void user_gone(const struct plan_options *o, struct plan *p, const struct px_user *h, size_t rows, bool mine)
 {
-	if (mine && !(o->keep_users && px_names_has(o->keep_users, h->username))) {
+	if (mine && !(o->keep_users && model_names_has(o->keep_users, h->username))) {
 		user_delete(p, h->username);
 		p->user_deletes++;
 	} else {
@@ -493,7 +493,7 @@ static void user_both(const struct plan_options *o, struct plan *p, const struct
 		if (!p->user_conflicts++)
 			p->first_conflict = w->username;
 		after_user(p, h, rows);
-	} else if (rows != 1 || !px_user_same(w, h)) {
+	} else if (rows != 1 || !model_user_same(w, h)) {
 		user_delete(p, w->username); /* replaced: deleted now, inserted with the new ones */
 		ins->v[ins->n++] = w;
 		after_user(p, w, 1);
@@ -632,7 +632,7 @@ static void hash_long(struct row_hash *h, long v)
 
 static void set_add(struct plan_rowset *s, const struct row_hash *h, bool owned)
 {
-	s->v = px_grow(s->v, s->n, sizeof(*s->v));
+	s->v = model_grow(s->v, s->n, sizeof(*s->v));
 	s->v[s->n].h[0] = h->a;
 	s->v[s->n].h[1] = h->b;
 	s->v[s->n].owned = owned;
@@ -697,7 +697,7 @@ static void server_side(const struct px_servers *rows, const struct px_families 
 	memset(out, 0, sizeof(*out));
 	for (size_t i = 0; i < rows->n; i++) {
 		const struct px_server *s = &rows->v[i];
-		const struct px_family *f = px_family_of(fam, s->hostgroup);
+		const struct px_family *f = model_family_of(fam, s->hostgroup);
 		char status[sizeof(s->status)];
 		struct row_hash h = { 0xcbf29ce484222325ULL, 0x243f6a8885a308d3ULL };
 
@@ -855,7 +855,7 @@ void plan_peers(const struct px_peers *want, const struct px_peers *have, const 
 	size_t before = p->n;
 
 	for (size_t i = 0; i < want->n; i++) {
-		const struct px_peer *h = px_peers_find(have, want->v[i].host, want->v[i].port);
+		const struct px_peer *h = model_peers_find(have, want->v[i].host, want->v[i].port);
 
 		if (!h) {
 			peer_step(p, "INSERT", &want->v[i]);
@@ -868,7 +868,7 @@ void plan_peers(const struct px_peers *want, const struct px_peers *have, const 
 	for (size_t i = 0; i < have->n; i++) {
 		const struct px_peer *h = &have->v[i];
 
-		if (px_peers_find(want, h->host, h->port) ||
+		if (model_peers_find(want, h->host, h->port) ||
 		    (self && strcmp(self->host, h->host) == 0 && self->port == h->port))
 			continue;
 		peer_step(p, "DELETE", h);

@@ -33,7 +33,7 @@ static bool in_list(const long *v, size_t n, long hg)
 
 static bool wanted(const struct px_servers *want, const struct px_server *s)
 {
-	return px_servers_find(want, s->hostgroup, s->host, s->port) != NULL;
+	return model_servers_find(want, s->hostgroup, s->host, s->port) != NULL;
 }
 
 /* Never empty a writer hostgroup (layout_keep_writers), unless allow-empty-writer. */
@@ -224,12 +224,12 @@ static int disable_pull(struct agent *ag, struct target *t, struct tstate *st, c
 static void tstate_free(struct tstate *st)
 {
 	px_facts_free(&st->facts);
-	px_servers_free(&st->mem_s);
-	px_servers_free(&st->rt_s);
-	px_users_free(&st->mem_u);
+	model_servers_free(&st->mem_s);
+	model_servers_free(&st->rt_s);
+	model_users_free(&st->mem_u);
 	plan_rowset_free(&st->rt_u);
-	px_peers_free(&st->mem_p);
-	px_peers_free(&st->rt_p);
+	model_peers_free(&st->mem_p);
+	model_peers_free(&st->rt_p);
 	memset(st, 0, sizeof(*st));
 }
 
@@ -283,8 +283,8 @@ void target_forget(struct target *t)
 {
 	if (!t->known)
 		return;
-	px_servers_free(&t->known->mem_s);
-	px_users_free(&t->known->mem_u);
+	model_servers_free(&t->known->mem_s);
+	model_users_free(&t->known->mem_u);
 	free(t->known);
 	t->known = NULL;
 }
@@ -300,8 +300,8 @@ static int read_known(struct target *t, const deadline_t *dl, struct tstate *st,
 	memset(st, 0, sizeof(*st));
 	t->known = NULL;
 	if (pxadmin_read_facts(&t->px, dl, &st->facts, e) < 0 || st->facts.cluster_peers > 0) {
-		px_servers_free(&k->mem_s);
-		px_users_free(&k->mem_u);
+		model_servers_free(&k->mem_s);
+		model_users_free(&k->mem_u);
 		free(k);
 		return st->facts.cluster_peers > 0 ? 0 : -1;
 	}
@@ -349,10 +349,10 @@ static void remember(struct target *t, struct tstate *st, const struct plan *aft
 	target_forget(t);
 	if (after) {
 		for (size_t i = 0; i < after->nafter_servers; i++)
-			px_servers_add(&k->mem_s, after->after_servers[i]);
-		px_servers_sort(&k->mem_s);
+			model_servers_add(&k->mem_s, after->after_servers[i]);
+		model_servers_sort(&k->mem_s);
 		for (size_t i = 0; i < after->nafter_users; i++)
-			px_users_add(&k->mem_u, after->after_users[i]);
+			model_users_add(&k->mem_u, after->after_users[i]);
 	} else {
 		k->mem_s = st->mem_s;
 		k->mem_u = st->mem_u;
@@ -409,16 +409,16 @@ static void plan_fleet(struct sync_config *cfg, const struct agent_want *want, c
 		*opt_str(&cfg->o, "announce-address") &&
 		!model_split_address(opt_str(&cfg->o, "announce-address"), 6032, host, sizeof(host), &self.port);
 
-	px_peers_copy(&fleet, &want->peers);
+	model_peers_copy(&fleet, &want->peers);
 	if (have_self) {
 		self.host = host;
 		self.weight = opt_int(&cfg->o, "announce-weight");
 		self.comment = (char *)opt_str(&cfg->o, "announce-comment");
-		px_peers_add(&fleet, self.host, self.port, self.weight, self.comment);
-		px_peers_sort(&fleet);
+		model_peers_add(&fleet, self.host, self.port, self.weight, self.comment);
+		model_peers_sort(&fleet);
 	}
 	plan_peers(&fleet, &st->mem_p, &st->rt_p, have_self ? &self : NULL, opt_flag(&cfg->o, "save-to-disk"), out);
-	px_peers_free(&fleet);
+	model_peers_free(&fleet);
 }
 
 /* The plan that brings the target from `st` to `want_s` / `want`, with every owed LOAD and SAVE
@@ -561,11 +561,11 @@ static void guard_hostgroups(struct agent *ag, struct target *t, const struct ts
 			continue;
 		for (size_t i = 0; i < have->n; i++)
 			if (have->v[i].hostgroup == d->hostgroup && serving(&have->v[i]) && !wanted(want, &have->v[i]))
-				px_servers_add(want, &have->v[i]);
+				model_servers_add(want, &have->v[i]);
 		g->held++;
 	}
 	if (g->held)
-		px_servers_sort(want);
+		model_servers_sort(want);
 }
 
 /* A new hold (or one whose counts changed): counted, and the watchers read again at once to
@@ -797,7 +797,7 @@ static void forget_drains(struct target *t, const struct px_servers *have, const
 {
 	for (size_t i = 0; i < t->ndrains;) {
 		const struct px_server *h =
-			px_servers_find(have, t->drains[i].hostgroup, t->drains[i].host, t->drains[i].port);
+			model_servers_find(have, t->drains[i].hostgroup, t->drains[i].host, t->drains[i].port);
 
 		if (!h || wanted(want, h) || !sk_streq_ci(h->status, "OFFLINE_SOFT")) {
 			free(t->drains[i].host);
@@ -919,7 +919,7 @@ static void guard_wanted(struct pass *r)
 
 	for (size_t i = 0; i < all->n; i++)
 		if (in_list(r->st.owned, r->st.nowned, all->v[i].hostgroup))
-			px_servers_add(&r->want_s, &all->v[i]);
+			model_servers_add(&r->want_s, &all->v[i]);
 	r->guards.writers = keep_writers(r->ag, r->st.owned, r->st.nowned, &r->want_s, &r->st.mem_s);
 	guard_hostgroups(r->ag, r->t, &r->st, &r->want_s, &r->st.mem_s, &r->guards);
 }
@@ -943,7 +943,7 @@ static struct drain_rec *drain_track(struct target *t, const struct px_server *s
 	struct drain_rec *r = drain_find(t, s);
 
 	if (!r) {
-		t->drains = px_grow(t->drains, t->ndrains, sizeof(*t->drains));
+		t->drains = model_grow(t->drains, t->ndrains, sizeof(*t->drains));
 		r = &t->drains[t->ndrains++];
 		r->hostgroup = s->hostgroup;
 		r->host = xstrdup(s->host);
@@ -963,7 +963,7 @@ static int read_drains(struct pass *r)
 
 		if (in_list(r->st.owned, r->st.nowned, s->hostgroup) && !wanted(&r->want_s, s) &&
 		    sk_streq_ci(s->status, "OFFLINE_SOFT")) {
-			r->draining = px_grow(r->draining, r->nd, sizeof(*r->draining));
+			r->draining = model_grow(r->draining, r->nd, sizeof(*r->draining));
 			r->draining[r->nd++] = s;
 		}
 	}
@@ -1216,7 +1216,7 @@ static void pass_end(struct pass *r)
 	free(r->draining);
 	free(r->dinfo);
 	free(r->used);
-	px_servers_free(&r->want_s);
+	model_servers_free(&r->want_s);
 	tstate_free(&r->st);
 }
 
@@ -1240,7 +1240,7 @@ static int reconcile(struct agent *ag, struct target *t, const struct agent_want
 	return rc;
 }
 
-int agent_reconcile(struct agent *ag, struct target *t, const struct agent_want *want, bool print)
+int target_reconcile(struct agent *ag, struct target *t, const struct agent_want *want, bool print)
 {
 	int rc = reconcile(ag, t, want, print);
 
@@ -1298,7 +1298,7 @@ static int reconcile_published(struct agent *ag, struct target *t, unsigned long
 	w = agent_want_get(ag);
 	*gen = ag->desired_gen;
 	pthread_mutex_unlock(&ag->mu);
-	r = agent_reconcile(ag, t, w, false);
+	r = target_reconcile(ag, t, w, false);
 	t->last_check_us = deadline_now_us();
 	agent_want_put(w);
 #ifdef __GLIBC__
