@@ -602,7 +602,7 @@ int agent_once(struct sync_config *cfg, bool dry_run)
 		rc = 0;
 		for (size_t i = 0; i < ag.ntargets; i++) {
 			struct target *t = &ag.targets[i];
-			int r = agent_reconcile(&ag, t, w, dry_run);
+			int r = target_reconcile(&ag, t, w, dry_run);
 
 			if (r < 0 || (!dry_run && !t->in_sync))
 				rc = 1;

@@ -197,7 +197,7 @@ int agent_once(struct sync_config *cfg, bool dry_run);
  * agent_once. Returns 0 when the target is now in the desired state (pending drains allowed),
  * 1 when drains are still pending or a guard holds a hostgroup, -1 on errors. With `print`,
  * prints the plan and applies nothing. */
-int agent_reconcile(struct agent *ag, struct target *t, const struct agent_want *want, bool print);
+int target_reconcile(struct agent *ag, struct target *t, const struct agent_want *want, bool print);
 
 /* Log the rejections of a build that the previous build did not have (each once while it lasts;
  * past AGENT_SEEN_MAX at once, one line for the rest), count them in rejected_total, set

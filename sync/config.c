@@ -949,7 +949,7 @@ static int load_layout(struct sync_config *c, char *err, size_t errlen)
 			      opt_given(o, "managed-hostgroups") ? opt_source(o, "managed-hostgroups")
 								 : "managed-hostgroups",
 			      opt_str(o, "managed-hostgroups"));
-	px_server_defaults(&l->server_defaults);
+	model_server_defaults(&l->server_defaults);
 	l->server_defaults.weight = opt_int(o, "default-weight");
 	l->server_defaults.max_connections = opt_int(o, "default-max-connections");
 	l->server_defaults.max_replication_lag = opt_int(o, "default-max-replication-lag");
@@ -960,7 +960,7 @@ static int load_layout(struct sync_config *c, char *err, size_t errlen)
 	if (model_check_text(l->server_defaults.comment, MODEL_COMMENT_MAX) || model_check_text(l->user_tag, 40) ||
 	    !l->user_tag[0])
 		return sk_err(err, errlen, "default-comment or user-tag is not printable text of a sensible length");
-	px_user_defaults(&l->user_defaults);
+	model_user_defaults(&l->user_defaults);
 	l->user_defaults.default_hostgroup = opt_int(o, "user-default-hostgroup");
 	l->user_defaults.max_connections = opt_int(o, "user-max-connections");
 	return 0;

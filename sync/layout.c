@@ -20,7 +20,7 @@ static void reject(struct layout_result *r, const char *key, const char *fmt, ..
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
-	r->rejects = px_grow(r->rejects, r->nrejects, sizeof(*r->rejects));
+	r->rejects = model_grow(r->rejects, r->nrejects, sizeof(*r->rejects));
 	r->rejects[r->nrejects].key = xstrndup(key, strlen(key) > 300 ? 300 : strlen(key));
 	r->rejects[r->nrejects].reason = xstrdup(why);
 	r->nrejects++;
@@ -127,7 +127,7 @@ static void add_server(struct layout_result *r, const struct px_server *s, const
 		reject(r, key, "more than 100000 servers");
 		return;
 	}
-	px_servers_add(&r->servers, s);
+	model_servers_add(&r->servers, s);
 	*slot = r->servers.n;
 }
 
@@ -150,21 +150,60 @@ static const char *int_attr(const cJSON *v, long min, long max, long *out)
 	return NULL;
 }
 
+/* An integer field of a row: its name, its place in the row's struct, its bounds. */
+struct int_field {
+	const char *name;
+	size_t off;
+	long min, max;
+};
+
+/* The field of `f` (n of them) named `name`, or NULL. */
+static const struct int_field *int_field_named(const struct int_field *f, size_t n, const char *name)
+{
+	for (size_t k = 0; k < n; k++)
+		if (strcmp(name, f[k].name) == 0)
+			return &f[k];
+	return NULL;
+}
+
+/* The integer attributes of a server. */
+static const struct int_field server_ints[] = {
+	{ "weight", offsetof(struct px_server, weight), 0, 10000000 },
+	{ "max_connections", offsetof(struct px_server, max_connections), 0, 2147483647L },
+	{ "max_replication_lag", offsetof(struct px_server, max_replication_lag), 0, 126144000 },
+	{ "use_ssl", offsetof(struct px_server, use_ssl), 0, 1 },
+	{ "compression", offsetof(struct px_server, compression), 0, 1 },
+	{ "max_latency_ms", offsetof(struct px_server, max_latency_ms), 0, 2147483647L },
+};
+
+/* Apply one attribute of a server's JSON object; returns NULL or a reason naming it (in `why`). */
+static const char *server_attr(const cJSON *it, struct px_server *s, char *why, size_t whylen)
+{
+	const struct int_field *f = int_field_named(server_ints, SK_ARRAY_LEN(server_ints), it->string);
+	const char *bad = NULL;
+
+	if (f) {
+		if ((bad = int_attr(it, f->min, f->max, (long *)((char *)s + f->off))) == NULL)
+			return NULL;
+		snprintf(why, whylen, "attribute %s %s", f->name, bad);
+		return why;
+	}
+	if (strcmp(it->string, "comment") != 0) {
+		snprintf(why, whylen, "unknown attribute '%.40s'", it->string);
+		return why;
+	}
+	if (!cJSON_IsString(it) || (bad = model_check_text(it->valuestring, MODEL_COMMENT_MAX))) {
+		snprintf(why, whylen, "attribute comment %s", bad ? bad : "is not a string");
+		return why;
+	}
+	free(s->comment);
+	s->comment = xstrdup(it->valuestring);
+	return NULL;
+}
+
 /* Apply a JSON object of server attributes; returns NULL or a reason naming the attribute. */
 static const char *server_attrs(const char *value, size_t len, struct px_server *s, char *why, size_t whylen)
 {
-	static const struct {
-		const char *name;
-		size_t off;
-		long min, max;
-	} ints[] = {
-		{ "weight", offsetof(struct px_server, weight), 0, 10000000 },
-		{ "max_connections", offsetof(struct px_server, max_connections), 0, 2147483647L },
-		{ "max_replication_lag", offsetof(struct px_server, max_replication_lag), 0, 126144000 },
-		{ "use_ssl", offsetof(struct px_server, use_ssl), 0, 1 },
-		{ "compression", offsetof(struct px_server, compression), 0, 1 },
-		{ "max_latency_ms", offsetof(struct px_server, max_latency_ms), 0, 2147483647L },
-	};
 	cJSON *root, *it;
 	const char *bad = NULL;
 
@@ -177,30 +216,8 @@ static const char *server_attrs(const char *value, size_t len, struct px_server 
 	}
 	cJSON_ArrayForEach(it, root)
 	{
-		size_t k;
-
-		for (k = 0; k < SK_ARRAY_LEN(ints); k++)
-			if (strcmp(it->string, ints[k].name) == 0)
-				break;
-		if (k < SK_ARRAY_LEN(ints)) {
-			if ((bad = int_attr(it, ints[k].min, ints[k].max, (long *)((char *)s + ints[k].off))) != NULL) {
-				snprintf(why, whylen, "attribute %s %s", ints[k].name, bad);
-				bad = why;
-				break;
-			}
-		} else if (strcmp(it->string, "comment") == 0) {
-			if (!cJSON_IsString(it) || (bad = model_check_text(it->valuestring, MODEL_COMMENT_MAX))) {
-				snprintf(why, whylen, "attribute comment %s", bad ? bad : "is not a string");
-				bad = why;
-				break;
-			}
-			free(s->comment);
-			s->comment = xstrdup(it->valuestring);
-		} else {
-			snprintf(why, whylen, "unknown attribute '%.40s'", it->string);
-			bad = why;
+		if ((bad = server_attr(it, s, why, whylen)) != NULL)
 			break;
-		}
 	}
 	cJSON_Delete(root);
 	return bad;
@@ -234,7 +251,7 @@ static void server_entry(const struct layout_config *cfg, struct layout_result *
 		return;
 	}
 	if (!value_ok(r, kv)) {
-		px_keeps_add(&r->keep_servers, hg, host, s.port);
+		model_keeps_add(&r->keep_servers, hg, host, s.port);
 		return;
 	}
 	/* A key without a port (the form Consul versions that refuse ':' in keys need) takes it from a
@@ -256,7 +273,7 @@ static void server_entry(const struct layout_config *cfg, struct layout_result *
 	s.comment = xstrdup(cfg->server_defaults.comment ? cfg->server_defaults.comment : "");
 	if ((bad = server_attrs(kv->value, kv->len, &s, why, sizeof(why))) != NULL) {
 		reject(r, kv->key, "%s", bad);
-		px_keeps_add(&r->keep_servers, hg, host, s.port);
+		model_keeps_add(&r->keep_servers, hg, host, s.port);
 	} else {
 		s.host = host;
 		s.hostgroup = hg;
@@ -307,77 +324,88 @@ static void find_masters(const struct layout_config *cfg, const struct kv_pair *
 
 static void keep_hostgroup(struct layout_result *r, const struct layout_cluster *cl)
 {
-	px_keeps_add(&r->keep_servers, cl->writer_hostgroup, NULL, 0);
+	model_keeps_add(&r->keep_servers, cl->writer_hostgroup, NULL, 0);
 	if (cl->writer_is_reader && cl->reader_hostgroup >= 0)
-		px_keeps_add(&r->keep_servers, cl->reader_hostgroup, NULL, 0);
+		model_keeps_add(&r->keep_servers, cl->reader_hostgroup, NULL, 0);
+}
+
+/* The writer's host and port, from the main key or else from its /hostname and /port children.
+ * False when one is rejected (the writer the target has is kept). */
+static bool master_read(struct layout_result *r, const struct layout_cluster *cl, const struct master_keys *m,
+			char *host, size_t hostlen, long *port)
+{
+	const char *bad;
+
+	if (m->main) {
+		if ((bad = model_split_address(m->main->value, 3306, host, hostlen, port)) == NULL)
+			return true;
+		reject(r, m->main->key, "address %s", bad);
+	} else if (!sk_strlcpy(host, m->hostname->value, hostlen)) {
+		reject(r, m->hostname->key, "address is longer than 255 bytes");
+	} else if (m->port && !sk_parse_long(m->port->value, 1, 65535, port)) {
+		reject(r, m->port->key, "port is not a number from 1 to 65535");
+	} else {
+		return true;
+	}
+	keep_hostgroup(r, cl);
+	return false;
+}
+
+/* Cluster `cl`'s writer from its master keys `m`. False when it is left out: no key, a key that
+ * cannot be read (the writer the target has is kept), or a failover being written right now. */
+static bool master_writer(struct layout_result *r, const struct layout_cluster *cl, const struct master_keys *m,
+			  char *host, size_t hostlen, long *port)
+{
+	const char *bad;
+	bool ok;
+
+	if (!m->main && !m->hostname)
+		return false;
+	/* Any of the three with a NUL byte or an oversized value leaves the cluster out (each such
+	 * key gets its own reject line). */
+	ok = !m->main || value_ok(r, m->main);
+	ok = (!m->hostname || value_ok(r, m->hostname)) && ok;
+	ok = (!m->port || value_ok(r, m->port)) && ok;
+	if (!ok) {
+		keep_hostgroup(r, cl);
+		return false;
+	}
+	if (!master_read(r, cl, m, host, hostlen, port))
+		return false;
+	/* orchestrator writes the five keys one by one: children that disagree with the main key mean
+	 * a failover is being written right now. */
+	if (m->main && m->hostname &&
+	    (strcmp(m->hostname->value, host) != 0 || (m->port && strtol(m->port->value, NULL, 10) != *port))) {
+		r->unsettled = model_grow(r->unsettled, r->nunsettled, sizeof(char *));
+		r->unsettled[r->nunsettled++] = xstrdup(cl->alias);
+		return false;
+	}
+	if ((bad = model_check_host(host)) != NULL) {
+		reject(r, m->main ? m->main->key : m->hostname->key, "address %s", bad);
+		keep_hostgroup(r, cl);
+		return false;
+	}
+	return true;
 }
 
 /* orchestrator: <prefix>/<alias> = host:port, with /hostname and /port children. */
 static void masters(const struct layout_config *cfg, const struct kv_pair *kv, size_t nkv, struct layout_result *r)
 {
 	struct master_keys *found = xcalloc(cfg->nclusters ? cfg->nclusters : 1, sizeof(*found));
+	size_t n = strlen(cfg->master_prefix);
 
+	while (n && cfg->master_prefix[n - 1] == '/')
+		n--;
 	find_masters(cfg, kv, nkv, found);
 	for (size_t c = 0; c < cfg->nclusters; c++) {
 		const struct layout_cluster *cl = &cfg->clusters[c];
 		char key[1024], host[MODEL_HOST_MAX + 1], addr[MODEL_HOST_MAX + 16];
-		const struct kv_pair *main_kv, *hn, *pt;
-		const char *bad = NULL;
 		long port = 3306;
-		bool ok;
 		struct px_server s = cfg->server_defaults;
-		size_t n = strlen(cfg->master_prefix);
 
-		while (n && cfg->master_prefix[n - 1] == '/')
-			n--;
-		if (cl->writer_from_service)
+		if (cl->writer_from_service || !master_writer(r, cl, &found[c], host, sizeof(host), &port))
 			continue;
 		snprintf(key, sizeof(key), "%.*s/%s/port", (int)n, cfg->master_prefix, cl->alias);
-		main_kv = found[c].main;
-		hn = found[c].hostname;
-		pt = found[c].port;
-		if (!main_kv && !hn)
-			continue;
-		/* Any of the three with a NUL byte or an oversized value leaves the cluster out (each
-		 * such key gets its own reject line). */
-		ok = !main_kv || value_ok(r, main_kv);
-		ok = (!hn || value_ok(r, hn)) && ok;
-		ok = (!pt || value_ok(r, pt)) && ok;
-		/* A master key that cannot be read keeps the writer the target has. */
-		if (!ok) {
-			keep_hostgroup(r, cl);
-			continue;
-		}
-		if (main_kv) {
-			if ((bad = model_split_address(main_kv->value, 3306, host, sizeof(host), &port)) != NULL) {
-				reject(r, main_kv->key, "address %s", bad);
-				keep_hostgroup(r, cl);
-				continue;
-			}
-		} else {
-			if (!sk_strlcpy(host, hn->value, sizeof(host))) {
-				reject(r, hn->key, "address is longer than 255 bytes");
-				keep_hostgroup(r, cl);
-				continue;
-			}
-			if (pt && !sk_parse_long(pt->value, 1, 65535, &port)) {
-				reject(r, pt->key, "port is not a number from 1 to 65535");
-				keep_hostgroup(r, cl);
-				continue;
-			}
-		}
-		/* orchestrator writes the five keys one by one: children that disagree with the main
-		 * key mean a failover is being written right now. */
-		if (main_kv && hn && (strcmp(hn->value, host) != 0 || (pt && strtol(pt->value, NULL, 10) != port))) {
-			r->unsettled = px_grow(r->unsettled, r->nunsettled, sizeof(char *));
-			r->unsettled[r->nunsettled++] = xstrdup(cl->alias);
-			continue;
-		}
-		if ((bad = model_check_host(host)) != NULL) {
-			reject(r, main_kv ? main_kv->key : hn->key, "address %s", bad);
-			keep_hostgroup(r, cl);
-			continue;
-		}
 		snprintf(addr, sizeof(addr), "%s", host);
 		s.host = addr;
 		s.port = port;
@@ -485,37 +513,16 @@ static void fleet_instance(const struct layout_service *sv, const struct kv_pair
 	cJSON_free(one.value);
 }
 
-/* SERVICE_KEY_PREFIX<index>/<address>:<port> = {"node", "id", "weight", "meta"}: a passing instance. */
-static void service_instance(const struct layout_config *cfg, const struct kv_pair *kv, struct layout_result *r,
-			     const char *rest)
+/* A service instance's attributes from Service.Meta "<meta_prefix><attribute>" into `attrs`.
+ * Service.Meta values are strings: numbers are read as numbers, then validated like KV values.
+ * Returns NULL or the reason (in `why`). */
+static const char *service_meta(const struct layout_service *sv, const cJSON *meta, cJSON *attrs, char *why,
+				size_t whylen)
 {
 	static const char *const ints[] = { "weight",  "max_connections", "max_replication_lag",
 					    "use_ssl", "compression",     "max_latency_ms" };
-	char *end = NULL, label[400];
-	long i = strtol(rest, &end, 10);
-	const struct layout_service *sv;
-	cJSON *doc, *attrs, *meta;
-	struct kv_pair one;
-	const char *bad = NULL;
-	char why[200];
 
-	if (!end || *end != '/' || i < 0 || (size_t)i >= cfg->nservices)
-		return;
-	sv = &cfg->services[i];
-	if (sv->fleet) {
-		fleet_instance(sv, kv, r, end + 1);
-		return;
-	}
-	snprintf(label, sizeof(label), "%s: %s", sv->label, end + 1);
-	doc = cJSON_ParseWithLength(kv->value, kv->len);
-	attrs = cJSON_CreateObject();
-	if (!attrs)
-		sk_oom();
-	meta = doc ? cJSON_GetObjectItemCaseSensitive(doc, "meta") : NULL;
-	if (sv->weights && doc && cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(doc, "weight")))
-		cJSON_AddNumberToObject(attrs, "weight", cJSON_GetObjectItemCaseSensitive(doc, "weight")->valuedouble);
-	/* Service.Meta values are strings: numbers are read as numbers, then validated like KV values. */
-	for (size_t k = 0; sv->meta_prefix && cJSON_IsObject(meta) && k < SK_ARRAY_LEN(ints) + 1 && !bad; k++) {
+	for (size_t k = 0; sv->meta_prefix && cJSON_IsObject(meta) && k < SK_ARRAY_LEN(ints) + 1; k++) {
 		const char *attr = k < SK_ARRAY_LEN(ints) ? ints[k] : "comment";
 		char mkey[200];
 		const char *v;
@@ -531,10 +538,40 @@ static void service_instance(const struct layout_config *cfg, const struct kv_pa
 			cJSON_DeleteItemFromObjectCaseSensitive(attrs, attr);
 			cJSON_AddNumberToObject(attrs, attr, (double)n);
 		} else {
-			snprintf(why, sizeof(why), "Service.Meta.%.60s '%.40s' is not a number", mkey, v);
-			bad = why;
+			snprintf(why, whylen, "Service.Meta.%.60s '%.40s' is not a number", mkey, v);
+			return why;
 		}
 	}
+	return NULL;
+}
+
+/* SERVICE_KEY_PREFIX<index>/<address>:<port> = {"node", "id", "weight", "meta"}: a passing instance. */
+static void service_instance(const struct layout_config *cfg, const struct kv_pair *kv, struct layout_result *r,
+			     const char *rest)
+{
+	char *end = NULL, label[400], why[200];
+	long i = strtol(rest, &end, 10);
+	const struct layout_service *sv;
+	cJSON *doc, *attrs, *weight;
+	struct kv_pair one;
+	const char *bad;
+
+	if (!end || *end != '/' || i < 0 || (size_t)i >= cfg->nservices)
+		return;
+	sv = &cfg->services[i];
+	if (sv->fleet) {
+		fleet_instance(sv, kv, r, end + 1);
+		return;
+	}
+	snprintf(label, sizeof(label), "%s: %s", sv->label, end + 1);
+	doc = cJSON_ParseWithLength(kv->value, kv->len);
+	attrs = cJSON_CreateObject();
+	if (!attrs)
+		sk_oom();
+	weight = doc ? cJSON_GetObjectItemCaseSensitive(doc, "weight") : NULL;
+	if (sv->weights && cJSON_IsNumber(weight))
+		cJSON_AddNumberToObject(attrs, "weight", weight->valuedouble);
+	bad = service_meta(sv, doc ? cJSON_GetObjectItemCaseSensitive(doc, "meta") : NULL, attrs, why, sizeof(why));
 	cJSON_Delete(doc);
 	if (bad) {
 		char host[MODEL_HOST_MAX + 1];
@@ -542,7 +579,7 @@ static void service_instance(const struct layout_config *cfg, const struct kv_pa
 
 		reject(r, label, "%s", bad);
 		if (!model_split_address(end + 1, 3306, host, sizeof(host), &port))
-			px_keeps_add(&r->keep_servers, sv->hostgroup, host, port);
+			model_keeps_add(&r->keep_servers, sv->hostgroup, host, port);
 		cJSON_Delete(attrs);
 		return;
 	}
@@ -580,7 +617,7 @@ static void announced(const struct kv_pair *kv, struct layout_result *r)
 	if (bad)
 		reject(r, kv->key, "%s", bad);
 	else
-		px_peers_add(&r->peers, host, (long)port->valuedouble, w, comment);
+		model_peers_add(&r->peers, host, (long)port->valuedouble, w, comment);
 	cJSON_Delete(doc);
 }
 
@@ -623,63 +660,72 @@ static void generic(const struct layout_config *cfg, const struct kv_pair *kv, s
 	server_entry(cfg, r, kv, hg, slash + 1);
 }
 
+/* The integer fields of a user. */
+static const struct int_field user_ints[] = {
+	{ "active", offsetof(struct px_user, active), 0, 1 },
+	{ "use_ssl", offsetof(struct px_user, use_ssl), 0, 1 },
+	{ "default_hostgroup", offsetof(struct px_user, default_hostgroup), 0, 2147483647L },
+	{ "schema_locked", offsetof(struct px_user, schema_locked), 0, 1 },
+	{ "transaction_persistent", offsetof(struct px_user, transaction_persistent), 0, 1 },
+	{ "fast_forward", offsetof(struct px_user, fast_forward), 0, 1 },
+	{ "backend", offsetof(struct px_user, backend), 0, 1 },
+	{ "frontend", offsetof(struct px_user, frontend), 0, 1 },
+	{ "max_connections", offsetof(struct px_user, max_connections), 0, 2147483647L },
+};
+
+/* A text field of a user (password, default_schema, comment), checked and copied. Returns NULL or
+ * the reason (in `why`). */
+static const char *user_text(const cJSON *it, struct px_user *u, char *why, size_t whylen)
+{
+	char **field = strcmp(it->string, "password") == 0  ? &u->password
+		       : strcmp(it->string, "comment") == 0 ? &u->comment
+							    : &u->default_schema;
+	const char *bad;
+
+	if (!cJSON_IsString(it)) {
+		snprintf(why, whylen, "%s is not a string", it->string);
+		return why;
+	}
+	bad = field == &u->password  ? model_check_password(it->valuestring)
+	      : field == &u->comment ? model_check_text(it->valuestring, MODEL_COMMENT_MAX - 40)
+				     : model_check_text(it->valuestring, MODEL_SCHEMA_MAX);
+	if (bad) {
+		snprintf(why, whylen, "%s %s", it->string, bad);
+		return why;
+	}
+	free(*field);
+	*field = xstrdup(it->valuestring);
+	return NULL;
+}
+
+/* One field of a user's JSON object; returns NULL or the reason (in `why`). */
+static const char *user_field(const cJSON *it, struct px_user *u, char *why, size_t whylen)
+{
+	const struct int_field *f = int_field_named(user_ints, SK_ARRAY_LEN(user_ints), it->string);
+	const char *bad;
+
+	if (f) {
+		if ((bad = int_attr(it, f->min, f->max, (long *)((char *)u + f->off))) == NULL)
+			return NULL;
+		snprintf(why, whylen, "%s %s", f->name, bad);
+		return why;
+	}
+	if (strcmp(it->string, "password") == 0 || strcmp(it->string, "default_schema") == 0 ||
+	    strcmp(it->string, "comment") == 0)
+		return user_text(it, u, why, whylen);
+	snprintf(why, whylen, "unknown field '%.40s'", it->string);
+	return why;
+}
+
 static const char *user_json(const cJSON *root, struct px_user *u, char *why, size_t whylen)
 {
-	static const struct {
-		const char *name;
-		size_t off;
-		long min, max;
-	} ints[] = {
-		{ "active", offsetof(struct px_user, active), 0, 1 },
-		{ "use_ssl", offsetof(struct px_user, use_ssl), 0, 1 },
-		{ "default_hostgroup", offsetof(struct px_user, default_hostgroup), 0, 2147483647L },
-		{ "schema_locked", offsetof(struct px_user, schema_locked), 0, 1 },
-		{ "transaction_persistent", offsetof(struct px_user, transaction_persistent), 0, 1 },
-		{ "fast_forward", offsetof(struct px_user, fast_forward), 0, 1 },
-		{ "backend", offsetof(struct px_user, backend), 0, 1 },
-		{ "frontend", offsetof(struct px_user, frontend), 0, 1 },
-		{ "max_connections", offsetof(struct px_user, max_connections), 0, 2147483647L },
-	};
 	const cJSON *it;
 	const char *bad;
 
 	cJSON_ArrayForEach(it, root)
 	{
-		size_t k;
-
-		for (k = 0; k < SK_ARRAY_LEN(ints); k++)
-			if (strcmp(it->string, ints[k].name) == 0)
-				break;
-		if (k < SK_ARRAY_LEN(ints)) {
-			if ((bad = int_attr(it, ints[k].min, ints[k].max, (long *)((char *)u + ints[k].off))) != NULL) {
-				snprintf(why, whylen, "%s %s", ints[k].name, bad);
-				return why;
-			}
-			continue;
-		}
-		if (strcmp(it->string, "password") == 0 || strcmp(it->string, "default_schema") == 0 ||
-		    strcmp(it->string, "comment") == 0) {
-			char **field = strcmp(it->string, "password") == 0  ? &u->password
-				       : strcmp(it->string, "comment") == 0 ? &u->comment
-									    : &u->default_schema;
-
-			if (!cJSON_IsString(it)) {
-				snprintf(why, whylen, "%s is not a string", it->string);
-				return why;
-			}
-			bad = field == &u->password  ? model_check_password(it->valuestring)
-			      : field == &u->comment ? model_check_text(it->valuestring, MODEL_COMMENT_MAX - 40)
-						     : model_check_text(it->valuestring, MODEL_SCHEMA_MAX);
-			if (bad) {
-				snprintf(why, whylen, "%s %s", it->string, bad);
-				return why;
-			}
-			free(*field);
-			*field = xstrdup(it->valuestring);
-			continue;
-		}
-		snprintf(why, whylen, "unknown field '%.40s'", it->string);
-		return why;
+		if ((bad = user_field(it, u, why, whylen)) != NULL)
+			return bad;
 	}
 	if (!u->password || !u->password[0])
 		return "has no password";
@@ -690,12 +736,27 @@ static const char *user_json(const cJSON *root, struct px_user *u, char *why, si
 	return NULL;
 }
 
+/* Add user `u`, its comment tagged: the owner tag marks the rows this agent may delete later. */
+static void add_user(const struct layout_config *cfg, struct layout_result *r, struct px_user *u)
+{
+	char comment[MODEL_COMMENT_MAX + 1];
+
+	if (u->comment && *u->comment)
+		snprintf(comment, sizeof(comment), "%s: %s", cfg->user_tag, u->comment);
+	else
+		snprintf(comment, sizeof(comment), "%s", cfg->user_tag);
+	free(u->comment);
+	u->comment = comment;
+	model_users_add(&r->users, u);
+	u->comment = NULL;
+}
+
 /* <prefix>/<username> = {"password": ..., ...} */
 static void user(const struct layout_config *cfg, const struct kv_pair *kv, struct layout_result *r, const char *name)
 {
 	struct px_user u = cfg->user_defaults;
 	const char *bad;
-	char why[200], comment[MODEL_COMMENT_MAX + 1];
+	char why[200];
 	cJSON *root;
 
 	if (!*name || strchr(name, '/'))
@@ -705,14 +766,14 @@ static void user(const struct layout_config *cfg, const struct kv_pair *kv, stru
 		return;
 	}
 	if (!value_ok(r, kv)) {
-		px_names_add(&r->keep_users, name);
+		model_names_add(&r->keep_users, name);
 		return;
 	}
 	root = cJSON_ParseWithLength(kv->value, kv->len);
 	if (!root || !cJSON_IsObject(root)) {
 		cJSON_Delete(root);
 		reject(r, kv->key, "value is not a JSON object");
-		px_names_add(&r->keep_users, name);
+		model_names_add(&r->keep_users, name);
 		return;
 	}
 	u.username = (char *)name;
@@ -723,20 +784,12 @@ static void user(const struct layout_config *cfg, const struct kv_pair *kv, stru
 	sk_json_delete_wiped(root); /* the password */
 	if (bad) {
 		reject(r, kv->key, "%s", bad);
-		px_names_add(&r->keep_users, name);
+		model_names_add(&r->keep_users, name);
 	} else if (r->users.n >= LAYOUT_MAX_ROWS) {
 		reject(r, kv->key, "more than 100000 users");
-		px_names_add(&r->keep_users, name);
+		model_names_add(&r->keep_users, name);
 	} else {
-		/* The owner tag marks the rows this agent may delete later. */
-		if (u.comment && *u.comment)
-			snprintf(comment, sizeof(comment), "%s: %s", cfg->user_tag, u.comment);
-		else
-			snprintf(comment, sizeof(comment), "%s", cfg->user_tag);
-		free(u.comment);
-		u.comment = comment;
-		px_users_add(&r->users, &u);
-		u.comment = NULL;
+		add_user(cfg, r, &u);
 	}
 	if (u.password)
 		sk_wipe(u.password, strlen(u.password));
@@ -787,17 +840,17 @@ void layout_build(const struct layout_config *cfg, const struct kv_pair *kv, siz
 			announced(&kv[i], out);
 	}
 	seen_free(out);
-	px_servers_sort(&out->servers);
-	px_users_sort(&out->users);
+	model_servers_sort(&out->servers);
+	model_users_sort(&out->users);
 	unique_users(&out->users);
-	px_names_sort(&out->keep_users);
-	px_peers_sort(&out->peers);
+	model_names_sort(&out->keep_users);
+	model_peers_sort(&out->peers);
 }
 
 void layout_result_free(struct layout_result *r)
 {
-	px_servers_free(&r->servers);
-	px_users_free(&r->users);
+	model_servers_free(&r->servers);
+	model_users_free(&r->users);
 	for (size_t i = 0; i < r->nrejects; i++) {
 		free(r->rejects[i].key);
 		free(r->rejects[i].reason);
@@ -806,9 +859,9 @@ void layout_result_free(struct layout_result *r)
 	for (size_t i = 0; i < r->nunsettled; i++)
 		free(r->unsettled[i]);
 	free(r->unsettled);
-	px_keeps_free(&r->keep_servers);
-	px_names_free(&r->keep_users);
-	px_peers_free(&r->peers);
+	model_keeps_free(&r->keep_servers);
+	model_names_free(&r->keep_users);
+	model_peers_free(&r->peers);
 	seen_free(r);
 	memset(r, 0, sizeof(*r));
 }
@@ -894,7 +947,7 @@ int layout_keep_writers(const struct layout_config *cfg, const long *owned, size
 			continue;
 		for (size_t i = 0; i < have->n; i++) {
 			if (have->v[i].hostgroup == hg && !sk_streq_ci(have->v[i].status, "OFFLINE_HARD")) {
-				px_servers_add(want, &have->v[i]);
+				model_servers_add(want, &have->v[i]);
 				any = true;
 			}
 		}
@@ -902,7 +955,7 @@ int layout_keep_writers(const struct layout_config *cfg, const long *owned, size
 			held++;
 	}
 	if (held)
-		px_servers_sort(want);
+		model_servers_sort(want);
 	return held;
 }
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void *px_grow(void *v, size_t n, size_t size)
+void *model_grow(void *v, size_t n, size_t size)
 {
 	if (n == 0)
 		return xrealloc(v, 8 * size);
@@ -14,7 +14,7 @@ void *px_grow(void *v, size_t n, size_t size)
 	return v;
 }
 
-void px_server_defaults(struct px_server *s)
+void model_server_defaults(struct px_server *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->port = 3306;
@@ -23,7 +23,7 @@ void px_server_defaults(struct px_server *s)
 	s->max_connections = 1000;
 }
 
-void px_user_defaults(struct px_user *u)
+void model_user_defaults(struct px_user *u)
 {
 	memset(u, 0, sizeof(*u));
 	u->active = 1;
@@ -38,7 +38,7 @@ static char *dup_or_empty(const char *s)
 	return xstrdup(s ? s : "");
 }
 
-struct px_server *px_servers_add(struct px_servers *a, const struct px_server *s)
+struct px_server *model_servers_add(struct px_servers *a, const struct px_server *s)
 {
 	struct px_server *d;
 
@@ -53,7 +53,7 @@ struct px_server *px_servers_add(struct px_servers *a, const struct px_server *s
 	return d;
 }
 
-struct px_user *px_users_add(struct px_users *a, const struct px_user *u)
+struct px_user *model_users_add(struct px_users *a, const struct px_user *u)
 {
 	struct px_user *d;
 
@@ -96,19 +96,19 @@ static int user_cmp(const void *x, const void *y)
 	return strcmp(a->username, b->username);
 }
 
-void px_servers_sort(struct px_servers *a)
+void model_servers_sort(struct px_servers *a)
 {
 	if (a->n > 1)
 		qsort(a->v, a->n, sizeof(*a->v), server_cmp);
 }
 
-void px_users_sort(struct px_users *a)
+void model_users_sort(struct px_users *a)
 {
 	if (a->n > 1)
 		qsort(a->v, a->n, sizeof(*a->v), user_cmp);
 }
 
-struct px_server *px_servers_find(const struct px_servers *a, long hostgroup, const char *host, long port)
+struct px_server *model_servers_find(const struct px_servers *a, long hostgroup, const char *host, long port)
 {
 	size_t lo = 0, hi = a->n;
 
@@ -126,7 +126,7 @@ struct px_server *px_servers_find(const struct px_servers *a, long hostgroup, co
 	return NULL;
 }
 
-struct px_user *px_users_find(const struct px_users *a, const char *username)
+struct px_user *model_users_find(const struct px_users *a, const char *username)
 {
 	size_t lo = 0, hi = a->n;
 
@@ -144,7 +144,7 @@ struct px_user *px_users_find(const struct px_users *a, const char *username)
 	return NULL;
 }
 
-void px_servers_free(struct px_servers *a)
+void model_servers_free(struct px_servers *a)
 {
 	for (size_t i = 0; i < a->n; i++) {
 		free(a->v[i].host);
@@ -154,7 +154,7 @@ void px_servers_free(struct px_servers *a)
 	memset(a, 0, sizeof(*a));
 }
 
-void px_users_free(struct px_users *a)
+void model_users_free(struct px_users *a)
 {
 	for (size_t i = 0; i < a->n; i++) {
 		sk_wipe(a->v[i].password, strlen(a->v[i].password));
@@ -167,21 +167,21 @@ void px_users_free(struct px_users *a)
 	memset(a, 0, sizeof(*a));
 }
 
-void px_servers_copy(struct px_servers *dst, const struct px_servers *src)
+void model_servers_copy(struct px_servers *dst, const struct px_servers *src)
 {
 	memset(dst, 0, sizeof(*dst));
 	for (size_t i = 0; i < src->n; i++)
-		px_servers_add(dst, &src->v[i]);
+		model_servers_add(dst, &src->v[i]);
 }
 
-void px_users_copy(struct px_users *dst, const struct px_users *src)
+void model_users_copy(struct px_users *dst, const struct px_users *src)
 {
 	memset(dst, 0, sizeof(*dst));
 	for (size_t i = 0; i < src->n; i++)
-		px_users_add(dst, &src->v[i]);
+		model_users_add(dst, &src->v[i]);
 }
 
-bool px_server_same(const struct px_server *a, const struct px_server *b)
+bool model_server_same(const struct px_server *a, const struct px_server *b)
 {
 	return a->hostgroup == b->hostgroup && strcmp(a->host, b->host) == 0 && a->port == b->port &&
 	       sk_streq_ci(a->status, b->status) && a->weight == b->weight && a->compression == b->compression &&
@@ -197,7 +197,7 @@ static bool same_opt(const char *a, const char *b)
 	return strcmp(a ? a : "", b ? b : "") == 0;
 }
 
-bool px_user_same(const struct px_user *a, const struct px_user *b)
+bool model_user_same(const struct px_user *a, const struct px_user *b)
 {
 	return strcmp(a->username, b->username) == 0 && strcmp(a->password, b->password) == 0 &&
 	       a->active == b->active && a->use_ssl == b->use_ssl && a->default_hostgroup == b->default_hostgroup &&
@@ -323,16 +323,16 @@ const char *model_split_address(const char *addr, long default_port, char *host,
 	return NULL;
 }
 
-void px_keeps_add(struct px_keeps *k, long hostgroup, const char *host, long port)
+void model_keeps_add(struct px_keeps *k, long hostgroup, const char *host, long port)
 {
-	k->v = px_grow(k->v, k->n, sizeof(*k->v));
+	k->v = model_grow(k->v, k->n, sizeof(*k->v));
 	k->v[k->n].hostgroup = hostgroup;
 	k->v[k->n].host = host ? xstrdup(host) : NULL;
 	k->v[k->n].port = port;
 	k->n++;
 }
 
-void px_keeps_free(struct px_keeps *k)
+void model_keeps_free(struct px_keeps *k)
 {
 	for (size_t i = 0; i < k->n; i++)
 		free(k->v[i].host);
@@ -340,16 +340,16 @@ void px_keeps_free(struct px_keeps *k)
 	memset(k, 0, sizeof(*k));
 }
 
-void px_keeps_copy(struct px_keeps *dst, const struct px_keeps *src)
+void model_keeps_copy(struct px_keeps *dst, const struct px_keeps *src)
 {
 	memset(dst, 0, sizeof(*dst));
 	for (size_t i = 0; i < src->n; i++)
-		px_keeps_add(dst, src->v[i].hostgroup, src->v[i].host, src->v[i].port);
+		model_keeps_add(dst, src->v[i].hostgroup, src->v[i].host, src->v[i].port);
 }
 
-void px_names_add(struct px_names *l, const char *name)
+void model_names_add(struct px_names *l, const char *name)
 {
-	l->v = px_grow(l->v, l->n, sizeof(*l->v));
+	l->v = model_grow(l->v, l->n, sizeof(*l->v));
 	l->v[l->n++] = xstrdup(name);
 }
 
@@ -358,18 +358,18 @@ static int name_cmp(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-void px_names_sort(struct px_names *l)
+void model_names_sort(struct px_names *l)
 {
 	if (l->n > 1)
 		qsort(l->v, l->n, sizeof(*l->v), name_cmp);
 }
 
-bool px_names_has(const struct px_names *l, const char *name)
+bool model_names_has(const struct px_names *l, const char *name)
 {
 	return l->n && bsearch(&name, l->v, l->n, sizeof(*l->v), name_cmp) != NULL;
 }
 
-void px_names_free(struct px_names *l)
+void model_names_free(struct px_names *l)
 {
 	for (size_t i = 0; i < l->n; i++)
 		free(l->v[i]);
@@ -377,14 +377,14 @@ void px_names_free(struct px_names *l)
 	memset(l, 0, sizeof(*l));
 }
 
-void px_names_copy(struct px_names *dst, const struct px_names *src)
+void model_names_copy(struct px_names *dst, const struct px_names *src)
 {
 	memset(dst, 0, sizeof(*dst));
 	for (size_t i = 0; i < src->n; i++)
-		px_names_add(dst, src->v[i]);
+		model_names_add(dst, src->v[i]);
 }
 
-const struct px_family *px_family_of(const struct px_families *f, long hg)
+const struct px_family *model_family_of(const struct px_families *f, long hg)
 {
 	for (size_t i = 0; f && i < f->n; i++)
 		for (size_t k = 0; k < f->v[i].n; k++)
@@ -393,9 +393,9 @@ const struct px_family *px_family_of(const struct px_families *f, long hg)
 	return NULL;
 }
 
-void px_peers_add(struct px_peers *a, const char *host, long port, long weight, const char *comment)
+void model_peers_add(struct px_peers *a, const char *host, long port, long weight, const char *comment)
 {
-	a->v = px_grow(a->v, a->n, sizeof(*a->v));
+	a->v = model_grow(a->v, a->n, sizeof(*a->v));
 	a->v[a->n].host = xstrdup(host);
 	a->v[a->n].port = port;
 	a->v[a->n].weight = weight;
@@ -411,7 +411,7 @@ static int peer_cmp(const void *x, const void *y)
 	return c ? c : a->port < b->port ? -1 : a->port > b->port;
 }
 
-void px_peers_sort(struct px_peers *a)
+void model_peers_sort(struct px_peers *a)
 {
 	size_t k = 0;
 
@@ -428,21 +428,21 @@ void px_peers_sort(struct px_peers *a)
 	a->n = k;
 }
 
-const struct px_peer *px_peers_find(const struct px_peers *a, const char *host, long port)
+const struct px_peer *model_peers_find(const struct px_peers *a, const char *host, long port)
 {
 	struct px_peer key = { .host = (char *)host, .port = port };
 
 	return a->n ? bsearch(&key, a->v, a->n, sizeof(*a->v), peer_cmp) : NULL;
 }
 
-void px_peers_copy(struct px_peers *dst, const struct px_peers *src)
+void model_peers_copy(struct px_peers *dst, const struct px_peers *src)
 {
 	memset(dst, 0, sizeof(*dst));
 	for (size_t i = 0; i < src->n; i++)
-		px_peers_add(dst, src->v[i].host, src->v[i].port, src->v[i].weight, src->v[i].comment);
+		model_peers_add(dst, src->v[i].host, src->v[i].port, src->v[i].weight, src->v[i].comment);
 }
 
-void px_peers_free(struct px_peers *a)
+void model_peers_free(struct px_peers *a)
 {
 	for (size_t i = 0; i < a->n; i++) {
 		free(a->v[i].host);

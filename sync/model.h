@@ -46,33 +46,33 @@ struct px_users {
 /* Make room for element `n` of an array `v` of `size`-byte elements that only ever grows one at a
  * time (or shrinks in place): reallocates when n is 0 or a power of two from 8 on, to twice that,
  * so n appends cost O(n) in all. Returns the (maybe moved) array; aborts when memory runs out. */
-void *px_grow(void *v, size_t n, size_t size);
+void *model_grow(void *v, size_t n, size_t size);
 
 /* ProxySQL's column defaults (sync.md: the 2.7 DDL). */
-void px_server_defaults(struct px_server *s);
-void px_user_defaults(struct px_user *u);
+void model_server_defaults(struct px_server *s);
+void model_user_defaults(struct px_user *u);
 
 /* Append a copy (strings duplicated) and return the new element. */
-struct px_server *px_servers_add(struct px_servers *a, const struct px_server *s);
-struct px_user *px_users_add(struct px_users *a, const struct px_user *u);
+struct px_server *model_servers_add(struct px_servers *a, const struct px_server *s);
+struct px_user *model_users_add(struct px_users *a, const struct px_user *u);
 
 /* Sort by (hostgroup, host, port) / username, so plans and output are deterministic. */
-void px_servers_sort(struct px_servers *a);
-void px_users_sort(struct px_users *a);
+void model_servers_sort(struct px_servers *a);
+void model_users_sort(struct px_users *a);
 
 /* Find by primary key, or NULL. Arrays must be sorted. */
-struct px_server *px_servers_find(const struct px_servers *a, long hostgroup, const char *host, long port);
-struct px_user *px_users_find(const struct px_users *a, const char *username);
+struct px_server *model_servers_find(const struct px_servers *a, long hostgroup, const char *host, long port);
+struct px_user *model_users_find(const struct px_users *a, const char *username);
 
-void px_servers_free(struct px_servers *a);
-void px_users_free(struct px_users *a);
-void px_servers_copy(struct px_servers *dst, const struct px_servers *src);
-void px_users_copy(struct px_users *dst, const struct px_users *src);
+void model_servers_free(struct px_servers *a);
+void model_users_free(struct px_users *a);
+void model_servers_copy(struct px_servers *dst, const struct px_servers *src);
+void model_users_copy(struct px_users *dst, const struct px_users *src);
 
 /* True when every column the agent manages is equal (status included, in any case). A user's
  * default_schema NULL equals '' (what a ProxySQL Cluster pull stores for NULL; docs/proxysql-sync.md). */
-bool px_server_same(const struct px_server *a, const struct px_server *b);
-bool px_user_same(const struct px_user *a, const struct px_user *b);
+bool model_server_same(const struct px_server *a, const struct px_server *b);
+bool model_user_same(const struct px_user *a, const struct px_user *b);
 
 /* Validation of values from Consul before they reach SQL. Each returns NULL when valid, else a
  * static reason ("has characters other than A-Z a-z 0-9 . - _", "longer than 255 bytes"...). */
@@ -100,11 +100,11 @@ struct px_peers {
 	struct px_peer *v;
 };
 
-void px_peers_add(struct px_peers *a, const char *host, long port, long weight, const char *comment);
-void px_peers_sort(struct px_peers *a); /* by host, port; duplicates dropped (the first stands) */
-const struct px_peer *px_peers_find(const struct px_peers *a, const char *host, long port);
-void px_peers_copy(struct px_peers *dst, const struct px_peers *src);
-void px_peers_free(struct px_peers *a);
+void model_peers_add(struct px_peers *a, const char *host, long port, long weight, const char *comment);
+void model_peers_sort(struct px_peers *a); /* by host, port; duplicates dropped (the first stands) */
+const struct px_peer *model_peers_find(const struct px_peers *a, const char *host, long port);
+void model_peers_copy(struct px_peers *dst, const struct px_peers *src);
+void model_peers_free(struct px_peers *a);
 
 /* A server key the agent must leave as the target has it (a KV key whose value was rejected):
  * host NULL means every server of the hostgroup. */
@@ -139,16 +139,16 @@ struct px_families {
 	struct px_family *v;
 };
 
-void px_keeps_add(struct px_keeps *k, long hostgroup, const char *host, long port);
-void px_keeps_free(struct px_keeps *k);
-void px_keeps_copy(struct px_keeps *dst, const struct px_keeps *src);
-/* Add a copy of `name`; px_names_sort before px_names_has. */
-void px_names_add(struct px_names *l, const char *name);
-void px_names_sort(struct px_names *l);
-bool px_names_has(const struct px_names *l, const char *name);
-void px_names_free(struct px_names *l);
-void px_names_copy(struct px_names *dst, const struct px_names *src);
+void model_keeps_add(struct px_keeps *k, long hostgroup, const char *host, long port);
+void model_keeps_free(struct px_keeps *k);
+void model_keeps_copy(struct px_keeps *dst, const struct px_keeps *src);
+/* Add a copy of `name`; model_names_sort before model_names_has. */
+void model_names_add(struct px_names *l, const char *name);
+void model_names_sort(struct px_names *l);
+bool model_names_has(const struct px_names *l, const char *name);
+void model_names_free(struct px_names *l);
+void model_names_copy(struct px_names *dst, const struct px_names *src);
 /* The family (monitor row) that names hostgroup `hg`, or NULL. */
-const struct px_family *px_family_of(const struct px_families *f, long hg);
+const struct px_family *model_family_of(const struct px_families *f, long hg);
 
 #endif

@@ -30,7 +30,7 @@ static bool owned(const struct plan_options *o, long hg)
 
 static void add_step(struct plan *p, sk_buf *sql, sk_buf *shown)
 {
-	p->steps = px_grow(p->steps, p->n, sizeof(*p->steps));
+	p->steps = model_grow(p->steps, p->n, sizeof(*p->steps));
 	p->steps[p->n].sql = sql->data ? sql->data : xstrdup("");
 	/* Without a redacted text the statement shows as it is: one string, not a copy. */
 	p->steps[p->n].shown = shown ? (shown->data ? shown->data : xstrdup("")) : p->steps[p->n].sql;
@@ -42,7 +42,7 @@ static void add_step(struct plan *p, sk_buf *sql, sk_buf *shown)
 
 static void after_server(struct plan *p, const struct px_server *s)
 {
-	p->after_servers = px_grow(p->after_servers, p->nafter_servers, sizeof(*p->after_servers));
+	p->after_servers = model_grow(p->after_servers, p->nafter_servers, sizeof(*p->after_servers));
 	p->after_servers[p->nafter_servers++] = s;
 }
 
@@ -50,7 +50,7 @@ static void after_server(struct plan *p, const struct px_server *s)
 static void after_user(struct plan *p, const struct px_user *first, size_t rows)
 {
 	for (size_t k = 0; k < rows; k++) {
-		p->after_users = px_grow(p->after_users, p->nafter_users, sizeof(*p->after_users));
+		p->after_users = model_grow(p->after_users, p->nafter_users, sizeof(*p->after_users));
 		p->after_users[p->nafter_users++] = &first[k];
 	}
 }
@@ -352,57 +352,74 @@ static void finish_table(struct plan *p, size_t before, bool load_owed, bool sav
 	}
 }
 
-static void plan_servers(const struct px_servers *want, const struct px_servers *have, const struct plan_drain *d,
-			 size_t nd, const struct plan_options *o, struct plan *p)
-{
-	size_t i = 0, j = 0, before = p->n, nins = 0, nkeeps;
-	const struct px_server **ins;
+/* What the servers' merge needs besides the two lists: the keeps and the drains sorted, and the
+ * inserts gathered for one multi-row INSERT. */
+struct server_merge {
+	const struct plan_options *o;
 	const struct px_keep **keeps;
+	size_t nkeeps;
 	const struct plan_drain **drains;
+	size_t nd;
+	const struct px_server **ins;
+	size_t nins;
+};
 
-	if (o->hold_foreign && o->foreign_servers) {
-		p->servers_held = true;
-		p->after_exact = false;
-		return;
-	}
-	ins = xcalloc(want->n ? want->n : 1, sizeof(*ins));
-	keeps = keeps_sorted(o->keep_servers, &nkeeps);
-	drains = drains_sorted(d, nd);
+/* Merge the two sorted lists; rows outside owned hostgroups are someone else's. */
+static void merge_servers(const struct px_servers *want, const struct px_servers *have, struct server_merge *m,
+			  struct plan *p)
+{
+	size_t i = 0, j = 0;
 
-	/* Merge the two sorted lists; rows outside owned hostgroups are someone else's. */
 	while (i < want->n || j < have->n) {
 		const struct px_server *w = i < want->n ? &want->v[i] : NULL;
 		const struct px_server *h = j < have->n ? &have->v[j] : NULL;
 		int c;
 
-		if (h && !owned(o, h->hostgroup)) {
+		if (h && !owned(m->o, h->hostgroup)) {
 			after_server(p, h);
 			j++;
 			continue;
 		}
 		c = !w ? 1 : !h ? -1 : server_key_cmp(w, h);
 		if (c < 0) {
-			ins[nins++] = w;
+			m->ins[m->nins++] = w;
 			after_server(p, w);
 			i++;
 		} else if (c > 0) {
-			if (kept_server(keeps, nkeeps, h))
+			if (kept_server(m->keeps, m->nkeeps, h))
 				after_server(p, h);
 			else
-				server_gone(p, h, drains, nd, o);
+				server_gone(p, h, m->drains, m->nd, m->o);
 			j++;
 		} else {
-			if (!px_server_same(w, h))
+			if (!model_server_same(w, h))
 				server_update(p, w);
 			after_server(p, w);
 			i++;
 			j++;
 		}
 	}
-	server_inserts(p, ins, nins);
-	free(ins);
-	free(keeps);
-	free(drains);
+}
+
+static void plan_servers(const struct px_servers *want, const struct px_servers *have, const struct plan_drain *d,
+			 size_t nd, const struct plan_options *o, struct plan *p)
+{
+	size_t before = p->n;
+	struct server_merge m = { .o = o, .nd = nd };
+
+	if (o->hold_foreign && o->foreign_servers) {
+		p->servers_held = true;
+		p->after_exact = false;
+		return;
+	}
+	m.ins = xcalloc(want->n ? want->n : 1, sizeof(*m.ins));
+	m.keeps = keeps_sorted(o->keep_servers, &m.nkeeps);
+	m.drains = drains_sorted(d, nd);
+	merge_servers(want, have, &m, p);
+	server_inserts(p, m.ins, m.nins);
+	free(m.ins);
+	free(m.keeps);
+	free(m.drains);
 	p->servers_changed = p->n > before;
 	finish_table(p, before, o->load_owed_servers, o->save_owed_servers, o->foreign_servers, o,
 		     "LOAD MYSQL SERVERS TO RUNTIME", "SAVE MYSQL SERVERS TO DISK");
@@ -426,25 +443,78 @@ static bool group_tagged(const struct px_users *have, size_t j, size_t rows, con
 
 static bool is_protected(const struct plan_options *o, const char *name, struct plan *p)
 {
-	if (!o->protected_users || !px_names_has(o->protected_users, name))
+	if (!o->protected_users || !model_names_has(o->protected_users, name))
 		return false;
 	if (!p->user_protected++)
 		p->first_protected = name;
 	return true;
 }
 
+/* The users gathered for one multi-row INSERT. */
+struct user_ins {
+	const struct px_user **v;
+	size_t n;
+};
+
+/* A user only in KV: inserted, unless named like one of ProxySQL's own logins. */
+static void user_new(const struct plan_options *o, struct plan *p, const struct px_user *w, struct user_ins *ins)
+{
+	if (is_protected(o, w->username, p))
+		return;
+	ins->v[ins->n++] = w;
+	after_user(p, w, 1);
+	p->user_inserts++;
+}
+
+/* A user gone from KV (its `rows` rows at `h`): the agent's users go (kept ones, whose key was
+ * rejected, stay). */
+static void user_gone(const struct plan_options *o, struct plan *p, const struct px_user *h, size_t rows, bool mine)
+{
+	if (mine && !(o->keep_users && model_names_has(o->keep_users, h->username))) {
+		user_delete(p, h->username);
+		p->user_deletes++;
+	} else {
+		after_user(p, h, rows);
+	}
+}
+
+/* A user in KV and on the target (its `rows` rows at `h`, `mine` when they carry the tag). */
+static void user_both(const struct plan_options *o, struct plan *p, const struct px_user *w, const struct px_user *h,
+		      size_t rows, bool mine, struct user_ins *ins)
+{
+	if (is_protected(o, w->username, p)) {
+		if (mine) { /* an earlier row of the agent's that locks a login out: removed */
+			user_delete(p, w->username);
+			p->user_deletes++;
+		} else {
+			after_user(p, h, rows);
+		}
+	} else if (!mine && !o->adopt_users) {
+		if (!p->user_conflicts++)
+			p->first_conflict = w->username;
+		after_user(p, h, rows);
+	} else if (rows != 1 || !model_user_same(w, h)) {
+		user_delete(p, w->username); /* replaced: deleted now, inserted with the new ones */
+		ins->v[ins->n++] = w;
+		after_user(p, w, 1);
+		p->user_updates++;
+	} else {
+		after_user(p, h, rows);
+	}
+}
+
 static void plan_users(const struct px_users *want, const struct px_users *have, const struct plan_options *o,
 		       struct plan *p)
 {
-	size_t i = 0, j = 0, before = p->n, nins = 0;
-	const struct px_user **ins;
+	size_t i = 0, j = 0, before = p->n;
+	struct user_ins ins = { 0 };
 
 	if (o->hold_foreign && o->foreign_users) {
 		p->users_held = true;
 		p->after_exact = false;
 		return;
 	}
-	ins = xcalloc(want->n ? want->n : 1, sizeof(*ins));
+	ins.v = xcalloc(want->n ? want->n : 1, sizeof(*ins.v));
 	/* `have` may hold two rows for a user (frontend-only and backend-only): compare the group. */
 	while (i < want->n || j < have->n) {
 		const struct px_user *w = i < want->n ? &want->v[i] : NULL;
@@ -457,50 +527,19 @@ static void plan_users(const struct px_users *want, const struct px_users *have,
 			while (j + rows < have->n && strcmp(have->v[j + rows].username, h->username) == 0)
 				rows++;
 		mine = h && group_tagged(have, j, rows, o->user_tag);
-		if (c < 0) {
-			if (!is_protected(o, w->username, p)) {
-				ins[nins++] = w;
-				after_user(p, w, 1);
-				p->user_inserts++;
-			}
+		if (c < 0)
+			user_new(o, p, w, &ins);
+		else if (c > 0)
+			user_gone(o, p, h, rows, mine);
+		else
+			user_both(o, p, w, h, rows, mine, &ins);
+		if (c <= 0)
 			i++;
-			continue;
-		}
-		if (c > 0) {
-			/* Gone from KV: the agent's users go (kept ones, whose key was rejected, stay). */
-			if (mine && !(o->keep_users && px_names_has(o->keep_users, h->username))) {
-				user_delete(p, h->username);
-				p->user_deletes++;
-			} else {
-				after_user(p, h, rows);
-			}
+		if (c >= 0)
 			j += rows;
-			continue;
-		}
-		if (is_protected(o, w->username, p)) {
-			if (mine) { /* an earlier row of the agent's that locks a login out: removed */
-				user_delete(p, w->username);
-				p->user_deletes++;
-			} else {
-				after_user(p, h, rows);
-			}
-		} else if (!mine && !o->adopt_users) {
-			if (!p->user_conflicts++)
-				p->first_conflict = w->username;
-			after_user(p, h, rows);
-		} else if (rows != 1 || !px_user_same(w, h)) {
-			user_delete(p, w->username); /* replaced: deleted now, inserted with the new ones */
-			ins[nins++] = w;
-			after_user(p, w, 1);
-			p->user_updates++;
-		} else {
-			after_user(p, h, rows);
-		}
-		i++;
-		j += rows;
 	}
-	user_inserts(p, ins, nins);
-	free(ins);
+	user_inserts(p, ins.v, ins.n);
+	free(ins.v);
 	p->users_changed = p->n > before;
 	finish_table(p, before, o->load_owed_users, o->save_owed_users, o->foreign_users, o,
 		     "LOAD MYSQL USERS TO RUNTIME", "SAVE MYSQL USERS TO DISK");
@@ -593,7 +632,7 @@ static void hash_long(struct row_hash *h, long v)
 
 static void set_add(struct plan_rowset *s, const struct row_hash *h, bool owned)
 {
-	s->v = px_grow(s->v, s->n, sizeof(*s->v));
+	s->v = model_grow(s->v, s->n, sizeof(*s->v));
 	s->v[s->n].h[0] = h->a;
 	s->v[s->n].h[1] = h->b;
 	s->v[s->n].owned = owned;
@@ -658,7 +697,7 @@ static void server_side(const struct px_servers *rows, const struct px_families 
 	memset(out, 0, sizeof(*out));
 	for (size_t i = 0; i < rows->n; i++) {
 		const struct px_server *s = &rows->v[i];
-		const struct px_family *f = px_family_of(fam, s->hostgroup);
+		const struct px_family *f = model_family_of(fam, s->hostgroup);
 		char status[sizeof(s->status)];
 		struct row_hash h = { 0xcbf29ce484222325ULL, 0x243f6a8885a308d3ULL };
 
@@ -816,7 +855,7 @@ void plan_peers(const struct px_peers *want, const struct px_peers *have, const 
 	size_t before = p->n;
 
 	for (size_t i = 0; i < want->n; i++) {
-		const struct px_peer *h = px_peers_find(have, want->v[i].host, want->v[i].port);
+		const struct px_peer *h = model_peers_find(have, want->v[i].host, want->v[i].port);
 
 		if (!h) {
 			peer_step(p, "INSERT", &want->v[i]);
@@ -829,7 +868,7 @@ void plan_peers(const struct px_peers *want, const struct px_peers *have, const 
 	for (size_t i = 0; i < have->n; i++) {
 		const struct px_peer *h = &have->v[i];
 
-		if (px_peers_find(want, h->host, h->port) ||
+		if (model_peers_find(want, h->host, h->port) ||
 		    (self && strcmp(self->host, h->host) == 0 && self->port == h->port))
 			continue;
 		peer_step(p, "DELETE", h);

@@ -79,7 +79,7 @@ struct plan {
  * USERS TO RUNTIME (and SAVE). A table whose rows need nothing gets a LOAD only when one is owed
  * (memory differs from runtime in the agent's rows), a SAVE only when one is owed (memory differs
  * from disk, and no foreign row would be saved without being loaded): a drain poll, a resync that
- * finds nothing and a reconnect send nothing. Arrays must be sorted (px_*_sort). Values must
+ * finds nothing and a reconnect send nothing. Arrays must be sorted (model_*_sort). Values must
  * already be validated (layout does it); everything is quoted anyway. Pure; free with plan_free. */
 void plan_build(const struct px_servers *want_servers, const struct px_users *want_users,
 		const struct px_servers *have_servers, const struct px_users *have_users,

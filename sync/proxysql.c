@@ -44,7 +44,7 @@ static void server_row(void *ctx, MYSQL_ROW row, unsigned ncols)
 
 	if (ncols < 11)
 		return;
-	px_server_defaults(&s);
+	model_server_defaults(&s);
 	s.hostgroup = col_long(row[0], 0);
 	s.host = row[1] ? row[1] : "";
 	s.port = col_long(row[2], 3306);
@@ -56,7 +56,7 @@ static void server_row(void *ctx, MYSQL_ROW row, unsigned ncols)
 	s.use_ssl = col_long(row[8], 0);
 	s.max_latency_ms = col_long(row[9], 0);
 	s.comment = row[10] ? row[10] : "";
-	px_servers_add(ctx, &s);
+	model_servers_add(ctx, &s);
 }
 
 static void user_row(void *ctx, MYSQL_ROW row, unsigned ncols)
@@ -66,7 +66,7 @@ static void user_row(void *ctx, MYSQL_ROW row, unsigned ncols)
 
 	if (ncols < 13)
 		return;
-	px_user_defaults(&u);
+	model_user_defaults(&u);
 	u.username = row[0] ? row[0] : "";
 	u.password = row[1] ? row[1] : "";
 	u.active = col_long(row[2], 1);
@@ -87,7 +87,7 @@ static void user_row(void *ctx, MYSQL_ROW row, unsigned ncols)
 
 static void add_user(void *ctx, const struct px_user *u)
 {
-	px_users_add(ctx, u);
+	model_users_add(ctx, u);
 }
 
 /* Read the servers and users tables of one layer ("main.mysql_" or "runtime_mysql_") row by row:
@@ -104,10 +104,10 @@ static int read_layer(struct pxadmin *a, const char *layer, const deadline_t *dl
 		       "max_replication_lag, use_ssl, max_latency_ms, comment FROM %sservers",
 		       layer);
 		if (db_query_each(&a->db, sql, dl, server_row, servers, e) < 0) {
-			px_servers_free(servers);
+			model_servers_free(servers);
 			return -1;
 		}
-		px_servers_sort(servers);
+		model_servers_sort(servers);
 	}
 	if (!sink)
 		return 0;
@@ -117,7 +117,7 @@ static int read_layer(struct pxadmin *a, const char *layer, const deadline_t *dl
 	       layer);
 	if (db_query_each(&a->db, sql, dl, user_row, (void *)sink, e) < 0) {
 		if (servers)
-			px_servers_free(servers);
+			model_servers_free(servers);
 		return -1;
 	}
 	return 0;
@@ -132,11 +132,11 @@ int pxadmin_read(struct pxadmin *a, const deadline_t *dl, struct px_servers *ser
 		memset(users, 0, sizeof(*users));
 	if (read_layer(a, "main.mysql_", dl, servers, users ? &sink : NULL, e) < 0) {
 		if (users)
-			px_users_free(users);
+			model_users_free(users);
 		return -1;
 	}
 	if (users)
-		px_users_sort(users);
+		model_users_sort(users);
 	return 0;
 }
 
@@ -179,11 +179,11 @@ int pxadmin_read_peers(struct pxadmin *a, bool runtime, const deadline_t *dl, st
 		     dl, &res, e) < 0)
 		return -1;
 	while (res && (row = mysql_fetch_row(res)) != NULL)
-		px_peers_add(out, row[0] ? row[0] : "", col_long(row[1], 6032), col_long(row[2], 0),
-			     row[3] ? row[3] : "");
+		model_peers_add(out, row[0] ? row[0] : "", col_long(row[1], 6032), col_long(row[2], 0),
+				row[3] ? row[3] : "");
 	if (res)
 		mysql_free_result(res);
-	px_peers_sort(out);
+	model_peers_sort(out);
 	return 0;
 }
 
@@ -269,7 +269,7 @@ static void credential_users(const char *v, struct px_names *out)
 		if (len > 0 && len < sizeof(name)) {
 			memcpy(name, v, len);
 			name[len] = '\0';
-			px_names_add(out, name);
+			model_names_add(out, name);
 		}
 		v = end ? end + 1 : NULL;
 	}
@@ -303,7 +303,7 @@ static int read_identity(struct pxadmin *a, const deadline_t *dl, struct px_fact
 			credential_users(v, &f->protected_users);
 		else if ((strcmp(name, "admin-cluster_username") == 0 || strcmp(name, "mysql-monitor_username") == 0) &&
 			 *v)
-			px_names_add(&f->protected_users, v);
+			model_names_add(&f->protected_users, v);
 		else if (runtime && strcmp(name, "admin-cluster_mysql_servers_diffs_before_sync") == 0 &&
 			 sk_parse_long(v, 0, 2147483647L, &n))
 			f->servers_diffs_before_sync = n;
@@ -341,7 +341,7 @@ int pxadmin_read_facts(struct pxadmin *a, const deadline_t *dl, struct px_facts 
 	memset(f, 0, sizeof(*f));
 	if (read_identity(a, dl, f, e) < 0)
 		goto fail;
-	px_names_sort(&f->protected_users);
+	model_names_sort(&f->protected_users);
 	if (db_query(&a->db, monitors, dl, &res, e) < 0)
 		goto fail;
 	while (res && (row = mysql_fetch_row(res)) != NULL) {
@@ -363,13 +363,13 @@ int pxadmin_read_facts(struct pxadmin *a, const deadline_t *dl, struct px_facts 
 		mysql_free_result(res);
 	return 0;
 fail:
-	px_facts_free(f);
+	pxadmin_facts_free(f);
 	return -1;
 }
 
-void px_facts_free(struct px_facts *f)
+void pxadmin_facts_free(struct px_facts *f)
 {
-	px_names_free(&f->protected_users);
+	model_names_free(&f->protected_users);
 	free(f->families.v);
 	memset(f, 0, sizeof(*f));
 }

@@ -62,7 +62,7 @@ struct px_facts {
 };
 
 int pxadmin_read_facts(struct pxadmin *a, const deadline_t *dl, struct px_facts *f, struct db_err *e) SK_MUST_CHECK;
-void px_facts_free(struct px_facts *f);
+void pxadmin_facts_free(struct px_facts *f);
 
 /* CHECKSUM MEMORY (and, with `disk`, DISK) of mysql_servers and (with `users`) mysql_users, and the
  * mysql_servers and mysql_users rows of runtime_checksums_values. Runtime's mysql_servers checksum

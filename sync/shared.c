@@ -23,18 +23,18 @@ void shared_want_put(struct agent_want *w)
 {
 	if (!w || atomic_fetch_sub(&w->refs, 1) != 1)
 		return;
-	px_servers_free(&w->servers);
-	px_users_free(&w->users);
-	px_keeps_free(&w->keep_servers);
-	px_names_free(&w->keep_users);
-	px_peers_free(&w->peers);
+	model_servers_free(&w->servers);
+	model_users_free(&w->users);
+	model_keeps_free(&w->keep_servers);
+	model_names_free(&w->keep_users);
+	model_peers_free(&w->peers);
 	free(w);
 }
 
 void shared_snapshot_retire(struct agent *ag, struct consul_kv_list *kv)
 {
 	if (ag->pinned) {
-		ag->retired = px_grow(ag->retired, ag->nretired, sizeof(*ag->retired));
+		ag->retired = model_grow(ag->retired, ag->nretired, sizeof(*ag->retired));
 		ag->retired[ag->nretired++] = *kv;
 		memset(kv, 0, sizeof(*kv));
 		return;

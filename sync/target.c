@@ -33,14 +33,14 @@ static bool in_list(const long *v, size_t n, long hg)
 
 static bool wanted(const struct px_servers *want, const struct px_server *s)
 {
-	return px_servers_find(want, s->hostgroup, s->host, s->port) != NULL;
+	return model_servers_find(want, s->hostgroup, s->host, s->port) != NULL;
 }
 
 /* Never empty a writer hostgroup (layout_keep_writers), unless allow-empty-writer. */
 static int keep_writers(struct agent *ag, const long *owned, size_t nowned, struct px_servers *want,
 			const struct px_servers *have)
 {
-	if (opt_flag(&ag->cfg->o, "allow-empty-writer"))
+	if (ag->cfg->settings.allow_empty_writer)
 		return 0;
 	return layout_keep_writers(&ag->cfg->layout, owned, nowned, want, have);
 }
@@ -73,32 +73,21 @@ static void mark_unreachable(struct target *t)
 	t->reachable = false;
 }
 
-static const char *cluster_mode(const struct target *t)
-{
-	return t->cfg->cluster_mode ? t->cfg->cluster_mode : opt_str(&t->ag->cfg->o, "cluster-mode");
-}
-
 static bool family_has(const struct px_family *f, long hg)
 {
 	return hg >= 0 && in_list(f->hg, f->n, hg);
 }
 
-/* Who owns what on this target. A table that its ProxySQL Cluster pulls from peers is not written
- * (cluster-mode = refuse); a cluster with roles = "kv" whose hostgroups a monitor row covers is
- * not written, nor one with roles = "monitor" that no monitor row has as its writer. */
-static void scope(struct agent *ag, struct target *t, struct tstate *st)
+/* A table that its ProxySQL Cluster pulls from peers is not written (cluster-mode = refuse). */
+static void refuse_pulled(struct agent *ag, struct target *t, struct tstate *st)
 {
 	const struct layout_config *l = &ag->cfg->layout;
 	bool managed[TABLE_COUNT] = { ag->nowned > 0, *l->users_prefix != '\0' };
 	long pulled[TABLE_COUNT] = { st->facts.servers_diffs_before_sync, st->facts.users_diffs_before_sync };
-	size_t k = 0;
 
-	st->nowned = ag->nowned;
-	memcpy(st->owned, ag->owned, ag->nowned * sizeof(long));
-	st->refused_why[0] = '\0';
 	for (int tb = 0; tb < TABLE_COUNT; tb++) {
 		st->refuse[tb] = managed[tb] && st->facts.cluster_peers > 0 && pulled[tb] > 0 &&
-				 strcmp(cluster_mode(t), "refuse") == 0;
+				 t->cfg->mode == SYNC_CLUSTER_REFUSE;
 		if (!st->refuse[tb])
 			continue;
 		st->refused |= tb == TABLE_SERVERS ? REFUSED_CLUSTER_SERVERS : REFUSED_CLUSTER_USERS;
@@ -108,24 +97,48 @@ static void scope(struct agent *ag, struct target *t, struct tstate *st)
 			 "written; choose cluster-mode = \"disable-pull\" or \"single-writer\"",
 			 table_names[tb], table_names[tb], pulled[tb]);
 	}
+}
+
+/* The monitor hostgroup row that covers cluster `cl`: with roles = "monitor", the one whose writer
+ * hostgroup is the cluster's writer; otherwise one that has any of its hostgroups. NULL: none. */
+static const struct px_family *monitor_row(const struct tstate *st, const struct layout_cluster *cl)
+{
+	const struct px_family *hit = NULL;
+
+	for (size_t i = 0; i < st->facts.families.n && !hit; i++) {
+		const struct px_family *f = &st->facts.families.v[i];
+
+		if (cl->monitor_roles ? f->hg[0] == cl->writer_hostgroup
+				      : family_has(f, cl->writer_hostgroup) || family_has(f, cl->reader_hostgroup))
+			hit = f;
+		for (size_t r = 0; r < cl->nremote && !hit && !cl->monitor_roles; r++)
+			if (family_has(f, cl->remote[r].hostgroup))
+				hit = f;
+	}
+	return hit;
+}
+
+/* Cluster `cl`'s hostgroups are not written here (marked -1 in st->owned). */
+static void disown_cluster(struct tstate *st, const struct layout_cluster *cl)
+{
+	for (size_t i = 0; i < st->nowned; i++)
+		if (st->owned[i] == cl->writer_hostgroup || st->owned[i] == cl->reader_hostgroup)
+			st->owned[i] = -1;
+	for (size_t r = 0; r < cl->nremote; r++)
+		for (size_t i = 0; i < st->nowned; i++)
+			if (st->owned[i] == cl->remote[r].hostgroup)
+				st->owned[i] = -1;
+}
+
+/* A cluster with roles = "kv" whose hostgroups a monitor row covers is not written, nor one with
+ * roles = "monitor" that no monitor row has as its writer. */
+static void refuse_monitored(const struct layout_config *l, struct tstate *st)
+{
 	for (size_t c = 0; c < l->nclusters; c++) {
 		const struct layout_cluster *cl = &l->clusters[c];
-		const struct px_family *hit = NULL;
-		bool refused;
+		const struct px_family *hit = monitor_row(st, cl);
 
-		for (size_t i = 0; i < st->facts.families.n && !hit; i++) {
-			const struct px_family *f = &st->facts.families.v[i];
-
-			if (cl->monitor_roles
-				    ? f->hg[0] == cl->writer_hostgroup
-				    : family_has(f, cl->writer_hostgroup) || family_has(f, cl->reader_hostgroup))
-				hit = f;
-			for (size_t r = 0; r < cl->nremote && !hit && !cl->monitor_roles; r++)
-				if (family_has(f, cl->remote[r].hostgroup))
-					hit = f;
-		}
-		refused = cl->monitor_roles ? hit == NULL : hit != NULL;
-		if (!refused)
+		if (cl->monitor_roles ? hit != NULL : hit == NULL)
 			continue;
 		st->refused |= REFUSED_MONITOR;
 		if (cl->monitor_roles)
@@ -140,14 +153,21 @@ static void scope(struct agent *ag, struct target *t, struct tstate *st)
 				"cluster %s: a %s row (writer %ld) covers its hostgroups, ProxySQL's monitor moves its "
 				"servers: not written; set roles = \"monitor\" for it",
 				cl->alias, hit->table, hit->hg[0]);
-		for (size_t i = 0; i < st->nowned; i++)
-			if (st->owned[i] == cl->writer_hostgroup || st->owned[i] == cl->reader_hostgroup)
-				st->owned[i] = -1;
-		for (size_t r = 0; r < cl->nremote; r++)
-			for (size_t i = 0; i < st->nowned; i++)
-				if (st->owned[i] == cl->remote[r].hostgroup)
-					st->owned[i] = -1;
+		disown_cluster(st, cl);
 	}
+}
+
+/* Who owns what on this target: the agent's hostgroups less those refused_monitored(), none when
+ * refuse_pulled() refuses mysql_servers. */
+static void scope(struct agent *ag, struct target *t, struct tstate *st)
+{
+	size_t k = 0;
+
+	st->nowned = ag->nowned;
+	memcpy(st->owned, ag->owned, ag->nowned * sizeof(long));
+	st->refused_why[0] = '\0';
+	refuse_pulled(ag, t, st);
+	refuse_monitored(&ag->cfg->layout, st);
 	for (size_t i = 0; i < st->nowned; i++)
 		if (st->owned[i] >= 0)
 			st->owned[k++] = st->owned[i];
@@ -164,7 +184,7 @@ static int disable_pull(struct agent *ag, struct target *t, struct tstate *st, c
 	long *pulled[TABLE_COUNT] = { &st->facts.servers_diffs_before_sync, &st->facts.users_diffs_before_sync };
 	bool changed = false;
 
-	if (strcmp(cluster_mode(t), "disable-pull") != 0 || st->facts.cluster_peers <= 0)
+	if (t->cfg->mode != SYNC_CLUSTER_DISABLE_PULL || st->facts.cluster_peers <= 0)
 		return 0;
 	for (int tb = 0; tb < TABLE_COUNT; tb++) {
 		char sql[120];
@@ -198,13 +218,13 @@ static int disable_pull(struct agent *ag, struct target *t, struct tstate *st, c
 
 static void tstate_free(struct tstate *st)
 {
-	px_facts_free(&st->facts);
-	px_servers_free(&st->mem_s);
-	px_servers_free(&st->rt_s);
-	px_users_free(&st->mem_u);
+	pxadmin_facts_free(&st->facts);
+	model_servers_free(&st->mem_s);
+	model_servers_free(&st->rt_s);
+	model_users_free(&st->mem_u);
 	plan_rowset_free(&st->rt_u);
-	px_peers_free(&st->mem_p);
-	px_peers_free(&st->rt_p);
+	model_peers_free(&st->mem_p);
+	model_peers_free(&st->rt_p);
 	memset(st, 0, sizeof(*st));
 }
 
@@ -258,8 +278,8 @@ void target_forget(struct target *t)
 {
 	if (!t->known)
 		return;
-	px_servers_free(&t->known->mem_s);
-	px_users_free(&t->known->mem_u);
+	model_servers_free(&t->known->mem_s);
+	model_users_free(&t->known->mem_u);
 	free(t->known);
 	t->known = NULL;
 }
@@ -275,8 +295,8 @@ static int read_known(struct target *t, const deadline_t *dl, struct tstate *st,
 	memset(st, 0, sizeof(*st));
 	t->known = NULL;
 	if (pxadmin_read_facts(&t->px, dl, &st->facts, e) < 0 || st->facts.cluster_peers > 0) {
-		px_servers_free(&k->mem_s);
-		px_users_free(&k->mem_u);
+		model_servers_free(&k->mem_s);
+		model_users_free(&k->mem_u);
 		free(k);
 		return st->facts.cluster_peers > 0 ? 0 : -1;
 	}
@@ -324,10 +344,10 @@ static void remember(struct target *t, struct tstate *st, const struct plan *aft
 	target_forget(t);
 	if (after) {
 		for (size_t i = 0; i < after->nafter_servers; i++)
-			px_servers_add(&k->mem_s, after->after_servers[i]);
-		px_servers_sort(&k->mem_s);
+			model_servers_add(&k->mem_s, after->after_servers[i]);
+		model_servers_sort(&k->mem_s);
 		for (size_t i = 0; i < after->nafter_users; i++)
-			px_users_add(&k->mem_u, after->after_users[i]);
+			model_users_add(&k->mem_u, after->after_users[i]);
 	} else {
 		k->mem_s = st->mem_s;
 		k->mem_u = st->mem_u;
@@ -373,6 +393,30 @@ static int verify_known(struct target *t, const struct plan *p, const struct px_
 	return 1;
 }
 
+/* proxysql_servers: the announced fleet, this target itself always in it (announce-address). */
+static void plan_fleet(struct sync_config *cfg, const struct agent_want *want, const struct tstate *st,
+		       struct plan *out)
+{
+	const struct sync_settings *set = &cfg->settings;
+	struct px_peers fleet;
+	struct px_peer self = { 0 };
+	char host[256];
+	bool have_self = set->announce_parsed;
+
+	model_peers_copy(&fleet, &want->peers);
+	if (have_self) {
+		snprintf(host, sizeof(host), "%s", set->announce_host);
+		self.host = host;
+		self.port = set->announce_port;
+		self.weight = set->announce_weight;
+		self.comment = (char *)set->announce_comment;
+		model_peers_add(&fleet, self.host, self.port, self.weight, self.comment);
+		model_peers_sort(&fleet);
+	}
+	plan_peers(&fleet, &st->mem_p, &st->rt_p, have_self ? &self : NULL, set->save_to_disk, out);
+	model_peers_free(&fleet);
+}
+
 /* The plan that brings the target from `st` to `want_s` / `want`, with every owed LOAD and SAVE
  * derived from what the target says (drift between memory, runtime and disk). */
 static void plan_state(struct agent *ag, const struct tstate *st, const struct px_servers *want_s,
@@ -385,13 +429,13 @@ static void plan_state(struct agent *ag, const struct tstate *st, const struct p
 		.owned_hostgroups = st->owned,
 		.nowned = st->nowned,
 		.user_tag = cfg->layout.user_tag,
-		.drain_timeout_ms = (int64_t)(opt_num(&cfg->o, "drain-timeout") * 1000),
-		.save_to_disk = opt_flag(&cfg->o, "save-to-disk"),
+		.drain_timeout_ms = cfg->settings.drain_timeout_ms,
+		.save_to_disk = cfg->settings.save_to_disk,
 		.keep_servers = &want->keep_servers,
 		.keep_users = &want->keep_users,
 		.protected_users = &st->facts.protected_users,
-		.adopt_users = opt_flag(&cfg->o, "adopt-users"),
-		.hold_foreign = strcmp(opt_str(&cfg->o, "foreign-edits"), "hold") == 0,
+		.adopt_users = cfg->settings.adopt_users,
+		.hold_foreign = cfg->settings.foreign_edits == SYNC_FOREIGN_HOLD,
 	};
 	struct plan_inputs in = {
 		.want_servers = st->refuse[TABLE_SERVERS] ? NULL : want_s,
@@ -408,27 +452,8 @@ static void plan_state(struct agent *ag, const struct tstate *st, const struct p
 	};
 
 	plan_target(&in, &po, out, ds, du);
-	if (layout_has_fleet(&cfg->layout)) {
-		/* The announced fleet, this target itself always in it (announce-address). */
-		struct px_peers fleet;
-		struct px_peer self = { 0 };
-		char host[256];
-		bool have_self = *opt_str(&cfg->o, "announce-address") &&
-				 !model_split_address(opt_str(&cfg->o, "announce-address"), 6032, host, sizeof(host),
-						      &self.port);
-
-		px_peers_copy(&fleet, &want->peers);
-		if (have_self) {
-			self.host = host;
-			self.weight = opt_int(&cfg->o, "announce-weight");
-			self.comment = (char *)opt_str(&cfg->o, "announce-comment");
-			px_peers_add(&fleet, self.host, self.port, self.weight, self.comment);
-			px_peers_sort(&fleet);
-		}
-		plan_peers(&fleet, &st->mem_p, &st->rt_p, have_self ? &self : NULL, opt_flag(&cfg->o, "save-to-disk"),
-			   out);
-		px_peers_free(&fleet);
-	}
+	if (layout_has_fleet(&cfg->layout))
+		plan_fleet(cfg, want, st, out);
 }
 
 static unsigned long reads_now(struct agent *ag)
@@ -461,71 +486,132 @@ static bool serving(const struct px_server *s)
 	return !sk_streq_ci(s->status, "OFFLINE_SOFT") && !sk_streq_ci(s->status, "OFFLINE_HARD");
 }
 
+/* Serving servers of hostgroup `hg` in `have`, and desired ones in `want`. */
+static void hostgroup_counts(const struct px_servers *have, const struct px_servers *want, long hg, size_t *have_n,
+			     size_t *want_n)
+{
+	*have_n = *want_n = 0;
+	for (size_t i = 0; i < have->n; i++)
+		*have_n += have->v[i].hostgroup == hg && serving(&have->v[i]);
+	for (size_t i = 0; i < want->n; i++)
+		*want_n += want->v[i].hostgroup == hg;
+}
+
+/* What the hostgroup guard decided for one owned hostgroup. */
+enum hold_step {
+	HOLD_NONE, /* not shrinking, not held */
+	HOLD_DROP, /* not shrinking any more: the hold goes */
+	HOLD_START, /* shrinking: held from now (or again, its counts changed) */
+	HOLD_KEEP, /* shrinking: held, waiting for confirmations */
+	HOLD_CONFIRMED, /* shrinking, confirmed: the hold goes, the hostgroup shrinks */
+};
+
+struct hold_decision {
+	long hostgroup;
+	size_t have_n, want_n;
+	enum hold_step step;
+};
+
+/* What the guards decided for one plan. Deciding changes nothing but the desired rows; the record
+ * (log lines, counters, the holds kept) follows once the plan stands, so that a hot path that
+ * falls back to a full read records the guards once. */
+struct guards {
+	int writers; /* writer hostgroups that would be empty: their servers kept (keep_writers) */
+	int held; /* hostgroups the hostgroup guard holds */
+	unsigned long reads, confirmations;
+	size_t n;
+	struct hold_decision hg[AGENT_MAX_HOSTGROUPS];
+};
+
+static enum hold_step hold_step(const struct shrink_hold *h, const struct hold_decision *d, double fraction,
+				const struct guards *g)
+{
+	bool shrink = d->have_n > 0 && d->want_n < d->have_n &&
+		      (d->want_n == 0 || (double)(d->have_n - d->want_n) / (double)d->have_n > fraction);
+
+	if (!shrink)
+		return h ? HOLD_DROP : HOLD_NONE;
+	if (!h || h->want_n != d->want_n || h->have_n != d->have_n)
+		return HOLD_START;
+	return g->reads - h->reads_mark >= g->confirmations ? HOLD_CONFIRMED : HOLD_KEEP;
+}
+
 /* The hostgroup guard: a managed hostgroup that the desired state empties or shrinks by more than
  * shrink-fraction, compared with what this target has now (so the first snapshot after a start, a
  * reload or --once has a baseline too), keeps the target's servers until `confirmations` further
- * reads of every prefix agree. Returns the number of hostgroups held. */
-static int guard_hostgroups(struct agent *ag, struct target *t, const struct tstate *st, struct px_servers *want,
-			    const struct px_servers *have)
+ * reads of every prefix agree. Decides, adds the servers held to `want`; record_holds() follows. */
+static void guard_hostgroups(struct agent *ag, struct target *t, const struct tstate *st, struct px_servers *want,
+			     const struct px_servers *have, struct guards *g)
 {
-	double fraction = opt_num(&ag->cfg->o, "shrink-fraction");
-	unsigned long confirmations = (unsigned long)opt_int(&ag->cfg->o, "confirmations"), reads = reads_now(ag);
-	int held = 0;
+	double fraction = ag->cfg->settings.shrink_fraction;
 
-	for (size_t g = 0; g < st->nowned; g++) {
-		long hg = st->owned[g];
-		size_t have_n = 0, want_n = 0;
-		struct shrink_hold *h = hold_find(t, hg);
-		bool shrink;
+	g->confirmations = (unsigned long)ag->cfg->settings.confirmations;
+	g->reads = reads_now(ag);
+	for (size_t o = 0; o < st->nowned; o++) {
+		struct hold_decision *d = &g->hg[g->n++];
 
-		for (size_t i = 0; i < have->n; i++)
-			have_n += have->v[i].hostgroup == hg && serving(&have->v[i]);
-		for (size_t i = 0; i < want->n; i++)
-			want_n += want->v[i].hostgroup == hg;
-		shrink = have_n > 0 && want_n < have_n &&
-			 (want_n == 0 || (double)(have_n - want_n) / (double)have_n > fraction);
-		if (!shrink) {
-			if (h)
-				hold_drop(t, h);
+		d->hostgroup = st->owned[o];
+		hostgroup_counts(have, want, d->hostgroup, &d->have_n, &d->want_n);
+		d->step = hold_step(hold_find(t, d->hostgroup), d, fraction, g);
+		if (d->step != HOLD_START && d->step != HOLD_KEEP)
 			continue;
-		}
-		if (!h || h->want_n != want_n || h->have_n != have_n) {
-			if (!h) {
-				t->holds = xrealloc(t->holds, (t->nholds + 1) * sizeof(*t->holds));
-				h = &t->holds[t->nholds++];
-			}
-			h->hostgroup = hg;
-			h->have_n = have_n;
-			h->want_n = want_n;
-			h->reads_mark = reads;
-			pthread_mutex_lock(&ag->mu);
-			ag->hostgroup_guard_blocks++;
-			ag->reread_until_us = deadline_now_us() + 5000000;
-			pthread_mutex_unlock(&ag->mu);
-			shared_wake_watchers(ag); /* confirm by reading now, not at the next change */
-			log_warn("guard: target %s: hostgroup %ld would go from %zu to %zu servers; keeping them until "
-				 "%lu "
-				 "more reads agree (confirmations)",
-				 t->pt.name, hg, have_n, want_n, confirmations);
-		} else if (reads - h->reads_mark >= confirmations) {
-			log_warn("guard: target %s: hostgroup %ld from %zu to %zu servers confirmed by %lu reads",
-				 t->pt.name, hg, have_n, want_n, confirmations);
-			hold_drop(t, h);
-			continue;
-		}
 		for (size_t i = 0; i < have->n; i++)
-			if (have->v[i].hostgroup == hg && serving(&have->v[i]) && !wanted(want, &have->v[i]))
-				px_servers_add(want, &have->v[i]);
-		held++;
+			if (have->v[i].hostgroup == d->hostgroup && serving(&have->v[i]) && !wanted(want, &have->v[i]))
+				model_servers_add(want, &have->v[i]);
+		g->held++;
 	}
-	if (held) {
-		px_servers_sort(want);
+	if (g->held)
+		model_servers_sort(want);
+}
+
+/* A new hold (or one whose counts changed): counted, and the watchers read again at once to
+ * confirm, not at the next change. */
+static void hold_start(struct agent *ag, struct target *t, struct shrink_hold *h, const struct hold_decision *d,
+		       const struct guards *g)
+{
+	if (!h) {
+		t->holds = xrealloc(t->holds, (t->nholds + 1) * sizeof(*t->holds));
+		h = &t->holds[t->nholds++];
+	}
+	h->hostgroup = d->hostgroup;
+	h->have_n = d->have_n;
+	h->want_n = d->want_n;
+	h->reads_mark = g->reads;
+	pthread_mutex_lock(&ag->mu);
+	ag->hostgroup_guard_blocks++;
+	ag->reread_until_us = deadline_now_us() + 5000000;
+	pthread_mutex_unlock(&ag->mu);
+	shared_wake_watchers(ag);
+	log_warn("guard: target %s: hostgroup %ld would go from %zu to %zu servers; keeping them until "
+		 "%lu "
+		 "more reads agree (confirmations)",
+		 t->pt.name, d->hostgroup, d->have_n, d->want_n, g->confirmations);
+}
+
+/* Record what guard_hostgroups() decided: the holds kept, started and dropped, the lines, the
+ * counts; while any holds, the watchers re-read and the targets look again soon. */
+static void record_holds(struct agent *ag, struct target *t, const struct guards *g)
+{
+	for (size_t i = 0; i < g->n; i++) {
+		const struct hold_decision *d = &g->hg[i];
+		struct shrink_hold *h = hold_find(t, d->hostgroup);
+
+		if (d->step == HOLD_START) {
+			hold_start(ag, t, h, d, g);
+		} else if (d->step == HOLD_CONFIRMED) {
+			log_warn("guard: target %s: hostgroup %ld from %zu to %zu servers confirmed by %lu reads",
+				 t->pt.name, d->hostgroup, d->have_n, d->want_n, g->confirmations);
+			hold_drop(t, h);
+		} else if (d->step == HOLD_DROP) {
+			hold_drop(t, h);
+		}
+	}
+	if (g->held) {
 		pthread_mutex_lock(&ag->mu);
 		ag->reread_until_us = deadline_now_us() + 5000000;
 		pthread_cond_broadcast(&ag->cv);
 		pthread_mutex_unlock(&ag->mu);
 	}
-	return held;
 }
 
 static void set_why(struct agent *ag, struct target *t, const char *fmt, ...) SK_PRINTF(3, 4);
@@ -541,15 +627,10 @@ static void set_why(struct agent *ag, struct target *t, const char *fmt, ...)
 	pthread_mutex_unlock(&ag->pub_mu);
 }
 
-/* Log what the plan left alone and what others staged, once per change; keep the counts. */
-static void report(struct agent *ag, struct target *t, const struct tstate *st, const struct plan *p,
-		   const struct plan_drift *ds, const struct plan_drift *du)
+/* KV users the plan left alone: named like ProxySQL's own logins, or colliding with users the agent
+ * does not own. Logged when the count changes. */
+static void report_users(struct agent *ag, struct target *t, const struct plan *p)
 {
-	static const char *const tables[TABLE_COUNT] = { "mysql_servers", "mysql_users" };
-	const struct plan_drift *d[TABLE_COUNT] = { ds, du };
-	bool hold = strcmp(opt_str(&ag->cfg->o, "foreign-edits"), "hold") == 0;
-	size_t monitor_rows = 0;
-
 	if (p->user_protected != t->protected_now) {
 		if (p->user_protected)
 			log_warn("target %s: rejected %zu KV user(s) named like a login of ProxySQL itself (first: %s; "
@@ -569,6 +650,15 @@ static void report(struct agent *ag, struct target *t, const struct tstate *st, 
 				t->pt.name, p->user_conflicts, p->first_conflict);
 		t->conflicts_now = p->user_conflicts;
 	}
+}
+
+/* Rows others staged in memory, per table: logged and counted when the count changes. */
+static void report_foreign(struct agent *ag, struct target *t, const struct plan_drift *ds, const struct plan_drift *du)
+{
+	static const char *const tables[TABLE_COUNT] = { "mysql_servers", "mysql_users" };
+	const struct plan_drift *d[TABLE_COUNT] = { ds, du };
+	bool hold = ag->cfg->settings.foreign_edits == SYNC_FOREIGN_HOLD;
+
 	for (int k = 0; k < TABLE_COUNT; k++) {
 		if (d[k]->foreign == t->foreign_now[k])
 			continue;
@@ -581,6 +671,14 @@ static void report(struct agent *ag, struct target *t, const struct tstate *st, 
 		}
 		t->foreign_now[k] = d[k]->foreign;
 	}
+}
+
+/* What the target says of itself: monitor rows over the agent's hostgroups, ProxySQL Cluster
+ * peers and pulls. Logged at the first connect, then on each change. */
+static void report_facts(struct agent *ag, struct target *t, const struct tstate *st)
+{
+	size_t monitor_rows = 0;
+
 	for (size_t i = 0; i < st->facts.families.n; i++)
 		for (size_t k = 0; k < st->facts.families.v[i].n; k++)
 			if (in_list(ag->owned, ag->nowned, st->facts.families.v[i].hg[k])) {
@@ -588,7 +686,7 @@ static void report(struct agent *ag, struct target *t, const struct tstate *st, 
 				break;
 			}
 	if (!t->facts_logged || monitor_rows != t->monitor_rows || st->facts.cluster_peers != t->cluster_peers) {
-		t->facts_logged = true; /* at the first connect, then on each change */
+		t->facts_logged = true;
 		log_info("target %s: %zu monitor hostgroup row(s) over the agent's hostgroups; %ld ProxySQL Cluster "
 			 "peer(s) (pull: mysql_servers %ld, mysql_users %ld)",
 			 t->pt.name, monitor_rows, st->facts.cluster_peers, st->facts.servers_diffs_before_sync,
@@ -598,6 +696,15 @@ static void report(struct agent *ag, struct target *t, const struct tstate *st, 
 	}
 	t->diffs_before_sync[TABLE_SERVERS] = st->facts.servers_diffs_before_sync;
 	t->diffs_before_sync[TABLE_USERS] = st->facts.users_diffs_before_sync;
+}
+
+/* Log what the plan left alone and what others staged, once per change; keep the counts. */
+static void report(struct agent *ag, struct target *t, const struct tstate *st, const struct plan *p,
+		   const struct plan_drift *ds, const struct plan_drift *du)
+{
+	report_users(ag, t, p);
+	report_foreign(ag, t, ds, du);
+	report_facts(ag, t, st);
 }
 
 static void mark_in_sync(struct agent *ag, struct target *t)
@@ -615,7 +722,7 @@ static void mark_in_sync(struct agent *ag, struct target *t)
  * cluster-converge-timeout. Returns 0 (in sync) or 1 (look again soon). */
 static int follow(struct agent *ag, struct target *t, const struct plan *p)
 {
-	int64_t now = deadline_now_us(), limit = (int64_t)(opt_num(&ag->cfg->o, "cluster-converge-timeout") * 1e6);
+	int64_t now = deadline_now_us(), limit = ag->cfg->settings.cluster_converge_timeout_us;
 
 	if (p->n == 0 && !p->servers_held && !p->users_held) {
 		if (t->diverged_since_us)
@@ -686,7 +793,7 @@ static void forget_drains(struct target *t, const struct px_servers *have, const
 {
 	for (size_t i = 0; i < t->ndrains;) {
 		const struct px_server *h =
-			px_servers_find(have, t->drains[i].hostgroup, t->drains[i].host, t->drains[i].port);
+			model_servers_find(have, t->drains[i].hostgroup, t->drains[i].host, t->drains[i].port);
 
 		if (!h || wanted(want, h) || !sk_streq_ci(h->status, "OFFLINE_SOFT")) {
 			free(t->drains[i].host);
@@ -697,346 +804,527 @@ static void forget_drains(struct target *t, const struct px_servers *have, const
 	}
 }
 
-/* One reconcile; -2 when the hot path found a checksum it did not know before writing anything
- * (the caller reads in full then). */
-static int reconcile(struct agent *ag, struct target *t, const struct agent_want *want, bool print)
+/* One reconcile's working state, from the read to the record. */
+struct pass {
+	struct agent *ag;
+	struct target *t;
+	const struct agent_want *want;
+	bool print, users, disk;
+	deadline_t dl;
+	struct tstate st;
+	struct px_servers want_s; /* the desired servers of the hostgroups written here, guards applied */
+	struct plan plan, check;
+	struct plan_drift ds, du;
+	/* Servers being drained: the rows, how many connections still use them, the plan's view. */
+	const struct px_server **draining;
+	long *used;
+	struct plan_drain *dinfo;
+	size_t nd;
+	struct db_err e;
+	int64_t started, read_us;
+	int rc, fast;
+	struct guards guards;
+	bool verified_known;
+	struct px_checksums after_ck;
+};
+
+/* Start a reconcile: its deadline, and whether it may take the hot path: a target still connected
+ * since a reconcile that verified its tables, within resync-interval of their last full read,
+ * outside a ProxySQL Cluster and a fleet. */
+static void pass_begin(struct pass *r, struct agent *ag, struct target *t, const struct agent_want *want, bool print)
 {
 	struct sync_config *cfg = ag->cfg;
-	bool users = *cfg->layout.users_prefix != '\0', disk = opt_flag(&cfg->o, "save-to-disk");
-	deadline_t dl = deadline_in_ms((int64_t)(opt_num(&cfg->o, "admin-timeout") * 1000));
-	struct tstate st = { 0 };
-	struct px_servers want_s = { 0 };
-	struct plan plan = { 0 }, check = { 0 };
-	struct plan_drift ds, du;
-	const struct px_server **draining = NULL;
-	struct plan_drain *dinfo = NULL;
-	long *used = NULL;
-	size_t nd = 0, done = 0;
-	struct db_err e;
-	int64_t started = deadline_now_us(), read_us = started;
-	int rc = -1, held, guarded, fast = 0;
-	bool was_connected = t->px.db.connected, verified_known = false;
-	struct px_checksums after_ck;
 
-	/* The hot path: a target still connected since a reconcile that verified its tables, within
-	 * resync-interval of their last full read, outside a ProxySQL Cluster and a fleet. */
-	if (!was_connected || print || layout_has_fleet(&cfg->layout) ||
-	    strcmp(cluster_mode(t), "single-writer") == 0 ||
-	    (t->known && started - t->known->read_us >= (int64_t)(opt_num(&cfg->o, "resync-interval") * 1e6)))
+	memset(r, 0, sizeof(*r));
+	r->ag = ag;
+	r->t = t;
+	r->want = want;
+	r->print = print;
+	r->users = *cfg->layout.users_prefix != '\0';
+	r->disk = cfg->settings.save_to_disk;
+	r->dl = deadline_in_ms(cfg->settings.admin_timeout_ms);
+	r->started = r->read_us = deadline_now_us();
+	r->rc = -1;
+	if (!t->px.db.connected || print || layout_has_fleet(&cfg->layout) ||
+	    t->cfg->mode == SYNC_CLUSTER_SINGLE_WRITER ||
+	    (t->known && r->started - t->known->read_us >= cfg->settings.resync_interval_us))
 		target_forget(t);
-	if (pxadmin_connect(&t->px, &t->pt, &dl, &e) < 0) {
-		if (t->reachable || !t->last_check_us)
-			log_warn("target %s: cannot connect: %s", t->pt.name, e.msg);
-		mark_unreachable(t);
-		t->last_failure = e.reason;
-		t->errors_connect++;
-		set_why(ag, t, "unreachable: %s", e.msg);
-		return -1;
-	}
-	if (t->known && (fast = read_known(t, &dl, &st, &read_us, &e)) == 0)
-		tstate_free(&st);
-	if (fast < 0 || (!fast && read_state(t, users, disk, &dl, &st, &e) < 0)) {
-		log_warn("target %s: reading its tables failed: %s", t->pt.name, e.msg);
+}
+
+static int connect_target(struct pass *r)
+{
+	struct target *t = r->t;
+
+	if (pxadmin_connect(&t->px, &t->pt, &r->dl, &r->e) >= 0)
+		return 0;
+	if (t->reachable || !t->last_check_us)
+		log_warn("target %s: cannot connect: %s", t->pt.name, r->e.msg);
+	mark_unreachable(t);
+	t->last_failure = r->e.reason;
+	t->errors_connect++;
+	set_why(r->ag, t, "unreachable: %s", r->e.msg);
+	return -1;
+}
+
+/* Read: the known rows and what the target says of itself (the hot path), or its tables. */
+static int read_tables(struct pass *r)
+{
+	struct target *t = r->t;
+
+	if (t->known && (r->fast = read_known(t, &r->dl, &r->st, &r->read_us, &r->e)) == 0)
+		tstate_free(&r->st);
+	if (r->fast < 0 || (!r->fast && read_state(t, r->users, r->disk, &r->dl, &r->st, &r->e) < 0)) {
+		log_warn("target %s: reading its tables failed: %s", t->pt.name, r->e.msg);
 		t->errors_read++;
-		t->last_failure = e.reason;
+		t->last_failure = r->e.reason;
 		pxadmin_close(&t->px);
 		mark_unreachable(t);
-		set_why(ag, t, "reading its tables failed: %s", e.msg);
-		tstate_free(&st);
+		set_why(r->ag, t, "reading its tables failed: %s", r->e.msg);
+		tstate_free(&r->st);
 		return -1;
 	}
 	if (!t->reachable)
 		log_info("target %s: connected", t->pt.name);
 	t->reachable = true;
 	t->unreachable_since_us = 0;
+	return 0;
+}
 
-	if (disable_pull(ag, t, &st, &dl, &e) < 0) {
-		log_warn("target %s: disabling its ProxySQL Cluster pull failed: %s", t->pt.name, e.msg);
-		t->errors_apply++;
-		t->last_failure = e.reason;
-		set_why(ag, t, "disabling its ProxySQL Cluster pull failed: %s", e.msg);
-		goto out;
+/* What this target lets the agent write (scope()), said when it changes and in /readyz. */
+static void apply_scope(struct pass *r)
+{
+	struct target *t = r->t;
+
+	scope(r->ag, t, &r->st);
+	if (r->st.refused != t->refused_now) {
+		if (r->st.refused)
+			log_warn("target %s: %s", t->pt.name, r->st.refused_why);
+		t->refused_now = r->st.refused;
 	}
-	scope(ag, t, &st);
-	if (st.refused != t->refused_now) {
-		if (st.refused)
-			log_warn("target %s: %s", t->pt.name, st.refused_why);
-		t->refused_now = st.refused;
-	}
-	if (st.refused) { /* /readyz says so from now on, not only once the rest is applied */
+	if (r->st.refused) { /* /readyz says so from now on, not only once the rest is applied */
 		t->in_sync = false;
-		set_why(ag, t, "%s", st.refused_why);
+		set_why(r->ag, t, "%s", r->st.refused_why);
 	}
-	/* Only the hostgroups written here. */
-	for (size_t i = 0; i < want->servers.n; i++)
-		if (in_list(st.owned, st.nowned, want->servers.v[i].hostgroup))
-			px_servers_add(&want_s, &want->servers.v[i]);
-	held = keep_writers(ag, st.owned, st.nowned, &want_s, &st.mem_s);
-	if (held) {
-		t->writer_guard++;
-		log_warn("guard: target %s: %d writer hostgroup(s) would be empty; keeping their servers", t->pt.name,
-			 held);
-	}
-	guarded = guard_hostgroups(ag, t, &st, &want_s, &st.mem_s);
-	/* Servers being drained: how many connections still use them, and since when. */
-	for (size_t i = 0; i < st.mem_s.n; i++) {
-		const struct px_server *s = &st.mem_s.v[i];
+}
 
-		if (in_list(st.owned, st.nowned, s->hostgroup) && !wanted(&want_s, s) &&
+/* The desired servers of the hostgroups written here, with what the guards keep from going
+ * (decided here, recorded by record_guards()). */
+static void guard_wanted(struct pass *r)
+{
+	const struct px_servers *all = &r->want->servers;
+
+	for (size_t i = 0; i < all->n; i++)
+		if (in_list(r->st.owned, r->st.nowned, all->v[i].hostgroup))
+			model_servers_add(&r->want_s, &all->v[i]);
+	r->guards.writers = keep_writers(r->ag, r->st.owned, r->st.nowned, &r->want_s, &r->st.mem_s);
+	guard_hostgroups(r->ag, r->t, &r->st, &r->want_s, &r->st.mem_s, &r->guards);
+}
+
+/* Record the guards once the plan stands (on the hot path, once the checksums vouch for the known
+ * rows it was planned from): once per reconcile, whatever read it took. */
+static void record_guards(struct pass *r)
+{
+	if (r->guards.writers) {
+		r->t->writer_guard++;
+		log_warn("guard: target %s: %d writer hostgroup(s) would be empty; keeping their servers",
+			 r->t->pt.name, r->guards.writers);
+	}
+	record_holds(r->ag, r->t, &r->guards);
+}
+
+/* The drain's record of a server being drained: since when (the clock starts when first seen
+ * draining, or when the agent restarted). */
+static struct drain_rec *drain_track(struct target *t, const struct px_server *s)
+{
+	struct drain_rec *r = drain_find(t, s);
+
+	if (!r) {
+		t->drains = model_grow(t->drains, t->ndrains, sizeof(*t->drains));
+		r = &t->drains[t->ndrains++];
+		r->hostgroup = s->hostgroup;
+		r->host = xstrdup(s->host);
+		r->port = s->port;
+		r->since_us = deadline_now_us();
+	}
+	return r;
+}
+
+/* Servers being drained: how many connections still use them, and since when. */
+static int read_drains(struct pass *r)
+{
+	struct target *t = r->t;
+
+	for (size_t i = 0; i < r->st.mem_s.n; i++) {
+		const struct px_server *s = &r->st.mem_s.v[i];
+
+		if (in_list(r->st.owned, r->st.nowned, s->hostgroup) && !wanted(&r->want_s, s) &&
 		    sk_streq_ci(s->status, "OFFLINE_SOFT")) {
-			draining = px_grow(draining, nd, sizeof(*draining));
-			draining[nd++] = s;
+			r->draining = model_grow(r->draining, r->nd, sizeof(*r->draining));
+			r->draining[r->nd++] = s;
 		}
 	}
-	if (nd) {
-		used = xcalloc(nd, sizeof(long));
-		if (pxadmin_conn_used(&t->px, &dl, draining, nd, used, &e) < 0) {
-			log_warn("target %s: reading stats_mysql_connection_pool failed: %s", t->pt.name, e.msg);
-			t->errors_read++;
-			t->last_failure = e.reason;
-			goto out;
-		}
-		dinfo = xcalloc(nd, sizeof(*dinfo));
-		for (size_t i = 0; i < nd; i++) {
-			struct drain_rec *r = drain_find(t, draining[i]);
+	if (!r->nd)
+		return 0;
+	r->used = xcalloc(r->nd, sizeof(long));
+	if (pxadmin_conn_used(&t->px, &r->dl, r->draining, r->nd, r->used, &r->e) < 0) {
+		log_warn("target %s: reading stats_mysql_connection_pool failed: %s", t->pt.name, r->e.msg);
+		t->errors_read++;
+		t->last_failure = r->e.reason;
+		return -1;
+	}
+	r->dinfo = xcalloc(r->nd, sizeof(*r->dinfo));
+	for (size_t i = 0; i < r->nd; i++) {
+		struct drain_rec *d = drain_track(t, r->draining[i]);
 
-			if (!r) { /* first seen draining now (or the agent restarted): the clock starts */
-				t->drains = px_grow(t->drains, t->ndrains, sizeof(*t->drains));
-				r = &t->drains[t->ndrains++];
-				r->hostgroup = draining[i]->hostgroup;
-				r->host = xstrdup(draining[i]->host);
-				r->port = draining[i]->port;
-				r->since_us = deadline_now_us();
-			}
-			dinfo[i].hostgroup = draining[i]->hostgroup;
-			dinfo[i].host = r->host; /* not the row's: the verify below reads afresh */
-			dinfo[i].port = draining[i]->port;
-			dinfo[i].conn_used = used[i];
-			dinfo[i].draining_ms = (deadline_now_us() - r->since_us) / 1000;
-		}
+		r->dinfo[i].hostgroup = r->draining[i]->hostgroup;
+		r->dinfo[i].host = d->host; /* not the row's: the verify below reads afresh */
+		r->dinfo[i].port = r->draining[i]->port;
+		r->dinfo[i].conn_used = r->used[i];
+		r->dinfo[i].draining_ms = (deadline_now_us() - d->since_us) / 1000;
 	}
-	plan_state(ag, &st, &want_s, want, dinfo, nd, &plan, &ds, &du);
-	if (fast && plan.n) {
-		int k = known_holds(t, &plan, &st.ck, &dl, &e);
+	return 0;
+}
+
+/* Decide: what this target lets the agent write, the guards, the drains, the plan (on the hot
+ * path, only while the checksums of the tables it writes are the known ones). False when the
+ * reconcile ends here, r->rc saying how. */
+static bool decide(struct pass *r)
+{
+	struct target *t = r->t;
+
+	if (disable_pull(r->ag, t, &r->st, &r->dl, &r->e) < 0) {
+		log_warn("target %s: disabling its ProxySQL Cluster pull failed: %s", t->pt.name, r->e.msg);
+		t->errors_apply++;
+		t->last_failure = r->e.reason;
+		set_why(r->ag, t, "disabling its ProxySQL Cluster pull failed: %s", r->e.msg);
+		return false;
+	}
+	apply_scope(r);
+	guard_wanted(r);
+	if (read_drains(r) < 0)
+		return false;
+	plan_state(r->ag, &r->st, &r->want_s, r->want, r->dinfo, r->nd, &r->plan, &r->ds, &r->du);
+	if (r->fast && r->plan.n) {
+		int k = known_holds(t, &r->plan, &r->st.ck, &r->dl, &r->e);
 
 		if (k < 0) {
 			t->errors_read++;
-			t->last_failure = e.reason;
-			set_why(ag, t, "reading its checksums failed: %s", e.msg);
-			goto out;
+			t->last_failure = r->e.reason;
+			set_why(r->ag, t, "reading its checksums failed: %s", r->e.msg);
+			return false;
 		}
 		if (k == 0) {
-			rc = -2;
-			goto out;
+			r->rc = -2;
+			return false;
 		}
 	}
-	report(ag, t, &st, &plan, &ds, &du);
-	if (print) {
-		char *text = plan_text(&plan);
+	record_guards(r);
+	report(r->ag, t, &r->st, &r->plan, &r->ds, &r->du);
+	return true;
+}
 
-		printf("-- target %s: %zu statement(s)\n%s", t->pt.name, plan.n, text);
-		fflush(stdout);
-		free(text);
-		rc = 0;
-		goto out;
+/* --dry-run: print the plan instead of applying it. */
+static void print_plan(struct pass *r)
+{
+	char *text = plan_text(&r->plan);
+
+	printf("-- target %s: %zu statement(s)\n%s", r->t->pt.name, r->plan.n, text);
+	fflush(stdout);
+	free(text);
+	r->rc = 0;
+}
+
+static void apply_failed(struct pass *r, size_t done)
+{
+	struct target *t = r->t;
+	const struct plan *p = &r->plan;
+
+	if (r->ag->stop)
+		log_warn("target %s: stopping: abandoned the apply after %zu of %zu statement(s), before its "
+			 "LOAD",
+			 t->pt.name, done, p->n);
+	else
+		log_error("target %s: statement %zu of %zu failed: %s: %s", t->pt.name, done + 1, p->n, r->e.msg,
+			  p->steps[done].shown);
+	t->errors_apply++;
+	t->last_failure = r->e.reason;
+	t->in_sync = false;
+	set_why(r->ag, t, "statement %zu of %zu failed: %s", done + 1, p->n, r->e.msg);
+	pxadmin_close(&t->px);
+}
+
+/* Apply the plan (or print it, or, a single-writer follower, only watch the cluster carry the
+ * writer's). False when the reconcile ends here, r->rc saying how. */
+static bool apply(struct pass *r)
+{
+	struct agent *ag = r->ag;
+	struct target *t = r->t;
+	bool single_writer = t->cfg->mode == SYNC_CLUSTER_SINGLE_WRITER;
+	size_t done = 0;
+
+	if (r->print) {
+		print_plan(r);
+		return false;
 	}
-	if (strcmp(cluster_mode(t), "single-writer") == 0 && !lock_may_write(ag)) {
-		rc = follow(ag, t, &plan);
-		goto out;
+	if (single_writer && !lock_may_write(ag)) {
+		r->rc = follow(ag, t, &r->plan);
+		return false;
 	}
-	for (size_t i = 0; i < plan.n; i++) {
-		if (strncmp(plan.steps[i].sql, "LOAD ", 5) == 0 && !plan.servers_changed && !plan.users_changed)
+	for (size_t i = 0; i < r->plan.n; i++) {
+		if (strncmp(r->plan.steps[i].sql, "LOAD ", 5) == 0 && !r->plan.servers_changed &&
+		    !r->plan.users_changed)
 			t->loads_owed++;
-		else if (strncmp(plan.steps[i].sql, "SAVE ", 5) == 0 && i == 0)
+		else if (strncmp(r->plan.steps[i].sql, "SAVE ", 5) == 0 && i == 0)
 			t->saves_owed++;
 	}
-	if (plan.n && strcmp(cluster_mode(t), "single-writer") == 0 && await_newer_epoch(ag, t, &plan, &dl) < 0)
-		goto out;
-	if (plan.n && pxadmin_apply(&t->px, &plan, &dl, &ag->stop, &done, &e) < 0) {
-		if (ag->stop)
-			log_warn("target %s: stopping: abandoned the apply after %zu of %zu statement(s), before its "
-				 "LOAD",
-				 t->pt.name, done, plan.n);
-		else
-			log_error("target %s: statement %zu of %zu failed: %s: %s", t->pt.name, done + 1, plan.n, e.msg,
-				  plan.steps[done].shown);
-		t->errors_apply++;
-		t->last_failure = e.reason;
-		t->in_sync = false;
-		set_why(ag, t, "statement %zu of %zu failed: %s", done + 1, plan.n, e.msg);
-		pxadmin_close(&t->px);
-		goto out;
+	if (r->plan.n && single_writer && await_newer_epoch(ag, t, &r->plan, &r->dl) < 0)
+		return false;
+	if (r->plan.n && pxadmin_apply(&t->px, &r->plan, &r->dl, &ag->stop, &done, &r->e) < 0) {
+		apply_failed(r, done);
+		return false;
 	}
-	/* Verify. The hot path (planned from known rows) checks the checksums: runtime and disk hold
-	 * what memory holds. Otherwise, or when they do not say so, what ProxySQL has now, memory,
-	 * runtime and disk, must need nothing more but drains. */
-	if (plan.n && fast && plan.after_exact && !held && !guarded && !st.refused && nd == 0) {
-		int v = verify_known(t, &plan, &st.ck, users, disk, &dl, &after_ck, &e);
+	return true;
+}
+
+/* The full verify: what ProxySQL has now, memory, runtime and disk, needs nothing more but drains. */
+static bool verify_read(struct pass *r)
+{
+	struct target *t = r->t;
+
+	r->fast = 0;
+	/* The statements have run: their text need not stay while the tables are read again. */
+	plan_drop_text(&r->plan);
+	tstate_free(&r->st);
+	r->read_us = deadline_now_us();
+	if (read_state(t, r->users, r->disk, &r->dl, &r->st, &r->e) < 0) {
+		t->errors_read++;
+		t->last_failure = r->e.reason;
+		set_why(r->ag, t, "reading its tables after the apply failed: %s", r->e.msg);
+		return false;
+	}
+	scope(r->ag, t, &r->st);
+	plan_state(r->ag, &r->st, &r->want_s, r->want, r->dinfo, r->nd, &r->check, &r->ds, &r->du);
+	if (only_drains(&r->check) && !r->check.servers_held && !r->check.users_held)
+		return true;
+	for (size_t i = 0; i < r->check.n; i++)
+		if (!only_drains(&(struct plan){ .steps = &r->check.steps[i], .n = 1 })) {
+			log_error("target %s: verify failed: still needed after apply: %s", t->pt.name,
+				  r->check.steps[i].shown);
+			break;
+		}
+	t->errors_verify++;
+	t->in_sync = false;
+	set_why(r->ag, t, "verify failed after an apply");
+	return false;
+}
+
+/* Verify. The hot path (planned from known rows) checks the checksums: runtime and disk hold what
+ * memory holds. Otherwise, or when they do not say so, the tables are read in full (verify_read). */
+static bool verify(struct pass *r)
+{
+	if (r->plan.n && r->fast && r->plan.after_exact && !r->guards.writers && !r->guards.held && !r->st.refused &&
+	    r->nd == 0) {
+		int v = verify_known(r->t, &r->plan, &r->st.ck, r->users, r->disk, &r->dl, &r->after_ck, &r->e);
 
 		if (v < 0) {
-			t->errors_read++;
-			t->last_failure = e.reason;
-			set_why(ag, t, "reading its checksums after the apply failed: %s", e.msg);
-			goto out;
+			r->t->errors_read++;
+			r->t->last_failure = r->e.reason;
+			set_why(r->ag, r->t, "reading its checksums after the apply failed: %s", r->e.msg);
+			return false;
 		}
-		verified_known = v == 1;
+		r->verified_known = v == 1;
 	}
-	if (plan.n && !verified_known) {
-		fast = 0;
-		/* The statements have run: their text need not stay while the tables are read again. */
-		plan_drop_text(&plan);
-		tstate_free(&st);
-		read_us = deadline_now_us();
-		if (read_state(t, users, disk, &dl, &st, &e) < 0) {
-			t->errors_read++;
-			t->last_failure = e.reason;
-			set_why(ag, t, "reading its tables after the apply failed: %s", e.msg);
-			goto out;
-		}
-		scope(ag, t, &st);
-		plan_state(ag, &st, &want_s, want, dinfo, nd, &check, &ds, &du);
-		if (!only_drains(&check) || check.servers_held || check.users_held) {
-			for (size_t i = 0; i < check.n; i++)
-				if (!only_drains(&(struct plan){ .steps = &check.steps[i], .n = 1 })) {
-					log_error("target %s: verify failed: still needed after apply: %s", t->pt.name,
-						  check.steps[i].shown);
-					break;
-				}
-			t->errors_verify++;
-			t->in_sync = false;
-			set_why(ag, t, "verify failed after an apply");
-			goto out;
-		}
-	}
-	if (plan.n) {
-		{
-			double ms = (double)(deadline_now_us() - started) / 1000.0;
-			size_t b = 0;
+	return !r->plan.n || r->verified_known || verify_read(r);
+}
 
-			while (b < AGENT_HIST_BUCKETS && ms > metrics_hist_bounds_ms[b])
-				b++;
-			t->hist[b]++;
-			t->hist_sum_us += (unsigned long)(ms * 1000.0);
-			t->hist_count++;
-			t->applies++;
-			log_info("target %s: applied %zu statement(s) in %.1f ms: servers +%zu ~%zu drain %zu -%zu, "
-				 "users +%zu ~%zu -%zu",
-				 t->pt.name, plan.n, ms, plan.server_inserts, plan.server_updates, plan.server_drains,
-				 plan.server_deletes, plan.user_inserts, plan.user_updates, plan.user_deletes);
-		}
-	}
-	if (plan.servers_held || plan.users_held) {
-		t->in_sync = false;
-		set_why(ag, t, "%s held: rows staged by someone else are not loaded (foreign-edits = hold)",
-			plan.servers_held ? "mysql_servers" : "mysql_users");
-		rc = 1;
-		goto out;
-	}
-	if (st.refused) {
-		t->in_sync = false;
-		set_why(ag, t, "%s", st.refused_why);
-		rc = 1;
-		goto out;
-	}
-	if (guarded) {
-		t->in_sync = false;
-		set_why(ag, t, "guard: %d hostgroup(s) shrinking, waiting for confirmations", guarded);
-		rc = 1;
-		goto out;
+/* Record an apply: the latency histogram, the count, one line. */
+static void record_apply(struct pass *r)
+{
+	struct target *t = r->t;
+	const struct plan *p = &r->plan;
+	double ms = (double)(deadline_now_us() - r->started) / 1000.0;
+	size_t b = 0;
+
+	while (b < AGENT_HIST_BUCKETS && ms > metrics_hist_bounds_ms[b])
+		b++;
+	t->hist[b]++;
+	t->hist_sum_us += (unsigned long)(ms * 1000.0);
+	t->hist_count++;
+	t->applies++;
+	log_info("target %s: applied %zu statement(s) in %.1f ms: servers +%zu ~%zu drain %zu -%zu, "
+		 "users +%zu ~%zu -%zu",
+		 t->pt.name, p->n, ms, p->server_inserts, p->server_updates, p->server_drains, p->server_deletes,
+		 p->user_inserts, p->user_updates, p->user_deletes);
+}
+
+/* Held, refused or guarded although the apply went well: not in sync, and why. Returns 1 (look
+ * again soon) or 0. */
+static int still_held(struct pass *r)
+{
+	struct target *t = r->t;
+
+	if (!r->plan.servers_held && !r->plan.users_held && !r->st.refused && !r->guards.held)
+		return 0;
+	t->in_sync = false;
+	if (r->plan.servers_held || r->plan.users_held)
+		set_why(r->ag, t, "%s held: rows staged by someone else are not loaded (foreign-edits = hold)",
+			r->plan.servers_held ? "mysql_servers" : "mysql_users");
+	else if (r->st.refused)
+		set_why(r->ag, t, "%s", r->st.refused_why);
+	else
+		set_why(r->ag, t, "guard: %d hostgroup(s) shrinking, waiting for confirmations", r->guards.held);
+	return 1;
+}
+
+/* Conclude: in the desired state or not, and what the tables are known to hold now. */
+static void conclude(struct pass *r)
+{
+	struct target *t = r->t;
+	const struct layout_config *l = &r->ag->cfg->layout;
+	bool draining = r->plan.draining || r->plan.server_drains;
+
+	if (still_held(r)) {
+		r->rc = 1;
+		return;
 	}
 	if (!t->in_sync)
-		log_info("target %s: in the desired state (%zu servers, %zu users)%s", t->pt.name, want_s.n,
-			 users ? want->users.n : 0, plan.draining || plan.server_drains ? "; draining" : "");
-	mark_in_sync(ag, t);
-	rc = plan.draining || plan.server_drains ? 1 : 0;
+		log_info("target %s: in the desired state (%zu servers, %zu users)%s", t->pt.name, r->want_s.n,
+			 r->users ? r->want->users.n : 0, draining ? "; draining" : "");
+	mark_in_sync(r->ag, t);
+	r->rc = draining ? 1 : 0;
 	/* What the tables hold now is known when nothing was held, refused, guarded or drained and
 	 * runtime held what memory held (in the agent's rows and in the others'). */
-	if (rc == 0 && !print && !guarded && !held && !st.refused && nd == 0 && !plan.draining && !plan.server_drains &&
-	    st.facts.cluster_peers == 0 && !layout_has_fleet(&cfg->layout) &&
-	    strcmp(cluster_mode(t), "single-writer") != 0 && !ds.owned && !ds.foreign && !du.owned && !du.foreign)
-		remember(t, &st, verified_known ? &plan : NULL, verified_known ? &after_ck : &st.ck, read_us);
+	if (r->rc == 0 && !r->print && !r->guards.held && !r->guards.writers && !r->st.refused && r->nd == 0 &&
+	    !draining && r->st.facts.cluster_peers == 0 && !layout_has_fleet(l) &&
+	    t->cfg->mode != SYNC_CLUSTER_SINGLE_WRITER && !r->ds.owned && !r->ds.foreign && !r->du.owned &&
+	    !r->du.foreign)
+		remember(t, &r->st, r->verified_known ? &r->plan : NULL, r->verified_known ? &r->after_ck : &r->st.ck,
+			 r->read_us);
 	else
 		target_forget(t);
-out:
-	forget_drains(t, &st.mem_s, &want_s);
-	plan_free(&plan);
-	plan_free(&check);
-	free(draining);
-	free(dinfo);
-	free(used);
-	px_servers_free(&want_s);
-	tstate_free(&st);
+}
+
+static void pass_end(struct pass *r)
+{
+	forget_drains(r->t, &r->st.mem_s, &r->want_s);
+	plan_free(&r->plan);
+	plan_free(&r->check);
+	free(r->draining);
+	free(r->dinfo);
+	free(r->used);
+	model_servers_free(&r->want_s);
+	tstate_free(&r->st);
+}
+
+/* One reconcile: read, decide, apply, verify, record. -2 when the hot path found a checksum it
+ * did not know before writing anything (the caller reads in full then). */
+static int reconcile(struct agent *ag, struct target *t, const struct agent_want *want, bool print)
+{
+	struct pass r;
+	int rc;
+
+	pass_begin(&r, ag, t, want, print);
+	if (connect_target(&r) < 0 || read_tables(&r) < 0)
+		return -1;
+	if (decide(&r) && apply(&r) && verify(&r)) {
+		if (r.plan.n)
+			record_apply(&r);
+		conclude(&r);
+	}
+	rc = r.rc;
+	pass_end(&r);
 	return rc;
 }
 
-int agent_reconcile(struct agent *ag, struct target *t, const struct agent_want *want, bool print)
+int target_reconcile(struct agent *ag, struct target *t, const struct agent_want *want, bool print)
 {
 	int rc = reconcile(ag, t, want, print);
 
 	return rc == -2 ? reconcile(ag, t, want, print) : rc; /* known forgotten: a full read */
 }
 
+/* Wait up to PING_INTERVAL_MS for a desired state this target has not applied. False when there
+ * is none yet (or the agent stops); otherwise its generation, and whether it is new here. */
+static bool await_desired(struct agent *ag, struct target *t, unsigned long *gen, bool *need)
+{
+	struct timespec ts;
+	int64_t at;
+	bool have;
+
+	pthread_mutex_lock(&ag->mu);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	at = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + PING_INTERVAL_MS * 1000;
+	ts.tv_sec = at / 1000000;
+	ts.tv_nsec = (at % 1000000) * 1000;
+	if (!ag->stop && (!ag->have_desired || ag->desired_gen == t->applied_gen))
+		pthread_cond_timedwait(&ag->cv, &ag->mu, &ts);
+	have = !ag->stop && ag->have_desired;
+	if (have) {
+		*gen = ag->desired_gen;
+		*need = *gen != t->applied_gen;
+	}
+	pthread_mutex_unlock(&ag->mu);
+	return have;
+}
+
+/* A lost connection may be a restarted ProxySQL (its config lost or reloaded from disk):
+ * reconnecting always re-reads, and applies what differs. True when the target must be read. */
+static bool lost_connection(struct target *t, bool was_connected)
+{
+	deadline_t dl = deadline_in_ms(PING_INTERVAL_MS * 2);
+	struct db_err e;
+
+	if (!was_connected)
+		return true;
+	if (pxadmin_ping(&t->px, &dl, &e) >= 0)
+		return false;
+	log_warn("target %s: admin stopped answering (%s); reconnecting", t->pt.name, e.msg);
+	pxadmin_close(&t->px);
+	mark_unreachable(t);
+	return true;
+}
+
+/* One reconcile with the desired state published now; `gen` is set to its generation. */
+static int reconcile_published(struct agent *ag, struct target *t, unsigned long *gen)
+{
+	struct agent_want *w;
+	int r;
+
+	pthread_mutex_lock(&ag->mu);
+	w = shared_want_get(ag);
+	*gen = ag->desired_gen;
+	pthread_mutex_unlock(&ag->mu);
+	r = target_reconcile(ag, t, w, false);
+	t->last_check_us = deadline_now_us();
+	shared_want_put(w);
+#ifdef __GLIBC__
+	malloc_trim(0); /* give the pages of a big plan back: RSS stays flat while idle */
+#endif
+	return r;
+}
+
 void *target_main(void *arg)
 {
 	struct target *t = arg;
 	struct agent *ag = t->ag;
-	int64_t resync_us = (int64_t)(opt_num(&ag->cfg->o, "resync-interval") * 1e6);
+	int64_t resync_us = ag->cfg->settings.resync_interval_us;
 	int attempt = 0;
 	bool pending = false;
 
 	while (!ag->stop) {
-		struct agent_want *w;
 		unsigned long gen;
 		bool need, was_connected = t->px.db.connected;
-		struct timespec ts;
-		int64_t at;
 		int r;
 
-		pthread_mutex_lock(&ag->mu);
-		clock_gettime(CLOCK_REALTIME, &ts);
-		at = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + PING_INTERVAL_MS * 1000;
-		ts.tv_sec = at / 1000000;
-		ts.tv_nsec = (at % 1000000) * 1000;
-		if (!ag->stop && (!ag->have_desired || ag->desired_gen == t->applied_gen))
-			pthread_cond_timedwait(&ag->cv, &ag->mu, &ts);
-		if (ag->stop || !ag->have_desired) {
-			pthread_mutex_unlock(&ag->mu);
+		if (!await_desired(ag, t, &gen, &need))
 			continue;
-		}
-		gen = ag->desired_gen;
-		need = gen != t->applied_gen;
-		pthread_mutex_unlock(&ag->mu);
-
-		/* A lost connection may be a restarted ProxySQL (its config lost or reloaded from
-		 * disk): reconnecting always re-reads, and applies what differs. */
-		if (was_connected) {
-			deadline_t dl = deadline_in_ms(PING_INTERVAL_MS * 2);
-			struct db_err e;
-
-			if (pxadmin_ping(&t->px, &dl, &e) < 0) {
-				log_warn("target %s: admin stopped answering (%s); reconnecting", t->pt.name, e.msg);
-				pxadmin_close(&t->px);
-				mark_unreachable(t);
-				need = true;
-			}
-		} else {
+		if (lost_connection(t, was_connected))
 			need = true;
-		}
 		if (ag->stop)
 			break;
 		if (!need && !pending && deadline_now_us() - t->last_check_us < resync_us)
 			continue;
-
-		pthread_mutex_lock(&ag->mu);
-		w = shared_want_get(ag);
-		gen = ag->desired_gen;
-		pthread_mutex_unlock(&ag->mu);
-		r = agent_reconcile(ag, t, w, false);
-		t->last_check_us = deadline_now_us();
-		shared_want_put(w);
-#ifdef __GLIBC__
-		malloc_trim(0); /* give the pages of a big plan back: RSS stays flat while idle */
-#endif
+		r = reconcile_published(ag, t, &gen);
 		if (r >= 0) {
 			t->applied_gen = gen;
 			pending = r == 1;

@@ -44,7 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			FAIL("a rejected answer left entries or no reason");
 		return 0;
 	}
-	px_server_defaults(&cfg.server_defaults);
+	model_server_defaults(&cfg.server_defaults);
 	kv = calloc(l.n ? l.n : 1, sizeof(*kv));
 	if (!kv)
 		abort();

@@ -249,7 +249,7 @@ static void check_rows(const struct layout_result *r)
 			FAIL("desired server %ld/%s:%ld out of range", s->hostgroup, s->host, s->port);
 		if ((bad = model_check_text(s->comment, MODEL_COMMENT_MAX)))
 			FAIL("desired server comment %s", bad);
-		if (i && px_server_same(s, &r->servers.v[i - 1]))
+		if (i && model_server_same(s, &r->servers.v[i - 1]))
 			FAIL("desired server %s listed twice", s->host);
 	}
 	for (size_t i = 0; i < r->users.n; i++) {
@@ -323,16 +323,16 @@ static void check_subset(const struct layout_result *all, const struct kv_pair *
 		layout_build(&cfg.layout, clean, k, &r);
 		for (size_t i = 0; i < all->servers.n; i++) {
 			const struct px_server *s = &all->servers.v[i];
-			const struct px_server *o = px_servers_find(&r.servers, s->hostgroup, s->host, s->port);
+			const struct px_server *o = model_servers_find(&r.servers, s->hostgroup, s->host, s->port);
 
-			if (!o || !px_server_same(s, o))
+			if (!o || !model_server_same(s, o))
 				FAIL("server %ld/%.80s:%ld comes from a NUL or oversized value", s->hostgroup, s->host,
 				     s->port);
 		}
 		for (size_t i = 0; i < all->users.n; i++) {
-			const struct px_user *o = px_users_find(&r.users, all->users.v[i].username);
+			const struct px_user *o = model_users_find(&r.users, all->users.v[i].username);
 
-			if (!o || !px_user_same(&all->users.v[i], o))
+			if (!o || !model_user_same(&all->users.v[i], o))
 				FAIL("user %.80s comes from a NUL or oversized value", all->users.v[i].username);
 		}
 		layout_result_free(&r);
@@ -522,16 +522,16 @@ static void check_plan(const struct plan *p, const struct layout_result *want, c
 			for (size_t r = 0; r < nrows; r++) {
 				hg = x.num[rows[r].num], host = x.lit[rows[r].lit], port = x.num[rows[r].num + 1];
 				check_server_ref(sql, hg, host);
-				if (!px_servers_find(&want->servers, hg, host, port) ||
-				    px_servers_find(have_s, hg, host, port))
+				if (!model_servers_find(&want->servers, hg, host, port) ||
+				    model_servers_find(have_s, hg, host, port))
 					FAIL("INSERT of a server that is not wanted or already there: %.300s", sql);
 			}
 			break;
 		case K_UPDATE_SERVER:
 			hg = x.num[6], host = x.lit[2], port = x.num[7];
 			check_server_ref(sql, hg, host);
-			if (!px_servers_find(&want->servers, hg, host, port) ||
-			    !px_servers_find(have_s, hg, host, port))
+			if (!model_servers_find(&want->servers, hg, host, port) ||
+			    !model_servers_find(have_s, hg, host, port))
 				FAIL("UPDATE of a server not both wanted and present: %.300s", sql);
 			break;
 		case K_DRAIN_SERVER:
@@ -540,13 +540,14 @@ static void check_plan(const struct plan *p, const struct layout_result *want, c
 			check_server_ref(sql, hg, host);
 			if (shapes[k].kind == K_DRAIN_SERVER && strcmp(x.lit[0], "OFFLINE_SOFT") != 0)
 				FAIL("drain to status '%s'", x.lit[0]);
-			if (!px_servers_find(have_s, hg, host, port) || px_servers_find(&want->servers, hg, host, port))
+			if (!model_servers_find(have_s, hg, host, port) ||
+			    model_servers_find(&want->servers, hg, host, port))
 				FAIL("drain/delete of a server that is wanted or absent: %.300s", sql);
 			break;
 		case K_DELETE_USER: {
-			const struct px_user *h = px_users_find(have_u, x.lit[0]);
+			const struct px_user *h = model_users_find(have_u, x.lit[0]);
 
-			if (!h || (!user_is_agents(h) && !px_users_find(&want->users, x.lit[0])))
+			if (!h || (!user_is_agents(h) && !model_users_find(&want->users, x.lit[0])))
 				FAIL("DELETE of a user that is neither the agent's nor wanted: %.300s", sql);
 			break;
 		}
@@ -557,7 +558,7 @@ static void check_plan(const struct plan *p, const struct layout_result *want, c
 			    memcmp(x.num, y.num, x.nnum * sizeof(long)) != 0)
 				FAIL("shown is not the statement with the passwords redacted:\n  %.300s", shown);
 			for (size_t r = 0; r < nrows; r++) {
-				const struct px_user *w = px_users_find(&want->users, x.lit[rows[r].lit]);
+				const struct px_user *w = model_users_find(&want->users, x.lit[rows[r].lit]);
 
 				if (!w || strcmp(w->password, x.lit[rows[r].lit + 1]) != 0)
 					FAIL("INSERT of a user that is not wanted, or with another password: %.300s",
@@ -598,16 +599,16 @@ static void check_after(const struct plan *p, const struct layout_result *want, 
 	if (!p->after_exact)
 		return;
 	for (size_t i = 0; i < p->nafter_servers; i++)
-		px_servers_add(&s, p->after_servers[i]);
-	px_servers_sort(&s);
+		model_servers_add(&s, p->after_servers[i]);
+	model_servers_sort(&s);
 	for (size_t i = 0; i < p->nafter_users; i++)
-		px_users_add(&u, p->after_users[i]);
+		model_users_add(&u, p->after_users[i]);
 	plan_build(&want->servers, &want->users, &s, &u, d, nd, o, &q);
 	if (q.n)
 		FAIL("the rows after a plan are not its fixed point: %s", q.steps[0].shown);
 	plan_free(&q);
-	px_servers_free(&s);
-	px_users_free(&u);
+	model_servers_free(&s);
+	model_users_free(&u);
 }
 
 static void current(unsigned sel, struct px_servers *s, struct px_users *u)
@@ -636,26 +637,26 @@ static void current(unsigned sel, struct px_servers *s, struct px_users *u)
 
 		if (!(sel & (1u << i)))
 			continue;
-		px_server_defaults(&r);
+		model_server_defaults(&r);
 		r.hostgroup = rows[i].hg;
 		r.host = (char *)rows[i].host;
 		r.comment = "";
 		sk_strlcpy(r.status, rows[i].status, sizeof(r.status));
-		px_servers_add(s, &r);
+		model_servers_add(s, &r);
 	}
 	for (size_t i = 0; i < SK_ARRAY_LEN(users); i++) {
 		struct px_user r;
 
-		px_user_defaults(&r);
+		model_user_defaults(&r);
 		r.username = (char *)users[i].name;
 		r.password = (char *)users[i].password;
 		r.comment = (char *)users[i].comment;
 		r.frontend = users[i].frontend;
 		r.backend = users[i].backend;
-		px_users_add(u, &r);
+		model_users_add(u, &r);
 	}
-	px_servers_sort(s);
-	px_users_sort(u);
+	model_servers_sort(s);
+	model_users_sort(u);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -696,8 +697,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	free(text);
 
 	plan_free(&plan);
-	px_servers_free(&have_s);
-	px_users_free(&have_u);
+	model_servers_free(&have_s);
+	model_users_free(&have_u);
 	layout_result_free(&lr);
 	for (size_t i = 0; i < n; i++) {
 		free_key(kv[i].key);

@@ -4,6 +4,7 @@ hostgroup guard. Consul (double, or real with CONSUL_BIN) -> the agent -> ProxyS
 or real with PROXYSQL_BIN; tests that need a hook of the double skip there, with the reason).
 """
 
+import base64
 import json
 import os
 import re
@@ -14,7 +15,7 @@ import pytest
 
 from test_sync import (USER_PASSWORD, Agent, assert_check_config_refuses, consul,  # noqa: F401
                        first_sync, memory_servers, put_topology, px, runtime_servers, stop_and_check, synced,
-                       wait_until, workdir, writes)
+                       TOPOLOGY, wait_until, workdir, writes)
 
 RESYNC = "resync-interval = 1.0\n"
 
@@ -276,6 +277,17 @@ def test_rows_staged_by_someone_else(consul, px, workdir, mode):
 
 # ---- 6. the guard per hostgroup ------------------------------------------------------------
 
+def shop_and_blog_agent(consul, px, workdir):
+    """An agent for two clusters: shop (hostgroups 10 and 11) and blog (20 and 21)."""
+    extra = ('clusters = ( { alias = "shop"; writer_hostgroup = 10; reader_hostgroup = 11; },\n'
+             '             { alias = "blog"; writer_hostgroup = 20; reader_hostgroup = 21; } );\n')
+    agent = Agent(consul, [px], workdir, extra=extra)
+    agent.text = agent.text.replace(
+        'clusters = ( { alias = "shop"; writer_hostgroup = 10; reader_hostgroup = 11; } );\n', "")
+    agent.write_config()
+    return agent
+
+
 def test_one_cluster_losing_all_readers_is_confirmed_first(consul, px, workdir):
     """Cluster shop loses both readers while the replica prefix keeps 8 of its 10 keys (under
     shrink-fraction): hostgroup 11 empties only after `confirmations` further reads."""
@@ -283,12 +295,7 @@ def test_one_cluster_losing_all_readers_is_confirmed_first(consul, px, workdir):
     consul.put("mysql/master/blog", b"b1:3306")
     for i in range(8):
         consul.put("mysql/replica/blog/eu/b%d:3306" % (i + 2), b"")
-    extra = ('clusters = ( { alias = "shop"; writer_hostgroup = 10; reader_hostgroup = 11; },\n'
-             '             { alias = "blog"; writer_hostgroup = 20; reader_hostgroup = 21; } );\n')
-    agent = Agent(consul, [px], workdir, extra=extra)
-    agent.text = agent.text.replace(
-        'clusters = ( { alias = "shop"; writer_hostgroup = 10; reader_hostgroup = 11; } );\n', "")
-    agent.write_config()
+    agent = shop_and_blog_agent(consul, px, workdir)
     agent.start()
     try:
         wait_until("the first sync", lambda: len(runtime_servers(px)) == 12)
@@ -301,6 +308,43 @@ def test_one_cluster_losing_all_readers_is_confirmed_first(consul, px, workdir):
         wait_until("readers drained", lambda: not [r for r in runtime_servers(px)
                                                    if r[0] == "11" and r[3] == "ONLINE"])
         assert metric(agent, "proxysql_sync_guard_blocks_total", guard="hostgroup_shrink") >= 1
+    finally:
+        stop_and_check(agent)
+
+
+@pytest.mark.fault
+def test_guard_counts_once_when_the_hot_path_reads_in_full(consul, px, workdir):
+    """The writer guard's warning is logged once and `proxysql_sync_writer_guard_total` counts 1, though the change was planned twice (from the known rows, then from a full read).
+
+    A change after a verified sync plans from the rows kept at the verify; when a checksum says
+    someone else changed the table, the agent reads it in full and plans again. The writer guard
+    that change meets is recorded once, not once per plan."""
+    put_topology(consul, users=False)
+    for k, v in (("mysql/master/blog", b"b1:3306"), ("mysql/master/blog/hostname", b"b1"),
+                 ("mysql/master/blog/port", b"3306")):
+        consul.put(k, v)                    # shop's three keys of six: no prefix confirmation
+    agent = shop_and_blog_agent(consul, px, workdir)
+    agent.start()
+    try:
+        want = sorted(TOPOLOGY + [("20", "b1", "3306", "ONLINE")])
+        wait_until("the first sync", lambda: runtime_servers(px) == want)
+        wait_until("/readyz", agent.ready)
+        time.sleep(0.5)
+        px.query("UPDATE mysql_servers SET weight = 77 WHERE hostname = 'db3'")   # memory's checksum moves
+        # one index: shop loses its writer (the guard keeps it) and db2 changes weight (a plan)
+        r = consul.txn([{"KV": {"Verb": "delete", "Key": k}} for k in
+                        ("mysql/master/shop", "mysql/master/shop/hostname", "mysql/master/shop/port")]
+                       + [{"KV": {"Verb": "set", "Key": "mysql/replica/shop/eu/db2:3306",
+                                  "Value": base64.b64encode(json.dumps({"weight": 5}).encode()).decode()}}])
+        assert r.status == 200, r
+        wait_until("db2 at 5 and db3 back at 1 in runtime", lambda: sorted(tuple(row) for row in px.query(
+            "SELECT hostname, weight FROM runtime_mysql_servers WHERE hostgroup_id = 11"))
+            == [("db2", "5"), ("db3", "1")])
+        wait_until("/readyz", agent.ready)
+        time.sleep(0.5)
+        assert ("10", "db1", "3306", "ONLINE") in runtime_servers(px)
+        assert agent.logs().count("writer hostgroup(s) would be empty") == 1, agent.logs()
+        assert metric(agent, "proxysql_sync_writer_guard_total", target="px1") == 1
     finally:
         stop_and_check(agent)
 

@@ -20,7 +20,7 @@ static void add_server(long hg, const char *host)
 {
 	struct px_server s = { .hostgroup = hg, .host = (char *)host, .port = 3306, .status = "ONLINE" };
 
-	px_servers_add(&ag.want->servers, &s);
+	model_servers_add(&ag.want->servers, &s);
 }
 
 /* One watch, one target named px"1, hostgroups 10 and 20, a desired state of 3 servers. */
@@ -57,7 +57,7 @@ static int agent_setup(void **state)
 	add_server(10, "db2");
 	add_server(20, "db3");
 	add_server(30, "elsewhere");
-	px_users_add(&ag.want->users, &u);
+	model_users_add(&ag.want->users, &u);
 	agent_publish_desired(&ag);
 	return 0;
 }

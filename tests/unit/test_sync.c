@@ -80,7 +80,7 @@ static void json_servers(const cJSON *arr, struct px_servers *servers)
 	{
 		struct px_server s;
 
-		px_server_defaults(&s);
+		model_server_defaults(&s);
 		s.hostgroup = jint(it, "hostgroup", 0);
 		s.host = (char *)jstr(it, "host", "");
 		s.port = jint(it, "port", 3306);
@@ -92,9 +92,9 @@ static void json_servers(const cJSON *arr, struct px_servers *servers)
 		s.compression = jint(it, "compression", 0);
 		s.max_latency_ms = jint(it, "max_latency_ms", 0);
 		s.comment = (char *)jstr(it, "comment", "");
-		px_servers_add(servers, &s);
+		model_servers_add(servers, &s);
 	}
-	px_servers_sort(servers);
+	model_servers_sort(servers);
 }
 
 static void json_users(const cJSON *arr, struct px_users *users)
@@ -106,7 +106,7 @@ static void json_users(const cJSON *arr, struct px_users *users)
 	{
 		struct px_user u;
 
-		px_user_defaults(&u);
+		model_user_defaults(&u);
 		u.username = (char *)jstr(it, "username", "");
 		u.password = (char *)jstr(it, "password", "");
 		u.default_hostgroup = jint(it, "default_hostgroup", 0);
@@ -116,9 +116,9 @@ static void json_users(const cJSON *arr, struct px_users *users)
 		u.active = jint(it, "active", 1);
 		u.default_schema = (char *)jstr(it, "default_schema", NULL);
 		u.comment = (char *)jstr(it, "comment", "");
-		px_users_add(users, &u);
+		model_users_add(users, &u);
 	}
-	px_users_sort(users);
+	model_users_sort(users);
 }
 
 /* current.json: {"servers": [{hostgroup, host, port, status, ...}], "users": [...], "drains": [...],
@@ -188,10 +188,10 @@ static void after_is_fixed_point(const struct plan_inputs *in, const struct plan
 	if (!p->after_exact)
 		return;
 	for (size_t i = 0; i < p->nafter_servers; i++)
-		px_servers_add(&s, p->after_servers[i]);
+		model_servers_add(&s, p->after_servers[i]);
 	for (size_t i = 0; i < p->nafter_users; i++)
-		px_users_add(&u, p->after_users[i]);
-	px_servers_sort(&s);
+		model_users_add(&u, p->after_users[i]);
+	model_servers_sort(&s);
 	again.load_owed_servers = again.load_owed_users = false;
 	again.save_owed_servers = again.save_owed_users = false;
 	again.foreign_servers = again.foreign_users = 0;
@@ -202,8 +202,8 @@ static void after_is_fixed_point(const struct plan_inputs *in, const struct plan
 		fail_msg("planned again from the rows after the plan, still:\n%s", text);
 	free(text);
 	plan_free(&q);
-	px_servers_free(&s);
-	px_users_free(&u);
+	model_servers_free(&s);
+	model_users_free(&u);
 }
 
 static void run_case(void **state)
@@ -268,8 +268,8 @@ static void run_case(void **state)
 		fam.v = xrealloc(fam.v, (fam.n + 1) * sizeof(*fam.v));
 		fam.v[fam.n++] = f;
 	}
-	cJSON_ArrayForEach(it, cJSON_GetObjectItem(cur, "protected")) px_names_add(&prot, it->valuestring);
-	px_names_sort(&prot);
+	cJSON_ArrayForEach(it, cJSON_GetObjectItem(cur, "protected")) model_names_add(&prot, it->valuestring);
+	model_names_sort(&prot);
 	memset(&po, 0, sizeof(po));
 	po.nowned = layout_owned_hostgroups(&cfg.layout, owned, SK_ARRAY_LEN(owned));
 	if (!opt_flag(&cfg.o, "allow-empty-writer")) /* the never-empty rule, as the agent applies it */
@@ -317,13 +317,13 @@ static void run_case(void **state)
 	plan_free(&plan);
 	free(drains);
 	free(fam.v);
-	px_names_free(&prot);
-	px_servers_free(&rt_s);
-	px_users_free(&rt_u);
+	model_names_free(&prot);
+	model_servers_free(&rt_s);
+	model_users_free(&rt_u);
 	plan_rowset_free(&rt_set);
 	cJSON_Delete(cur);
-	px_servers_free(&have_s);
-	px_users_free(&have_u);
+	model_servers_free(&have_s);
+	model_users_free(&have_u);
 	layout_result_free(&lr);
 	for (size_t i = 0; i < nkv; i++) {
 		free(kv[i].key);
@@ -347,7 +347,7 @@ static void scale_config(struct sync_config *cfg)
 
 static void kv_push(struct kv_pair **kv, size_t *n, const char *key, const char *value)
 {
-	*kv = px_grow(*kv, *n, sizeof(**kv)); /* doubling: a pair at a time would be quadratic */
+	*kv = model_grow(*kv, *n, sizeof(**kv)); /* doubling: a pair at a time would be quadratic */
 	(*kv)[*n].key = xstrdup(key);
 	(*kv)[*n].value = xstrdup(value);
 	(*kv)[*n].len = strlen(value);
@@ -417,40 +417,40 @@ static void drift_hash_keeps_columns_apart(void **state)
 	struct px_user u;
 
 	(void)state;
-	px_user_defaults(&u);
+	model_user_defaults(&u);
 	u.username = "ab";
 	u.password = "c";
 	u.comment = "proxysql-sync";
-	px_users_add(&mem, &u);
-	px_user_defaults(&u);
+	model_users_add(&mem, &u);
+	model_user_defaults(&u);
 	u.username = "a";
 	u.password = "bc";
 	u.comment = "proxysql-sync";
 	for (int role = 0; role < 2; role++) {
 		u.frontend = role == 0;
 		u.backend = role == 1;
-		px_users_add(&rt, &u);
-		px_users_add(&rt, &u); /* twice: a set */
+		model_users_add(&rt, &u);
+		model_users_add(&rt, &u); /* twice: a set */
 	}
 	plan_drift_users(&mem, &rt, &o, &d);
 	assert_int_equal(d.owned, 4);
 	assert_int_equal(d.foreign, 0);
 	/* The same user on both sides: no drift. */
-	px_users_free(&rt);
-	px_user_defaults(&u);
+	model_users_free(&rt);
+	model_user_defaults(&u);
 	u.username = "ab";
 	u.password = "c";
 	u.comment = "proxysql-sync";
 	u.frontend = 1;
 	u.backend = 0;
-	px_users_add(&rt, &u);
+	model_users_add(&rt, &u);
 	u.frontend = 0;
 	u.backend = 1;
-	px_users_add(&rt, &u);
+	model_users_add(&rt, &u);
 	plan_drift_users(&mem, &rt, &o, &d);
 	assert_int_equal(d.owned + d.foreign, 0);
-	px_users_free(&mem);
-	px_users_free(&rt);
+	model_users_free(&mem);
+	model_users_free(&rt);
 }
 
 static void scale_duplicates_first_stands(void **state)
@@ -514,25 +514,25 @@ static char *scale_plan(struct sync_config *cfg, const struct kv_pair *kv, size_
 	for (size_t i = 0; i < n; i += 2) {
 		struct px_server s;
 
-		px_server_defaults(&s);
+		model_server_defaults(&s);
 		s.hostgroup = 30;
 		s.host = host;
 		s.comment = "";
 		snprintf(host, sizeof(host), "h%06zu", i);
-		px_servers_add(&have, &s);
+		model_servers_add(&have, &s);
 		if (i % 10 == 0) { /* kept: its key was rejected */
 			s.hostgroup = 31;
 			snprintf(host, sizeof(host), "k%06zu", i);
-			px_servers_add(&have, &s);
+			model_servers_add(&have, &s);
 		}
 		if (i % 20 == 0) { /* gone from KV, draining */
 			s.hostgroup = 30;
 			snprintf(host, sizeof(host), "gone%06zu", i);
 			sk_strlcpy(s.status, "OFFLINE_SOFT", sizeof(s.status));
-			px_servers_add(&have, &s);
+			model_servers_add(&have, &s);
 		}
 	}
-	px_servers_sort(&have);
+	model_servers_sort(&have);
 	for (size_t i = 0; i < have.n; i++)
 		if (strncmp(have.v[i].host, "gone", 4) == 0)
 			drains[nd++] = (struct plan_drain){ 30, have.v[i].host, 3306, 1, 0 };
@@ -548,7 +548,7 @@ static char *scale_plan(struct sync_config *cfg, const struct kv_pair *kv, size_
 	text = plan_text(&plan);
 	plan_free(&plan);
 	free(drains);
-	px_servers_free(&have);
+	model_servers_free(&have);
 	layout_result_free(&lr);
 	return text;
 }
