@@ -113,7 +113,10 @@ def one_size(n, work):
         health = free_ports(1)[0]
         poller = HealthPoller(health)
         t0 = time.monotonic()
-        agent, log = start_agent(work, consul, px, health="127.0.0.1:%d" % health, admin_timeout=600.0)
+        # A users listing is about 215 bytes of answer a key here: past about 78,000 users the
+        # default max-response-bytes (16 MiB) refuses it, as docs/proxysql-sync.md says.
+        agent, log = start_agent(work, consul, px, health="127.0.0.1:%d" % health, admin_timeout=600.0,
+                                 extra="max-response-bytes = %d;\n" % (64 << 20))
         run["agent"] = agent
         poller.start()
 
