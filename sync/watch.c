@@ -133,7 +133,7 @@ void *watch_main(void *arg)
 				w->index = 0;
 				continue;
 			}
-			watch_failed(w, meta.too_large ? -2 : meta.http_status, err);
+			watch_failed(w, meta.reason == CONSUL_TOO_LARGE ? -2 : meta.http_status, err);
 			if (agent_nap(ag, agent_backoff_ms(attempt++, 30000)))
 				break;
 			continue;
