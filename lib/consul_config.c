@@ -253,6 +253,31 @@ static bool no_proxy_entry_matches(const char *p, const char *host, const char *
 	return !*pport || strcmp(pport, port) == 0;
 }
 
+/* Whether NO_PROXY (a comma-separated list, NULL: empty) names the host: "*" or an entry that
+ * matches it (no_proxy_entry_matches), each entry trimmed and in lower case. */
+static bool no_proxy_lists(const char *no_proxy, const char *host, const char *port, const struct ipaddr *ip)
+{
+	char *list = xstrdup(no_proxy ? no_proxy : ""), *save = NULL;
+	bool direct = false;
+
+	for (char *p = strtok_r(list, ",", &save); p && !direct; p = strtok_r(NULL, ",", &save)) {
+		char *end;
+
+		while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\v' || *p == '\f')
+			p++;
+		end = p + strlen(p);
+		while (end > p && isspace((unsigned char)end[-1]))
+			*--end = '\0';
+		for (char *q = p; *q; q++)
+			*q = (char)tolower((unsigned char)*q);
+		if (!*p)
+			continue;
+		direct = strcmp(p, "*") == 0 || no_proxy_entry_matches(p, host, port, ip);
+	}
+	free(list);
+	return direct;
+}
+
 /* A proxy's credentials (scheme://user:password@host) are secrets to the log. */
 static void proxy_secrets(const char *url)
 {
@@ -280,9 +305,9 @@ char *consul_proxy_for(const char *scheme, const char *host, long port, const ch
 	const char *proxy = strcmp(scheme, "https") == 0  ? https_proxy
 			    : strcmp(scheme, "http") == 0 ? http_proxy
 							  : NULL;
-	char h[256], portstr[24], *list, *save = NULL, *out;
+	char h[256], portstr[24], *out;
 	struct ipaddr ip;
-	bool is_ip, direct = false;
+	bool is_ip;
 	size_t n;
 
 	if (!proxy || !*proxy || !host)
@@ -299,23 +324,7 @@ char *consul_proxy_for(const char *scheme, const char *host, long port, const ch
 	is_ip = ip_parse(h, &ip);
 	if (strcmp(h, "localhost") == 0 || (is_ip && ip_loopback(&ip)))
 		return NULL;
-	list = xstrdup(no_proxy ? no_proxy : "");
-	for (char *p = strtok_r(list, ",", &save); p && !direct; p = strtok_r(NULL, ",", &save)) {
-		char *end;
-
-		while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\v' || *p == '\f')
-			p++;
-		end = p + strlen(p);
-		while (end > p && isspace((unsigned char)end[-1]))
-			*--end = '\0';
-		for (char *q = p; *q; q++)
-			*q = (char)tolower((unsigned char)*q);
-		if (!*p)
-			continue;
-		direct = strcmp(p, "*") == 0 || no_proxy_entry_matches(p, h, portstr, is_ip ? &ip : NULL);
-	}
-	free(list);
-	if (direct)
+	if (no_proxy_lists(no_proxy, h, portstr, is_ip ? &ip : NULL))
 		return NULL;
 	/* Go reads a value without a scheme ("proxy:3128") as http://. */
 	if (strstr(proxy, "://"))

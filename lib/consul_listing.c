@@ -98,6 +98,59 @@ static bool json_number_ok(const char *s, size_t n)
 	return i == n;
 }
 
+/* The string that starts at p[*i] (its opening quote): valid UTF-8, no control character, no
+ * \u0000. *i ends past its closing quote. Returns 0 or -1 with err set. */
+static int scan_string(const unsigned char *p, size_t len, size_t *i, size_t base, char *err, size_t errlen)
+{
+	for (++*i;;) {
+		size_t n;
+
+		if (*i >= len)
+			return sk_err(err, errlen, "unterminated string");
+		if (p[*i] == '"') {
+			++*i;
+			return 0;
+		}
+		if (p[*i] < 0x20)
+			return sk_err(err, errlen, "control character in a string at byte %zu", base + *i);
+		if (p[*i] == '\\') {
+			if (*i + 1 >= len)
+				return sk_err(err, errlen, "unterminated string");
+			if (p[*i + 1] == 'u' && *i + 5 < len && memcmp(p + *i + 2, "0000", 4) == 0)
+				return sk_err(err, errlen, "NUL character (\\u0000) in a string at byte %zu",
+					      base + *i);
+			*i += 2;
+			continue;
+		}
+		n = utf8_len(p + *i, len - *i);
+		if (n == 0)
+			return sk_err(err, errlen, "invalid UTF-8 at byte %zu", base + *i);
+		*i += n;
+	}
+}
+
+/* The number literal that starts at body[*i]: strict syntax, its place recorded in s. *i ends
+ * past it. Returns 0 or -1 with err set. */
+static int scan_number(const char *body, size_t len, size_t *i, size_t base, struct scan *s, char *err, size_t errlen)
+{
+	const unsigned char *p = (const unsigned char *)body;
+	size_t start = *i;
+
+	while (*i < len &&
+	       (isdigit(p[*i]) || p[*i] == '-' || p[*i] == '+' || p[*i] == '.' || p[*i] == 'e' || p[*i] == 'E'))
+		++*i;
+	if (!json_number_ok(body + start, *i - start))
+		return sk_err(err, errlen, "bad number at byte %zu", base + start);
+	if (s->n == s->cap) {
+		s->cap = s->cap ? s->cap * 2 : 64;
+		s->nums = xrealloc(s->nums, s->cap * sizeof(*s->nums));
+	}
+	s->nums[s->n].off = start;
+	s->nums[s->n].len = *i - start;
+	s->n++;
+	return 0;
+}
+
 /* The lexical checks cJSON does not make, in one pass: only JSON white space between tokens,
  * valid UTF-8 and no control characters or \u0000 in strings, strict number syntax, nesting
  * at most KV_MAX_DEPTH (counting the listing's own array: `body` is one entry of it). Records every
@@ -112,48 +165,11 @@ static int scan_json(const char *body, size_t len, size_t base, struct scan *s, 
 		unsigned char ch = p[i];
 
 		if (ch == '"') {
-			for (i++;;) {
-				size_t n;
-
-				if (i >= len)
-					return sk_err(err, errlen, "unterminated string");
-				if (p[i] == '"') {
-					i++;
-					break;
-				}
-				if (p[i] < 0x20)
-					return sk_err(err, errlen, "control character in a string at byte %zu",
-						      base + i);
-				if (p[i] == '\\') {
-					if (i + 1 >= len)
-						return sk_err(err, errlen, "unterminated string");
-					if (p[i + 1] == 'u' && i + 5 < len && memcmp(p + i + 2, "0000", 4) == 0)
-						return sk_err(err, errlen,
-							      "NUL character (\\u0000) in a string at byte %zu",
-							      base + i);
-					i += 2;
-					continue;
-				}
-				n = utf8_len(p + i, len - i);
-				if (n == 0)
-					return sk_err(err, errlen, "invalid UTF-8 at byte %zu", base + i);
-				i += n;
-			}
+			if (scan_string(p, len, &i, base, err, errlen) < 0)
+				return -1;
 		} else if (ch == '-' || (ch >= '0' && ch <= '9')) {
-			size_t start = i;
-
-			while (i < len && (isdigit(p[i]) || p[i] == '-' || p[i] == '+' || p[i] == '.' || p[i] == 'e' ||
-					   p[i] == 'E'))
-				i++;
-			if (!json_number_ok(body + start, i - start))
-				return sk_err(err, errlen, "bad number at byte %zu", base + start);
-			if (s->n == s->cap) {
-				s->cap = s->cap ? s->cap * 2 : 64;
-				s->nums = xrealloc(s->nums, s->cap * sizeof(*s->nums));
-			}
-			s->nums[s->n].off = start;
-			s->nums[s->n].len = i - start;
-			s->n++;
+			if (scan_number(body, len, &i, base, s, err, errlen) < 0)
+				return -1;
 		} else if (ch == '[' || ch == '{') {
 			if (++depth > KV_MAX_DEPTH)
 				return sk_err(err, errlen, "nested deeper than %d levels", KV_MAX_DEPTH);
@@ -373,35 +389,35 @@ static bool json_ws(unsigned char ch)
 	return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r';
 }
 
-/* The entry gathered is complete: check it, parse it and keep it as one consul_kv. */
-static int listing_entry(struct consul_listing *p)
+/* The entry gathered (its first `len` bytes), checked by the strict scanner and parsed: *doc
+ * (the caller deletes it) and its number literals in *s. Returns 0 or -1 (the listing failed). */
+static int entry_doc(struct consul_listing *p, size_t len, struct scan *s, cJSON **doc)
 {
-	struct scan s = { 0 };
 	const char *end = NULL;
-	cJSON *doc = NULL;
-	size_t len = p->elen, ord = 0, i = p->out.n;
-	struct consul_kv *kv;
+	size_t ord = 0;
 	char why[200];
-	int rc = -1;
 
-	while (len && json_ws((unsigned char)p->entry[len - 1]))
-		len--;
-	if (scan_json(p->entry, len, p->estart, &s, why, sizeof(why)) < 0) {
-		listing_fail(p, "not valid JSON: %s", why);
-		goto out;
-	}
-	doc = cJSON_ParseWithLengthOpts(p->entry, len, &end, false);
-	if (!doc || end != p->entry + len) {
+	if (scan_json(p->entry, len, p->estart, s, why, sizeof(why)) < 0)
+		return listing_fail(p, "not valid JSON: %s", why);
+	*doc = cJSON_ParseWithLengthOpts(p->entry, len, &end, false);
+	if (!*doc || end != p->entry + len) {
 		size_t at = end && end >= p->entry && end <= p->entry + len ? (size_t)(end - p->entry) : 0;
 
-		listing_fail(p, "not valid JSON (near byte %zu)", p->estart + at);
-		goto out;
+		return listing_fail(p, "not valid JSON (near byte %zu)", p->estart + at);
 	}
-	number_ordinals(doc, &ord);
-	if (ord != s.n) {
-		listing_fail(p, "number literals do not match the document");
-		goto out;
-	}
+	number_ordinals(*doc, &ord);
+	if (ord != s->n)
+		return listing_fail(p, "number literals do not match the document");
+	return 0;
+}
+
+/* The parsed entry as one more consul_kv of the listing. Returns 0 or -1 (the listing failed). */
+static int keep_entry(struct consul_listing *p, const cJSON *doc, const struct scan *s)
+{
+	size_t i = p->out.n;
+	struct consul_kv *kv;
+	char why[200];
+
 	if (p->out.n == p->cap) {
 		p->cap = p->cap ? p->cap * 2 : 16;
 		if (p->cap > CONSUL_KV_MAX_ITEMS)
@@ -410,19 +426,30 @@ static int listing_entry(struct consul_listing *p)
 	}
 	kv = &p->out.items[i];
 	memset(kv, 0, sizeof(*kv));
-	if ((p->kind == CONSUL_LISTING_KV ? parse_item(p->entry, &s, doc, i, kv, why, sizeof(why))
+	if ((p->kind == CONSUL_LISTING_KV ? parse_item(p->entry, s, doc, i, kv, why, sizeof(why))
 					  : health_item(doc, i, kv, why, sizeof(why))) < 0) {
 		free(kv->key);
 		if (kv->value)
 			sk_wipe(kv->value, kv->len); /* user passwords */
 		free(kv->value);
 		free(kv->session);
-		listing_fail(p, "%s", why);
-		goto out;
+		return listing_fail(p, "%s", why);
 	}
 	p->out.n++;
-	rc = 0;
-out:
+	return 0;
+}
+
+/* The entry gathered is complete: check it, parse it and keep it as one consul_kv. */
+static int listing_entry(struct consul_listing *p)
+{
+	struct scan s = { 0 };
+	cJSON *doc = NULL;
+	size_t len = p->elen;
+	int rc;
+
+	while (len && json_ws((unsigned char)p->entry[len - 1]))
+		len--;
+	rc = entry_doc(p, len, &s, &doc) == 0 ? keep_entry(p, doc, &s) : -1;
 	sk_json_delete_wiped(doc); /* base64 of the values: user passwords */
 	sk_wipe(p->entry, p->elen); /* the entry's text, the same */
 	free(s.nums);
@@ -443,8 +470,10 @@ static int listing_start_entry(struct consul_listing *p, size_t at)
 	return 0;
 }
 
-/* One byte of an entry; `at` is its offset in the answer. */
-static int listing_entry_byte(struct consul_listing *p, unsigned char ch, size_t at)
+/* Follow strings, nesting and values through one byte of an entry. Returns 1 when the byte ends
+ * the entry (a ',' or the listing's ']' at its top level; the state says which), 0 when the byte
+ * belongs to it, -1 on error. */
+static int entry_track(struct consul_listing *p, unsigned char ch, size_t at)
 {
 	if (p->in_str) {
 		if (p->esc)
@@ -465,19 +494,22 @@ static int listing_entry_byte(struct consul_listing *p, unsigned char ch, size_t
 			if (ch == '}')
 				return listing_fail(p, "not valid JSON: unexpected '}' at byte %zu", at);
 			p->state = L_DONE;
-			return listing_entry(p);
+			return 1;
 		}
 		p->depth--;
 	} else if (ch == ',') {
 		if (p->depth == 0) {
 			p->state = L_COMMA;
-			return listing_entry(p);
+			return 1;
 		}
 		p->values++;
 	}
-	if (p->values > CONSUL_ENTRY_MAX_VALUES)
-		return listing_fail(p, "entry %zu (at byte %zu) holds more than %d JSON values", p->out.n, p->estart,
-				    CONSUL_ENTRY_MAX_VALUES);
+	return 0;
+}
+
+/* Append one byte to the entry's text, growing it up to CONSUL_ENTRY_MAX_BYTES. */
+static int entry_append(struct consul_listing *p, unsigned char ch)
+{
 	if (p->elen == p->ecap) {
 		if (p->elen >= CONSUL_ENTRY_MAX_BYTES)
 			return listing_fail(p, "entry %zu (at byte %zu) is larger than %d bytes", p->out.n, p->estart,
@@ -499,6 +531,57 @@ static int listing_entry_byte(struct consul_listing *p, unsigned char ch, size_t
 	return 0;
 }
 
+/* One byte of an entry; `at` is its offset in the answer. */
+static int listing_entry_byte(struct consul_listing *p, unsigned char ch, size_t at)
+{
+	int rc = entry_track(p, ch, at);
+
+	if (rc != 0)
+		return rc < 0 ? -1 : listing_entry(p);
+	if (p->values > CONSUL_ENTRY_MAX_VALUES)
+		return listing_fail(p, "entry %zu (at byte %zu) holds more than %d JSON values", p->out.n, p->estart,
+				    CONSUL_ENTRY_MAX_VALUES);
+	return entry_append(p, ch);
+}
+
+/* One byte of the answer, by where the parser stands; `at` is its offset. */
+static int listing_byte(struct consul_listing *p, unsigned char ch, size_t at)
+{
+	switch (p->state) {
+	case L_BEFORE:
+		if (json_ws(ch))
+			return 0;
+		if (ch != '[')
+			return strchr("{\"-0123456789tfn", ch) && ch
+				       ? listing_fail(p, "not a JSON array")
+				       : listing_fail(p, "not valid JSON: unexpected byte 0x%02x at byte %zu", ch, at);
+		p->state = L_OPEN;
+		return 0;
+	case L_OPEN:
+	case L_COMMA:
+		if (json_ws(ch))
+			return 0;
+		if (ch == ']') {
+			if (p->state == L_COMMA)
+				return listing_fail(p, "not valid JSON: ',' before ']' at byte %zu", at);
+			p->state = L_DONE;
+			return 0;
+		}
+		if (listing_start_entry(p, at) < 0)
+			return -1;
+		return listing_entry_byte(p, ch, at);
+	case L_ENTRY: return listing_entry_byte(p, ch, at);
+	case L_DONE:
+		if (!json_ws(ch))
+			return listing_fail(p,
+					    "not valid JSON: unexpected byte 0x%02x at byte %zu (trailing data after "
+					    "the JSON value)",
+					    ch, at);
+		return 0;
+	default: return -1;
+	}
+}
+
 int consul_listing_feed(struct consul_listing *p, const char *data, size_t len)
 {
 	const unsigned char *d = (const unsigned char *)data;
@@ -509,48 +592,9 @@ int consul_listing_feed(struct consul_listing *p, const char *data, size_t len)
 		p->too_large = true;
 		return listing_fail(p, "answer larger than %zu bytes (the response size cap)", p->max_bytes);
 	}
-	for (size_t i = 0; i < len; i++) {
-		size_t at = p->seen + i;
-		unsigned char ch = d[i];
-
-		switch (p->state) {
-		case L_BEFORE:
-			if (json_ws(ch))
-				break;
-			if (ch != '[')
-				return strchr("{\"-0123456789tfn", ch) && ch
-					       ? listing_fail(p, "not a JSON array")
-					       : listing_fail(p, "not valid JSON: unexpected byte 0x%02x at byte %zu",
-							      ch, at);
-			p->state = L_OPEN;
-			break;
-		case L_OPEN:
-		case L_COMMA:
-			if (json_ws(ch))
-				break;
-			if (ch == ']') {
-				if (p->state == L_COMMA)
-					return listing_fail(p, "not valid JSON: ',' before ']' at byte %zu", at);
-				p->state = L_DONE;
-				break;
-			}
-			if (listing_start_entry(p, at) < 0 || listing_entry_byte(p, ch, at) < 0)
-				return -1;
-			break;
-		case L_ENTRY:
-			if (listing_entry_byte(p, ch, at) < 0)
-				return -1;
-			break;
-		case L_DONE:
-			if (!json_ws(ch))
-				return listing_fail(p,
-						    "not valid JSON: unexpected byte 0x%02x at byte %zu (trailing data "
-						    "after the JSON value)",
-						    ch, at);
-			break;
-		default: return -1;
-		}
-	}
+	for (size_t i = 0; i < len; i++)
+		if (listing_byte(p, d[i], p->seen + i) < 0)
+			return -1;
 	p->seen += len;
 	return 0;
 }
