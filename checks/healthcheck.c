@@ -15,7 +15,7 @@
 
 #include "galera.h"
 #include "probe.h"
-#include "secret.h"
+#include "mycnf.h"
 #include "sst.h"
 
 static const char *const test_names[HC_NTESTS] = {
