@@ -1,4 +1,5 @@
-/* util.c: memory, string and number helpers shared by every binary. */
+/* util.c: memory, string and number helpers shared by every binary: the one file whose exports
+ * carry no file name (sk_*, and x* for allocation that aborts on exhaustion). */
 #include "util.h"
 
 #include <cjson/cJSON.h>
