@@ -107,7 +107,7 @@ enum consul_reason {
 	CONSUL_CANCELLED, /* the cancel descriptor became readable (consul_set_cancel_fd) */
 	CONSUL_FORBIDDEN, /* HTTP 403: the ACL token lacks the rights */
 	CONSUL_NOT_FOUND, /* HTTP 404 where it is not an answer of its own */
-	CONSUL_HTTP_ERROR, /* another status than the one expected */
+	CONSUL_HTTP_ERROR, /* another answer than the one expected: a status, a refused destroy */
 	CONSUL_TOO_LARGE, /* the answer passed the response size cap (max_response): refused unread */
 	CONSUL_BAD_ANSWER, /* the answer did not parse or lacked what it must hold */
 };

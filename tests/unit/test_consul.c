@@ -1,4 +1,4 @@
-/* test_consul.c: unit tests of lib/consul: the KV listing parser and the index rules from data
+/* test_consul.c: unit tests of lib/consul*.c: the KV listing parser and the index rules from data
  * files, the CONSUL_* environment, addresses, and requests against a canned local HTTP server. */
 #include <setjmp.h>
 #include <stdarg.h>
