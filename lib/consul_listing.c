@@ -28,6 +28,8 @@ void consul_kv_list_free(struct consul_kv_list *l)
 	l->n = 0;
 }
 
+/* -- the strict JSON scanner ------------------------------------------------------------------ */
+
 /* Where each number literal is in the text, in document order. */
 struct numtok {
 	size_t off, len;
@@ -187,6 +189,8 @@ static int scan_json(const char *body, size_t len, size_t base, struct scan *s, 
 	return 0;
 }
 
+/* -- KV entries ------------------------------------------------------------------------------- */
+
 /* Give every number node its literal's ordinal (kept in valueint), in document order. */
 static void number_ordinals(cJSON *node, size_t *next)
 {
@@ -268,7 +272,7 @@ static int parse_item(const char *body, const struct scan *s, const cJSON *obj, 
 	return 0;
 }
 
-/* ---- health-checked services ---------------------------------------------------------------- */
+/* -- health-checked services ------------------------------------------------------------------ */
 
 static const char *json_str(const cJSON *o, const char *name)
 {
@@ -325,7 +329,7 @@ static int health_item(const cJSON *it, size_t n, struct consul_kv *out, char *e
 	return 0;
 }
 
-/* ---- listings, parsed as they arrive -------------------------------------------------------- */
+/* -- listings, parsed as they arrive ---------------------------------------------------------- */
 
 /* A listing is read one entry at a time: the bytes of the entry in progress are gathered (at most
  * CONSUL_ENTRY_MAX_BYTES), checked, parsed on their own and turned into one compact consul_kv;
