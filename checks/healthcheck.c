@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include "galera.h"
+#include "mycnf.h"
 #include "probe.h"
-#include "secret.h"
 #include "sst.h"
 
 static const char *const test_names[HC_NTESTS] = {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "mycnf.h"
 #include "secret.h"
 
 int probe_conn_setup(const struct opts *o, struct probe_conn *pc, char *err, size_t errlen)

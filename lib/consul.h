@@ -1,5 +1,7 @@
 /* consul.h: a Consul HTTP API client (KV, sessions, status) on libcurl and cJSON, with the
- * standard CONSUL_* environment, blocking queries, one deadline per call and a response cap. */
+ * standard CONSUL_* environment, blocking queries, one deadline per call and a response cap.
+ * Its parts: the settings and the proxy (consul_config.c), the transport (consul_http.c), the
+ * endpoints (consul.c), the listing parser (consul_listing.c). */
 #ifndef SK_CONSUL_H
 #define SK_CONSUL_H
 
@@ -94,14 +96,34 @@ const char *consul_url(const struct consul *c);
  * reads the descriptor. -1 (the default) turns cancellation off. */
 void consul_set_cancel_fd(struct consul *c, int fd);
 
-/* What the last answer's headers said. */
+/* Why a Consul call failed; the reasons a caller must tell apart (the answer, a status or a
+ * listing, is kept apart from the reason). Set on every failure of the functions below that take
+ * a client, in consul_last_meta and in the meta they fill. */
+enum consul_reason {
+	CONSUL_OK,
+	CONSUL_CLIENT_ERROR, /* refused before sending: a bad key, ID or name, a request too long, memory */
+	CONSUL_UNREACHABLE, /* no answer: connection refused or reset, DNS, TLS, the proxy */
+	CONSUL_TIMEOUT, /* the deadline passed before the answer was complete (or before sending) */
+	CONSUL_CANCELLED, /* the cancel descriptor became readable (consul_set_cancel_fd) */
+	CONSUL_FORBIDDEN, /* HTTP 403: the ACL token lacks the rights */
+	CONSUL_NOT_FOUND, /* HTTP 404 where it is not an answer of its own */
+	CONSUL_HTTP_ERROR, /* another answer than the one expected: a status, a refused destroy */
+	CONSUL_TOO_LARGE, /* the answer passed the response size cap (max_response): refused unread */
+	CONSUL_BAD_ANSWER, /* the answer did not parse or lacked what it must hold */
+};
+
+/* "ok", "client_error", "unreachable", "timeout", "cancelled", "forbidden", "not_found",
+ * "http_error", "too_large", "bad_answer". */
+const char *consul_reason_str(enum consul_reason r);
+
+/* What the last answer's headers said, and why the call failed. */
 struct consul_meta {
 	uint64_t index; /* X-Consul-Index; 0 when absent */
 	bool known_leader; /* X-Consul-KnownLeader: true */
 	long last_contact_ms; /* X-Consul-LastContact */
 	bool filtered_by_acls; /* X-Consul-Results-Filtered-By-ACLs: true: the answer may be partial */
 	long http_status; /* 0 when no HTTP answer arrived (connection failed, timeout, cancelled) */
-	bool too_large; /* the answer passed the response size cap (max_response): refused unread */
+	enum consul_reason reason; /* CONSUL_OK, or why the call failed */
 };
 
 /* The meta of the most recent request (any function), owned by the client. */
@@ -197,6 +219,9 @@ int consul_listing_feed(struct consul_listing *p, const char *data, size_t len) 
  * and returns 0; otherwise -1 with err saying why and *out empty. */
 int consul_listing_finish(struct consul_listing *p, struct consul_kv_list *out, char *err, size_t errlen) SK_MUST_CHECK;
 void consul_listing_free(struct consul_listing *p);
+/* Why the listing failed so far (NULL: it has not; the text is the parser's), and whether it was
+ * the size cap (*too_large). */
+const char *consul_listing_error(const struct consul_listing *p, bool *too_large);
 
 /* The index for the next blocking query, from the previous one and the X-Consul-Index just
  * received (Consul's blocking-query rules): when the index went backwards (got < prev: a

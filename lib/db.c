@@ -96,22 +96,20 @@ static void *resolve_worker(void *arg)
 	return NULL;
 }
 
-/* Resolve `host` to a numeric address within the deadline. getaddrinfo has no timeout of its
- * own, so it runs on a detached thread that is abandoned when the deadline passes. */
-static int resolve(const char *host, const deadline_t *dl, char *addr, size_t addrlen, struct db_err *e)
+/* A resolver job for `host` on its own detached thread; the job holds two references, ours and
+ * the thread's. NULL with e set when it cannot start. */
+static struct resolve_job *resolve_start(const char *host, struct db_err *e)
 {
-	struct resolve_job *j;
+	struct resolve_job *j = xcalloc(1, sizeof(*j));
 	pthread_condattr_t ca;
 	pthread_attr_t ta;
 	pthread_t tid;
-	int rc;
 
-	j = xcalloc(1, sizeof(*j));
 	if (!sk_strlcpy(j->host, host, sizeof(j->host))) {
 		free(j);
 		e->reason = DB_UNKNOWN_HOST;
 		sk_fmt(e->msg, sizeof(e->msg), "host name too long");
-		return -1;
+		return NULL;
 	}
 	pthread_mutex_init(&j->mu, NULL);
 	pthread_condattr_init(&ca);
@@ -127,10 +125,21 @@ static int resolve(const char *host, const deadline_t *dl, char *addr, size_t ad
 		job_release(j);
 		e->reason = DB_CLIENT_ERROR;
 		sk_fmt(e->msg, sizeof(e->msg), "cannot start resolver thread");
-		return -1;
+		return NULL;
 	}
 	pthread_attr_destroy(&ta);
+	return j;
+}
 
+/* Resolve `host` to a numeric address within the deadline. getaddrinfo has no timeout of its
+ * own, so it runs on a detached thread that is abandoned when the deadline passes. */
+static int resolve(const char *host, const deadline_t *dl, char *addr, size_t addrlen, struct db_err *e)
+{
+	struct resolve_job *j = resolve_start(host, e);
+	int rc;
+
+	if (!j)
+		return -1;
 	pthread_mutex_lock(&j->mu);
 	while (!j->done) {
 		struct timespec ts;
@@ -308,61 +317,78 @@ static void set_err(MYSQL *m, bool timed_out, const char *step, struct db_err *e
 	sk_fmt(e->msg, sizeof(e->msg), "%s (%u)", mysql_error(m), code);
 }
 
-int db_connect(struct db *db, const struct db_target *t, const deadline_t *dl, struct db_err *e)
+/* Where to connect: *host (the unix socket's "localhost", or an address resolved under the
+ * deadline into addr[INET6_ADDRSTRLEN]) and *proto. Returns 0 or -1 with e set. */
+static int connect_host(const struct db_target *t, const deadline_t *dl, char *addr, const char **hostp,
+			unsigned *proto, struct db_err *e)
 {
-	char addr[INET6_ADDRSTRLEN];
 	const char *host = t->host;
-	unsigned secs;
-	unsigned proto;
-	struct op op = { 0 };
-	int status;
-	my_bool on = 1;
-
-	memset(e, 0, sizeof(*e));
-	db->connected = false;
-	db_library_init();
 
 	if ((t->socket && *t->socket && (!host || !*host)) || (host && strcmp(host, "localhost") == 0)) {
 		/* "localhost" means the unix socket, as for the mysql client (the library's default
 		 * path when none is given). */
 		host = "localhost";
-		proto = MYSQL_PROTOCOL_SOCKET;
+		*proto = MYSQL_PROTOCOL_SOCKET;
 	} else {
 		unsigned char tmp[sizeof(struct in6_addr)];
 
 		if (!host || !*host)
 			host = "127.0.0.1";
-		proto = MYSQL_PROTOCOL_TCP;
+		*proto = MYSQL_PROTOCOL_TCP;
 		/* Resolve names here, under the deadline; numeric addresses pass straight through.
 		 * With certificate verification the name must reach the library as given. */
 		if (inet_pton(AF_INET, host, tmp) != 1 && inet_pton(AF_INET6, host, tmp) != 1 &&
 		    !(t->tls && t->tls_verify)) {
-			if (resolve(host, dl, addr, sizeof(addr), e) < 0)
+			if (resolve(host, dl, addr, INET6_ADDRSTRLEN, e) < 0)
 				return -1;
 			host = addr;
 		}
 	}
+	*hostp = host;
+	return 0;
+}
 
+/* The handle's timeouts, protocol and TLS. */
+static void connect_options(MYSQL *m, const struct db_target *t, const deadline_t *dl, unsigned proto)
+{
+	unsigned secs;
+	my_bool on = 1;
+
+	/* The library's own timeouts are whole seconds: round up, as a backstop behind poll(). */
+	secs = (unsigned)(deadline_left_ms(dl) / 1000 + 1);
+	mysql_options(m, MYSQL_OPT_NONBLOCK, 0);
+	mysql_options(m, MYSQL_OPT_CONNECT_TIMEOUT, &secs);
+	mysql_options(m, MYSQL_OPT_READ_TIMEOUT, &secs);
+	mysql_options(m, MYSQL_OPT_WRITE_TIMEOUT, &secs);
+	mysql_options(m, MYSQL_OPT_PROTOCOL, &proto);
+	if (t->tls) {
+		mysql_ssl_set(m, t->tls_key, t->tls_cert, t->tls_ca, NULL, NULL);
+		mysql_options(m, MYSQL_OPT_SSL_ENFORCE, &on);
+		if (t->tls_verify)
+			mysql_options(m, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &on);
+	}
+}
+
+int db_connect(struct db *db, const struct db_target *t, const deadline_t *dl, struct db_err *e)
+{
+	char addr[INET6_ADDRSTRLEN];
+	const char *host;
+	unsigned proto;
+	struct op op = { 0 };
+	int status;
+
+	memset(e, 0, sizeof(*e));
+	db->connected = false;
+	db_library_init();
+	if (connect_host(t, dl, addr, &host, &proto, e) < 0)
+		return -1;
 	db->m = mysql_init(NULL);
 	if (!db->m) {
 		e->reason = DB_CLIENT_ERROR;
 		sk_fmt(e->msg, sizeof(e->msg), "out of memory");
 		return -1;
 	}
-	/* The library's own timeouts are whole seconds: round up, as a backstop behind poll(). */
-	secs = (unsigned)(deadline_left_ms(dl) / 1000 + 1);
-	mysql_options(db->m, MYSQL_OPT_NONBLOCK, 0);
-	mysql_options(db->m, MYSQL_OPT_CONNECT_TIMEOUT, &secs);
-	mysql_options(db->m, MYSQL_OPT_READ_TIMEOUT, &secs);
-	mysql_options(db->m, MYSQL_OPT_WRITE_TIMEOUT, &secs);
-	mysql_options(db->m, MYSQL_OPT_PROTOCOL, &proto);
-	if (t->tls) {
-		mysql_ssl_set(db->m, t->tls_key, t->tls_cert, t->tls_ca, NULL, NULL);
-		mysql_options(db->m, MYSQL_OPT_SSL_ENFORCE, &on);
-		if (t->tls_verify)
-			mysql_options(db->m, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &on);
-	}
-
+	connect_options(db->m, t, dl, proto);
 	op.m = db->m;
 	op.kind = 0;
 	status = mysql_real_connect_start(&op.conn_ret, db->m, host, t->user, t->password ? t->password : "", NULL,

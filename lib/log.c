@@ -194,16 +194,48 @@ static bool add_message(sk_buf *b, const char *msg, size_t reserve, bool json)
 	return add_escaped(b, msg, keep, json) && sk_buf_add(b, LOG_CUT_MARK, sizeof(LOG_CUT_MARK) - 1);
 }
 
+/* The current time as "YYYY-MM-DDThh:mm:ss.mmmZ" (UTC) into stamp[len]. */
+static void time_stamp(char *stamp, size_t len)
+{
+	struct timespec ts;
+	struct tm tm;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	snprintf(stamp, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+		 tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+}
+
+/* Redact `msg` and write it as one line (text or JSON) to the log's stream, under the log lock. */
+static void write_line(enum log_level level, char *msg, const char *stamp)
+{
+	FILE *out;
+	sk_buf b;
+	bool ok;
+
+	pthread_mutex_lock(&lg_lock);
+	redact_locked(msg);
+	out = lg.stream ? lg.stream : stderr;
+	sk_buf_init(&b, LOG_LINE_BYTES);
+	if (lg.format == LOG_JSON)
+		ok = sk_buf_addf(&b, "{\"time\":\"%s\",\"level\":\"%s\",\"prog\":", stamp, level_names[level]) &&
+		     sk_buf_add_json_str(&b, lg.prog) && sk_buf_add(&b, ",\"msg\":\"", 8) &&
+		     add_message(&b, msg, 3, true) && sk_buf_add(&b, "\"}\n", 3);
+	else
+		ok = sk_buf_addf(&b, "%s %s %s: ", stamp, level_names[level], lg.prog) &&
+		     add_message(&b, msg, 1, false) && sk_buf_add(&b, "\n", 1);
+	if (ok)
+		fputs(b.data, out);
+	sk_buf_free(&b);
+	fflush(out);
+	pthread_mutex_unlock(&lg_lock);
+}
+
 void log_msg(enum log_level level, const char *fmt, ...)
 {
 	char small[LOG_LINE_MAX], *msg = small;
 	char stamp[80];
-	struct timespec ts;
-	struct tm tm;
 	va_list ap;
-	FILE *out;
-	sk_buf b;
-	bool json, ok;
 	int len;
 
 	if (level < lg.level || level >= LOG_OFF)
@@ -220,29 +252,8 @@ void log_msg(enum log_level level, const char *fmt, ...)
 		vsnprintf(msg, (size_t)len + 1, fmt, ap);
 		va_end(ap);
 	}
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	gmtime_r(&ts.tv_sec, &tm);
-	snprintf(stamp, sizeof(stamp), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
-		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
-
-	pthread_mutex_lock(&lg_lock);
-	redact_locked(msg);
-	out = lg.stream ? lg.stream : stderr;
-	json = lg.format == LOG_JSON;
-	sk_buf_init(&b, LOG_LINE_BYTES);
-	if (json)
-		ok = sk_buf_addf(&b, "{\"time\":\"%s\",\"level\":\"%s\",\"prog\":", stamp, level_names[level]) &&
-		     sk_buf_add_json_str(&b, lg.prog) && sk_buf_add(&b, ",\"msg\":\"", 8) &&
-		     add_message(&b, msg, 3, true) && sk_buf_add(&b, "\"}\n", 3);
-	else
-		ok = sk_buf_addf(&b, "%s %s %s: ", stamp, level_names[level], lg.prog) &&
-		     add_message(&b, msg, 1, false) && sk_buf_add(&b, "\n", 1);
-	if (ok)
-		fputs(b.data, out);
-	sk_buf_free(&b);
-	fflush(out);
-	pthread_mutex_unlock(&lg_lock);
+	time_stamp(stamp, sizeof(stamp));
+	write_line(level, msg, stamp);
 	sk_wipe(small, (size_t)len < sizeof(small) ? (size_t)len : sizeof(small)); /* redaction leaves a tail */
 	if (msg != small) {
 		sk_wipe(msg, (size_t)len);

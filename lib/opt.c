@@ -28,6 +28,61 @@ static size_t must_find(const struct opts *o, const char *name)
 	return i;
 }
 
+/* Whether `text` is one of the '|'-separated `choices`. */
+static bool enum_has(const char *choices, const char *text)
+{
+	const char *p = choices;
+	size_t n = strlen(text);
+	bool ok = false;
+
+	while (p && *p) {
+		const char *bar = strchr(p, '|');
+		size_t len = bar ? (size_t)(bar - p) : strlen(p);
+
+		if (len == n && strncmp(p, text, n) == 0)
+			ok = true;
+		p = bar ? bar + 1 : NULL;
+	}
+	return ok;
+}
+
+/* Convert and check `text` as option `d` types it, into nv's typed fields. */
+static int convert(const struct opt_def *d, const char *text, const char *source, struct opt_val *nv, char *err,
+		   size_t errlen)
+{
+	switch (d->type) {
+	case OPT_FLAG:
+		if (!sk_parse_bool(text, &nv->b))
+			return sk_err(err, errlen, "%s: '%s' is not a boolean (use 1/0, yes/no, true/false, on/off)",
+				      source, text);
+		nv->i = nv->b;
+		nv->d = nv->b;
+		break;
+	case OPT_INT:
+		if (!sk_parse_long(text, (long)d->min, (long)d->max, &nv->i))
+			return sk_err(err, errlen, "%s: '%s' is not a whole number from %ld to %ld", source, text,
+				      (long)d->min, (long)d->max);
+		nv->d = (double)nv->i;
+		break;
+	case OPT_NUMBER:
+		if (!sk_parse_double(text, d->min, d->max, &nv->d))
+			return sk_err(err, errlen, "%s: '%s' is not a number from %g to %g", source, text, d->min,
+				      d->max);
+		nv->i = (long)nv->d;
+		break;
+	case OPT_ENUM:
+		if (!enum_has(d->choices, text))
+			return sk_err(err, errlen, "%s: '%s' is not one of %s", source, text, d->choices);
+		break;
+	case OPT_STRING:
+		if (strlen(text) > 4096)
+			return sk_err(err, errlen, "%s: value too long (%zu bytes, at most 4096)", source,
+				      strlen(text));
+		break;
+	}
+	return 0;
+}
+
 /* Convert and check `text` for option i; on success store it with its source. */
 static int set_value(struct opts *o, size_t i, const char *text, const char *source, char *err, size_t errlen)
 {
@@ -35,49 +90,8 @@ static int set_value(struct opts *o, size_t i, const char *text, const char *sou
 	struct opt_val *v = &o->vals[i];
 	struct opt_val nv = { 0 };
 
-	switch (d->type) {
-	case OPT_FLAG:
-		if (!sk_parse_bool(text, &nv.b))
-			return sk_err(err, errlen, "%s: '%s' is not a boolean (use 1/0, yes/no, true/false, on/off)",
-				      source, text);
-		nv.i = nv.b;
-		nv.d = nv.b;
-		break;
-	case OPT_INT:
-		if (!sk_parse_long(text, (long)d->min, (long)d->max, &nv.i))
-			return sk_err(err, errlen, "%s: '%s' is not a whole number from %ld to %ld", source, text,
-				      (long)d->min, (long)d->max);
-		nv.d = (double)nv.i;
-		break;
-	case OPT_NUMBER:
-		if (!sk_parse_double(text, d->min, d->max, &nv.d))
-			return sk_err(err, errlen, "%s: '%s' is not a number from %g to %g", source, text, d->min,
-				      d->max);
-		nv.i = (long)nv.d;
-		break;
-	case OPT_ENUM: {
-		const char *p = d->choices;
-		size_t n = strlen(text);
-		bool ok = false;
-
-		while (p && *p) {
-			const char *bar = strchr(p, '|');
-			size_t len = bar ? (size_t)(bar - p) : strlen(p);
-
-			if (len == n && strncmp(p, text, n) == 0)
-				ok = true;
-			p = bar ? bar + 1 : NULL;
-		}
-		if (!ok)
-			return sk_err(err, errlen, "%s: '%s' is not one of %s", source, text, d->choices);
-		break;
-	}
-	case OPT_STRING:
-		if (strlen(text) > 4096)
-			return sk_err(err, errlen, "%s: value too long (%zu bytes, at most 4096)", source,
-				      strlen(text));
-		break;
-	}
+	if (convert(d, text, source, &nv, err, errlen) < 0)
+		return -1;
 	if (d->flags & OPT_SECRET)
 		log_add_secret(text);
 	if (v->text) {
@@ -110,6 +124,52 @@ static size_t find_setting(const struct opts *o, const char *name)
 	return find(o, norm);
 }
 
+/* Whether a line of the file starts with @include (it would read files past the size limit, and
+ * a FIFO there would hang the loader). */
+static bool has_include(const char *text)
+{
+	for (const char *p = text; (p = strstr(p, "@include")) != NULL; p++) {
+		const char *line = p;
+
+		while (line > text && line[-1] != '\n' && (line[-1] == ' ' || line[-1] == '\t'))
+			line--;
+		if (line == text || line[-1] == '\n')
+			return true;
+	}
+	return false;
+}
+
+/* One top-level setting of the file: a scalar into its option, a group or list to the file hook. */
+static int load_setting(struct opts *o, config_setting_t *s, const char *path, char *err, size_t errlen)
+{
+	const char *name = config_setting_name(s);
+	char source[96], val[64];
+	const char *vtext = val;
+	size_t i;
+
+	snprintf(source, sizeof(source), "%s:%d: %s", path, config_setting_source_line(s), name);
+	switch (config_setting_type(s)) {
+	case CONFIG_TYPE_GROUP:
+	case CONFIG_TYPE_LIST:
+	case CONFIG_TYPE_ARRAY:
+		if (o->file_hook)
+			return o->file_hook(o->hook_ctx, s, err, errlen) < 0 ? -1 : 0;
+		return sk_err(err, errlen, "%s: unknown setting", source);
+	default: break;
+	}
+	i = find_setting(o, name);
+	if (i == (size_t)-1 || (o->defs[i].flags & OPT_NO_FILE))
+		return sk_err(err, errlen, "%s: unknown setting", source);
+	switch (config_setting_type(s)) {
+	case CONFIG_TYPE_INT:
+	case CONFIG_TYPE_INT64: snprintf(val, sizeof(val), "%lld", config_setting_get_int64(s)); break;
+	case CONFIG_TYPE_FLOAT: snprintf(val, sizeof(val), "%.17g", config_setting_get_float(s)); break;
+	case CONFIG_TYPE_BOOL: snprintf(val, sizeof(val), "%d", config_setting_get_bool(s)); break;
+	default: vtext = config_setting_get_string(s); break;
+	}
+	return set_value(o, i, vtext, source, err, errlen);
+}
+
 int opts_load_file(struct opts *o, const char *path, char *err, size_t errlen)
 {
 	char *text = NULL;
@@ -121,17 +181,10 @@ int opts_load_file(struct opts *o, const char *path, char *err, size_t errlen)
 	/* Read it ourselves first: bounded size, and a clear message for a missing file. */
 	if (sk_read_file(path, CONFIG_FILE_MAX, &text, NULL, why, sizeof(why)) < 0)
 		return sk_err(err, errlen, "config file %s", why);
-	/* @include would read files past the size limit, and a FIFO there would hang the loader. */
-	for (const char *p = text; (p = strstr(p, "@include")) != NULL; p++) {
-		const char *line = p;
-
-		while (line > text && line[-1] != '\n' && (line[-1] == ' ' || line[-1] == '\t'))
-			line--;
-		if (line == text || line[-1] == '\n') {
-			sk_wipe(text, strlen(text));
-			free(text);
-			return sk_err(err, errlen, "config file %s: @include is not supported", path);
-		}
+	if (has_include(text)) {
+		sk_wipe(text, strlen(text));
+		free(text);
+		return sk_err(err, errlen, "config file %s: @include is not supported", path);
 	}
 	config_init(&cfg);
 	if (config_read_string(&cfg, text) != CONFIG_TRUE) {
@@ -139,42 +192,9 @@ int opts_load_file(struct opts *o, const char *path, char *err, size_t errlen)
 		goto out;
 	}
 	root = config_root_setting(&cfg);
-	for (int k = 0; k < config_setting_length(root); k++) {
-		config_setting_t *s = config_setting_get_elem(root, (unsigned)k);
-		const char *name = config_setting_name(s);
-		char source[96], val[64];
-		const char *vtext = val;
-		size_t i;
-
-		snprintf(source, sizeof(source), "%s:%d: %s", path, config_setting_source_line(s), name);
-		switch (config_setting_type(s)) {
-		case CONFIG_TYPE_GROUP:
-		case CONFIG_TYPE_LIST:
-		case CONFIG_TYPE_ARRAY:
-			if (o->file_hook) {
-				if (o->file_hook(o->hook_ctx, s, err, errlen) < 0)
-					goto out;
-				continue;
-			}
-			sk_err(err, errlen, "%s: unknown setting", source);
+	for (int k = 0; k < config_setting_length(root); k++)
+		if (load_setting(o, config_setting_get_elem(root, (unsigned)k), path, err, errlen) < 0)
 			goto out;
-		default: break;
-		}
-		i = find_setting(o, name);
-		if (i == (size_t)-1 || (o->defs[i].flags & OPT_NO_FILE)) {
-			sk_err(err, errlen, "%s: unknown setting", source);
-			goto out;
-		}
-		switch (config_setting_type(s)) {
-		case CONFIG_TYPE_INT:
-		case CONFIG_TYPE_INT64: snprintf(val, sizeof(val), "%lld", config_setting_get_int64(s)); break;
-		case CONFIG_TYPE_FLOAT: snprintf(val, sizeof(val), "%.17g", config_setting_get_float(s)); break;
-		case CONFIG_TYPE_BOOL: snprintf(val, sizeof(val), "%d", config_setting_get_bool(s)); break;
-		default: vtext = config_setting_get_string(s); break;
-		}
-		if (set_value(o, i, vtext, source, err, errlen) < 0)
-			goto out;
-	}
 	rc = 0;
 out:
 	config_destroy(&cfg);
@@ -188,50 +208,64 @@ static void print_version(const struct opts *o)
 	printf("%s (sidekick) %s\n", o->prog, o->version);
 }
 
+/* "--name[=value]": the option's index in *i ((size_t)-1: none) and its inline value, the name
+ * as written in source[slen]. Returns 0, 1 (--help, --version or --help-markdown printed) or -1. */
+static int parse_long(struct opts *o, const char *a, size_t *i, const char **inline_val, char *source, size_t slen,
+		      char *err, size_t errlen)
+{
+	const char *eq = strchr(a + 2, '=');
+	size_t n = eq ? (size_t)(eq - (a + 2)) : strlen(a + 2);
+	char name[96];
+
+	if (n >= sizeof(name))
+		return sk_err(err, errlen, "unknown option '%.40s...' (see --help)", a);
+	memcpy(name, a + 2, n);
+	name[n] = '\0';
+	*inline_val = eq ? eq + 1 : NULL;
+	if (strcmp(name, "help") == 0) {
+		opts_help(o, stdout);
+		return 1;
+	}
+	if (strcmp(name, "version") == 0) {
+		print_version(o);
+		return 1;
+	}
+	if (strcmp(name, "help-markdown") == 0) {
+		opts_markdown(o, stdout);
+		return 1;
+	}
+	*i = find(o, name);
+	snprintf(source, slen, "--%s", name);
+	return 0;
+}
+
+/* "-x[value]": as parse_long; 1 for -h (help printed). */
+static int parse_short(struct opts *o, const char *a, size_t *i, const char **inline_val, char *source, size_t slen)
+{
+	if (a[1] == 'h' && a[2] == '\0') {
+		opts_help(o, stdout);
+		return 1;
+	}
+	for (size_t k = 0; k < o->ndefs; k++)
+		if (o->defs[k].short_name && o->defs[k].short_name == a[1])
+			*i = k;
+	if (*i != (size_t)-1 && a[2])
+		*inline_val = a + 2;
+	snprintf(source, slen, "-%c", a[1]);
+	return 0;
+}
+
 /* Handle one command-line option. Returns 0, 1 (help/version printed) or -1. */
 static int take_arg(struct opts *o, int argc, char **argv, int *idx, char *err, size_t errlen)
 {
-	const char *a = argv[*idx];
-	const char *name = NULL, *inline_val = NULL;
-	char namebuf[96], source[112];
+	const char *a = argv[*idx], *inline_val = NULL;
+	char source[112];
 	size_t i = (size_t)-1;
+	int r = a[1] == '-' ? parse_long(o, a, &i, &inline_val, source, sizeof(source), err, errlen)
+			    : parse_short(o, a, &i, &inline_val, source, sizeof(source));
 
-	if (a[1] == '-') {
-		const char *eq = strchr(a + 2, '=');
-		size_t n = eq ? (size_t)(eq - (a + 2)) : strlen(a + 2);
-
-		if (n >= sizeof(namebuf))
-			return sk_err(err, errlen, "unknown option '%.40s...' (see --help)", a);
-		memcpy(namebuf, a + 2, n);
-		namebuf[n] = '\0';
-		name = namebuf;
-		inline_val = eq ? eq + 1 : NULL;
-		if (strcmp(name, "help") == 0) {
-			opts_help(o, stdout);
-			return 1;
-		}
-		if (strcmp(name, "version") == 0) {
-			print_version(o);
-			return 1;
-		}
-		if (strcmp(name, "help-markdown") == 0) {
-			opts_markdown(o, stdout);
-			return 1;
-		}
-		i = find(o, name);
-		snprintf(source, sizeof(source), "--%s", name);
-	} else {
-		if (a[1] == 'h' && a[2] == '\0') {
-			opts_help(o, stdout);
-			return 1;
-		}
-		for (size_t k = 0; k < o->ndefs; k++)
-			if (o->defs[k].short_name && o->defs[k].short_name == a[1])
-				i = k;
-		if (i != (size_t)-1 && a[2])
-			inline_val = a + 2;
-		snprintf(source, sizeof(source), "-%c", a[1]);
-	}
+	if (r != 0)
+		return r;
 	if (i == (size_t)-1 || (o->defs[i].flags & OPT_NO_ARGV)) {
 		if (i != (size_t)-1)
 			return sk_err(err, errlen, "%s is not accepted on the command line (%s)", source,
@@ -250,48 +284,50 @@ static int take_arg(struct opts *o, int argc, char **argv, int *idx, char *err, 
 	return set_value(o, i, inline_val, source, err, errlen);
 }
 
-enum opts_result opts_parse(struct opts *o, int argc, char **argv, char *err, size_t errlen)
+/* The defaults, which do not count as "given". */
+static int apply_defaults(struct opts *o, char *err, size_t errlen)
 {
-	const char *cfg_path = NULL;
-
-	o->vals = xcalloc(o->ndefs, sizeof(*o->vals));
-	o->args = xcalloc((size_t)argc + 1, sizeof(char *));
-	o->nargs = 0;
-
 	for (size_t i = 0; i < o->ndefs; i++)
 		if (o->defs[i].def && set_value(o, i, o->defs[i].def, "default", err, errlen) < 0)
-			return OPTS_ERROR;
+			return -1;
 	for (size_t i = 0; i < o->ndefs; i++)
 		o->vals[i].set = false; /* defaults do not count as "given" */
+	return 0;
+}
 
-	/* The config file comes first, so find its path on argv or in the environment. */
-	if (o->config_opt) {
-		size_t ci = must_find(o, o->config_opt);
-		size_t n = strlen(o->config_opt);
+/* The config file's path, looked for before anything else (the file comes first): its option's
+ * environment variable, then the last --name[=]PATH or -xPATH on argv. NULL: none. */
+static const char *config_path(const struct opts *o, int argc, char **argv)
+{
+	size_t ci = must_find(o, o->config_opt);
+	size_t n = strlen(o->config_opt);
+	const char *cfg_path = NULL;
 
-		if (o->defs[ci].env && getenv(o->defs[ci].env) && *getenv(o->defs[ci].env))
-			cfg_path = getenv(o->defs[ci].env);
-		for (int k = 1; k < argc; k++) {
-			const char *a = argv[k];
+	if (o->defs[ci].env && getenv(o->defs[ci].env) && *getenv(o->defs[ci].env))
+		cfg_path = getenv(o->defs[ci].env);
+	for (int k = 1; k < argc; k++) {
+		const char *a = argv[k];
 
-			if (strcmp(a, "--") == 0)
-				break;
-			if (strncmp(a, "--", 2) == 0 && strncmp(a + 2, o->config_opt, n) == 0) {
-				if (a[2 + n] == '=')
-					cfg_path = a + 3 + n;
-				else if (a[2 + n] == '\0' && k + 1 < argc)
-					cfg_path = argv[k + 1];
-			} else if (a[0] == '-' && o->defs[ci].short_name && a[1] == o->defs[ci].short_name) {
-				if (a[2])
-					cfg_path = a + 2;
-				else if (k + 1 < argc)
-					cfg_path = argv[k + 1];
-			}
+		if (strcmp(a, "--") == 0)
+			break;
+		if (strncmp(a, "--", 2) == 0 && strncmp(a + 2, o->config_opt, n) == 0) {
+			if (a[2 + n] == '=')
+				cfg_path = a + 3 + n;
+			else if (a[2 + n] == '\0' && k + 1 < argc)
+				cfg_path = argv[k + 1];
+		} else if (a[0] == '-' && o->defs[ci].short_name && a[1] == o->defs[ci].short_name) {
+			if (a[2])
+				cfg_path = a + 2;
+			else if (k + 1 < argc)
+				cfg_path = argv[k + 1];
 		}
-		if (cfg_path && opts_load_file(o, cfg_path, err, errlen) < 0)
-			return OPTS_ERROR;
 	}
+	return cfg_path;
+}
 
+/* Every option's environment variable that is set and not empty. */
+static int apply_env(struct opts *o, char *err, size_t errlen)
+{
 	for (size_t i = 0; i < o->ndefs; i++) {
 		const char *env = o->defs[i].env ? getenv(o->defs[i].env) : NULL;
 		char source[96];
@@ -300,9 +336,14 @@ enum opts_result opts_parse(struct opts *o, int argc, char **argv, char *err, si
 			continue; /* like ${VAR:-default}: empty means unset */
 		snprintf(source, sizeof(source), "env %s", o->defs[i].env);
 		if (set_value(o, i, env, source, err, errlen) < 0)
-			return OPTS_ERROR;
+			return -1;
 	}
+	return 0;
+}
 
+/* The command line: options into their values, the rest (and all after "--") into o->args. */
+static enum opts_result apply_argv(struct opts *o, int argc, char **argv, char *err, size_t errlen)
+{
 	for (int k = 1; k < argc; k++) {
 		const char *a = argv[k];
 		int r;
@@ -322,6 +363,27 @@ enum opts_result opts_parse(struct opts *o, int argc, char **argv, char *err, si
 		if (r > 0)
 			return OPTS_EXIT;
 	}
+	return OPTS_OK;
+}
+
+enum opts_result opts_parse(struct opts *o, int argc, char **argv, char *err, size_t errlen)
+{
+	const char *cfg_path;
+	enum opts_result r;
+
+	o->vals = xcalloc(o->ndefs, sizeof(*o->vals));
+	o->args = xcalloc((size_t)argc + 1, sizeof(char *));
+	o->nargs = 0;
+	if (apply_defaults(o, err, errlen) < 0)
+		return OPTS_ERROR;
+	cfg_path = o->config_opt ? config_path(o, argc, argv) : NULL;
+	if (cfg_path && opts_load_file(o, cfg_path, err, errlen) < 0)
+		return OPTS_ERROR;
+	if (apply_env(o, err, errlen) < 0)
+		return OPTS_ERROR;
+	r = apply_argv(o, argc, argv, err, errlen);
+	if (r != OPTS_OK)
+		return r;
 	if (o->nargs > o->max_args) {
 		if (o->max_args == 0)
 			sk_err(err, errlen, "unexpected argument '%s' (see --help)", o->args[0]);

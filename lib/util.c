@@ -1,4 +1,5 @@
-/* util.c: memory, string and number helpers shared by every binary. */
+/* util.c: memory, string and number helpers shared by every binary: the one file whose exports
+ * carry no file name (sk_*, and x* for allocation that aborts on exhaustion). */
 #include "util.h"
 
 #include <cjson/cJSON.h>
@@ -117,6 +118,29 @@ bool sk_parse_long(const char *s, long min, long max, long *out)
 		return false;
 	*out = v;
 	return true;
+}
+
+bool sk_parse_u64(const char *s, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	if (!*s)
+		return false;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9' || v > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
+			return false;
+		v = v * 10 + (uint64_t)(*s - '0');
+	}
+	*out = v;
+	return true;
+}
+
+bool sk_has_ctl(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return true;
+	return false;
 }
 
 bool sk_parse_double(const char *s, double min, double max, double *out)

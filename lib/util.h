@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define SK_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 #define SK_MUST_CHECK __attribute__((warn_unused_result))
@@ -30,6 +31,13 @@ int sk_err(char *err, size_t errlen, const char *fmt, ...) SK_PRINTF(3, 4);
 
 /* Parse a whole string as a base-10 integer in [min, max]. Leading/trailing blanks are not accepted. */
 bool sk_parse_long(const char *s, long min, long max, long *out) SK_MUST_CHECK;
+
+/* Parse a whole string of decimal digits (no sign, no blanks) as a uint64_t; false when it is
+ * empty, holds anything else or overflows. */
+bool sk_parse_u64(const char *s, uint64_t *out) SK_MUST_CHECK;
+
+/* Whether `s` holds an ASCII control character (below 0x20, or DEL). */
+bool sk_has_ctl(const char *s);
 
 /* Parse a whole string as a finite decimal number in [min, max]. */
 bool sk_parse_double(const char *s, double min, double max, double *out) SK_MUST_CHECK;

@@ -37,6 +37,7 @@ struct watch {
 	 * vary: "after 3 ms"): the HTTP status of a failed read (0: no answer; -1: filtered by ACLs),
 	 * -2: larger than max-response-bytes), and the reason answers are being ignored (NULL: they
 	 * are not). */
+	enum consul_reason err_reason; /* the last failure, so that a new kind is logged */
 	long err_status;
 	const char *ignoring;
 	int wake_fd; /* eventfd: the watch's Consul request in flight ends when it is written */

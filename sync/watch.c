@@ -23,17 +23,19 @@ static bool same_snapshot(const struct consul_kv_list *a, const struct consul_kv
 /* A read that failed or must not be believed: count it, log it when the trouble is new, keep the
  * last good snapshot, and read afresh next time (a restarted Consul may have a lower index, and a
  * blocking query on the old one would sit out the whole wait). */
-static void watch_failed(struct watch *w, long status, const char *err)
+static void watch_failed(struct watch *w, enum consul_reason reason, long status, const char *err)
 {
 	struct agent *ag = w->ag;
+	bool too_large = reason == CONSUL_TOO_LARGE;
 
 	pthread_mutex_lock(&ag->mu);
 	ag->consul_errors++;
-	if (status == -2)
+	if (too_large)
 		w->too_large++;
-	if (w->ok || status != w->err_status)
-		log_warn("consul: %s: %s%s (%s, retrying)", w->prefix, err, status == -2 ? " (max-response-bytes)" : "",
+	if (w->ok || reason != w->err_reason || status != w->err_status)
+		log_warn("consul: %s: %s%s (%s, retrying)", w->prefix, err, too_large ? " (max-response-bytes)" : "",
 			 w->have ? "keeping the last good state" : "nothing read yet");
+	w->err_reason = reason;
 	w->err_status = status;
 	pthread_mutex_lock(&ag->pub_mu);
 	sk_strlcpy(w->error, err, sizeof(w->error));
@@ -140,7 +142,7 @@ static enum answer read_answer(struct watch *w, const deadline_t *dl, struct con
 			w->index = 0;
 			return ANSWER_AGAIN;
 		}
-		watch_failed(w, meta->too_large ? -2 : meta->http_status, err);
+		watch_failed(w, meta->reason, meta->http_status, err);
 		return ANSWER_BACKOFF;
 	}
 	if (meta->filtered_by_acls) {
@@ -149,7 +151,7 @@ static enum answer read_answer(struct watch *w, const deadline_t *dl, struct con
 		snprintf(err, sizeof(err),
 			 "answer filtered by ACLs: the token cannot read every key under the prefix (its ACL policy)");
 		consul_kv_list_free(list);
-		watch_failed(w, -1, err);
+		watch_failed(w, CONSUL_FORBIDDEN, meta->http_status, err);
 		return ANSWER_BACKOFF;
 	}
 	if (!w->ok) {

@@ -10,7 +10,7 @@
 
 #include "fuzz.h"
 #include "log.h"
-#include "secret.h"
+#include "mycnf.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

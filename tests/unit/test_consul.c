@@ -1,4 +1,4 @@
-/* test_consul.c: unit tests of lib/consul: the KV listing parser and the index rules from data
+/* test_consul.c: unit tests of lib/consul*.c: the KV listing parser and the index rules from data
  * files, the CONSUL_* environment, addresses, and requests against a canned local HTTP server. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -712,6 +712,7 @@ static void test_kv_list_answers(void **state)
 	assert_int_equal(l.n, 0);
 	assert_int_equal(m.index, 9);
 	assert_int_equal(m.http_status, 404);
+	assert_int_equal(m.reason, CONSUL_OK);
 	assert_false(m.known_leader);
 
 	/* 500: the status and the first line of the body. */
@@ -721,6 +722,8 @@ static void test_kv_list_answers(void **state)
 	canned_wait(&s);
 	assert_string_equal(err, "GET /v1/kv/p/?recurse: HTTP 500: No cluster leader");
 	assert_int_equal(m.http_status, 500);
+	assert_int_equal(m.reason, CONSUL_HTTP_ERROR);
+	assert_string_equal(consul_reason_str(m.reason), "http_error");
 	assert_int_equal(l.n, 0);
 
 	/* 200 without X-Consul-Index. */
@@ -728,12 +731,14 @@ static void test_kv_list_answers(void **state)
 	assert_int_equal(consul_kv_list(c, "p/", 0, 0, CONSUL_DEFAULT, &dl, &l, &m, err, sizeof(err)), -1);
 	canned_wait(&s);
 	assert_non_null(strstr(err, "X-Consul-Index"));
+	assert_int_equal(m.reason, CONSUL_BAD_ANSWER);
 
 	/* A malformed body. */
 	canned_expect(&s, "HTTP/1.1 200 OK\r\nX-Consul-Index: 3\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}");
 	assert_int_equal(consul_kv_list(c, "p/", 0, 0, CONSUL_DEFAULT, &dl, &l, &m, err, sizeof(err)), -1);
 	canned_wait(&s);
 	assert_non_null(strstr(err, "bad answer: not a JSON array"));
+	assert_int_equal(m.reason, CONSUL_BAD_ANSWER);
 
 	/* Bigger than the cap (300 bytes here): an error, not an allocation. */
 	{
@@ -748,11 +753,14 @@ static void test_kv_list_answers(void **state)
 		assert_int_equal(consul_kv_list(c, "p/", 0, 0, CONSUL_DEFAULT, &dl, &l, &m, err, sizeof(err)), -1);
 		canned_wait(&s);
 		assert_non_null(strstr(err, "answer larger than 300 bytes"));
+		assert_int_equal(m.reason, CONSUL_TOO_LARGE);
 	}
 
 	/* Keys that URL normalisation would turn into other keys never leave the process. */
 	assert_int_equal(consul_kv_list(c, "a/../b", 0, 0, CONSUL_DEFAULT, &dl, &l, &m, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "'..' segment"));
+	assert_int_equal(m.reason, CONSUL_CLIENT_ERROR);
+	assert_int_equal(m.http_status, 0);
 	assert_int_equal(consul_kv_list(c, "/abs", 0, 0, CONSUL_DEFAULT, &dl, &l, &m, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "starts with '/'"));
 	consul_free(c);
@@ -781,10 +789,12 @@ static void test_deadline_and_cancel(void **state)
 	canned_wait(&s);
 	assert_non_null(strstr(err, "timeout after"));
 	assert_int_equal(m.http_status, 0);
+	assert_int_equal(m.reason, CONSUL_TIMEOUT);
 
 	/* An expired deadline: no request at all. */
 	assert_int_equal(consul_kv_list(c, "p/", 1, 60000, CONSUL_DEFAULT, &dl, &l, &m, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "no time left"));
+	assert_int_equal(m.reason, CONSUL_TIMEOUT);
 
 	/* A readable cancel descriptor stops a request at once. */
 	assert_int_equal(pipe(p), 0);
@@ -796,6 +806,7 @@ static void test_deadline_and_cancel(void **state)
 	assert_int_equal(consul_kv_list(c, "p/", 1, 60000, CONSUL_DEFAULT, &dl, &l, &m, err, sizeof(err)), -1);
 	assert_true(deadline_now_us() - t0 < 300 * 1000);
 	assert_non_null(strstr(err, "cancelled"));
+	assert_int_equal(m.reason, CONSUL_CANCELLED);
 	consul_free(c); /* closes the connection: the server thread ends */
 	canned_wait(&s);
 	close(p[0]);
@@ -833,6 +844,7 @@ static void test_writes_and_sessions(void **state)
 	assert_int_equal(consul_kv_put(c, "svc/x", "v", 1, NULL, &dl, &done, err, sizeof(err)), -1);
 	canned_wait(&s);
 	assert_string_equal(err, "PUT /v1/kv/svc/x: HTTP 403: Permission denied");
+	assert_int_equal(consul_last_meta(c)->reason, CONSUL_FORBIDDEN);
 	assert_non_null(strstr(s.request, "PUT /v1/kv/svc/x HTTP/1.1\r\n"));
 
 	canned_expect(&s, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nConnection: close\r\n\r\ntrue");
@@ -865,7 +877,9 @@ static void test_writes_and_sessions(void **state)
 	assert_int_equal(consul_session_renew(c, sid, &dl, &gone, err, sizeof(err)), 0);
 	canned_wait(&s);
 	assert_true(gone);
+	assert_int_equal(consul_last_meta(c)->reason, CONSUL_OK);
 	assert_int_equal(consul_session_renew(c, "../../kv/x", &dl, &gone, err, sizeof(err)), -1);
+	assert_int_equal(consul_last_meta(c)->reason, CONSUL_CLIENT_ERROR);
 
 	canned_expect(&s, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nConnection: close\r\n\r\ntrue");
 	assert_int_equal(consul_session_destroy(c, sid, &dl, err, sizeof(err)), 0);
@@ -877,6 +891,7 @@ static void test_writes_and_sessions(void **state)
 	canned_wait(&s);
 	assert_string_equal(leader, "10.1.10.12:8300");
 	assert_int_equal(consul_last_meta(c)->http_status, 200);
+	assert_int_equal(consul_last_meta(c)->reason, CONSUL_OK);
 	consul_free(c);
 	close(s.lfd);
 }
@@ -895,6 +910,8 @@ static void test_connection_refused(void **state)
 	assert_int_equal(consul_leader(c, &dl, leader, sizeof(leader), err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "GET /v1/status/leader: "));
 	assert_int_equal(consul_last_meta(c)->http_status, 0);
+	assert_int_equal(consul_last_meta(c)->reason, CONSUL_UNREACHABLE);
+	assert_string_equal(consul_reason_str(CONSUL_UNREACHABLE), "unreachable");
 	consul_free(c);
 }
 

@@ -18,6 +18,7 @@
 #include "log.h"
 #include "opt.h"
 #include "probe.h"
+#include "mycnf.h"
 #include "secret.h"
 #include "statusmap.h"
 #include "testdata.h"
