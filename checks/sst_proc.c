@@ -361,17 +361,21 @@ static bool exists_in(const char *dir, const char *name, struct stat *st)
 	return sk_fmt(path, sizeof(path), "%s/%s", dir, name) && stat(path, st) == 0;
 }
 
-void sst_gather(const char *proc, const char *datadir, const char *pid_file, const char *recovery_file, time_t now,
-		struct sst_evidence *ev)
+/* The datadir as /proc shows mysqld's cwd: resolved, without trailing slashes. */
+static void real_datadir(const char *datadir, char *real, size_t len)
 {
-	char real[PATH_MAX], buf[4096], *argv[MAX_ARGS];
+	if (!realpath(datadir, real))
+		sk_strlcpy(real, datadir, len);
+	strip_slashes(real);
+}
+
+void sst_gather_files(const char *datadir, const char *recovery_file, time_t now, struct sst_evidence *ev)
+{
+	char real[PATH_MAX];
 	struct stat st;
-	int argc;
 
 	memset(ev, 0, sizeof(*ev));
-	if (!realpath(datadir, real))
-		sk_strlcpy(real, datadir, sizeof(real));
-	strip_slashes(real);
+	real_datadir(datadir, real, sizeof(real));
 	ev->recovery_file = recovery_file && *recovery_file && stat(recovery_file, &st) == 0;
 	ev->sleep_forever = exists_in(real, "sleep-forever", &st);
 	ev->recovery_log = exists_in(real, "wsrep_recovery_verbose.log", &st);
@@ -379,8 +383,14 @@ void sst_gather(const char *proc, const char *datadir, const char *pid_file, con
 		ev->sst_file = true;
 		ev->sst_file_age_s = now > st.st_mtime ? (long)(now - st.st_mtime) : 0;
 	}
-	if (ev->recovery_file || ev->sleep_forever)
-		return; /* decided already: no need to look at processes */
+}
+
+void sst_gather_procs(const char *proc, const char *datadir, const char *pid_file, struct sst_evidence *ev)
+{
+	char real[PATH_MAX], buf[4096], *argv[MAX_ARGS];
+	int argc;
+
+	real_datadir(datadir, real, sizeof(real));
 	find_mysqld(proc, real, pid_file, ev);
 	if (ev->mysqld != SST_MYSQLD_RUNNING)
 		return;
@@ -389,4 +399,13 @@ void sst_gather(const char *proc, const char *datadir, const char *pid_file, con
 		if (strcmp(argv[i], "--wsrep-recover") == 0 || strcmp(argv[i], "--wsrep_recover") == 0)
 			ev->recovering = true;
 	find_sst(proc, ev->mysqld_pid, real, 1, ev);
+}
+
+void sst_gather(const char *proc, const char *datadir, const char *pid_file, const char *recovery_file, time_t now,
+		struct sst_evidence *ev)
+{
+	sst_gather_files(datadir, recovery_file, now, ev);
+	if (ev->recovery_file || ev->sleep_forever)
+		return; /* decided already: no need to look at processes */
+	sst_gather_procs(proc, datadir, pid_file, ev);
 }
