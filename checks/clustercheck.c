@@ -85,41 +85,49 @@ static int one_shot(struct cc_checker *c, bool json, FILE *diag, int64_t started
 	return r.answer == CC_SYNCED ? 0 : 1;
 }
 
-/* --listen: the result for one request, sharing a check already in flight. */
-static void shared_check(struct cc_checker *c, const deadline_t *dl, struct cc_result *r)
+/* Under c->mu: a result this request may take without checking: a cached one, the one of a check
+ * that started after this request arrived (it waits for it within `dl`), or the timeout answer.
+ * False when this request must run the check itself. */
+static bool reuse_or_wait(struct cc_checker *c, const deadline_t *dl, struct cc_result *r)
 {
 	unsigned long gen;
 
-	if (cc_check_disabled(c, r))
-		return;
-	pthread_mutex_lock(&c->mu);
 	for (;;) {
 		if (c->have && c->cache_ms > 0 && deadline_now_us() - c->last_at <= c->cache_ms * 1000) {
 			*r = c->last;
-			pthread_mutex_unlock(&c->mu);
-			return;
+			return true;
 		}
 		if (!c->in_flight)
-			break;
+			return false;
 		gen = c->gen;
 		while (c->in_flight && c->gen == gen) {
 			struct timespec ts = { dl->at / 1000000, (dl->at % 1000000) * 1000 };
 
 			if (pthread_cond_timedwait(&c->cv, &c->mu, &ts) == ETIMEDOUT && c->gen == gen) {
-				pthread_mutex_unlock(&c->mu);
 				r->answer = CC_NOT_SYNCED;
 				r->reason = "timeout";
 				sk_fmt(r->detail, sizeof(r->detail),
 				       "not synced: timeout after %.1fs waiting for the check in progress (--timeout)",
 				       (double)c->timeout_ms / 1000.0);
-				return;
+				return true;
 			}
 		}
 		if (c->gen != gen) {
 			*r = c->last; /* a check that started after this request arrived: fresh enough */
-			pthread_mutex_unlock(&c->mu);
-			return;
+			return true;
 		}
+	}
+}
+
+/* --listen: the result for one request, sharing a check already in flight. */
+static void shared_check(struct cc_checker *c, const deadline_t *dl, struct cc_result *r)
+{
+	if (cc_check_disabled(c, r))
+		return;
+	pthread_mutex_lock(&c->mu);
+	if (reuse_or_wait(c, dl, r)) {
+		pthread_mutex_unlock(&c->mu);
+		return;
 	}
 	c->in_flight = true;
 	pthread_mutex_unlock(&c->mu);
@@ -385,6 +393,23 @@ static int query_argv(char *query, char **argv, int max, char *store, size_t sto
 	return argc;
 }
 
+/* The body of a /healthcheck answer: "healthy: connect, ..." after `line`'s "healthy:", or the
+ * last of the run's lines (the earlier ones are the script's notices). */
+static void result_line(const struct hc_run *run, int rc, char *lines, char *line, size_t len)
+{
+	char *end = lines + strlen(lines), *start;
+
+	if (rc == 0) {
+		for (size_t i = 0; i < run->nresults; i++)
+			sk_fmt(line + strlen(line), len - strlen(line), "%s %s", i ? "," : "", run->results[i].test);
+		return;
+	}
+	while (end > lines && end[-1] == '\n')
+		*--end = '\0';
+	start = strrchr(lines, '\n');
+	sk_strlcpy(line, start ? start + 1 : lines, len);
+}
+
 static void answer_healthcheck(struct cc_checker *c, char *query, const deadline_t *dl, struct http_reply *rep)
 {
 	struct hc_http h = { .c = c, .dl = dl };
@@ -423,19 +448,7 @@ static void answer_healthcheck(struct cc_checker *c, char *query, const deadline
 	conn_release(c);
 	if (err)
 		fclose(err);
-	if (rc == 0) {
-		for (size_t i = 0; i < run.nresults; i++)
-			sk_fmt(line + strlen(line), sizeof(line) - strlen(line), "%s %s", i ? "," : "",
-			       run.results[i].test);
-	} else {
-		/* The last line says why (the earlier ones are the script's notices). */
-		char *end = lines + strlen(lines), *start;
-
-		while (end > lines && end[-1] == '\n')
-			*--end = '\0';
-		start = strrchr(lines, '\n');
-		sk_strlcpy(line, start ? start + 1 : lines, sizeof(line));
-	}
+	result_line(&run, rc, lines, line, sizeof(line));
 	reply_text(rep, rc == 0, line);
 	hc_run_free(&run);
 }

@@ -115,14 +115,29 @@ int hc_own_option(const char *a)
 	return 0;
 }
 
-bool hc_parser_next(struct hc_parser *p, struct hc_step *s)
+/* --replication_KEY[=VALUE]: the key lower-cased, the value "1" when none follows. */
+static void repl_step(struct hc_parser *p, struct hc_step *s, const char *a)
 {
-	const char *a, *k;
+	const char *key = a + strlen("--replication_"), *eq = strchr(key, '=');
+	size_t n = eq ? (size_t)(eq - key) : strlen(key);
 
-	memset(s, 0, sizeof(*s));
-	if (p->i >= p->argc)
-		return false;
-	a = p->argv[p->i];
+	s->kind = HC_STEP_REPL;
+	if (n >= sizeof(s->key))
+		n = sizeof(s->key) - 1;
+	for (size_t j = 0; j < n; j++)
+		s->key[j] = (char)tolower((unsigned char)key[j]);
+	if (eq)
+		s->value = eq + 1;
+	else
+		take_value(p, s, "1", a);
+}
+
+/* The script's settings (--su, --replication_*, --datadir, the option files, --no-connect): true
+ * with `s` filled, false when `a` is none of them. */
+static bool setting_step(struct hc_parser *p, struct hc_step *s, const char *a)
+{
+	const char *k, *eq = strchr(a, '=');
+
 	if (starts(a, "--su=")) {
 		s->kind = HC_STEP_SU;
 		s->value = a + 5;
@@ -133,18 +148,7 @@ bool hc_parser_next(struct hc_parser *p, struct hc_step *s)
 		s->kind = HC_STEP_SU;
 		s->value = "mysql";
 	} else if (starts(a, "--replication_")) {
-		const char *key = a + strlen("--replication_"), *eq = strchr(key, '=');
-		size_t n = eq ? (size_t)(eq - key) : strlen(key);
-
-		s->kind = HC_STEP_REPL;
-		if (n >= sizeof(s->key))
-			n = sizeof(s->key) - 1;
-		for (size_t j = 0; j < n; j++)
-			s->key[j] = (char)tolower((unsigned char)key[j]);
-		if (eq)
-			s->value = eq + 1;
-		else
-			take_value(p, s, "1", a);
+		repl_step(p, s, a);
 	} else if (starts(a, "--datadir=")) {
 		s->kind = HC_STEP_DATADIR;
 		s->value = a + 10;
@@ -154,8 +158,6 @@ bool hc_parser_next(struct hc_parser *p, struct hc_step *s)
 	} else if (strcmp(a, "--no-defaults") == 0) {
 		s->kind = HC_STEP_NO_DEFAULTS;
 	} else if ((k = defaults_key(a)) != NULL) {
-		const char *eq = strchr(a, '=');
-
 		s->kind = HC_STEP_DEFAULTS;
 		sk_strlcpy(s->key, k, sizeof(s->key));
 		if (eq)
@@ -164,6 +166,44 @@ bool hc_parser_next(struct hc_parser *p, struct hc_step *s)
 			take_value(p, s, "", a);
 	} else if (strcmp(a, "--no-connect") == 0) {
 		s->kind = HC_STEP_NO_CONNECT;
+	} else {
+		return false;
+	}
+	return true;
+}
+
+/* A test ("--connect"), "--" (nothing), or an unknown word: an error step. */
+static void test_step(struct hc_step *s, const char *a)
+{
+	int t;
+
+	if (!starts(a, "--")) {
+		s->kind = HC_STEP_ERROR;
+		snprintf(s->msg, sizeof(s->msg), "Unknown healthcheck option %s", a);
+		return;
+	}
+	t = hc_test_find(a + 2);
+	if (!a[2]) {
+		s->kind = HC_STEP_SKIP; /* "--": the script's test name is empty, nothing runs */
+	} else if (t < 0) {
+		s->kind = HC_STEP_ERROR;
+		snprintf(s->msg, sizeof(s->msg), "healthcheck unknown option or test '%s'", a + 2);
+	} else {
+		s->kind = HC_STEP_TEST;
+		s->test = (enum hc_test)t;
+	}
+}
+
+bool hc_parser_next(struct hc_parser *p, struct hc_step *s)
+{
+	const char *a;
+
+	memset(s, 0, sizeof(*s));
+	if (p->i >= p->argc)
+		return false;
+	a = p->argv[p->i];
+	if (setting_step(p, s, a)) {
+		/* filled */
 	} else if (hc_own_option(a) == 1) {
 		s->kind = HC_STEP_SKIP;
 	} else if (hc_own_option(a) == 2) {
@@ -178,21 +218,8 @@ bool hc_parser_next(struct hc_parser *p, struct hc_step *s)
 			 "there): use --password-file or HEALTHCHECK_PASSWORD_FILE");
 		if (!a[10] && peek(p))
 			p->i++; /* and its value */
-	} else if (starts(a, "--")) {
-		int t = hc_test_find(a + 2);
-
-		if (!a[2]) {
-			s->kind = HC_STEP_SKIP; /* "--": the script's test name is empty, nothing runs */
-		} else if (t < 0) {
-			s->kind = HC_STEP_ERROR;
-			snprintf(s->msg, sizeof(s->msg), "healthcheck unknown option or test '%s'", a + 2);
-		} else {
-			s->kind = HC_STEP_TEST;
-			s->test = (enum hc_test)t;
-		}
 	} else {
-		s->kind = HC_STEP_ERROR;
-		snprintf(s->msg, sizeof(s->msg), "Unknown healthcheck option %s", a);
+		test_step(s, a);
 	}
 	p->i++;
 	return true;
@@ -329,55 +356,78 @@ static int fail_line(struct hc_run *r, const char *test, const char *line)
 	return 1;
 }
 
+/* --su USER: become the user and start afresh with the remaining arguments. 0 to go on, else the
+ * run's exit code. */
+static int su_step(struct hc_run *r, const struct hc_parser *p, const struct hc_step *s, const struct hc_io *io)
+{
+	char reason[400], line[600];
+
+	if (s->msg[0])
+		return 0; /* no user: the missing value ends the run */
+	if (!io->su || io->su(io->ctx, s->value, reason, sizeof(reason)) < 0) {
+		snprintf(line, sizeof(line), "healthcheck: --su %s: %s", s->value,
+			 io->su ? reason : "not supported here");
+		return fail_line(r, "su", line);
+	}
+	record(r, "su", true, s->value);
+	/* The script execs itself as the user with the remaining arguments: a fresh start, earlier
+	 * settings and results forgotten. */
+	io->reset(io->ctx);
+	run_reset(r);
+	if (p->i >= p->argc)
+		return fail_line(r, "arguments", "At least one argument required");
+	return 0;
+}
+
+/* One test; false (and the failure line said) when it fails. */
+static bool test_passes(struct hc_run *r, enum hc_test t, const struct hc_io *io)
+{
+	char reason[400], line[600];
+
+	if (hc_run_test(r, t, io, reason, sizeof(reason)))
+		return true;
+	snprintf(line, sizeof(line), "healthcheck %s failed: %s", hc_test_str(t), reason);
+	say(r, line);
+	return false;
+}
+
+/* Apply one step. 0 to go on, else the run's exit code. */
+static int apply_step(struct hc_run *r, const struct hc_parser *p, const struct hc_step *s, const struct hc_io *io)
+{
+	switch (s->kind) {
+	case HC_STEP_TEST: return test_passes(r, s->test, io) ? 0 : 1;
+	case HC_STEP_REPL: repl_set(r, s->key, s->value); break;
+	case HC_STEP_DATADIR: set_str(&r->datadir, s->value); break;
+	case HC_STEP_NO_DEFAULTS:
+		defaults_clear(&r->defs);
+		r->defs.no_defaults = true;
+		io->reset(io->ctx);
+		break;
+	case HC_STEP_DEFAULTS:
+		defaults_set(r, s->key, s->value);
+		io->reset(io->ctx);
+		break;
+	case HC_STEP_NO_CONNECT: r->connect_s = 0; break;
+	case HC_STEP_SU: return su_step(r, p, s, io);
+	case HC_STEP_SKIP: break;
+	case HC_STEP_ERROR: return fail_line(r, "arguments", s->msg);
+	}
+	return 0;
+}
+
 int hc_run_args(struct hc_run *r, int argc, char **argv, const struct hc_io *io)
 {
 	struct hc_parser p;
 	struct hc_step s;
 	char reason[400], line[600];
+	int rc;
 
 	if (argc <= 1)
 		return fail_line(r, "arguments", "At least one argument required");
 	hc_parser_init(&p, argc, argv);
 	while (hc_parser_next(&p, &s)) {
-		switch (s.kind) {
-		case HC_STEP_TEST:
-			if (!hc_run_test(r, s.test, io, reason, sizeof(reason))) {
-				snprintf(line, sizeof(line), "healthcheck %s failed: %s", hc_test_str(s.test), reason);
-				say(r, line);
-				return 1;
-			}
-			break;
-		case HC_STEP_REPL: repl_set(r, s.key, s.value); break;
-		case HC_STEP_DATADIR: set_str(&r->datadir, s.value); break;
-		case HC_STEP_NO_DEFAULTS:
-			defaults_clear(&r->defs);
-			r->defs.no_defaults = true;
-			io->reset(io->ctx);
-			break;
-		case HC_STEP_DEFAULTS:
-			defaults_set(r, s.key, s.value);
-			io->reset(io->ctx);
-			break;
-		case HC_STEP_NO_CONNECT: r->connect_s = 0; break;
-		case HC_STEP_SU:
-			if (s.msg[0])
-				break; /* no user: the missing value ends the run below */
-			if (!io->su || io->su(io->ctx, s.value, reason, sizeof(reason)) < 0) {
-				snprintf(line, sizeof(line), "healthcheck: --su %s: %s", s.value,
-					 io->su ? reason : "not supported here");
-				return fail_line(r, "su", line);
-			}
-			record(r, "su", true, s.value);
-			/* The script execs itself as the user with the remaining arguments: a fresh
-			 * start, earlier settings and results forgotten. */
-			io->reset(io->ctx);
-			run_reset(r);
-			if (p.i >= p.argc)
-				return fail_line(r, "arguments", "At least one argument required");
-			break;
-		case HC_STEP_SKIP: break;
-		case HC_STEP_ERROR: return fail_line(r, "arguments", s.msg);
-		}
+		if ((rc = apply_step(r, &p, &s, io)) != 0)
+			return rc;
 		if (s.msg[0])
 			return fail_line(r, "arguments", s.msg);
 	}
@@ -443,14 +493,32 @@ static bool test_connect(struct hc_run *r, const struct hc_io *io, char *reason,
 	return ok;
 }
 
+/* The replication test: SHOW ... STATUS as the settings say, judged. */
+static bool test_replication(struct hc_run *r, const struct hc_io *io, char *reason, size_t len)
+{
+	struct statusmap rows[64];
+	struct db_err e;
+	char sql[400];
+	size_t nrows = 0;
+	bool ok = false;
+
+	memset(rows, 0, sizeof(rows));
+	hc_replication_sql(&r->repl, sql, sizeof(sql));
+	if (io->socket_rows(io->ctx, &r->defs, sql, rows, SK_ARRAY_LEN(rows), &nrows, &e) < 0)
+		io->describe(io->ctx, &e, reason, len);
+	else
+		ok = hc_judge_replication(rows, nrows, &r->repl, reason, len);
+	for (size_t i = 0; i < SK_ARRAY_LEN(rows); i++)
+		statusmap_free(&rows[i]);
+	return ok;
+}
+
 bool hc_run_test(struct hc_run *r, enum hc_test t, const struct hc_io *io, char *reason, size_t len)
 {
 	struct statusmap status = { 0 };
-	struct statusmap rows[64];
 	struct db_err e;
-	char val[512], sql[400], path[1100];
+	char val[512], path[1100];
 	bool found = false, ok = false;
-	size_t nrows = 0;
 
 	reason[0] = '\0';
 	switch (t) {
@@ -479,16 +547,7 @@ bool hc_run_test(struct hc_run *r, enum hc_test t, const struct hc_io *io, char 
 			ok = hc_judge_galera_ready(&status, reason, len);
 		statusmap_free(&status);
 		break;
-	case HC_REPLICATION:
-		memset(rows, 0, sizeof(rows));
-		hc_replication_sql(&r->repl, sql, sizeof(sql));
-		if (io->socket_rows(io->ctx, &r->defs, sql, rows, SK_ARRAY_LEN(rows), &nrows, &e) < 0)
-			io->describe(io->ctx, &e, reason, len);
-		else
-			ok = hc_judge_replication(rows, nrows, &r->repl, reason, len);
-		for (size_t i = 0; i < SK_ARRAY_LEN(rows); i++)
-			statusmap_free(&rows[i]);
-		break;
+	case HC_REPLICATION: ok = test_replication(r, io, reason, len); break;
 	case HC_MARIADBUPGRADE:
 		snprintf(path, sizeof(path), "%s/mariadb_upgrade_info", r->datadir ? r->datadir : "");
 		ok = io->upgrade_locked(io->ctx, path, reason, len) == 0;
@@ -558,54 +617,59 @@ static bool over(const char *limit, const char *value, const char *field, char *
 	return lim < v;
 }
 
-bool hc_judge_replication(const struct statusmap *rows, size_t nrows, const struct hc_repl *s, char *reason, size_t len)
+/* One replication connection against the settings: false with the reason when it fails. */
+static bool repl_row_ok(const struct statusmap *row, const struct hc_repl *s, char *reason, size_t len)
 {
-	for (size_t i = 0; i < nrows; i++) {
-		const struct statusmap *row = &rows[i];
-		const char *conn = statusmap_get(row, "Connection_name");
-		const char *io = statusmap_get(row, "Slave_IO_Running");
-		const char *sql = statusmap_get(row, "Slave_SQL_Running");
-		const char *sbm = statusmap_get(row, "Seconds_Behind_Master");
-		const char *srd = statusmap_get(row, "SQL_Remaining_Delay");
-		const char *ioerr = statusmap_get(row, "Last_IO_Errno");
-		const char *sqlerr = statusmap_get(row, "Last_SQL_Errno");
-		char who[120] = "";
-		bool bad;
+	const char *conn = statusmap_get(row, "Connection_name");
+	const char *io = statusmap_get(row, "Slave_IO_Running");
+	const char *sql = statusmap_get(row, "Slave_SQL_Running");
+	const char *sbm = statusmap_get(row, "Seconds_Behind_Master");
+	const char *srd = statusmap_get(row, "SQL_Remaining_Delay");
+	const char *ioerr = statusmap_get(row, "Last_IO_Errno");
+	const char *sqlerr = statusmap_get(row, "Last_SQL_Errno");
+	char who[120] = "";
+	bool bad;
 
-		if (conn && *conn)
-			snprintf(who, sizeof(who), "connection '%s': ", conn);
-		if (s->io && io && strcmp(io, "No") == 0) {
-			snprintf(reason, len, "%sSlave_IO_Running=No%s%s", who,
-				 ioerr && strcmp(ioerr, "0") ? ", Last_IO_Errno=" : "",
-				 ioerr && strcmp(ioerr, "0") ? ioerr : "");
+	if (conn && *conn)
+		snprintf(who, sizeof(who), "connection '%s': ", conn);
+	if (s->io && io && strcmp(io, "No") == 0) {
+		snprintf(reason, len, "%sSlave_IO_Running=No%s%s", who,
+			 ioerr && strcmp(ioerr, "0") ? ", Last_IO_Errno=" : "",
+			 ioerr && strcmp(ioerr, "0") ? ioerr : "");
+		return false;
+	}
+	if (s->sql && sql && strcmp(sql, "No") == 0) {
+		snprintf(reason, len, "%sSlave_SQL_Running=No%s%s", who,
+			 sqlerr && strcmp(sqlerr, "0") ? ", Last_SQL_Errno=" : "",
+			 sqlerr && strcmp(sqlerr, "0") ? sqlerr : "");
+		return false;
+	}
+	if (s->seconds_behind_master && statusmap_has(row, "Seconds_Behind_Master")) {
+		if (!sbm) {
+			snprintf(reason, len, "%sSeconds_Behind_Master=NULL", who);
 			return false;
 		}
-		if (s->sql && sql && strcmp(sql, "No") == 0) {
-			snprintf(reason, len, "%sSlave_SQL_Running=No%s%s", who,
-				 sqlerr && strcmp(sqlerr, "0") ? ", Last_SQL_Errno=" : "",
-				 sqlerr && strcmp(sqlerr, "0") ? sqlerr : "");
-			return false;
-		}
-		if (s->seconds_behind_master && statusmap_has(row, "Seconds_Behind_Master")) {
-			if (!sbm) {
-				snprintf(reason, len, "%sSeconds_Behind_Master=NULL", who);
-				return false;
-			}
-			if (over(s->seconds_behind_master, sbm, "seconds_behind_master", reason, len, &bad)) {
-				if (!bad)
-					snprintf(reason, len, "%sSeconds_Behind_Master=%s > %s", who, sbm,
-						 s->seconds_behind_master);
-				return false;
-			}
-		}
-		if (s->sql_remaining_delay && srd &&
-		    over(s->sql_remaining_delay, srd, "sql_remaining_delay", reason, len, &bad)) {
+		if (over(s->seconds_behind_master, sbm, "seconds_behind_master", reason, len, &bad)) {
 			if (!bad)
-				snprintf(reason, len, "%sSQL_Remaining_Delay=%s > %s", who, srd,
-					 s->sql_remaining_delay);
+				snprintf(reason, len, "%sSeconds_Behind_Master=%s > %s", who, sbm,
+					 s->seconds_behind_master);
 			return false;
 		}
 	}
+	if (s->sql_remaining_delay && srd &&
+	    over(s->sql_remaining_delay, srd, "sql_remaining_delay", reason, len, &bad)) {
+		if (!bad)
+			snprintf(reason, len, "%sSQL_Remaining_Delay=%s > %s", who, srd, s->sql_remaining_delay);
+		return false;
+	}
+	return true;
+}
+
+bool hc_judge_replication(const struct statusmap *rows, size_t nrows, const struct hc_repl *s, char *reason, size_t len)
+{
+	for (size_t i = 0; i < nrows; i++)
+		if (!repl_row_ok(&rows[i], s, reason, len))
+			return false;
 	if (nrows == 0)
 		snprintf(reason, len, "not a replica (no replication status): passes");
 	else

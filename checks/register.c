@@ -234,6 +234,47 @@ static int session_ensure(struct registrar *g, const deadline_t *dl, char *err, 
 	return 0;
 }
 
+/* While up: the key holds the advertise address under our session (written unless it does).
+ * `e`: the key as listed, or NULL. 0, or -1 with err set. */
+static int key_hold(struct registrar *g, const struct consul_kv *e, const deadline_t *dl, char *err, size_t errlen)
+{
+	size_t alen = strlen(g->advertise);
+	bool done;
+
+	if (e && e->session && strcmp(e->session, g->session) == 0 && e->len == alen &&
+	    memcmp(e->value, g->advertise, alen) == 0) {
+		if (g->state != KEY_PRESENT)
+			log_info("registered %s = %s (session %s)", g->key, g->advertise, g->session);
+		g->state = KEY_PRESENT;
+		return 0;
+	}
+	if (consul_kv_put(g->consul, g->key, g->advertise, alen, g->session, dl, &done, err, errlen) < 0)
+		return -1;
+	if (!done)
+		return sk_err(err, errlen,
+			      "%s is locked by session %s (a previous run?): it goes when that session ends, "
+			      "within 2 x its TTL",
+			      g->key, e && e->session ? e->session : "(unknown)");
+	log_info("registered %s = %s (session %s)", g->key, g->advertise, g->session);
+	g->state = KEY_PRESENT;
+	return 0;
+}
+
+/* While down: no key. 0, or -1 with err set. */
+static int key_drop(struct registrar *g, const struct consul_kv *e, const char *why_down, const deadline_t *dl,
+		    char *err, size_t errlen)
+{
+	if (e) {
+		if (consul_kv_delete(g->consul, g->key, false, dl, err, errlen) < 0)
+			return -1;
+		log_info("deregistered %s (%s)", g->key, why_down);
+	} else if (g->state == KEY_PRESENT) {
+		log_info("deregistered %s (%s; the key was already gone)", g->key, why_down);
+	}
+	g->state = KEY_ABSENT;
+	return 0;
+}
+
 /* One Consul round: while `up`, the key exists, holds the advertise address and is locked by our
  * session; otherwise it does not exist. Returns 0 when Consul now matches, -1 with err set. */
 static int consul_round(struct registrar *g, bool up, const char *why_down, const deadline_t *dl, char *err,
@@ -242,8 +283,7 @@ static int consul_round(struct registrar *g, bool up, const char *why_down, cons
 	struct consul_kv_list l = { 0 };
 	struct consul_meta meta;
 	const struct consul_kv *e = NULL;
-	size_t alen = strlen(g->advertise);
-	int ret = -1;
+	int ret;
 
 	if (up && session_ensure(g, dl, err, errlen) < 0)
 		return -1;
@@ -252,40 +292,7 @@ static int consul_round(struct registrar *g, bool up, const char *why_down, cons
 	for (size_t i = 0; i < l.n; i++)
 		if (strcmp(l.items[i].key, g->key) == 0)
 			e = &l.items[i];
-	if (up) {
-		bool done;
-
-		if (e && e->session && strcmp(e->session, g->session) == 0 && e->len == alen &&
-		    memcmp(e->value, g->advertise, alen) == 0) {
-			if (g->state != KEY_PRESENT)
-				log_info("registered %s = %s (session %s)", g->key, g->advertise, g->session);
-			g->state = KEY_PRESENT;
-			ret = 0;
-			goto out;
-		}
-		if (consul_kv_put(g->consul, g->key, g->advertise, alen, g->session, dl, &done, err, errlen) < 0)
-			goto out;
-		if (!done) {
-			sk_err(err, errlen,
-			       "%s is locked by session %s (a previous run?): it goes when that session ends, "
-			       "within 2 x its TTL",
-			       g->key, e && e->session ? e->session : "(unknown)");
-			goto out;
-		}
-		log_info("registered %s = %s (session %s)", g->key, g->advertise, g->session);
-		g->state = KEY_PRESENT;
-	} else {
-		if (e) {
-			if (consul_kv_delete(g->consul, g->key, false, dl, err, errlen) < 0)
-				goto out;
-			log_info("deregistered %s (%s)", g->key, why_down);
-		} else if (g->state == KEY_PRESENT) {
-			log_info("deregistered %s (%s; the key was already gone)", g->key, why_down);
-		}
-		g->state = KEY_ABSENT;
-	}
-	ret = 0;
-out:
+	ret = up ? key_hold(g, e, dl, err, errlen) : key_drop(g, e, why_down, dl, err, errlen);
 	consul_kv_list_free(&l);
 	return ret;
 }
@@ -452,19 +459,18 @@ static void register_stop(struct registrar *g, int sig)
 		log_warn("consul %s: %s (the session expires within 2 x %lds)", consul_url(g->consul), err, g->ttl_s);
 }
 
-static int register_loop(struct registrar *g, bool *abandoned)
+/* Signals to a signalfd, the check thread; as a container's PID 1 the reaper first (before any
+ * other thread). Returns the signalfd, or -1 (logged). */
+static int loop_start(struct worker *w)
 {
-	struct worker w = { .c = g->c, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
-	struct signalfd_siginfo si;
 	pthread_t thread;
 	sigset_t set;
 	char err[200];
 	int sigfd;
 
-	/* Before any other thread: as a container's PID 1 it inherits every orphan. */
 	if (proc_reaper_start(err, sizeof(err)) < 0) {
 		log_error("%s", err);
-		return 1;
+		return -1;
 	}
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
@@ -472,16 +478,27 @@ static int register_loop(struct registrar *g, bool *abandoned)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	sigfd = signalfd(-1, &set, SFD_CLOEXEC);
-	if (sigfd < 0 || pipe2(w.done, O_CLOEXEC | O_NONBLOCK) < 0) {
+	if (sigfd < 0 || pipe2(w->done, O_CLOEXEC | O_NONBLOCK) < 0) {
 		log_error("cannot set up signals: %s", strerror(errno));
-		return 1;
+		return -1;
 	}
 	db_library_init();
-	if (pthread_create(&thread, NULL, check_worker, &w) != 0) {
+	if (pthread_create(&thread, NULL, check_worker, w) != 0) {
 		log_error("cannot start the check thread");
-		return 1;
+		return -1;
 	}
 	pthread_detach(thread);
+	return sigfd;
+}
+
+static int register_loop(struct registrar *g, bool *abandoned)
+{
+	struct worker w = { .c = g->c, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+	struct signalfd_siginfo si;
+	int sigfd = loop_start(&w);
+
+	if (sigfd < 0)
+		return 1;
 	srandom((unsigned)(deadline_now_us() ^ getpid()));
 	g->sigfd = sigfd;
 	consul_set_cancel_fd(g->consul, sigfd);

@@ -271,27 +271,36 @@ static bool sst_script_parent(const char *proc, const char *datadir, struct sst_
 	return false;
 }
 
-/* mysqld chdirs to its datadir at start, before any SST: its cwd identifies it. */
-static void find_mysqld(const char *proc, const char *datadir, const char *pid_file, struct sst_evidence *ev)
+/* The pid files that may name mysqld: --pid-file, else the usual places. Returns the count. */
+static size_t pid_file_candidates(const char *datadir, const char *pid_file, char cand[2][PATH_MAX],
+				  const char *candidates[4])
 {
-	char host[256] = "", cand[4][PATH_MAX], text[64], why[200] = "";
-	const char *candidates[4];
+	char host[256] = "";
 	size_t nc = 0;
-	struct dirent *d;
-	long unreadable = 0;
-	DIR *dir;
 
 	if (pid_file && *pid_file) {
 		candidates[nc++] = pid_file;
-	} else {
-		if (gethostname(host, sizeof(host) - 1) == 0 && host[0] &&
-		    sk_fmt(cand[0], sizeof(cand[0]), "%s/%s.pid", datadir, host))
-			candidates[nc++] = cand[0];
-		if (sk_fmt(cand[1], sizeof(cand[1]), "%s/mysqld.pid", datadir))
-			candidates[nc++] = cand[1];
-		candidates[nc++] = "/run/mysqld/mysqld.pid";
-		candidates[nc++] = "/var/run/mysqld/mysqld.pid";
+		return nc;
 	}
+	if (gethostname(host, sizeof(host) - 1) == 0 && host[0] &&
+	    sk_fmt(cand[0], sizeof(cand[0]), "%s/%s.pid", datadir, host))
+		candidates[nc++] = cand[0];
+	if (sk_fmt(cand[1], sizeof(cand[1]), "%s/mysqld.pid", datadir))
+		candidates[nc++] = cand[1];
+	candidates[nc++] = "/run/mysqld/mysqld.pid";
+	candidates[nc++] = "/var/run/mysqld/mysqld.pid";
+	return nc;
+}
+
+/* mysqld from a pid file that names a mysqld of this datadir: true with ev filled; else `why`
+ * says what the files held and *unreadable names a mysqld whose cwd cannot be read. */
+static bool from_pid_files(const char *proc, const char *datadir, const char *pid_file, struct sst_evidence *ev,
+			   char *why, size_t whylen, long *unreadable)
+{
+	char cand[2][PATH_MAX], text[64];
+	const char *candidates[4];
+	size_t nc = pid_file_candidates(datadir, pid_file, cand, candidates);
+
 	for (size_t i = 0; i < nc; i++) {
 		long pid;
 		int ours;
@@ -299,7 +308,7 @@ static void find_mysqld(const char *proc, const char *datadir, const char *pid_f
 		if (read_small(candidates[i], text, sizeof(text)) < 0)
 			continue;
 		if (!sk_parse_long(sk_trim(text), 1, INT_MAX, &pid)) {
-			sk_fmt(why, sizeof(why), "pid file %s holds no pid; ", candidates[i]);
+			sk_fmt(why, whylen, "pid file %s holds no pid; ", candidates[i]);
 			continue;
 		}
 		ours = our_mysqld(proc, pid, datadir);
@@ -308,19 +317,23 @@ static void find_mysqld(const char *proc, const char *datadir, const char *pid_f
 			ev->mysqld = SST_MYSQLD_RUNNING;
 			ev->mysqld_pid = pid;
 			sk_fmt(ev->found_by, sizeof(ev->found_by), "pid file %s", candidates[i]);
-			return;
+			return true;
 		}
 		if (ours < 0)
-			unreadable = pid;
+			*unreadable = pid;
 		else
-			sk_fmt(why, sizeof(why), "pid file %s names pid %ld, not a mysqld of this datadir; ",
-			       candidates[i], pid);
+			sk_fmt(why, whylen, "pid file %s names pid %ld, not a mysqld of this datadir; ", candidates[i],
+			       pid);
 	}
-	/* A joiner writes its pid file only after the transfer; MariaDB's SST scripts write theirs
-	 * ($datadir/wsrep_sst.pid) and name mysqld with --parent. */
-	if (sst_script_parent(proc, datadir, ev))
-		return;
-	/* Else one pass over /proc, reading only the name of each process and the cwd of each mysqld. */
+	return false;
+}
+
+/* One pass over /proc, reading only the name of each process and the cwd of each mysqld. */
+static void by_cwd(const char *proc, const char *datadir, struct sst_evidence *ev, const char *why, long unreadable)
+{
+	struct dirent *d;
+	DIR *dir;
+
 	if (!(dir = opendir(proc))) {
 		ev->mysqld = SST_MYSQLD_UNKNOWN;
 		sk_fmt(ev->found_by, sizeof(ev->found_by), "%scannot read %s: %s", why, proc, strerror(errno));
@@ -352,6 +365,21 @@ static void find_mysqld(const char *proc, const char *datadir, const char *pid_f
 		ev->mysqld = SST_MYSQLD_NONE;
 		sk_fmt(ev->found_by, sizeof(ev->found_by), "%sno mysqld process has its cwd in %s", why, datadir);
 	}
+}
+
+/* mysqld chdirs to its datadir at start, before any SST: its cwd identifies it. */
+static void find_mysqld(const char *proc, const char *datadir, const char *pid_file, struct sst_evidence *ev)
+{
+	char why[200] = "";
+	long unreadable = 0;
+
+	if (from_pid_files(proc, datadir, pid_file, ev, why, sizeof(why), &unreadable))
+		return;
+	/* A joiner writes its pid file only after the transfer; MariaDB's SST scripts write theirs
+	 * ($datadir/wsrep_sst.pid) and name mysqld with --parent. */
+	if (sst_script_parent(proc, datadir, ev))
+		return;
+	by_cwd(proc, datadir, ev, why, unreadable);
 }
 
 static bool exists_in(const char *dir, const char *name, struct stat *st)
