@@ -345,7 +345,7 @@ static void hh_describe(void *ctx, const struct db_err *e, char *buf, size_t len
 static int hh_upgrade_locked(void *ctx, const char *path, char *why, size_t whylen)
 {
 	(void)ctx;
-	return hc_upgrade_locked(path, why, whylen);
+	return healthcheck_upgrade_locked(path, why, whylen);
 }
 
 /* The query "connect&replication_io=1&replication" as healthcheck's argv; options that pick files
@@ -443,14 +443,14 @@ static void answer_healthcheck(struct cc_checker *c, char *query, const deadline
 		return;
 	}
 	err = fmemopen(lines, sizeof(lines) - 1, "w");
-	hc_run_init(&run, c->datadir, err);
-	rc = hc_run_args(&run, argc, argv, &io);
+	healthcheck_run_init(&run, c->datadir, err);
+	rc = healthcheck_run_args(&run, argc, argv, &io);
 	conn_release(c);
 	if (err)
 		fclose(err);
 	result_line(&run, rc, lines, line, sizeof(line));
 	reply_text(rep, rc == 0, line);
-	hc_run_free(&run);
+	healthcheck_run_free(&run);
 }
 
 static void answer_classic(struct cc_checker *c, const deadline_t *dl, struct http_reply *rep)
@@ -546,7 +546,7 @@ static int settings_load(struct opts *o, void *settings, char *err, size_t errle
 	struct clustercheck_settings *s = settings;
 	struct cc_checker *c = &s->c;
 
-	if (clustercheck_apply_positional(o, &s->password_on_argv, err, errlen) < 0 ||
+	if (clustercheck_opts_apply_positional(o, &s->password_on_argv, err, errlen) < 0 ||
 	    readiness_rules_load(o, "readiness-", &c->readiness, err, errlen) < 0)
 		return -1;
 	probe_settings_load(o, &s->p);

@@ -83,6 +83,6 @@ void clustercheck_opts_init(struct opts *o);
  * AVAILABLE_WHEN_READONLY DEFAULTS_FILE, applied after opts_parse; an empty argument keeps the
  * default. *password_on_argv tells whether a password came from the command line (the caller
  * warns). Returns 0, or -1 with a one-line reason. */
-int clustercheck_apply_positional(struct opts *o, bool *password_on_argv, char *err, size_t errlen) SK_MUST_CHECK;
+int clustercheck_opts_apply_positional(struct opts *o, bool *password_on_argv, char *err, size_t errlen) SK_MUST_CHECK;
 
 #endif

@@ -99,7 +99,7 @@ void clustercheck_opts_init(struct opts *o)
 }
 
 /* See clustercheck.h. */
-int clustercheck_apply_positional(struct opts *o, bool *password_on_argv, char *err, size_t errlen)
+int clustercheck_opts_apply_positional(struct opts *o, bool *password_on_argv, char *err, size_t errlen)
 {
 	static const char *const names[] = {
 		"user", "password", "available-when-donor", "log-file", "available-when-readonly", "defaults-extra-file"

@@ -23,12 +23,12 @@ static const char *const test_names[HC_NTESTS] = {
 	"replication", "mariadbupgrade",
 };
 
-const char *hc_test_str(enum hc_test t)
+const char *healthcheck_test_str(enum hc_test t)
 {
 	return test_names[t];
 }
 
-int hc_test_find(const char *name)
+int healthcheck_test_find(const char *name)
 {
 	for (int i = 0; i < HC_NTESTS; i++)
 		if (strcmp(name, test_names[i]) == 0)
@@ -38,7 +38,7 @@ int hc_test_find(const char *name)
 
 /* ---- the argument walk ------------------------------------------------------------------ */
 
-void hc_parser_init(struct hc_parser *p, int argc, char **argv)
+void healthcheck_parser_init(struct hc_parser *p, int argc, char **argv)
 {
 	p->argc = argc;
 	p->argv = argv;
@@ -65,7 +65,7 @@ static void take_value(struct hc_parser *p, struct hc_step *s, const char *bare,
 
 	if (!next) {
 		s->value = "";
-		/* the step applies, then the run ends: see hc_run_args */
+		/* the step applies, then the run ends: see healthcheck_run_args */
 		snprintf(s->msg, sizeof(s->msg), "healthcheck: %s needs a value (the last argument)", opt);
 		return;
 	}
@@ -96,7 +96,7 @@ static const char *defaults_key(const char *a)
 	return NULL;
 }
 
-int hc_own_option(const char *a)
+int healthcheck_own_option(const char *a)
 {
 	static const char *const flags[] = { "--json", "--alive-during-sst" };
 	static const char *const valued[] = { "--timeout", "--user", "--password-file" };
@@ -182,7 +182,7 @@ static void test_step(struct hc_step *s, const char *a)
 		snprintf(s->msg, sizeof(s->msg), "Unknown healthcheck option %s", a);
 		return;
 	}
-	t = hc_test_find(a + 2);
+	t = healthcheck_test_find(a + 2);
 	if (!a[2]) {
 		s->kind = HC_STEP_SKIP; /* "--": the script's test name is empty, nothing runs */
 	} else if (t < 0) {
@@ -194,7 +194,7 @@ static void test_step(struct hc_step *s, const char *a)
 	}
 }
 
-bool hc_parser_next(struct hc_parser *p, struct hc_step *s)
+bool healthcheck_parser_next(struct hc_parser *p, struct hc_step *s)
 {
 	const char *a;
 
@@ -204,9 +204,9 @@ bool hc_parser_next(struct hc_parser *p, struct hc_step *s)
 	a = p->argv[p->i];
 	if (setting_step(p, s, a)) {
 		/* filled */
-	} else if (hc_own_option(a) == 1) {
+	} else if (healthcheck_own_option(a) == 1) {
 		s->kind = HC_STEP_SKIP;
-	} else if (hc_own_option(a) == 2) {
+	} else if (healthcheck_own_option(a) == 2) {
 		s->kind = HC_STEP_SKIP;
 		if (peek(p))
 			p->i++;
@@ -265,7 +265,7 @@ static void run_reset(struct hc_run *r)
 		set_str(&r->defs.extra_file, path);
 }
 
-void hc_run_init(struct hc_run *r, const char *default_datadir, FILE *err)
+void healthcheck_run_init(struct hc_run *r, const char *default_datadir, FILE *err)
 {
 	memset(r, 0, sizeof(*r));
 	r->default_datadir = default_datadir && *default_datadir ? default_datadir : "/var/lib/mysql";
@@ -273,7 +273,7 @@ void hc_run_init(struct hc_run *r, const char *default_datadir, FILE *err)
 	run_reset(r);
 }
 
-void hc_run_free(struct hc_run *r)
+void healthcheck_run_free(struct hc_run *r)
 {
 	repl_clear(&r->repl);
 	defaults_clear(&r->defs);
@@ -384,9 +384,9 @@ static bool test_passes(struct hc_run *r, enum hc_test t, const struct hc_io *io
 {
 	char reason[400], line[600];
 
-	if (hc_run_test(r, t, io, reason, sizeof(reason)))
+	if (healthcheck_run_test(r, t, io, reason, sizeof(reason)))
 		return true;
-	snprintf(line, sizeof(line), "healthcheck %s failed: %s", hc_test_str(t), reason);
+	snprintf(line, sizeof(line), "healthcheck %s failed: %s", healthcheck_test_str(t), reason);
 	say(r, line);
 	return false;
 }
@@ -415,7 +415,7 @@ static int apply_step(struct hc_run *r, const struct hc_parser *p, const struct 
 	return 0;
 }
 
-int hc_run_args(struct hc_run *r, int argc, char **argv, const struct hc_io *io)
+int healthcheck_run_args(struct hc_run *r, int argc, char **argv, const struct hc_io *io)
 {
 	struct hc_parser p;
 	struct hc_step s;
@@ -424,8 +424,8 @@ int hc_run_args(struct hc_run *r, int argc, char **argv, const struct hc_io *io)
 
 	if (argc <= 1)
 		return fail_line(r, "arguments", "At least one argument required");
-	hc_parser_init(&p, argc, argv);
-	while (hc_parser_next(&p, &s)) {
+	healthcheck_parser_init(&p, argc, argv);
+	while (healthcheck_parser_next(&p, &s)) {
 		if ((rc = apply_step(r, &p, &s, io)) != 0)
 			return rc;
 		if (s.msg[0])
@@ -433,7 +433,7 @@ int hc_run_args(struct hc_run *r, int argc, char **argv, const struct hc_io *io)
 	}
 	if (r->connect_s != 0) {
 		/* No successful connect recorded: the run's answer is the connect test's. */
-		if (!hc_run_test(r, HC_CONNECT, io, reason, sizeof(reason))) {
+		if (!healthcheck_run_test(r, HC_CONNECT, io, reason, sizeof(reason))) {
 			snprintf(line, sizeof(line), "healthcheck connect failed: %s", reason);
 			say(r, line);
 			return 1;
@@ -472,12 +472,12 @@ static bool test_connect(struct hc_run *r, const struct hc_io *io, char *reason,
 		io->describe(io->ctx, &e, sock_why, sizeof(sock_why));
 	found = false;
 	if (io->tcp_value(io->ctx, &r->defs, SQL_SKIP_NETWORKING, val, sizeof(val), &found, &e) == 0)
-		ok = hc_judge_tcp_connect(val, found, NULL, tcp_why, sizeof(tcp_why));
+		ok = healthcheck_judge_tcp_connect(val, found, NULL, tcp_why, sizeof(tcp_why));
 	else {
 		char d[300];
 
 		io->describe(io->ctx, &e, d, sizeof(d));
-		ok = hc_judge_tcp_connect(NULL, false, &e, tcp_why, sizeof(tcp_why));
+		ok = healthcheck_judge_tcp_connect(NULL, false, &e, tcp_why, sizeof(tcp_why));
 		if (!ok)
 			snprintf(tcp_why, sizeof(tcp_why), "%s", d);
 	}
@@ -503,17 +503,17 @@ static bool test_replication(struct hc_run *r, const struct hc_io *io, char *rea
 	bool ok = false;
 
 	memset(rows, 0, sizeof(rows));
-	hc_replication_sql(&r->repl, sql, sizeof(sql));
+	healthcheck_replication_sql(&r->repl, sql, sizeof(sql));
 	if (io->socket_rows(io->ctx, &r->defs, sql, rows, SK_ARRAY_LEN(rows), &nrows, &e) < 0)
 		io->describe(io->ctx, &e, reason, len);
 	else
-		ok = hc_judge_replication(rows, nrows, &r->repl, reason, len);
+		ok = healthcheck_judge_replication(rows, nrows, &r->repl, reason, len);
 	for (size_t i = 0; i < SK_ARRAY_LEN(rows); i++)
 		statusmap_free(&rows[i]);
 	return ok;
 }
 
-bool hc_run_test(struct hc_run *r, enum hc_test t, const struct hc_io *io, char *reason, size_t len)
+bool healthcheck_run_test(struct hc_run *r, enum hc_test t, const struct hc_io *io, char *reason, size_t len)
 {
 	struct statusmap status = { 0 };
 	struct db_err e;
@@ -533,18 +533,18 @@ bool hc_run_test(struct hc_run *r, enum hc_test t, const struct hc_io *io, char 
 				     sizeof(val), &found, &e) < 0)
 			io->describe(io->ctx, &e, reason, len);
 		else if (t == HC_INNODB_INITIALIZED)
-			ok = hc_judge_innodb_initialized(val, found, reason, len);
+			ok = healthcheck_judge_innodb_initialized(val, found, reason, len);
 		else
-			ok = hc_judge_buffer_pool_loaded(val, found, reason, len);
+			ok = healthcheck_judge_buffer_pool_loaded(val, found, reason, len);
 		break;
 	case HC_GALERA_ONLINE:
 	case HC_GALERA_READY:
 		if (io->socket_status(io->ctx, &r->defs, &status, &e) < 0)
 			io->describe(io->ctx, &e, reason, len);
 		else if (t == HC_GALERA_ONLINE)
-			ok = hc_judge_galera_online(&status, reason, len);
+			ok = healthcheck_judge_galera_online(&status, reason, len);
 		else
-			ok = hc_judge_galera_ready(&status, reason, len);
+			ok = healthcheck_judge_galera_ready(&status, reason, len);
 		statusmap_free(&status);
 		break;
 	case HC_REPLICATION: ok = test_replication(r, io, reason, len); break;
@@ -554,13 +554,13 @@ bool hc_run_test(struct hc_run *r, enum hc_test t, const struct hc_io *io, char 
 		break;
 	case HC_NTESTS: break;
 	}
-	record(r, hc_test_str(t), ok, reason);
+	record(r, healthcheck_test_str(t), ok, reason);
 	return ok;
 }
 
 /* ---- pure verdicts ---------------------------------------------------------------------- */
 
-bool hc_judge_innodb_initialized(const char *value, bool found, char *reason, size_t len)
+bool healthcheck_judge_innodb_initialized(const char *value, bool found, char *reason, size_t len)
 {
 	if (found && value && strcmp(value, "1") == 0) {
 		snprintf(reason, len, "InnoDB initialized");
@@ -570,7 +570,7 @@ bool hc_judge_innodb_initialized(const char *value, bool found, char *reason, si
 	return false;
 }
 
-bool hc_judge_buffer_pool_loaded(const char *value, bool found, char *reason, size_t len)
+bool healthcheck_judge_buffer_pool_loaded(const char *value, bool found, char *reason, size_t len)
 {
 	bool ok = found && value && strstr(value, "load completed");
 
@@ -578,7 +578,7 @@ bool hc_judge_buffer_pool_loaded(const char *value, bool found, char *reason, si
 	return ok;
 }
 
-bool hc_judge_galera_online(const struct statusmap *status, char *reason, size_t len)
+bool healthcheck_judge_galera_online(const struct statusmap *status, char *reason, size_t len)
 {
 	/* The script's test is wsrep_local_state == 4; a donor is simply not synced. */
 	struct galera_rules rules = { .need_synced = true, .synced_only = true, .readonly_ok = true };
@@ -589,7 +589,7 @@ bool hc_judge_galera_online(const struct statusmap *status, char *reason, size_t
 	return v.up;
 }
 
-bool hc_judge_galera_ready(const struct statusmap *status, char *reason, size_t len)
+bool healthcheck_judge_galera_ready(const struct statusmap *status, char *reason, size_t len)
 {
 	const char *ready = statusmap_get(status, "wsrep_ready");
 
@@ -665,7 +665,8 @@ static bool repl_row_ok(const struct statusmap *row, const struct hc_repl *s, ch
 	return true;
 }
 
-bool hc_judge_replication(const struct statusmap *rows, size_t nrows, const struct hc_repl *s, char *reason, size_t len)
+bool healthcheck_judge_replication(const struct statusmap *rows, size_t nrows, const struct hc_repl *s, char *reason,
+				   size_t len)
 {
 	for (size_t i = 0; i < nrows; i++)
 		if (!repl_row_ok(&rows[i], s, reason, len))
@@ -677,7 +678,7 @@ bool hc_judge_replication(const struct statusmap *rows, size_t nrows, const stru
 	return true;
 }
 
-bool hc_judge_tcp_connect(const char *value, bool found, const struct db_err *e, char *reason, size_t len)
+bool healthcheck_judge_tcp_connect(const char *value, bool found, const struct db_err *e, char *reason, size_t len)
 {
 	if (!e) {
 		if (found && value && strcmp(value, "0") == 0) {
@@ -699,7 +700,7 @@ bool hc_judge_tcp_connect(const char *value, bool found, const struct db_err *e,
 	return false;
 }
 
-void hc_replication_sql(const struct hc_repl *s, char *buf, size_t len)
+void healthcheck_replication_sql(const struct hc_repl *s, char *buf, size_t len)
 {
 	char name[200];
 	size_t k = 0;
@@ -723,7 +724,7 @@ void hc_replication_sql(const struct hc_repl *s, char *buf, size_t len)
 
 /* ---- the I/O against mysqld ------------------------------------------------------------- */
 
-void hc_dbio_init(struct hc_dbio *d, const deadline_t *dl, long budget_ms, const char *timeout_setting)
+void healthcheck_dbio_init(struct hc_dbio *d, const deadline_t *dl, long budget_ms, const char *timeout_setting)
 {
 	memset(d, 0, sizeof(*d));
 	d->dl = dl;
@@ -731,7 +732,7 @@ void hc_dbio_init(struct hc_dbio *d, const deadline_t *dl, long budget_ms, const
 	d->timeout_setting = timeout_setting;
 }
 
-void hc_dbio_close(struct hc_dbio *d)
+void healthcheck_dbio_close(struct hc_dbio *d)
 {
 	db_close(&d->db);
 	d->tried = false;
@@ -888,7 +889,7 @@ static int dbio_tcp_value(void *ctx, const struct hc_defaults *defs, const char 
 	return rc;
 }
 
-int hc_upgrade_locked(const char *path, char *why, size_t whylen)
+int healthcheck_upgrade_locked(const char *path, char *why, size_t whylen)
 {
 	int fd;
 
@@ -915,7 +916,7 @@ int hc_upgrade_locked(const char *path, char *why, size_t whylen)
 	return 0;
 }
 
-int hc_sst_running(void *ctx, const char *datadir, char *why, size_t whylen)
+int healthcheck_sst_running(void *ctx, const char *datadir, char *why, size_t whylen)
 {
 	struct sst_policy policy = { .grace_s = 300 };
 	struct sst_evidence ev;
@@ -932,12 +933,12 @@ int hc_sst_running(void *ctx, const char *datadir, char *why, size_t whylen)
 static int dbio_upgrade_locked(void *ctx, const char *path, char *why, size_t whylen)
 {
 	(void)ctx;
-	return hc_upgrade_locked(path, why, whylen);
+	return healthcheck_upgrade_locked(path, why, whylen);
 }
 
 static void dbio_reset(void *ctx)
 {
-	hc_dbio_close(ctx);
+	healthcheck_dbio_close(ctx);
 }
 
 static void dbio_describe(void *ctx, const struct db_err *e, char *buf, size_t len)
@@ -953,7 +954,7 @@ static void dbio_describe(void *ctx, const struct db_err *e, char *buf, size_t l
 		probe_describe_error(e, &pc, d->budget_ms, d->timeout_setting, buf, len);
 }
 
-struct hc_io hc_dbio_ops(struct hc_dbio *d, int (*su)(void *ctx, const char *user, char *err, size_t errlen))
+struct hc_io healthcheck_dbio_ops(struct hc_dbio *d, int (*su)(void *ctx, const char *user, char *err, size_t errlen))
 {
 	struct hc_io io = {
 		.socket_value = dbio_socket_value,
@@ -963,7 +964,7 @@ struct hc_io hc_dbio_ops(struct hc_dbio *d, int (*su)(void *ctx, const char *use
 		.upgrade_locked = dbio_upgrade_locked,
 		.reset = dbio_reset,
 		.describe = dbio_describe,
-		.sst_running = hc_sst_running,
+		.sst_running = healthcheck_sst_running,
 		.su = su,
 		.ctx = d,
 	};

@@ -15,7 +15,7 @@
 
 /* clang-format off */
 /* The table drives --help and docs/options/healthcheck.md. The tests and the script's options are
- * read in order by hc_parser_next (as the script does); --timeout, --json and the environment go
+ * read in order by healthcheck_parser_next (as the script does); --timeout, --json and the environment go
  * through opts_parse before the run. */
 static const struct opt_def options[] = {
 	{"connect", 0, OPT_FLAG, NULL, NULL, NULL, 0, 0, NULL,
@@ -108,7 +108,7 @@ static int own_options(int argc, char **argv, char **out)
 	out[n++] = argv[0];
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
-		int own = hc_own_option(a);
+		int own = healthcheck_own_option(a);
 
 		if (own || strcmp(a, "--help") == 0 || strcmp(a, "--version") == 0 || strcmp(a, "--help-markdown") == 0)
 			out[n++] = argv[i];
@@ -194,17 +194,17 @@ static int run(void *settings, int argc, char **argv, int64_t started)
 	struct hc_io io;
 	int rc;
 
-	hc_run_init(&hc, s->datadir, stderr);
+	healthcheck_run_init(&hc, s->datadir, stderr);
 	hc.alive_during_sst = s->alive_during_sst;
-	hc_dbio_init(&dbio, &dl, s->p.budget_ms, s->p.timeout_setting);
+	healthcheck_dbio_init(&dbio, &dl, s->p.budget_ms, s->p.timeout_setting);
 	dbio.user = s->user;
 	dbio.password = s->password;
-	io = hc_dbio_ops(&dbio, su_to);
-	rc = hc_run_args(&hc, argc, argv, &io);
+	io = healthcheck_dbio_ops(&dbio, su_to);
+	rc = healthcheck_run_args(&hc, argc, argv, &io);
 	if (s->p.json)
 		print_json(&hc, rc, started);
-	hc_dbio_close(&dbio);
-	hc_run_free(&hc);
+	healthcheck_dbio_close(&dbio);
+	healthcheck_run_free(&hc);
 	return rc;
 }
 

@@ -298,9 +298,9 @@ static void run_healthcheck_case(const char *path, struct tcase *c)
 		assert_true(sk_strlcpy(want + strlen(want), line, sizeof(want) - strlen(want)));
 		assert_true(sk_strlcpy(want + strlen(want), "\n", sizeof(want) - strlen(want)));
 	}
-	hc_run_init(&run, "/nonexistent-datadir", err);
+	healthcheck_run_init(&run, "/nonexistent-datadir", err);
 	run.alive_during_sst = head_long(c, "alive_during_sst", 0) != 0;
-	rc = hc_run_args(&run, argc, argv, &io);
+	rc = healthcheck_run_args(&run, argc, argv, &io);
 	fclose(err);
 	if (rc != head_long(c, "expect_exit", -1) || strcmp(err_text, want) != 0)
 		fail_msg("%s: got exit %d, stderr:\n%s\nwant exit %ld, stderr:\n%s", path, rc, err_text,
@@ -314,7 +314,7 @@ static void run_healthcheck_case(const char *path, struct tcase *c)
 		if (strcmp(got, statusmap_get(&c->head, "expect_tests")) != 0)
 			fail_msg("%s: tests run '%s', want '%s'", path, got, statusmap_get(&c->head, "expect_tests"));
 	}
-	hc_run_free(&run);
+	healthcheck_run_free(&run);
 	free(err_text);
 }
 
