@@ -171,7 +171,7 @@ def _readiness_check(node, creds, tmp_path, *flags):
     r = pc.run([os.path.join(pc.BIN, "readiness-check"), "--host", node.ip, "--port", node.port,
                 "--user", creds.user, "--password-file", creds.password_file, "--defaults-extra-file", "",
                 "--datadir", tmp_path, "--recovery-file", tmp_path / "recovery-case", *flags])
-    return r.returncode, r.stdout.decode().strip()
+    return r.rc, r.text.strip()
 
 
 def _readiness_http(ln):
