@@ -134,7 +134,7 @@ static int fetch(const void *settings, const struct probe_conn *pc, const deadli
 	int rc;
 
 	/* A replica is asked as it is; a Galera node with wsrep_sync_wait off. */
-	if (s->rules.replica ? db_connect(&db, &pc->t, dl, e) : probe_galera_connect(&db, pc, dl, e))
+	if ((s->rules.replica ? db_connect(&db, &pc->t, dl, e) : probe_galera_connect(&db, pc, dl, e)) < 0)
 		return -1;
 	rc = readiness_fetch(&db, &s->rules, dl, f, e);
 	db_close(&db);
