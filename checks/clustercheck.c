@@ -34,47 +34,6 @@ static const struct {
 	[CC_DISABLED] = { 503, "Service Unavailable", "Percona XtraDB Cluster Node is manually disabled.\r\n" },
 };
 
-const char *const cc_answer_names[] = { "synced", "not synced", "read-only", "manually disabled" };
-
-/* One check on `db` (connected first when needed), bounded by `dl`. */
-void cc_check_once(struct cc_checker *c, struct db *db, const deadline_t *dl, struct cc_result *r)
-{
-	struct statusmap status = { 0 }, vars = { 0 };
-	struct galera_verdict v;
-	struct db_err e;
-
-	if (!db->connected && probe_galera_connect(db, &c->pc, dl, &e) < 0)
-		goto failed;
-	if (probe_galera_read(db, dl, &status, galera_rules_need_vars(&c->rules) ? &vars : NULL, &e) < 0) {
-		db_close(db);
-		goto failed;
-	}
-	galera_judge(&status, &vars, &c->rules, &v);
-	r->answer = v.up ? CC_SYNCED : v.reason == GALERA_READ_ONLY ? CC_READ_ONLY : CC_NOT_SYNCED;
-	r->reason = galera_reason_str(v.reason);
-	sk_fmt(r->detail, sizeof(r->detail), "%s: %s", v.up ? "synced" : "not synced", v.detail);
-	statusmap_free(&status);
-	statusmap_free(&vars);
-	return;
-failed:
-	r->answer = CC_NOT_SYNCED;
-	r->reason = e.reason == DB_TIMEOUT ? "timeout" : db_reason_str(e.reason);
-	probe_describe_error(&e, &c->pc, c->timeout_ms, "--timeout", r->detail + 12, sizeof(r->detail) - 12);
-	memcpy(r->detail, "not synced: ", 12);
-	statusmap_free(&status);
-	statusmap_free(&vars);
-}
-
-bool cc_disabled(const struct cc_checker *c, struct cc_result *r)
-{
-	if (!probe_file_exists(c->disabled_file))
-		return false;
-	r->answer = CC_DISABLED;
-	r->reason = "disabled";
-	sk_fmt(r->detail, sizeof(r->detail), "manually disabled: %s exists", c->disabled_file);
-	return true;
-}
-
 static int format_response(enum cc_answer a, char *buf, size_t len)
 {
 	return snprintf(
@@ -109,7 +68,7 @@ static int one_shot(struct cc_checker *c, bool json, FILE *diag, int64_t started
 	char out[512];
 	int n;
 
-	if (!cc_disabled(c, &r)) {
+	if (!cc_check_disabled(c, &r)) {
 		deadline_t dl = deadline_in_ms(c->timeout_ms);
 
 		cc_check_once(c, &c->db, &dl, &r);
@@ -126,41 +85,49 @@ static int one_shot(struct cc_checker *c, bool json, FILE *diag, int64_t started
 	return r.answer == CC_SYNCED ? 0 : 1;
 }
 
-/* --listen: the result for one request, sharing a check already in flight. */
-static void shared_check(struct cc_checker *c, const deadline_t *dl, struct cc_result *r)
+/* Under c->mu: a result this request may take without checking: a cached one, the one of a check
+ * that started after this request arrived (it waits for it within `dl`), or the timeout answer.
+ * False when this request must run the check itself. */
+static bool reuse_or_wait(struct cc_checker *c, const deadline_t *dl, struct cc_result *r)
 {
 	unsigned long gen;
 
-	if (cc_disabled(c, r))
-		return;
-	pthread_mutex_lock(&c->mu);
 	for (;;) {
 		if (c->have && c->cache_ms > 0 && deadline_now_us() - c->last_at <= c->cache_ms * 1000) {
 			*r = c->last;
-			pthread_mutex_unlock(&c->mu);
-			return;
+			return true;
 		}
 		if (!c->in_flight)
-			break;
+			return false;
 		gen = c->gen;
 		while (c->in_flight && c->gen == gen) {
 			struct timespec ts = { dl->at / 1000000, (dl->at % 1000000) * 1000 };
 
 			if (pthread_cond_timedwait(&c->cv, &c->mu, &ts) == ETIMEDOUT && c->gen == gen) {
-				pthread_mutex_unlock(&c->mu);
 				r->answer = CC_NOT_SYNCED;
 				r->reason = "timeout";
 				sk_fmt(r->detail, sizeof(r->detail),
 				       "not synced: timeout after %.1fs waiting for the check in progress (--timeout)",
 				       (double)c->timeout_ms / 1000.0);
-				return;
+				return true;
 			}
 		}
 		if (c->gen != gen) {
 			*r = c->last; /* a check that started after this request arrived: fresh enough */
-			pthread_mutex_unlock(&c->mu);
-			return;
+			return true;
 		}
+	}
+}
+
+/* --listen: the result for one request, sharing a check already in flight. */
+static void shared_check(struct cc_checker *c, const deadline_t *dl, struct cc_result *r)
+{
+	if (cc_check_disabled(c, r))
+		return;
+	pthread_mutex_lock(&c->mu);
+	if (reuse_or_wait(c, dl, r)) {
+		pthread_mutex_unlock(&c->mu);
+		return;
 	}
 	c->in_flight = true;
 	pthread_mutex_unlock(&c->mu);
@@ -174,7 +141,8 @@ static void shared_check(struct cc_checker *c, const deadline_t *dl, struct cc_r
 	c->gen++;
 	c->in_flight = false;
 	if (r->answer != c->logged) {
-		log_info("node %s -> %s (%s)", cc_answer_names[c->logged], cc_answer_names[r->answer], r->detail);
+		log_info("node %s -> %s (%s)", cc_check_answer_names[c->logged], cc_check_answer_names[r->answer],
+			 r->detail);
 		c->logged = r->answer;
 	}
 	pthread_cond_broadcast(&c->cv);
@@ -216,40 +184,61 @@ static void reply_text(struct http_reply *rep, bool up, const char *line)
 	rep->len = strlen(rep->body);
 }
 
-/* /liveness and /readiness: liveness-check's and readiness-check's rules on the shared connection. */
-static void answer_probe(struct cc_checker *c, bool liveness, const deadline_t *dl, struct http_reply *rep)
+/* Fetch on the shared connection what /liveness (the wsrep status) or /readiness (what its rules
+ * need) judges. False with e filled when it failed. */
+static bool fetch_shared(struct cc_checker *c, bool readiness, const deadline_t *dl, struct probe_fetch *f,
+			 struct db_err *e)
 {
-	struct statusmap status = { 0 }, vars = { 0 };
+	bool fetched;
+
+	if (!conn_acquire(c, dl)) {
+		sk_fmt(e->msg, sizeof(e->msg), "timed out waiting for the check in progress");
+		return false;
+	}
+	fetched = (c->db.connected || probe_galera_connect(&c->db, &c->pc, dl, e) == 0) &&
+		  (readiness ? readiness_fetch(&c->db, &c->readiness, dl, f, e)
+			     : probe_galera_read(&c->db, dl, &f->status, NULL, e)) == 0;
+	if (!fetched)
+		db_close(&c->db);
+	conn_release(c);
+	return fetched;
+}
+
+/* /liveness: liveness-check's rules on the shared connection. */
+static void answer_liveness(struct cc_checker *c, const deadline_t *dl, struct http_reply *rep)
+{
+	struct probe_fetch f = { 0 };
 	struct probe_verdict v;
 	struct probe_sst sst = { .datadir = c->datadir,
 				 .pid_file = c->pid_file,
 				 .recovery_file = c->recovery_file,
 				 .policy = c->sst_policy };
 	struct db_err e = { .reason = DB_TIMEOUT };
-	bool need_vars = !liveness && galera_rules_need_vars(&c->readiness);
-	bool fetched = false;
 
-	if (liveness ? probe_liveness_before(&sst, &v) : probe_readiness_bypass(c->recovery_file, c->datadir, &v)) {
-		reply_text(rep, true, v.msg);
-		return;
+	if (!probe_liveness_before(&sst, &v)) {
+		bool fetched = fetch_shared(c, false, dl, &f, &e);
+
+		probe_liveness_judge(fetched, &f.status, &e, c->state_file, &sst, &c->pc, c->timeout_ms, "--timeout",
+				     &v);
 	}
-	if (!conn_acquire(c, dl)) {
-		sk_fmt(e.msg, sizeof(e.msg), "timed out waiting for the check in progress");
-	} else {
-		fetched = (c->db.connected || probe_galera_connect(&c->db, &c->pc, dl, &e) == 0) &&
-			  probe_galera_read(&c->db, dl, &status, need_vars ? &vars : NULL, &e) == 0;
-		if (!fetched)
-			db_close(&c->db);
-		conn_release(c);
-	}
-	if (liveness)
-		probe_liveness_judge(fetched, &status, &e, c->state_file, &sst, &c->pc, c->timeout_ms, "--timeout", &v);
-	else
-		probe_readiness_judge(fetched, &status, need_vars ? &vars : NULL, &e, &c->readiness, &c->pc,
-				      c->timeout_ms, "--timeout", &v);
 	reply_text(rep, v.up, v.msg);
-	statusmap_free(&status);
-	statusmap_free(&vars);
+	probe_fetch_free(&f);
+}
+
+/* /readiness: readiness-check's rules (the --readiness-* options) on the shared connection. */
+static void answer_readiness(struct cc_checker *c, const deadline_t *dl, struct http_reply *rep)
+{
+	struct probe_fetch f = { 0 };
+	struct probe_verdict v;
+	struct db_err e = { .reason = DB_TIMEOUT };
+
+	if (!probe_readiness_bypass(c->recovery_file, c->datadir, &v)) {
+		bool fetched = fetch_shared(c, true, dl, &f, &e);
+
+		readiness_judge(&c->readiness, fetched, &f, &e, &c->pc, c->timeout_ms, "--timeout", &v);
+	}
+	reply_text(rep, v.up, v.msg);
+	probe_fetch_free(&f);
 }
 
 /* /healthcheck: healthcheck.sh's tests on the shared connection (it is the "socket" of every test;
@@ -356,7 +345,7 @@ static void hh_describe(void *ctx, const struct db_err *e, char *buf, size_t len
 static int hh_upgrade_locked(void *ctx, const char *path, char *why, size_t whylen)
 {
 	(void)ctx;
-	return hc_upgrade_locked(path, why, whylen);
+	return healthcheck_upgrade_locked(path, why, whylen);
 }
 
 /* The query "connect&replication_io=1&replication" as healthcheck's argv; options that pick files
@@ -404,6 +393,23 @@ static int query_argv(char *query, char **argv, int max, char *store, size_t sto
 	return argc;
 }
 
+/* The body of a /healthcheck answer: "healthy: connect, ..." after `line`'s "healthy:", or the
+ * last of the run's lines (the earlier ones are the script's notices). */
+static void result_line(const struct hc_run *run, int rc, char *lines, char *line, size_t len)
+{
+	char *end = lines + strlen(lines), *start;
+
+	if (rc == 0) {
+		for (size_t i = 0; i < run->nresults; i++)
+			sk_fmt(line + strlen(line), len - strlen(line), "%s %s", i ? "," : "", run->results[i].test);
+		return;
+	}
+	while (end > lines && end[-1] == '\n')
+		*--end = '\0';
+	start = strrchr(lines, '\n');
+	sk_strlcpy(line, start ? start + 1 : lines, len);
+}
+
 static void answer_healthcheck(struct cc_checker *c, char *query, const deadline_t *dl, struct http_reply *rep)
 {
 	struct hc_http h = { .c = c, .dl = dl };
@@ -437,26 +443,14 @@ static void answer_healthcheck(struct cc_checker *c, char *query, const deadline
 		return;
 	}
 	err = fmemopen(lines, sizeof(lines) - 1, "w");
-	hc_run_init(&run, c->datadir, err);
-	rc = hc_run_args(&run, argc, argv, &io);
+	healthcheck_run_init(&run, c->datadir, err);
+	rc = healthcheck_run_args(&run, argc, argv, &io);
 	conn_release(c);
 	if (err)
 		fclose(err);
-	if (rc == 0) {
-		for (size_t i = 0; i < run.nresults; i++)
-			sk_fmt(line + strlen(line), sizeof(line) - strlen(line), "%s %s", i ? "," : "",
-			       run.results[i].test);
-	} else {
-		/* The last line says why (the earlier ones are the script's notices). */
-		char *end = lines + strlen(lines), *start;
-
-		while (end > lines && end[-1] == '\n')
-			*--end = '\0';
-		start = strrchr(lines, '\n');
-		sk_strlcpy(line, start ? start + 1 : lines, sizeof(line));
-	}
+	result_line(&run, rc, lines, line, sizeof(line));
 	reply_text(rep, rc == 0, line);
-	hc_run_free(&run);
+	healthcheck_run_free(&run);
 }
 
 static void answer_classic(struct cc_checker *c, const deadline_t *dl, struct http_reply *rep)
@@ -480,9 +474,9 @@ static void on_http(void *ctx, const char *method, const char *path, struct http
 	if (strcmp(path, "/") == 0 || strcmp(path, "*") == 0)
 		answer_classic(c, &dl, rep);
 	else if (strcmp(path, "/liveness") == 0)
-		answer_probe(c, true, &dl, rep);
+		answer_liveness(c, &dl, rep);
 	else if (strcmp(path, "/readiness") == 0)
-		answer_probe(c, false, &dl, rep);
+		answer_readiness(c, &dl, rep);
 	else if (strcmp(path, "/healthcheck") == 0)
 		answer_healthcheck(c, rep->query, &dl, rep);
 	else {
@@ -533,113 +527,164 @@ static int serve(struct cc_checker *c, const char *spec, const struct http_limit
 	return 0;
 }
 
-int main(int argc, char **argv)
-{
-	struct opts o;
-	static struct cc_checker c = { .mu = PTHREAD_MUTEX_INITIALIZER };
-	pthread_condattr_t ca;
-	int64_t started = deadline_now_us();
-	FILE *diag = NULL;
-	bool password_on_argv = false;
-	char err[512];
-	enum log_level level;
-	enum log_format fmt;
-	int rc;
+struct clustercheck_settings {
+	struct probe_settings p;
+	struct cc_checker c; /* the check's settings, and --listen's shared connection */
+	bool password_on_argv;
+	const char *log_file;
+	const char *listen; /* --listen; NULL: one-shot or --register */
+	bool registering, once;
+	enum log_level log_level; /* --log-level and --log-format, for --listen and --register */
+	enum log_format log_format;
+	struct http_limits limits;
+	struct register_settings reg;
+};
 
-	proc_no_dumps(); /* before any password is read */
-	/* Waiters time out on a CLOCK_MONOTONIC deadline (deadline_t), so the condition variable
-	 * must use that clock (the default, CLOCK_REALTIME, made every wait expire at once). */
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&c.cv, &ca);
-	pthread_condattr_destroy(&ca);
-	log_setup(argv[0], LOG_TEXT, LOG_INFO, stderr);
-	clustercheck_opts_init(&o);
-	if ((rc = opts_parse_main(&o, argc, argv)) >= 0)
-		return rc;
-	if (clustercheck_apply_positional(&o, &password_on_argv, err, sizeof(err)) < 0 ||
-	    probe_conn_setup(&o, &c.pc, err, sizeof(err)) < 0) {
-		fprintf(stderr, "clustercheck: %s\n", err);
-		opts_free(&o);
-		return 2;
-	}
-	if (strcmp(opt_str(&o, "log-file"), "/dev/null") != 0) {
-		diag = fopen(opt_str(&o, "log-file"), "ae");
+/* The classic check's rules, --listen's paths' settings, and the modes' own. */
+static int settings_load(struct opts *o, void *settings, char *err, size_t errlen)
+{
+	struct clustercheck_settings *s = settings;
+	struct cc_checker *c = &s->c;
+
+	if (clustercheck_opts_apply_positional(o, &s->password_on_argv, err, errlen) < 0 ||
+	    readiness_rules_load(o, "readiness-", &c->readiness, err, errlen) < 0)
+		return -1;
+	probe_settings_load(o, &s->p);
+	c->rules = (struct galera_rules){ .need_primary = true,
+					  .need_synced = true,
+					  .donor_ok = opt_flag(o, "available-when-donor"),
+					  .readonly_ok = opt_flag(o, "available-when-readonly") };
+	c->timeout_ms = (long)(opt_num(o, "timeout") * 1000);
+	c->cache_ms = opt_int(o, "cache-ms");
+	c->disabled_file = opt_str(o, "disabled-file");
+	c->datadir = opt_str(o, "datadir");
+	c->recovery_file = opt_str(o, "recovery-file");
+	c->state_file = opt_str(o, "state-file");
+	c->pid_file = opt_str(o, "pid-file");
+	c->sst_policy.grace_s = opt_int(o, "sst-file-grace");
+	c->sst_policy.trust_file = opt_flag(o, "trust-sst-file");
+	s->log_file = opt_str(o, "log-file");
+	s->listen = opt_str(o, "listen");
+	s->registering = opt_flag(o, "register");
+	s->once = opt_flag(o, "once");
+	if (!log_level_parse(opt_str(o, "log-level"), &s->log_level) ||
+	    !log_format_parse(opt_str(o, "log-format"), &s->log_format))
+		s->log_level = LOG_INFO, s->log_format = LOG_TEXT;
+	s->limits = (struct http_limits){
+		.max_conns = (unsigned)opt_int(o, "max-connections"),
+		.max_conns_per_ip = (unsigned)opt_int(o, "max-connections-per-ip"),
+		.idle_timeout_s = (unsigned)opt_int(o, "idle-timeout"),
+		.request_timeout_ms = (unsigned)(opt_num(o, "request-timeout") * 1000),
+	};
+	if (s->registering)
+		register_settings_load(o, &s->reg);
+	return 0;
+}
+
+static void settings_free(void *settings)
+{
+	struct clustercheck_settings *s = settings;
+
+	if (s->registering)
+		register_settings_free(&s->reg);
+}
+
+/* --log-file (stderr may be the client's socket under xinetd), and the warning about a password
+ * on the command line: never onto stderr when it may be the client's socket. */
+static FILE *open_diag(const struct clustercheck_settings *s)
+{
+	FILE *diag = NULL;
+
+	if (strcmp(s->log_file, "/dev/null") != 0) {
+		diag = fopen(s->log_file, "ae");
 		if (!diag)
-			fprintf(stderr, "clustercheck: warning: cannot open log file %s: %s\n", opt_str(&o, "log-file"),
+			fprintf(stderr, "clustercheck: warning: cannot open log file %s: %s\n", s->log_file,
 				strerror(errno));
 	}
-	if (password_on_argv) {
+	if (s->password_on_argv) {
 		const char *w = "clustercheck: warning: a password on the command line is visible to every user "
 				"(ps, /proc); use --password-file, MYSQL_PASSWORD or a defaults file";
 
-		/* Never onto stderr when it may be the client's socket: only to a terminal or the log file. */
-		if (isatty(STDERR_FILENO) || opt_str(&o, "listen"))
+		if (isatty(STDERR_FILENO) || s->listen)
 			fprintf(stderr, "%s\n", w);
 		if (diag)
 			fprintf(diag, "%s\n", w);
 	}
+	return diag;
+}
 
-	c.rules.need_primary = true;
-	c.rules.need_synced = true;
-	c.rules.donor_ok = opt_flag(&o, "available-when-donor");
-	c.rules.readonly_ok = opt_flag(&o, "available-when-readonly");
-	c.timeout_ms = (long)(opt_num(&o, "timeout") * 1000);
-	c.cache_ms = opt_int(&o, "cache-ms");
-	c.disabled_file = opt_str(&o, "disabled-file");
-	c.logged = CC_SYNCED;
-	c.datadir = opt_str(&o, "datadir");
-	c.recovery_file = opt_str(&o, "recovery-file");
-	c.state_file = opt_str(&o, "state-file");
-	c.pid_file = opt_str(&o, "pid-file");
-	c.sst_policy.grace_s = opt_int(&o, "sst-file-grace");
-	c.sst_policy.trust_file = opt_flag(&o, "trust-sst-file");
-	c.readiness = (struct galera_rules){
-		.need_primary = true,
-		.need_synced = true,
-		.donor_ok = opt_flag(&o, "readiness-available-when-donor"),
-		.readonly_ok = true,
-	};
+/* Waiters time out on a CLOCK_MONOTONIC deadline (deadline_t), so the condition variable must use
+ * that clock (the default, CLOCK_REALTIME, made every wait expire at once). */
+static void checker_init(struct cc_checker *c)
+{
+	pthread_condattr_t ca;
 
-	if (opt_flag(&o, "once") && !opt_flag(&o, "register")) {
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	c->logged = CC_SYNCED;
+}
+
+/* One of the modes: one-shot, --register or --listen. */
+static int run_mode(struct clustercheck_settings *s, const char *prog, FILE *diag, int64_t started)
+{
+	bool abandoned = false;
+	int rc;
+
+	if (s->once && !s->registering) {
 		fprintf(stderr, "clustercheck: --once goes with --register\n");
-		rc = 2;
-	} else if (opt_flag(&o, "register") && opt_str(&o, "listen")) {
-		fprintf(stderr, "clustercheck: --register and --listen are separate modes: run two processes\n");
-		rc = 2;
-	} else if (opt_flag(&o, "register")) {
-		bool abandoned = false;
-
-		if (!log_level_parse(opt_str(&o, "log-level"), &level) ||
-		    !log_format_parse(opt_str(&o, "log-format"), &fmt))
-			level = LOG_INFO, fmt = LOG_TEXT;
-		log_setup(argv[0], fmt, level, stderr);
-		rc = cc_register_run(&c, &o, &abandoned);
-		if (abandoned) {
-			/* A check hangs on the worker thread (bounded by its deadline): leave its memory alone. */
-			if (diag)
-				fclose(diag);
-			return rc;
-		}
-	} else if (opt_str(&o, "listen")) {
-		struct http_limits lim = {
-			.max_conns = (unsigned)opt_int(&o, "max-connections"),
-			.max_conns_per_ip = (unsigned)opt_int(&o, "max-connections-per-ip"),
-			.idle_timeout_s = (unsigned)opt_int(&o, "idle-timeout"),
-			.request_timeout_ms = (unsigned)(opt_num(&o, "request-timeout") * 1000),
-		};
-
-		if (!log_level_parse(opt_str(&o, "log-level"), &level) ||
-		    !log_format_parse(opt_str(&o, "log-format"), &fmt))
-			level = LOG_INFO, fmt = LOG_TEXT;
-		log_setup(argv[0], fmt, level, stderr);
-		rc = serve(&c, opt_str(&o, "listen"), &lim);
-	} else {
-		rc = one_shot(&c, opt_flag(&o, "json"), diag, started);
+		return 2;
 	}
+	if (s->registering && s->listen) {
+		fprintf(stderr, "clustercheck: --register and --listen are separate modes: run two processes\n");
+		return 2;
+	}
+	if (!s->registering && !s->listen)
+		return one_shot(&s->c, s->p.json, diag, started);
+	log_setup(prog, s->log_format, s->log_level, stderr);
+	if (s->listen)
+		return serve(&s->c, s->listen, &s->limits);
+	rc = register_run(&s->c, &s->reg, &abandoned);
+	/* A check hangs on the worker thread (bounded by its deadline): leave its memory alone. */
+	s->p.abandoned = abandoned;
+	return rc;
+}
+
+static int run(void *settings, int argc, char **argv, int64_t started)
+{
+	struct clustercheck_settings *s = settings;
+	char err[512];
+	FILE *diag;
+	int rc;
+
+	(void)argc;
+	checker_init(&s->c);
+	if (probe_conn_setup(&s->p.conn, &s->c.pc, err, sizeof(err)) < 0) {
+		fprintf(stderr, "clustercheck: %s\n", err);
+		return 2;
+	}
+	diag = open_diag(s);
+	rc = run_mode(s, argv[0], diag, started);
 	if (diag)
 		fclose(diag);
-	probe_conn_free(&c.pc);
-	opts_free(&o);
+	if (!s->p.abandoned)
+		probe_conn_free(&s->c.pc);
 	return rc;
+}
+
+static const struct probe_kind clustercheck_kind = {
+	.name = "clustercheck",
+	.opts_init = clustercheck_opts_init,
+	.log_level = LOG_INFO,
+	.settings_size = sizeof(struct clustercheck_settings),
+	.settings_load = settings_load,
+	.settings_free = settings_free,
+	.run = run,
+};
+
+int main(int argc, char **argv)
+{
+	return probe_main(&clustercheck_kind, argc, argv);
 }

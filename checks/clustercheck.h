@@ -1,5 +1,5 @@
-/* clustercheck.h: clustercheck's options (shared with the argv fuzzer) and its check (shared by its
- * main and its Consul registrar, register.c). */
+/* clustercheck.h: clustercheck's options (shared with the argv fuzzer), its check (cc_check.c,
+ * shared by its main and its Consul registrar) and the registrar (register.c). */
 #ifndef SK_CLUSTERCHECK_H
 #define SK_CLUSTERCHECK_H
 
@@ -11,12 +11,14 @@
 #include "db.h"
 #include "galera.h"
 #include "opt.h"
+#include "consul.h"
 #include "probe.h"
+#include "readiness.h"
 #include "util.h"
 
 /* The classic answers (Percona clustercheck) and what one check said. */
 enum cc_answer { CC_SYNCED, CC_NOT_SYNCED, CC_READ_ONLY, CC_DISABLED };
-extern const char *const cc_answer_names[];
+extern const char *const cc_check_answer_names[];
 
 struct cc_result {
 	enum cc_answer answer;
@@ -43,18 +45,36 @@ struct cc_checker {
 	const char *datadir, *recovery_file, *state_file;
 	const char *pid_file;
 	struct sst_policy sst_policy;
-	struct galera_rules readiness;
+	struct readiness_rules readiness; /* readiness-check's rules, from the --readiness-* options */
 };
 
-/* One check on `db` (connected first when needed), bounded by `dl`: fills r. */
+/* One check on `db` (connected first when needed), bounded by `dl`: fills r (cc_check.c). */
 void cc_check_once(struct cc_checker *c, struct db *db, const deadline_t *dl, struct cc_result *r);
 
-/* The disabled file (--disabled-file) is there: r says so and true. */
-bool cc_disabled(const struct cc_checker *c, struct cc_result *r);
+/* The disabled file (--disabled-file) is there: r says so and true (cc_check.c). */
+bool cc_check_disabled(const struct cc_checker *c, struct cc_result *r);
+
+/* --register's settings, read once from clustercheck's options. */
+struct register_settings {
+	bool once; /* --once: one round for cron */
+	long ttl_s; /* --session-ttl */
+	long interval_ms; /* --interval */
+	const char *state_file; /* --state-file (with --once) */
+	const char *prefix; /* --consul-prefix */
+	const char *advertise; /* --advertise; NULL: the checked host:port */
+	bool key_without_port; /* --key-without-port */
+	struct consul_config consul; /* CONSUL_* and --consul-* */
+	int consul_rc; /* consul_config_from_opts: -1 with consul_err */
+	char consul_err[600];
+};
+
+/* Read --register's options (and the Consul client's configuration) into `r`. */
+void register_settings_load(const struct opts *o, struct register_settings *r);
+void register_settings_free(struct register_settings *r);
 
 /* --register (register.c): keep the node's key in Consul while it is healthy, on a period or
  * --once. Returns the exit code; *abandoned when a check thread was left on a hung server. */
-int cc_register_run(struct cc_checker *c, const struct opts *o, bool *abandoned);
+int register_run(struct cc_checker *c, const struct register_settings *r, bool *abandoned);
 
 /* Set `o` up for clustercheck's table (name, synopsis, summary, definitions) before opts_parse. */
 void clustercheck_opts_init(struct opts *o);
@@ -63,6 +83,6 @@ void clustercheck_opts_init(struct opts *o);
  * AVAILABLE_WHEN_READONLY DEFAULTS_FILE, applied after opts_parse; an empty argument keeps the
  * default. *password_on_argv tells whether a password came from the command line (the caller
  * warns). Returns 0, or -1 with a one-line reason. */
-int clustercheck_apply_positional(struct opts *o, bool *password_on_argv, char *err, size_t errlen) SK_MUST_CHECK;
+int clustercheck_opts_apply_positional(struct opts *o, bool *password_on_argv, char *err, size_t errlen) SK_MUST_CHECK;
 
 #endif

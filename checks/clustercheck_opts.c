@@ -41,6 +41,14 @@ static const struct opt_def options[] = {
 	PROBE_SST_OPTIONS("With --listen, for /liveness: "),
 	{"readiness-available-when-donor", 0, OPT_FLAG, NULL, "1", "AVAILABLE_WHEN_DONOR", 0, 0, NULL,
 	 "With --listen: a donor/desynced node is ready on /readiness (readiness-check's default).", 0},
+	{"readiness-replica", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,
+	 "With --listen: /readiness checks an async replica instead of a Galera node, as readiness-check --replica.", 0},
+	{"readiness-max-lag", 0, OPT_INT, "SECONDS", "-1", NULL, -1, 100000000, NULL,
+	 "With --readiness-replica: /readiness is not ready when Seconds_Behind_Master is above this (-1: no limit).", 0},
+	{"readiness-require-read-only", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,
+	 "With --listen: /readiness is not ready unless read_only=ON, as readiness-check --require-read-only.", 0},
+	{"readiness-require-writable", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,
+	 "With --listen: /readiness is not ready unless read_only=OFF, as readiness-check --require-writable.", 0},
 	{"log-format", 0, OPT_ENUM, "FORMAT", "text", NULL, 0, 0, "text|json", "With --listen or --register: log line format.", 0},
 	{"log-level", 0, OPT_ENUM, "LEVEL", "info", NULL, 0, 0, "debug|info|warn|error", "With --listen or --register: lowest level logged.", 0},
 	{"register", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,
@@ -91,7 +99,7 @@ void clustercheck_opts_init(struct opts *o)
 }
 
 /* See clustercheck.h. */
-int clustercheck_apply_positional(struct opts *o, bool *password_on_argv, char *err, size_t errlen)
+int clustercheck_opts_apply_positional(struct opts *o, bool *password_on_argv, char *err, size_t errlen)
 {
 	static const char *const names[] = {
 		"user", "password", "available-when-donor", "log-file", "available-when-readonly", "defaults-extra-file"

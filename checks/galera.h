@@ -13,7 +13,7 @@ enum galera_reason {
 	GALERA_NON_PRIMARY, /* wsrep_cluster_status is not Primary */
 	GALERA_NOT_SYNCED, /* wsrep_local_state is not 4 (or 2 when donors are allowed) */
 	GALERA_DONOR, /* wsrep_local_state is 2 and donors are not allowed */
-	GALERA_READ_ONLY, /* read_only=ON and read-only nodes are not allowed */
+	GALERA_READ_ONLY, /* read_only=ON and read-only nodes are not allowed, or OFF and read-only is required */
 	GALERA_MAINT, /* pxc_maint_mode is not DISABLED */
 	GALERA_REJECTING, /* wsrep_reject_queries is not NONE */
 	GALERA_DONOR_REJECTING /* a donor with wsrep_sst_donor_rejects_queries=ON */
@@ -29,6 +29,7 @@ struct galera_rules {
 	bool synced_only; /* only 4 counts: a donor (2) is simply not synced (healthcheck --galera_online) */
 	int available_nodes; /* haproxy-check last-node rule: donor is fine when <= 1 node; 0 = unused */
 	bool readonly_ok; /* a read_only=ON node is acceptable (vars needed when false) */
+	bool need_read_only; /* only a read_only=ON node is (readiness-check --require-read-only; vars needed) */
 	bool need_maint_disabled; /* pxc_maint_mode must be DISABLED when the variable exists */
 	bool need_not_rejecting; /* wsrep_reject_queries=NONE, and donors must not reject queries */
 };

@@ -7,7 +7,6 @@
 #include "galera.h"
 #include "log.h"
 #include "probe.h"
-#include "proc.h"
 #include "secret.h"
 
 /* clang-format off */
@@ -73,9 +72,167 @@ static const char *val(const struct statusmap *m, const char *name)
 	return v ? v : "";
 }
 
-int main(int argc, char **argv)
+struct haproxy_settings {
+	struct probe_settings p;
+	struct galera_rules rules;
+	long nodes; /* the available-nodes file's count (1 when absent) */
+	bool verbose;
+	const char *backend;
+};
+
+/* HAProxy passes <proxy_addr> <proxy_port> <server_addr> <server_port>; the server address is the
+ * node to check (the port is the admin port, 33062, as in check_pxc.sh). */
+static int host_settings_load(struct opts *o, char *err, size_t errlen)
 {
-	struct opts o = {
+	if (opt_given(o, "host") || opt_given(o, "socket"))
+		return 0;
+	if (o->nargs < 3 || !o->args[2][0])
+		return sk_err(err, errlen,
+			      "no server address: expected PROXY_ADDR PROXY_PORT SERVER_ADDR "
+			      "[SERVER_PORT] (HAProxy external-check) or --host");
+	return opt_set(o, "host", o->args[2], "argument 3", err, errlen);
+}
+
+/* One boolean of the env secret directory, unless its option is given. */
+static int bool_setting_load(const struct opts *o, const char *dir, const char *file, const char *option, bool *out,
+			     char *err, size_t errlen)
+{
+	char setting[64];
+
+	if (read_setting(dir, file, setting, sizeof(setting), err, errlen) < 0)
+		return -1;
+	if (setting[0] && !sk_parse_bool(setting, out))
+		return sk_err(err, errlen, "%s/%s: '%.20s' is not 0 or 1", dir, file, setting);
+	if (opt_given(o, option))
+		*out = opt_flag(o, option);
+	return 0;
+}
+
+/* The deadline: --timeout, else the HA_CONNECTION_TIMEOUT file, else 10 s. */
+static int timeout_settings_load(const struct opts *o, const char *dir, long *budget_ms, char *err, size_t errlen)
+{
+	char setting[64];
+	double t;
+
+	*budget_ms = 10000;
+	if (read_setting(dir, "HA_CONNECTION_TIMEOUT", setting, sizeof(setting), err, errlen) < 0)
+		return -1;
+	if (setting[0] && !opt_given(o, "timeout")) {
+		if (!sk_parse_double(setting, 0.05, 3600, &t))
+			return sk_err(err, errlen,
+				      "%s/HA_CONNECTION_TIMEOUT: '%.20s' is not a number from 0.05 to 3600", dir,
+				      setting);
+		*budget_ms = (long)(t * 1000);
+	}
+	if (opt_given(o, "timeout"))
+		*budget_ms = (long)(opt_num(o, "timeout") * 1000);
+	return 0;
+}
+
+/* The number of nodes in the backend, from the available-nodes file (1 when absent). */
+static int nodes_load(const char *path, long *nodes, char *err, size_t errlen)
+{
+	char *text;
+
+	*nodes = 1;
+	if (!probe_file_exists(path))
+		return 0;
+	text = secret_read_file(path, err, errlen);
+	if (!text || !sk_parse_long(sk_trim(text), 0, 100000, nodes)) {
+		if (text)
+			sk_fmt(err, errlen, "%s: '%.20s' is not a node count", path, text);
+		free(text);
+		return -1;
+	}
+	free(text);
+	return 0;
+}
+
+/* The operator's settings come as files; explicit options win. */
+static int settings_load(struct opts *o, void *settings, char *err, size_t errlen)
+{
+	struct haproxy_settings *s = settings;
+	const char *dir = opt_str(o, "env-secret-dir");
+	bool ok_if_donor = false;
+
+	s->verbose = true;
+	if (host_settings_load(o, err, errlen) < 0 || timeout_settings_load(o, dir, &s->p.budget_ms, err, errlen) < 0 ||
+	    bool_setting_load(o, dir, "OK_IF_DONOR", "ok-if-donor", &ok_if_donor, err, errlen) < 0 ||
+	    bool_setting_load(o, dir, "VERBOSE", "verbose", &s->verbose, err, errlen) < 0 ||
+	    nodes_load(opt_str(o, "available-nodes-file"), &s->nodes, err, errlen) < 0)
+		return -1;
+	probe_settings_load(o, &s->p);
+	s->p.timeout_setting = "--timeout or HA_CONNECTION_TIMEOUT";
+	s->rules = (struct galera_rules){ .need_primary = true,
+					  .need_synced = true,
+					  .readonly_ok = true,
+					  .need_maint_disabled = true,
+					  .need_not_rejecting = true,
+					  .donor_ok = ok_if_donor,
+					  .available_nodes = (int)(s->nodes < 1 ? 1 : s->nodes) };
+	s->backend = opt_str(o, "backend") ? opt_str(o, "backend") : "";
+	return 0;
+}
+
+static int fetch(const void *settings, const struct probe_conn *pc, const deadline_t *dl, struct probe_fetch *f,
+		 struct db_err *e)
+{
+	(void)settings;
+	return probe_fetch_galera(pc, dl, &f->status, &f->vars, e);
+}
+
+/* The verdict's message is the detail of the log line: the rule that failed, or why it could not be told. */
+static void judge(void *settings, bool fetched, const struct probe_fetch *f, const struct db_err *e,
+		  const struct probe_conn *pc, struct probe_verdict *v)
+{
+	const struct haproxy_settings *s = settings;
+	struct galera_verdict gv;
+
+	if (!fetched) {
+		v->up = false;
+		v->reason = e->reason == DB_TIMEOUT ? "timeout" : db_reason_str(e->reason);
+		probe_describe_error(e, pc, s->p.budget_ms, s->p.timeout_setting, v->msg, sizeof(v->msg));
+		return;
+	}
+	galera_judge(&f->status, &f->vars, &s->rules, &gv);
+	v->up = gv.up;
+	v->reason = galera_reason_str(gv.reason);
+	sk_strlcpy(v->msg, gv.detail, sizeof(v->msg));
+}
+
+/* check_pxc.sh's two JSON lines on stdout: the values used, then the verdict (only failures
+ * unless verbose). */
+static int print(const void *settings, const struct probe_conn *pc, const struct probe_fetch *f,
+		 const struct probe_verdict *v, int64_t started)
+{
+	const struct haproxy_settings *s = settings;
+	const char *node = pc->host ? pc->host : pc->what;
+	char status_line[1024], msg[1200];
+
+	(void)started;
+	snprintf(status_line, sizeof(status_line),
+		 "The following values are used for PXC node %s in backend %s: wsrep_local_state is %s; "
+		 "pxc_maint_mod is %s; wsrep_cluster_status is %s; wsrep_reject_queries is %s; "
+		 "wsrep_sst_donor_rejects_queries is %s; %ld nodes are available",
+		 node, s->backend, val(&f->status, "wsrep_local_state"), val(&f->vars, "pxc_maint_mode"),
+		 val(&f->status, "wsrep_cluster_status"), val(&f->vars, "wsrep_reject_queries"),
+		 val(&f->vars, "wsrep_sst_donor_rejects_queries"), s->nodes);
+	if (v->up)
+		snprintf(msg, sizeof(msg), "PXC node %s for backend %s is ok", node, s->backend);
+	else
+		snprintf(msg, sizeof(msg), "PXC node %s for backend %s is not ok: %s", node, s->backend, v->msg);
+	log_redact(msg);
+	if (!v->up || s->verbose) {
+		json_log(node, pc->t.port, status_line);
+		json_log(node, pc->t.port, msg);
+	}
+	fflush(stdout);
+	return v->up ? 0 : 1;
+}
+
+static const struct probe_kind haproxy_kind = {
+	.name = "haproxy",
+	.opts = {
 		.prog = "haproxy-check",
 		.version = SIDEKICK_VERSION,
 		.synopsis = "[OPTION]... PROXY_ADDR PROXY_PORT SERVER_ADDR [SERVER_PORT]",
@@ -87,132 +244,16 @@ int main(int argc, char **argv)
 		.ndefs = SK_ARRAY_LEN(options),
 		.config_opt = "config",
 		.max_args = 4,
-	};
-	struct galera_rules rules = { .need_primary = true,
-				      .need_synced = true,
-				      .readonly_ok = true,
-				      .need_maint_disabled = true,
-				      .need_not_rejecting = true };
-	struct statusmap status = { 0 }, vars = { 0 };
-	struct galera_verdict v;
-	struct probe_conn pc;
-	struct db_err e;
-	char err[512], setting[64], status_line[1024], msg[1200], detail[600];
-	const char *dir, *backend;
-	long nodes = 1, budget_ms = 10000;
-	bool verbose = true, up;
-	deadline_t dl;
-	bool ok_if_donor = false;
-	int rc;
+	},
+	.log_level = LOG_WARN,
+	.settings_size = sizeof(struct haproxy_settings),
+	.settings_load = settings_load,
+	.fetch = fetch,
+	.judge = judge,
+	.print = print,
+};
 
-	proc_no_dumps(); /* before any password is read */
-	log_setup(argv[0], LOG_TEXT, LOG_WARN, stderr);
-	if ((rc = opts_parse_main(&o, argc, argv)) >= 0)
-		return rc;
-	/* HAProxy passes <proxy_addr> <proxy_port> <server_addr> <server_port>; the server address
-	 * is the node to check (the port is the admin port, 33062, as in check_pxc.sh). */
-	if (!opt_given(&o, "host") && !opt_given(&o, "socket")) {
-		if (o.nargs < 3 || !o.args[2][0]) {
-			fprintf(stderr, "haproxy-check: no server address: expected PROXY_ADDR PROXY_PORT SERVER_ADDR "
-					"[SERVER_PORT] (HAProxy external-check) or --host\n");
-			opts_free(&o);
-			return 2;
-		}
-		if (opt_set(&o, "host", o.args[2], "argument 3", err, sizeof(err)) < 0) {
-			fprintf(stderr, "haproxy-check: %s\n", err);
-			opts_free(&o);
-			return 2;
-		}
-	}
-
-	/* The operator's settings come as files; explicit options win. */
-	dir = opt_str(&o, "env-secret-dir");
-	if (read_setting(dir, "HA_CONNECTION_TIMEOUT", setting, sizeof(setting), err, sizeof(err)) < 0)
-		goto config_error;
-	if (setting[0] && !opt_given(&o, "timeout")) {
-		double t;
-
-		if (!sk_parse_double(setting, 0.05, 3600, &t)) {
-			sk_fmt(err, sizeof(err), "%s/HA_CONNECTION_TIMEOUT: '%.20s' is not a number from 0.05 to 3600",
-			       dir, setting);
-			goto config_error;
-		}
-		budget_ms = (long)(t * 1000);
-	}
-	if (opt_given(&o, "timeout"))
-		budget_ms = (long)(opt_num(&o, "timeout") * 1000);
-	if (read_setting(dir, "OK_IF_DONOR", setting, sizeof(setting), err, sizeof(err)) < 0)
-		goto config_error;
-	if (setting[0] && !sk_parse_bool(setting, &ok_if_donor)) {
-		sk_fmt(err, sizeof(err), "%s/OK_IF_DONOR: '%.20s' is not 0 or 1", dir, setting);
-		goto config_error;
-	}
-	if (opt_given(&o, "ok-if-donor"))
-		ok_if_donor = opt_flag(&o, "ok-if-donor");
-	if (read_setting(dir, "VERBOSE", setting, sizeof(setting), err, sizeof(err)) < 0)
-		goto config_error;
-	if (setting[0] && !sk_parse_bool(setting, &verbose)) {
-		sk_fmt(err, sizeof(err), "%s/VERBOSE: '%.20s' is not 0 or 1", dir, setting);
-		goto config_error;
-	}
-	if (opt_given(&o, "verbose"))
-		verbose = opt_flag(&o, "verbose");
-	{
-		char *text = NULL;
-
-		if (probe_file_exists(opt_str(&o, "available-nodes-file"))) {
-			text = secret_read_file(opt_str(&o, "available-nodes-file"), err, sizeof(err));
-			if (!text || !sk_parse_long(sk_trim(text), 0, 100000, &nodes)) {
-				if (text)
-					sk_fmt(err, sizeof(err), "%s: '%.20s' is not a node count",
-					       opt_str(&o, "available-nodes-file"), text);
-				free(text);
-				goto config_error;
-			}
-			free(text);
-		}
-	}
-	rules.donor_ok = ok_if_donor;
-	rules.available_nodes = (int)(nodes < 1 ? 1 : nodes);
-	backend = opt_str(&o, "backend") ? opt_str(&o, "backend") : "";
-
-	if (probe_conn_setup(&o, &pc, err, sizeof(err)) < 0)
-		goto config_error;
-	dl = deadline_in_ms(budget_ms);
-	if (probe_fetch_galera(&pc, &dl, &status, &vars, &e) == 0) {
-		galera_judge(&status, &vars, &rules, &v);
-		up = v.up;
-		sk_strlcpy(detail, v.detail, sizeof(detail));
-	} else {
-		up = false;
-		probe_describe_error(&e, &pc, budget_ms, "--timeout or HA_CONNECTION_TIMEOUT", detail, sizeof(detail));
-	}
-	snprintf(status_line, sizeof(status_line),
-		 "The following values are used for PXC node %s in backend %s: wsrep_local_state is %s; "
-		 "pxc_maint_mod is %s; wsrep_cluster_status is %s; wsrep_reject_queries is %s; "
-		 "wsrep_sst_donor_rejects_queries is %s; %ld nodes are available",
-		 pc.host ? pc.host : pc.what, backend, val(&status, "wsrep_local_state"), val(&vars, "pxc_maint_mode"),
-		 val(&status, "wsrep_cluster_status"), val(&vars, "wsrep_reject_queries"),
-		 val(&vars, "wsrep_sst_donor_rejects_queries"), nodes);
-	if (up)
-		snprintf(msg, sizeof(msg), "PXC node %s for backend %s is ok", pc.host ? pc.host : pc.what, backend);
-	else
-		snprintf(msg, sizeof(msg), "PXC node %s for backend %s is not ok: %s", pc.host ? pc.host : pc.what,
-			 backend, detail);
-	log_redact(msg);
-	if (!up || verbose) {
-		json_log(pc.host ? pc.host : pc.what, pc.t.port, status_line);
-		json_log(pc.host ? pc.host : pc.what, pc.t.port, msg);
-	}
-	fflush(stdout);
-	statusmap_free(&status);
-	statusmap_free(&vars);
-	probe_conn_free(&pc);
-	opts_free(&o);
-	return up ? 0 : 1;
-
-config_error:
-	fprintf(stderr, "haproxy-check: %s\n", err);
-	opts_free(&o);
-	return 2;
+int main(int argc, char **argv)
+{
+	return probe_main(&haproxy_kind, argc, argv);
 }

@@ -23,12 +23,12 @@ static const char *const test_names[HC_NTESTS] = {
 	"replication", "mariadbupgrade",
 };
 
-const char *hc_test_str(enum hc_test t)
+const char *healthcheck_test_str(enum hc_test t)
 {
 	return test_names[t];
 }
 
-int hc_test_find(const char *name)
+int healthcheck_test_find(const char *name)
 {
 	for (int i = 0; i < HC_NTESTS; i++)
 		if (strcmp(name, test_names[i]) == 0)
@@ -38,7 +38,7 @@ int hc_test_find(const char *name)
 
 /* ---- the argument walk ------------------------------------------------------------------ */
 
-void hc_parser_init(struct hc_parser *p, int argc, char **argv)
+void healthcheck_parser_init(struct hc_parser *p, int argc, char **argv)
 {
 	p->argc = argc;
 	p->argv = argv;
@@ -65,7 +65,7 @@ static void take_value(struct hc_parser *p, struct hc_step *s, const char *bare,
 
 	if (!next) {
 		s->value = "";
-		/* the step applies, then the run ends: see hc_run_args */
+		/* the step applies, then the run ends: see healthcheck_run_args */
 		snprintf(s->msg, sizeof(s->msg), "healthcheck: %s needs a value (the last argument)", opt);
 		return;
 	}
@@ -96,7 +96,7 @@ static const char *defaults_key(const char *a)
 	return NULL;
 }
 
-int hc_own_option(const char *a)
+int healthcheck_own_option(const char *a)
 {
 	static const char *const flags[] = { "--json", "--alive-during-sst" };
 	static const char *const valued[] = { "--timeout", "--user", "--password-file" };
@@ -115,14 +115,29 @@ int hc_own_option(const char *a)
 	return 0;
 }
 
-bool hc_parser_next(struct hc_parser *p, struct hc_step *s)
+/* --replication_KEY[=VALUE]: the key lower-cased, the value "1" when none follows. */
+static void repl_step(struct hc_parser *p, struct hc_step *s, const char *a)
 {
-	const char *a, *k;
+	const char *key = a + strlen("--replication_"), *eq = strchr(key, '=');
+	size_t n = eq ? (size_t)(eq - key) : strlen(key);
 
-	memset(s, 0, sizeof(*s));
-	if (p->i >= p->argc)
-		return false;
-	a = p->argv[p->i];
+	s->kind = HC_STEP_REPL;
+	if (n >= sizeof(s->key))
+		n = sizeof(s->key) - 1;
+	for (size_t j = 0; j < n; j++)
+		s->key[j] = (char)tolower((unsigned char)key[j]);
+	if (eq)
+		s->value = eq + 1;
+	else
+		take_value(p, s, "1", a);
+}
+
+/* The script's settings (--su, --replication_*, --datadir, the option files, --no-connect): true
+ * with `s` filled, false when `a` is none of them. */
+static bool setting_step(struct hc_parser *p, struct hc_step *s, const char *a)
+{
+	const char *k, *eq = strchr(a, '=');
+
 	if (starts(a, "--su=")) {
 		s->kind = HC_STEP_SU;
 		s->value = a + 5;
@@ -133,18 +148,7 @@ bool hc_parser_next(struct hc_parser *p, struct hc_step *s)
 		s->kind = HC_STEP_SU;
 		s->value = "mysql";
 	} else if (starts(a, "--replication_")) {
-		const char *key = a + strlen("--replication_"), *eq = strchr(key, '=');
-		size_t n = eq ? (size_t)(eq - key) : strlen(key);
-
-		s->kind = HC_STEP_REPL;
-		if (n >= sizeof(s->key))
-			n = sizeof(s->key) - 1;
-		for (size_t j = 0; j < n; j++)
-			s->key[j] = (char)tolower((unsigned char)key[j]);
-		if (eq)
-			s->value = eq + 1;
-		else
-			take_value(p, s, "1", a);
+		repl_step(p, s, a);
 	} else if (starts(a, "--datadir=")) {
 		s->kind = HC_STEP_DATADIR;
 		s->value = a + 10;
@@ -154,8 +158,6 @@ bool hc_parser_next(struct hc_parser *p, struct hc_step *s)
 	} else if (strcmp(a, "--no-defaults") == 0) {
 		s->kind = HC_STEP_NO_DEFAULTS;
 	} else if ((k = defaults_key(a)) != NULL) {
-		const char *eq = strchr(a, '=');
-
 		s->kind = HC_STEP_DEFAULTS;
 		sk_strlcpy(s->key, k, sizeof(s->key));
 		if (eq)
@@ -164,9 +166,47 @@ bool hc_parser_next(struct hc_parser *p, struct hc_step *s)
 			take_value(p, s, "", a);
 	} else if (strcmp(a, "--no-connect") == 0) {
 		s->kind = HC_STEP_NO_CONNECT;
-	} else if (hc_own_option(a) == 1) {
+	} else {
+		return false;
+	}
+	return true;
+}
+
+/* A test ("--connect"), "--" (nothing), or an unknown word: an error step. */
+static void test_step(struct hc_step *s, const char *a)
+{
+	int t;
+
+	if (!starts(a, "--")) {
+		s->kind = HC_STEP_ERROR;
+		snprintf(s->msg, sizeof(s->msg), "Unknown healthcheck option %s", a);
+		return;
+	}
+	t = healthcheck_test_find(a + 2);
+	if (!a[2]) {
+		s->kind = HC_STEP_SKIP; /* "--": the script's test name is empty, nothing runs */
+	} else if (t < 0) {
+		s->kind = HC_STEP_ERROR;
+		snprintf(s->msg, sizeof(s->msg), "healthcheck unknown option or test '%s'", a + 2);
+	} else {
+		s->kind = HC_STEP_TEST;
+		s->test = (enum hc_test)t;
+	}
+}
+
+bool healthcheck_parser_next(struct hc_parser *p, struct hc_step *s)
+{
+	const char *a;
+
+	memset(s, 0, sizeof(*s));
+	if (p->i >= p->argc)
+		return false;
+	a = p->argv[p->i];
+	if (setting_step(p, s, a)) {
+		/* filled */
+	} else if (healthcheck_own_option(a) == 1) {
 		s->kind = HC_STEP_SKIP;
-	} else if (hc_own_option(a) == 2) {
+	} else if (healthcheck_own_option(a) == 2) {
 		s->kind = HC_STEP_SKIP;
 		if (peek(p))
 			p->i++;
@@ -178,21 +218,8 @@ bool hc_parser_next(struct hc_parser *p, struct hc_step *s)
 			 "there): use --password-file or HEALTHCHECK_PASSWORD_FILE");
 		if (!a[10] && peek(p))
 			p->i++; /* and its value */
-	} else if (starts(a, "--")) {
-		int t = hc_test_find(a + 2);
-
-		if (!a[2]) {
-			s->kind = HC_STEP_SKIP; /* "--": the script's test name is empty, nothing runs */
-		} else if (t < 0) {
-			s->kind = HC_STEP_ERROR;
-			snprintf(s->msg, sizeof(s->msg), "healthcheck unknown option or test '%s'", a + 2);
-		} else {
-			s->kind = HC_STEP_TEST;
-			s->test = (enum hc_test)t;
-		}
 	} else {
-		s->kind = HC_STEP_ERROR;
-		snprintf(s->msg, sizeof(s->msg), "Unknown healthcheck option %s", a);
+		test_step(s, a);
 	}
 	p->i++;
 	return true;
@@ -238,7 +265,7 @@ static void run_reset(struct hc_run *r)
 		set_str(&r->defs.extra_file, path);
 }
 
-void hc_run_init(struct hc_run *r, const char *default_datadir, FILE *err)
+void healthcheck_run_init(struct hc_run *r, const char *default_datadir, FILE *err)
 {
 	memset(r, 0, sizeof(*r));
 	r->default_datadir = default_datadir && *default_datadir ? default_datadir : "/var/lib/mysql";
@@ -246,7 +273,7 @@ void hc_run_init(struct hc_run *r, const char *default_datadir, FILE *err)
 	run_reset(r);
 }
 
-void hc_run_free(struct hc_run *r)
+void healthcheck_run_free(struct hc_run *r)
 {
 	repl_clear(&r->repl);
 	defaults_clear(&r->defs);
@@ -329,61 +356,84 @@ static int fail_line(struct hc_run *r, const char *test, const char *line)
 	return 1;
 }
 
-int hc_run_args(struct hc_run *r, int argc, char **argv, const struct hc_io *io)
+/* --su USER: become the user and start afresh with the remaining arguments. 0 to go on, else the
+ * run's exit code. */
+static int su_step(struct hc_run *r, const struct hc_parser *p, const struct hc_step *s, const struct hc_io *io)
+{
+	char reason[400], line[600];
+
+	if (s->msg[0])
+		return 0; /* no user: the missing value ends the run */
+	if (!io->su || io->su(io->ctx, s->value, reason, sizeof(reason)) < 0) {
+		snprintf(line, sizeof(line), "healthcheck: --su %s: %s", s->value,
+			 io->su ? reason : "not supported here");
+		return fail_line(r, "su", line);
+	}
+	record(r, "su", true, s->value);
+	/* The script execs itself as the user with the remaining arguments: a fresh start, earlier
+	 * settings and results forgotten. */
+	io->reset(io->ctx);
+	run_reset(r);
+	if (p->i >= p->argc)
+		return fail_line(r, "arguments", "At least one argument required");
+	return 0;
+}
+
+/* One test; false (and the failure line said) when it fails. */
+static bool test_passes(struct hc_run *r, enum hc_test t, const struct hc_io *io)
+{
+	char reason[400], line[600];
+
+	if (healthcheck_run_test(r, t, io, reason, sizeof(reason)))
+		return true;
+	snprintf(line, sizeof(line), "healthcheck %s failed: %s", healthcheck_test_str(t), reason);
+	say(r, line);
+	return false;
+}
+
+/* Apply one step. 0 to go on, else the run's exit code. */
+static int apply_step(struct hc_run *r, const struct hc_parser *p, const struct hc_step *s, const struct hc_io *io)
+{
+	switch (s->kind) {
+	case HC_STEP_TEST: return test_passes(r, s->test, io) ? 0 : 1;
+	case HC_STEP_REPL: repl_set(r, s->key, s->value); break;
+	case HC_STEP_DATADIR: set_str(&r->datadir, s->value); break;
+	case HC_STEP_NO_DEFAULTS:
+		defaults_clear(&r->defs);
+		r->defs.no_defaults = true;
+		io->reset(io->ctx);
+		break;
+	case HC_STEP_DEFAULTS:
+		defaults_set(r, s->key, s->value);
+		io->reset(io->ctx);
+		break;
+	case HC_STEP_NO_CONNECT: r->connect_s = 0; break;
+	case HC_STEP_SU: return su_step(r, p, s, io);
+	case HC_STEP_SKIP: break;
+	case HC_STEP_ERROR: return fail_line(r, "arguments", s->msg);
+	}
+	return 0;
+}
+
+int healthcheck_run_args(struct hc_run *r, int argc, char **argv, const struct hc_io *io)
 {
 	struct hc_parser p;
 	struct hc_step s;
 	char reason[400], line[600];
+	int rc;
 
 	if (argc <= 1)
 		return fail_line(r, "arguments", "At least one argument required");
-	hc_parser_init(&p, argc, argv);
-	while (hc_parser_next(&p, &s)) {
-		switch (s.kind) {
-		case HC_STEP_TEST:
-			if (!hc_run_test(r, s.test, io, reason, sizeof(reason))) {
-				snprintf(line, sizeof(line), "healthcheck %s failed: %s", hc_test_str(s.test), reason);
-				say(r, line);
-				return 1;
-			}
-			break;
-		case HC_STEP_REPL: repl_set(r, s.key, s.value); break;
-		case HC_STEP_DATADIR: set_str(&r->datadir, s.value); break;
-		case HC_STEP_NO_DEFAULTS:
-			defaults_clear(&r->defs);
-			r->defs.no_defaults = true;
-			io->reset(io->ctx);
-			break;
-		case HC_STEP_DEFAULTS:
-			defaults_set(r, s.key, s.value);
-			io->reset(io->ctx);
-			break;
-		case HC_STEP_NO_CONNECT: r->connect_s = 0; break;
-		case HC_STEP_SU:
-			if (s.msg[0])
-				break; /* no user: the missing value ends the run below */
-			if (!io->su || io->su(io->ctx, s.value, reason, sizeof(reason)) < 0) {
-				snprintf(line, sizeof(line), "healthcheck: --su %s: %s", s.value,
-					 io->su ? reason : "not supported here");
-				return fail_line(r, "su", line);
-			}
-			record(r, "su", true, s.value);
-			/* The script execs itself as the user with the remaining arguments: a fresh
-			 * start, earlier settings and results forgotten. */
-			io->reset(io->ctx);
-			run_reset(r);
-			if (p.i >= p.argc)
-				return fail_line(r, "arguments", "At least one argument required");
-			break;
-		case HC_STEP_SKIP: break;
-		case HC_STEP_ERROR: return fail_line(r, "arguments", s.msg);
-		}
+	healthcheck_parser_init(&p, argc, argv);
+	while (healthcheck_parser_next(&p, &s)) {
+		if ((rc = apply_step(r, &p, &s, io)) != 0)
+			return rc;
 		if (s.msg[0])
 			return fail_line(r, "arguments", s.msg);
 	}
 	if (r->connect_s != 0) {
 		/* No successful connect recorded: the run's answer is the connect test's. */
-		if (!hc_run_test(r, HC_CONNECT, io, reason, sizeof(reason))) {
+		if (!healthcheck_run_test(r, HC_CONNECT, io, reason, sizeof(reason))) {
 			snprintf(line, sizeof(line), "healthcheck connect failed: %s", reason);
 			say(r, line);
 			return 1;
@@ -422,12 +472,12 @@ static bool test_connect(struct hc_run *r, const struct hc_io *io, char *reason,
 		io->describe(io->ctx, &e, sock_why, sizeof(sock_why));
 	found = false;
 	if (io->tcp_value(io->ctx, &r->defs, SQL_SKIP_NETWORKING, val, sizeof(val), &found, &e) == 0)
-		ok = hc_judge_tcp_connect(val, found, NULL, tcp_why, sizeof(tcp_why));
+		ok = healthcheck_judge_tcp_connect(val, found, NULL, tcp_why, sizeof(tcp_why));
 	else {
 		char d[300];
 
 		io->describe(io->ctx, &e, d, sizeof(d));
-		ok = hc_judge_tcp_connect(NULL, false, &e, tcp_why, sizeof(tcp_why));
+		ok = healthcheck_judge_tcp_connect(NULL, false, &e, tcp_why, sizeof(tcp_why));
 		if (!ok)
 			snprintf(tcp_why, sizeof(tcp_why), "%s", d);
 	}
@@ -443,14 +493,32 @@ static bool test_connect(struct hc_run *r, const struct hc_io *io, char *reason,
 	return ok;
 }
 
-bool hc_run_test(struct hc_run *r, enum hc_test t, const struct hc_io *io, char *reason, size_t len)
+/* The replication test: SHOW ... STATUS as the settings say, judged. */
+static bool test_replication(struct hc_run *r, const struct hc_io *io, char *reason, size_t len)
 {
-	struct statusmap status = { 0 };
 	struct statusmap rows[64];
 	struct db_err e;
-	char val[512], sql[400], path[1100];
-	bool found = false, ok = false;
+	char sql[400];
 	size_t nrows = 0;
+	bool ok = false;
+
+	memset(rows, 0, sizeof(rows));
+	healthcheck_replication_sql(&r->repl, sql, sizeof(sql));
+	if (io->socket_rows(io->ctx, &r->defs, sql, rows, SK_ARRAY_LEN(rows), &nrows, &e) < 0)
+		io->describe(io->ctx, &e, reason, len);
+	else
+		ok = healthcheck_judge_replication(rows, nrows, &r->repl, reason, len);
+	for (size_t i = 0; i < SK_ARRAY_LEN(rows); i++)
+		statusmap_free(&rows[i]);
+	return ok;
+}
+
+bool healthcheck_run_test(struct hc_run *r, enum hc_test t, const struct hc_io *io, char *reason, size_t len)
+{
+	struct statusmap status = { 0 };
+	struct db_err e;
+	char val[512], path[1100];
+	bool found = false, ok = false;
 
 	reason[0] = '\0';
 	switch (t) {
@@ -465,43 +533,34 @@ bool hc_run_test(struct hc_run *r, enum hc_test t, const struct hc_io *io, char 
 				     sizeof(val), &found, &e) < 0)
 			io->describe(io->ctx, &e, reason, len);
 		else if (t == HC_INNODB_INITIALIZED)
-			ok = hc_judge_innodb_initialized(val, found, reason, len);
+			ok = healthcheck_judge_innodb_initialized(val, found, reason, len);
 		else
-			ok = hc_judge_buffer_pool_loaded(val, found, reason, len);
+			ok = healthcheck_judge_buffer_pool_loaded(val, found, reason, len);
 		break;
 	case HC_GALERA_ONLINE:
 	case HC_GALERA_READY:
 		if (io->socket_status(io->ctx, &r->defs, &status, &e) < 0)
 			io->describe(io->ctx, &e, reason, len);
 		else if (t == HC_GALERA_ONLINE)
-			ok = hc_judge_galera_online(&status, reason, len);
+			ok = healthcheck_judge_galera_online(&status, reason, len);
 		else
-			ok = hc_judge_galera_ready(&status, reason, len);
+			ok = healthcheck_judge_galera_ready(&status, reason, len);
 		statusmap_free(&status);
 		break;
-	case HC_REPLICATION:
-		memset(rows, 0, sizeof(rows));
-		hc_replication_sql(&r->repl, sql, sizeof(sql));
-		if (io->socket_rows(io->ctx, &r->defs, sql, rows, SK_ARRAY_LEN(rows), &nrows, &e) < 0)
-			io->describe(io->ctx, &e, reason, len);
-		else
-			ok = hc_judge_replication(rows, nrows, &r->repl, reason, len);
-		for (size_t i = 0; i < SK_ARRAY_LEN(rows); i++)
-			statusmap_free(&rows[i]);
-		break;
+	case HC_REPLICATION: ok = test_replication(r, io, reason, len); break;
 	case HC_MARIADBUPGRADE:
 		snprintf(path, sizeof(path), "%s/mariadb_upgrade_info", r->datadir ? r->datadir : "");
 		ok = io->upgrade_locked(io->ctx, path, reason, len) == 0;
 		break;
 	case HC_NTESTS: break;
 	}
-	record(r, hc_test_str(t), ok, reason);
+	record(r, healthcheck_test_str(t), ok, reason);
 	return ok;
 }
 
 /* ---- pure verdicts ---------------------------------------------------------------------- */
 
-bool hc_judge_innodb_initialized(const char *value, bool found, char *reason, size_t len)
+bool healthcheck_judge_innodb_initialized(const char *value, bool found, char *reason, size_t len)
 {
 	if (found && value && strcmp(value, "1") == 0) {
 		snprintf(reason, len, "InnoDB initialized");
@@ -511,7 +570,7 @@ bool hc_judge_innodb_initialized(const char *value, bool found, char *reason, si
 	return false;
 }
 
-bool hc_judge_buffer_pool_loaded(const char *value, bool found, char *reason, size_t len)
+bool healthcheck_judge_buffer_pool_loaded(const char *value, bool found, char *reason, size_t len)
 {
 	bool ok = found && value && strstr(value, "load completed");
 
@@ -519,7 +578,7 @@ bool hc_judge_buffer_pool_loaded(const char *value, bool found, char *reason, si
 	return ok;
 }
 
-bool hc_judge_galera_online(const struct statusmap *status, char *reason, size_t len)
+bool healthcheck_judge_galera_online(const struct statusmap *status, char *reason, size_t len)
 {
 	/* The script's test is wsrep_local_state == 4; a donor is simply not synced. */
 	struct galera_rules rules = { .need_synced = true, .synced_only = true, .readonly_ok = true };
@@ -530,7 +589,7 @@ bool hc_judge_galera_online(const struct statusmap *status, char *reason, size_t
 	return v.up;
 }
 
-bool hc_judge_galera_ready(const struct statusmap *status, char *reason, size_t len)
+bool healthcheck_judge_galera_ready(const struct statusmap *status, char *reason, size_t len)
 {
 	const char *ready = statusmap_get(status, "wsrep_ready");
 
@@ -558,54 +617,60 @@ static bool over(const char *limit, const char *value, const char *field, char *
 	return lim < v;
 }
 
-bool hc_judge_replication(const struct statusmap *rows, size_t nrows, const struct hc_repl *s, char *reason, size_t len)
+/* One replication connection against the settings: false with the reason when it fails. */
+static bool repl_row_ok(const struct statusmap *row, const struct hc_repl *s, char *reason, size_t len)
 {
-	for (size_t i = 0; i < nrows; i++) {
-		const struct statusmap *row = &rows[i];
-		const char *conn = statusmap_get(row, "Connection_name");
-		const char *io = statusmap_get(row, "Slave_IO_Running");
-		const char *sql = statusmap_get(row, "Slave_SQL_Running");
-		const char *sbm = statusmap_get(row, "Seconds_Behind_Master");
-		const char *srd = statusmap_get(row, "SQL_Remaining_Delay");
-		const char *ioerr = statusmap_get(row, "Last_IO_Errno");
-		const char *sqlerr = statusmap_get(row, "Last_SQL_Errno");
-		char who[120] = "";
-		bool bad;
+	const char *conn = statusmap_get(row, "Connection_name");
+	const char *io = statusmap_get(row, "Slave_IO_Running");
+	const char *sql = statusmap_get(row, "Slave_SQL_Running");
+	const char *sbm = statusmap_get(row, "Seconds_Behind_Master");
+	const char *srd = statusmap_get(row, "SQL_Remaining_Delay");
+	const char *ioerr = statusmap_get(row, "Last_IO_Errno");
+	const char *sqlerr = statusmap_get(row, "Last_SQL_Errno");
+	char who[120] = "";
+	bool bad;
 
-		if (conn && *conn)
-			snprintf(who, sizeof(who), "connection '%s': ", conn);
-		if (s->io && io && strcmp(io, "No") == 0) {
-			snprintf(reason, len, "%sSlave_IO_Running=No%s%s", who,
-				 ioerr && strcmp(ioerr, "0") ? ", Last_IO_Errno=" : "",
-				 ioerr && strcmp(ioerr, "0") ? ioerr : "");
+	if (conn && *conn)
+		snprintf(who, sizeof(who), "connection '%s': ", conn);
+	if (s->io && io && strcmp(io, "No") == 0) {
+		snprintf(reason, len, "%sSlave_IO_Running=No%s%s", who,
+			 ioerr && strcmp(ioerr, "0") ? ", Last_IO_Errno=" : "",
+			 ioerr && strcmp(ioerr, "0") ? ioerr : "");
+		return false;
+	}
+	if (s->sql && sql && strcmp(sql, "No") == 0) {
+		snprintf(reason, len, "%sSlave_SQL_Running=No%s%s", who,
+			 sqlerr && strcmp(sqlerr, "0") ? ", Last_SQL_Errno=" : "",
+			 sqlerr && strcmp(sqlerr, "0") ? sqlerr : "");
+		return false;
+	}
+	if (s->seconds_behind_master && statusmap_has(row, "Seconds_Behind_Master")) {
+		if (!sbm) {
+			snprintf(reason, len, "%sSeconds_Behind_Master=NULL", who);
 			return false;
 		}
-		if (s->sql && sql && strcmp(sql, "No") == 0) {
-			snprintf(reason, len, "%sSlave_SQL_Running=No%s%s", who,
-				 sqlerr && strcmp(sqlerr, "0") ? ", Last_SQL_Errno=" : "",
-				 sqlerr && strcmp(sqlerr, "0") ? sqlerr : "");
-			return false;
-		}
-		if (s->seconds_behind_master && statusmap_has(row, "Seconds_Behind_Master")) {
-			if (!sbm) {
-				snprintf(reason, len, "%sSeconds_Behind_Master=NULL", who);
-				return false;
-			}
-			if (over(s->seconds_behind_master, sbm, "seconds_behind_master", reason, len, &bad)) {
-				if (!bad)
-					snprintf(reason, len, "%sSeconds_Behind_Master=%s > %s", who, sbm,
-						 s->seconds_behind_master);
-				return false;
-			}
-		}
-		if (s->sql_remaining_delay && srd &&
-		    over(s->sql_remaining_delay, srd, "sql_remaining_delay", reason, len, &bad)) {
+		if (over(s->seconds_behind_master, sbm, "seconds_behind_master", reason, len, &bad)) {
 			if (!bad)
-				snprintf(reason, len, "%sSQL_Remaining_Delay=%s > %s", who, srd,
-					 s->sql_remaining_delay);
+				snprintf(reason, len, "%sSeconds_Behind_Master=%s > %s", who, sbm,
+					 s->seconds_behind_master);
 			return false;
 		}
 	}
+	if (s->sql_remaining_delay && srd &&
+	    over(s->sql_remaining_delay, srd, "sql_remaining_delay", reason, len, &bad)) {
+		if (!bad)
+			snprintf(reason, len, "%sSQL_Remaining_Delay=%s > %s", who, srd, s->sql_remaining_delay);
+		return false;
+	}
+	return true;
+}
+
+bool healthcheck_judge_replication(const struct statusmap *rows, size_t nrows, const struct hc_repl *s, char *reason,
+				   size_t len)
+{
+	for (size_t i = 0; i < nrows; i++)
+		if (!repl_row_ok(&rows[i], s, reason, len))
+			return false;
 	if (nrows == 0)
 		snprintf(reason, len, "not a replica (no replication status): passes");
 	else
@@ -613,7 +678,7 @@ bool hc_judge_replication(const struct statusmap *rows, size_t nrows, const stru
 	return true;
 }
 
-bool hc_judge_tcp_connect(const char *value, bool found, const struct db_err *e, char *reason, size_t len)
+bool healthcheck_judge_tcp_connect(const char *value, bool found, const struct db_err *e, char *reason, size_t len)
 {
 	if (!e) {
 		if (found && value && strcmp(value, "0") == 0) {
@@ -635,7 +700,7 @@ bool hc_judge_tcp_connect(const char *value, bool found, const struct db_err *e,
 	return false;
 }
 
-void hc_replication_sql(const struct hc_repl *s, char *buf, size_t len)
+void healthcheck_replication_sql(const struct hc_repl *s, char *buf, size_t len)
 {
 	char name[200];
 	size_t k = 0;
@@ -659,7 +724,7 @@ void hc_replication_sql(const struct hc_repl *s, char *buf, size_t len)
 
 /* ---- the I/O against mysqld ------------------------------------------------------------- */
 
-void hc_dbio_init(struct hc_dbio *d, const deadline_t *dl, long budget_ms, const char *timeout_setting)
+void healthcheck_dbio_init(struct hc_dbio *d, const deadline_t *dl, long budget_ms, const char *timeout_setting)
 {
 	memset(d, 0, sizeof(*d));
 	d->dl = dl;
@@ -667,7 +732,7 @@ void hc_dbio_init(struct hc_dbio *d, const deadline_t *dl, long budget_ms, const
 	d->timeout_setting = timeout_setting;
 }
 
-void hc_dbio_close(struct hc_dbio *d)
+void healthcheck_dbio_close(struct hc_dbio *d)
 {
 	db_close(&d->db);
 	d->tried = false;
@@ -824,7 +889,7 @@ static int dbio_tcp_value(void *ctx, const struct hc_defaults *defs, const char 
 	return rc;
 }
 
-int hc_upgrade_locked(const char *path, char *why, size_t whylen)
+int healthcheck_upgrade_locked(const char *path, char *why, size_t whylen)
 {
 	int fd;
 
@@ -851,7 +916,7 @@ int hc_upgrade_locked(const char *path, char *why, size_t whylen)
 	return 0;
 }
 
-int hc_sst_running(void *ctx, const char *datadir, char *why, size_t whylen)
+int healthcheck_sst_running(void *ctx, const char *datadir, char *why, size_t whylen)
 {
 	struct sst_policy policy = { .grace_s = 300 };
 	struct sst_evidence ev;
@@ -868,12 +933,12 @@ int hc_sst_running(void *ctx, const char *datadir, char *why, size_t whylen)
 static int dbio_upgrade_locked(void *ctx, const char *path, char *why, size_t whylen)
 {
 	(void)ctx;
-	return hc_upgrade_locked(path, why, whylen);
+	return healthcheck_upgrade_locked(path, why, whylen);
 }
 
 static void dbio_reset(void *ctx)
 {
-	hc_dbio_close(ctx);
+	healthcheck_dbio_close(ctx);
 }
 
 static void dbio_describe(void *ctx, const struct db_err *e, char *buf, size_t len)
@@ -889,7 +954,7 @@ static void dbio_describe(void *ctx, const struct db_err *e, char *buf, size_t l
 		probe_describe_error(e, &pc, d->budget_ms, d->timeout_setting, buf, len);
 }
 
-struct hc_io hc_dbio_ops(struct hc_dbio *d, int (*su)(void *ctx, const char *user, char *err, size_t errlen))
+struct hc_io healthcheck_dbio_ops(struct hc_dbio *d, int (*su)(void *ctx, const char *user, char *err, size_t errlen))
 {
 	struct hc_io io = {
 		.socket_value = dbio_socket_value,
@@ -899,7 +964,7 @@ struct hc_io hc_dbio_ops(struct hc_dbio *d, int (*su)(void *ctx, const char *use
 		.upgrade_locked = dbio_upgrade_locked,
 		.reset = dbio_reset,
 		.describe = dbio_describe,
-		.sst_running = hc_sst_running,
+		.sst_running = healthcheck_sst_running,
 		.su = su,
 		.ctx = d,
 	};

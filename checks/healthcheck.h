@@ -24,9 +24,9 @@ enum hc_test {
 };
 
 /* The test's name as on the command line (without "--"). */
-const char *hc_test_str(enum hc_test t);
+const char *healthcheck_test_str(enum hc_test t);
 /* The test called `name`, or -1. */
-int hc_test_find(const char *name);
+int healthcheck_test_find(const char *name);
 
 /* One argument (or an argument and its value) of the command line. */
 enum hc_step_kind {
@@ -57,11 +57,11 @@ struct hc_parser {
 
 /* Is `arg` one of healthcheck's own options (read by opts_parse before the walk, skipped by it)?
  * 0 no, 1 a flag or "--name=value", 2 "--name" whose value is the next argument. */
-int hc_own_option(const char *arg);
+int healthcheck_own_option(const char *arg);
 
-void hc_parser_init(struct hc_parser *p, int argc, char **argv);
+void healthcheck_parser_init(struct hc_parser *p, int argc, char **argv);
 /* Fill `s` with the next step; false at the end of the arguments. Pure: reads argv only. */
-bool hc_parser_next(struct hc_parser *p, struct hc_step *s);
+bool healthcheck_parser_next(struct hc_parser *p, struct hc_step *s);
 
 /* The replication settings (--replication_*); NULL or "" means unset, as in the script. */
 struct hc_repl {
@@ -127,34 +127,34 @@ struct hc_run {
 };
 
 /* Set up the state as the script starts (the default extra file when it exists). */
-void hc_run_init(struct hc_run *r, const char *default_datadir, FILE *err);
-void hc_run_free(struct hc_run *r);
+void healthcheck_run_init(struct hc_run *r, const char *default_datadir, FILE *err);
+void healthcheck_run_free(struct hc_run *r);
 
 /* Run the whole command line; returns the exit code (0 healthy, 1 not). */
-int hc_run_args(struct hc_run *r, int argc, char **argv, const struct hc_io *io);
+int healthcheck_run_args(struct hc_run *r, int argc, char **argv, const struct hc_io *io);
 
 /* Run one test now with the current settings; fills `reason`, returns true when it passes. */
-bool hc_run_test(struct hc_run *r, enum hc_test t, const struct hc_io *io, char *reason, size_t len);
+bool healthcheck_run_test(struct hc_run *r, enum hc_test t, const struct hc_io *io, char *reason, size_t len);
 
 /* Pure verdicts. `value`/`found`: the query's answer. */
-bool hc_judge_innodb_initialized(const char *value, bool found, char *reason, size_t len);
-bool hc_judge_buffer_pool_loaded(const char *value, bool found, char *reason, size_t len);
-bool hc_judge_galera_online(const struct statusmap *status, char *reason, size_t len);
-bool hc_judge_galera_ready(const struct statusmap *status, char *reason, size_t len);
+bool healthcheck_judge_innodb_initialized(const char *value, bool found, char *reason, size_t len);
+bool healthcheck_judge_buffer_pool_loaded(const char *value, bool found, char *reason, size_t len);
+bool healthcheck_judge_galera_online(const struct statusmap *status, char *reason, size_t len);
+bool healthcheck_judge_galera_ready(const struct statusmap *status, char *reason, size_t len);
 /* SHOW [ALL] REPLICA[S] STATUS rows against the settings, in the script's field order. */
-bool hc_judge_replication(const struct statusmap *rows, size_t nrows, const struct hc_repl *s, char *reason,
-			  size_t len);
+bool healthcheck_judge_replication(const struct statusmap *rows, size_t nrows, const struct hc_repl *s, char *reason,
+				   size_t len);
 /* The connect test's TCP answer: skip_networking 0 passes, 1 fails; errors that prove a server
  * answered (access denied 28000, 1820 password expired, 4151 account locked, 1226 resource
  * limit) pass; 2002 and anything else fail. `e` NULL: the query answered `value`. */
-bool hc_judge_tcp_connect(const char *value, bool found, const struct db_err *e, char *reason, size_t len);
+bool healthcheck_judge_tcp_connect(const char *value, bool found, const struct db_err *e, char *reason, size_t len);
 
 /* The mariadbupgrade test's lock probe: 1 when `path` is readable and locked by another process
  * (flock LOCK_EX|LOCK_NB, released at once), 0 when free or absent; `why` says which. */
-int hc_upgrade_locked(const char *path, char *why, size_t whylen);
+int healthcheck_upgrade_locked(const char *path, char *why, size_t whylen);
 
 /* The SHOW ... REPLICA ... STATUS statement for the settings, the name quoted. */
-void hc_replication_sql(const struct hc_repl *s, char *buf, size_t len);
+void healthcheck_replication_sql(const struct hc_repl *s, char *buf, size_t len);
 
 /* The I/O against a real server: one socket connection reused by every test, under one deadline. */
 struct hc_dbio {
@@ -169,13 +169,13 @@ struct hc_dbio {
 	const char *user, *password; /* --user, --password-file/HEALTHCHECK_PASSWORD: over the option files */
 };
 
-void hc_dbio_init(struct hc_dbio *d, const deadline_t *dl, long budget_ms, const char *timeout_setting);
-void hc_dbio_close(struct hc_dbio *d);
+void healthcheck_dbio_init(struct hc_dbio *d, const deadline_t *dl, long budget_ms, const char *timeout_setting);
+void healthcheck_dbio_close(struct hc_dbio *d);
 /* The SST evidence of `datadir` through /proc (sst_gather, sst_liveness_before with the default
  * grace): an hc_io sst_running. */
-int hc_sst_running(void *ctx, const char *datadir, char *why, size_t whylen);
+int healthcheck_sst_running(void *ctx, const char *datadir, char *why, size_t whylen);
 
 /* An hc_io over `d`; `su` may be NULL. */
-struct hc_io hc_dbio_ops(struct hc_dbio *d, int (*su)(void *ctx, const char *user, char *err, size_t errlen));
+struct hc_io healthcheck_dbio_ops(struct hc_dbio *d, int (*su)(void *ctx, const char *user, char *err, size_t errlen));
 
 #endif

@@ -11,12 +11,11 @@
 #include "healthcheck.h"
 #include "log.h"
 #include "probe.h"
-#include "proc.h"
 #include "secret.h"
 
 /* clang-format off */
 /* The table drives --help and docs/options/healthcheck.md. The tests and the script's options are
- * read in order by hc_parser_next (as the script does); --timeout, --json and the environment go
+ * read in order by healthcheck_parser_next (as the script does); --timeout, --json and the environment go
  * through opts_parse before the run. */
 static const struct opt_def options[] = {
 	{"connect", 0, OPT_FLAG, NULL, NULL, NULL, 0, 0, NULL,
@@ -109,7 +108,7 @@ static int own_options(int argc, char **argv, char **out)
 	out[n++] = argv[0];
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
-		int own = hc_own_option(a);
+		int own = healthcheck_own_option(a);
 
 		if (own || strcmp(a, "--help") == 0 || strcmp(a, "--version") == 0 || strcmp(a, "--help-markdown") == 0)
 			out[n++] = argv[i];
@@ -143,9 +142,75 @@ static void print_json(const struct hc_run *r, int rc, int64_t started)
 	sk_buf_free(&b);
 }
 
-int main(int argc, char **argv)
+struct healthcheck_settings {
+	struct probe_settings p;
+	const char *datadir;
+	const char *user; /* --user; NULL: the option files' */
+	char *password; /* --password-file's content or --password; NULL: the option files' */
+	bool alive_during_sst;
+};
+
+static int settings_load(struct opts *o, void *settings, char *err, size_t errlen)
 {
-	struct opts o = {
+	struct healthcheck_settings *s = settings;
+
+	if (opt_str(o, "password-file")) {
+		char why[512];
+
+		s->password = secret_read_file(opt_str(o, "password-file"), why, sizeof(why));
+		if (!s->password)
+			return sk_err(err, errlen, "password file %s", why);
+	} else if (opt_str(o, "password")) {
+		s->password = xstrdup(opt_str(o, "password"));
+	}
+	s->p.json = opt_flag(o, "json");
+	s->p.budget_ms = (long)(opt_num(o, "timeout") * 1000);
+	s->p.timeout_setting = opt_given(o, "timeout") && strncmp(opt_source(o, "timeout"), "env", 3) == 0
+				       ? "HEALTHCHECK_TIMEOUT"
+				       : "--timeout";
+	s->datadir = opt_str(o, "datadir");
+	s->user = opt_str(o, "user");
+	s->alive_during_sst = opt_flag(o, "alive-during-sst");
+	return 0;
+}
+
+static void settings_free(void *settings)
+{
+	struct healthcheck_settings *s = settings;
+
+	if (s->password) {
+		sk_wipe(s->password, strlen(s->password));
+		free(s->password);
+	}
+}
+
+/* The tests and the script's options, strictly left to right, under one deadline. */
+static int run(void *settings, int argc, char **argv, int64_t started)
+{
+	const struct healthcheck_settings *s = settings;
+	deadline_t dl = deadline_in_ms(s->p.budget_ms);
+	struct hc_run hc;
+	struct hc_dbio dbio;
+	struct hc_io io;
+	int rc;
+
+	healthcheck_run_init(&hc, s->datadir, stderr);
+	hc.alive_during_sst = s->alive_during_sst;
+	healthcheck_dbio_init(&dbio, &dl, s->p.budget_ms, s->p.timeout_setting);
+	dbio.user = s->user;
+	dbio.password = s->password;
+	io = healthcheck_dbio_ops(&dbio, su_to);
+	rc = healthcheck_run_args(&hc, argc, argv, &io);
+	if (s->p.json)
+		print_json(&hc, rc, started);
+	healthcheck_dbio_close(&dbio);
+	healthcheck_run_free(&hc);
+	return rc;
+}
+
+static const struct probe_kind healthcheck_kind = {
+	.name = "healthcheck",
+	.opts = {
 		.prog = "healthcheck",
 		.version = SIDEKICK_VERSION,
 		.synopsis = "TEST-OR-OPTION...",
@@ -160,59 +225,17 @@ int main(int argc, char **argv)
 		.exit_status = "0 healthy, 1 not healthy or bad arguments (as healthcheck.sh; Docker reserves 2).",
 		.defs = options,
 		.ndefs = SK_ARRAY_LEN(options),
-	};
-	char **own = xcalloc((size_t)argc + 1, sizeof(char *));
-	char err[512], *password = NULL;
-	int64_t started = deadline_now_us();
-	struct hc_run run;
-	struct hc_dbio dbio;
-	struct hc_io io;
-	const char *setting;
-	enum opts_result pr;
-	long budget_ms;
-	deadline_t dl;
-	int rc;
+	},
+	.log_level = LOG_WARN,
+	.usage_exit = 1,
+	.own_args = own_options,
+	.settings_size = sizeof(struct healthcheck_settings),
+	.settings_load = settings_load,
+	.settings_free = settings_free,
+	.run = run,
+};
 
-	proc_no_dumps(); /* before any password is read */
-	log_setup(argv[0], LOG_TEXT, LOG_WARN, stderr);
-	pr = opts_parse(&o, own_options(argc, argv, own), own, err, sizeof(err));
-	free(own);
-	if (pr != OPTS_OK) {
-		if (pr == OPTS_ERROR)
-			fprintf(stderr, "healthcheck: %s\n", err);
-		opts_free(&o);
-		return pr == OPTS_EXIT ? 0 : 1;
-	}
-	if (opt_str(&o, "password-file")) {
-		password = secret_read_file(opt_str(&o, "password-file"), err, sizeof(err));
-		if (!password) {
-			fprintf(stderr, "healthcheck: password file %s\n", err);
-			opts_free(&o);
-			return 1;
-		}
-	} else if (opt_str(&o, "password")) {
-		password = xstrdup(opt_str(&o, "password"));
-	}
-	budget_ms = (long)(opt_num(&o, "timeout") * 1000);
-	setting = opt_given(&o, "timeout") && strncmp(opt_source(&o, "timeout"), "env", 3) == 0 ? "HEALTHCHECK_TIMEOUT"
-												: "--timeout";
-	dl = deadline_in_ms(budget_ms);
-
-	hc_run_init(&run, opt_str(&o, "datadir"), stderr);
-	run.alive_during_sst = opt_flag(&o, "alive-during-sst");
-	hc_dbio_init(&dbio, &dl, budget_ms, setting);
-	dbio.user = opt_str(&o, "user");
-	dbio.password = password;
-	io = hc_dbio_ops(&dbio, su_to);
-	rc = hc_run_args(&run, argc, argv, &io);
-	if (opt_flag(&o, "json"))
-		print_json(&run, rc, started);
-	hc_dbio_close(&dbio);
-	hc_run_free(&run);
-	if (password) {
-		sk_wipe(password, strlen(password));
-		free(password);
-	}
-	opts_free(&o);
-	return rc;
+int main(int argc, char **argv)
+{
+	return probe_main(&healthcheck_kind, argc, argv);
 }

@@ -5,7 +5,6 @@
 #include "galera.h"
 #include "log.h"
 #include "probe.h"
-#include "proc.h"
 
 /* clang-format off */
 static const struct opt_def options[] = {
@@ -26,9 +25,51 @@ static const struct opt_def options[] = {
 };
 /* clang-format on */
 
-int main(int argc, char **argv)
+struct liveness_settings {
+	struct probe_settings p;
+	struct probe_sst sst;
+	const char *state_file;
+};
+
+static int settings_load(struct opts *o, void *settings, char *err, size_t errlen)
 {
-	struct opts o = {
+	struct liveness_settings *s = settings;
+
+	(void)err;
+	(void)errlen;
+	probe_settings_load(o, &s->p);
+	probe_k8s_settings_load(o, "LIVENESS_CHECK_TIMEOUT", &s->p);
+	probe_sst_settings_load(o, &s->sst);
+	s->state_file = opt_str(o, "state-file");
+	return 0;
+}
+
+static bool before(void *settings, struct probe_verdict *v)
+{
+	struct liveness_settings *s = settings;
+
+	return probe_liveness_before(&s->sst, v);
+}
+
+static int fetch(const void *settings, const struct probe_conn *pc, const deadline_t *dl, struct probe_fetch *f,
+		 struct db_err *e)
+{
+	(void)settings;
+	return probe_fetch_galera(pc, dl, &f->status, NULL, e);
+}
+
+static void judge(void *settings, bool fetched, const struct probe_fetch *f, const struct db_err *e,
+		  const struct probe_conn *pc, struct probe_verdict *v)
+{
+	struct liveness_settings *s = settings;
+
+	probe_liveness_judge(fetched, &f->status, e, s->state_file, &s->sst, pc, s->p.budget_ms, s->p.timeout_setting,
+			     v);
+}
+
+static const struct probe_kind liveness_kind = {
+	.name = "liveness",
+	.opts = {
 		.prog = "liveness-check",
 		.version = SIDEKICK_VERSION,
 		.synopsis = "[OPTION]...",
@@ -41,51 +82,17 @@ int main(int argc, char **argv)
 		.ndefs = SK_ARRAY_LEN(options),
 		.config_opt = "config",
 		.max_args = 3,
-	};
-	struct probe_verdict v;
-	struct probe_sst sst;
-	struct probe_conn pc;
-	struct statusmap status = { 0 };
-	struct db_err e;
-	char err[512];
-	int64_t started = deadline_now_us();
-	const char *setting;
-	long budget_ms;
-	deadline_t dl;
-	int rc;
-	bool json, fetched;
+	},
+	.log_level = LOG_WARN,
+	.ignored_args = "as by liveness-check.sh",
+	.settings_size = sizeof(struct liveness_settings),
+	.settings_load = settings_load,
+	.before = before,
+	.fetch = fetch,
+	.judge = judge,
+};
 
-	proc_no_dumps(); /* before any password is read */
-	log_setup(argv[0], LOG_TEXT, LOG_WARN, stderr);
-	if ((rc = opts_parse_main(&o, argc, argv)) >= 0)
-		return rc;
-	json = opt_flag(&o, "json");
-	if (o.nargs)
-		fprintf(stderr, "liveness-check: warning: positional arguments are ignored (as by liveness-check.sh); "
-				"never pass a password on the command line\n");
-
-	probe_sst_from_opts(&o, &sst);
-	if (probe_liveness_before(&sst, &v)) {
-		rc = probe_report("liveness", json, true, v.reason, v.msg, stdout, started);
-		opts_free(&o);
-		return rc;
-	}
-
-	if (probe_conn_setup(&o, &pc, err, sizeof(err)) < 0) {
-		fprintf(stderr, "liveness-check: %s\n", err);
-		opts_free(&o);
-		return 2;
-	}
-	budget_ms = opt_given(&o, "timeout") ? (long)(opt_num(&o, "timeout") * 1000)
-					     : probe_k8s_deadline_ms(opt_int(&o, "k8s-timeout"));
-	setting = opt_given(&o, "timeout") ? "--timeout" : "LIVENESS_CHECK_TIMEOUT";
-	dl = deadline_in_ms(budget_ms);
-
-	fetched = probe_fetch_galera(&pc, &dl, &status, NULL, &e) == 0;
-	probe_liveness_judge(fetched, &status, &e, opt_str(&o, "state-file"), &sst, &pc, budget_ms, setting, &v);
-	rc = probe_report("liveness", json, v.up, v.reason, v.msg, stdout, started);
-	statusmap_free(&status);
-	probe_conn_free(&pc);
-	opts_free(&o);
-	return rc;
+int main(int argc, char **argv)
+{
+	return probe_main(&liveness_kind, argc, argv);
 }

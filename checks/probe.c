@@ -15,66 +15,109 @@
 #include "mycnf.h"
 #include "secret.h"
 
-int probe_conn_setup(const struct opts *o, struct probe_conn *pc, char *err, size_t errlen)
+void probe_conn_settings_load(const struct opts *o, struct probe_conn_settings *cs)
 {
-	struct mycnf cnf = { 0 };
-	const char *dfile = opt_str(o, "defaults-extra-file");
-	const char *pwfile = opt_str(o, "password-file");
+	memset(cs, 0, sizeof(*cs));
+	cs->host = opt_str(o, "host");
+	cs->host_given = opt_given(o, "host");
+	cs->port = opt_int(o, "port");
+	cs->port_given = opt_given(o, "port");
+	cs->socket = opt_str(o, "socket");
+	cs->socket_given = opt_given(o, "socket");
+	cs->user = opt_str(o, "user");
+	cs->user_given = opt_given(o, "user");
+	cs->password = opt_str(o, "password");
+	cs->password_file = opt_str(o, "password-file");
+	cs->password_file_given = opt_given(o, "password-file");
+	cs->defaults_extra_file = opt_str(o, "defaults-extra-file");
+	/* Only a command-line flag insists on the file; from the environment (the scripts'
+	 * DEFAULTS_EXTRA_FILE), a config file or the positional form it is used when
+	 * readable and skipped otherwise, as the scripts' `[ -r ]` test does. */
+	cs->defaults_extra_file_explicit =
+		opt_given(o, "defaults-extra-file") && opt_source(o, "defaults-extra-file")[0] == '-';
+	cs->tls = opt_flag(o, "tls");
+	cs->tls_ca = opt_str(o, "tls-ca");
+	cs->tls_cert = opt_str(o, "tls-cert");
+	cs->tls_key = opt_str(o, "tls-key");
+	cs->tls_verify = opt_flag(o, "tls-verify");
+}
+
+/* The option file applies only when readable, as the scripts did with [ -r ]. An explicit
+ * file that is unreadable or malformed is a configuration error. */
+static int read_option_file(const struct probe_conn_settings *cs, struct mycnf *cnf, char *err, size_t errlen)
+{
+	const char *dfile = cs->defaults_extra_file;
 	char why[300];
-	long port = opt_int(o, "port");
 
-	memset(pc, 0, sizeof(*pc));
-	/* The option file applies only when readable, as the scripts did with [ -r ]. An explicit
-	 * file that is unreadable or malformed is a configuration error. */
-	if (dfile && *dfile) {
-		/* Only a command-line flag insists on the file; from the environment (the scripts'
-		 * DEFAULTS_EXTRA_FILE), a config file or the positional form it is used when
-		 * readable and skipped otherwise, as the scripts' `[ -r ]` test does. */
-		bool explicit = opt_given(o, "defaults-extra-file") && opt_source(o, "defaults-extra-file")[0] == '-';
-
-		if (access(dfile, R_OK) == 0 || explicit) {
-			if (mycnf_read(dfile, NULL, &cnf, why, sizeof(why)) < 0) {
-				if (explicit || access(dfile, R_OK) == 0)
-					return sk_err(err, errlen, "defaults-extra-file %s", why);
-			}
+	if (!dfile || !*dfile)
+		return 0;
+	if (access(dfile, R_OK) == 0 || cs->defaults_extra_file_explicit) {
+		if (mycnf_read(dfile, NULL, cnf, why, sizeof(why)) < 0) {
+			if (cs->defaults_extra_file_explicit || access(dfile, R_OK) == 0)
+				return sk_err(err, errlen, "defaults-extra-file %s", why);
 		}
 	}
+	return 0;
+}
 
-	if (opt_given(o, "user") || !cnf.user)
-		pc->user = xstrdup(opt_str(o, "user") ? opt_str(o, "user") : "");
+/* User and password: options over the option file, a password file over both. */
+static int pick_credentials(const struct probe_conn_settings *cs, const struct mycnf *cnf, struct probe_conn *pc,
+			    char *err, size_t errlen)
+{
+	const char *pwfile = cs->password_file;
+	char why[300];
+
+	if (cs->user_given || !cnf->user)
+		pc->user = xstrdup(cs->user ? cs->user : "");
 	else
-		pc->user = xstrdup(cnf.user);
+		pc->user = xstrdup(cnf->user);
 
-	if (pwfile && (opt_given(o, "password-file") || probe_file_exists(pwfile))) {
+	if (pwfile && (cs->password_file_given || probe_file_exists(pwfile))) {
 		pc->password = secret_read_file(pwfile, why, sizeof(why));
-		if (!pc->password) {
-			mycnf_free(&cnf);
-			probe_conn_free(pc);
+		if (!pc->password)
 			return sk_err(err, errlen, "password file %s", why);
-		}
-	} else if (cnf.password) {
-		pc->password = xstrdup(cnf.password);
-	} else if (opt_str(o, "password")) {
-		pc->password = xstrdup(opt_str(o, "password"));
+	} else if (cnf->password) {
+		pc->password = xstrdup(cnf->password);
+	} else if (cs->password) {
+		pc->password = xstrdup(cs->password);
 	} else {
 		pc->password = xstrdup("");
 	}
+	return 0;
+}
 
-	if (opt_given(o, "socket") || (!opt_given(o, "host") && cnf.socket && !opt_str(o, "host"))) {
-		pc->socket = xstrdup(opt_given(o, "socket") ? opt_str(o, "socket") : cnf.socket);
-	}
-	if (opt_str(o, "host") && (opt_given(o, "host") || !cnf.host)) {
-		pc->host = xstrdup(opt_str(o, "host"));
-	} else if (cnf.host) {
-		pc->host = xstrdup(cnf.host);
+/* Socket, host and port: given options over the option file, then this node's first address. */
+static long pick_address(const struct probe_conn_settings *cs, const struct mycnf *cnf, struct probe_conn *pc)
+{
+	if (cs->socket_given || (!cs->host_given && cnf->socket && !cs->host))
+		pc->socket = xstrdup(cs->socket_given ? cs->socket : cnf->socket);
+	if (cs->host && (cs->host_given || !cnf->host)) {
+		pc->host = xstrdup(cs->host);
+	} else if (cnf->host) {
+		pc->host = xstrdup(cnf->host);
 	} else if (!pc->socket) {
 		char ip[64];
 
 		probe_node_ip(ip, sizeof(ip));
 		pc->host = xstrdup(ip);
 	}
-	if (!opt_given(o, "port") && cnf.port)
-		port = cnf.port;
+	return !cs->port_given && cnf->port ? cnf->port : cs->port;
+}
+
+int probe_conn_setup(const struct probe_conn_settings *cs, struct probe_conn *pc, char *err, size_t errlen)
+{
+	struct mycnf cnf = { 0 };
+	long port;
+
+	memset(pc, 0, sizeof(*pc));
+	if (read_option_file(cs, &cnf, err, errlen) < 0)
+		return -1;
+	if (pick_credentials(cs, &cnf, pc, err, errlen) < 0) {
+		mycnf_free(&cnf);
+		probe_conn_free(pc);
+		return -1;
+	}
+	port = pick_address(cs, &cnf, pc);
 	mycnf_free(&cnf);
 
 	pc->t.host = pc->host;
@@ -82,11 +125,11 @@ int probe_conn_setup(const struct opts *o, struct probe_conn *pc, char *err, siz
 	pc->t.socket = pc->socket;
 	pc->t.user = pc->user;
 	pc->t.password = pc->password;
-	pc->t.tls = opt_flag(o, "tls");
-	pc->t.tls_ca = opt_str(o, "tls-ca");
-	pc->t.tls_cert = opt_str(o, "tls-cert");
-	pc->t.tls_key = opt_str(o, "tls-key");
-	pc->t.tls_verify = opt_flag(o, "tls-verify");
+	pc->t.tls = cs->tls;
+	pc->t.tls_ca = cs->tls_ca;
+	pc->t.tls_cert = cs->tls_cert;
+	pc->t.tls_key = cs->tls_key;
+	pc->t.tls_verify = cs->tls_verify;
 	if (pc->socket && (!pc->host || strcmp(pc->host, "localhost") == 0))
 		snprintf(pc->what, sizeof(pc->what), "%s", pc->socket);
 	else if (pc->host && strchr(pc->host, ':'))
@@ -271,18 +314,36 @@ static void verdict_set(struct probe_verdict *v, bool up, const char *reason, co
 	sk_strlcpy(v->msg, msg, sizeof(v->msg));
 }
 
-bool probe_liveness_before(struct probe_sst *s, struct probe_verdict *v)
+/* mysqld's processes into the evidence, once. */
+static void read_procs(struct probe_sst *s)
+{
+	if (s->procs_read)
+		return;
+	sst_gather_procs("/proc", s->datadir, s->pid_file, &s->ev);
+	s->procs_read = true;
+}
+
+/* The verdict of the whole evidence before asking mysqld, when it decides. */
+static bool sst_decides(const struct probe_sst *s, struct probe_verdict *v)
 {
 	struct sst_verdict sv;
 
-	sst_gather("/proc", s->datadir, s->pid_file, s->recovery_file, time(NULL), &s->ev);
 	if (!sst_liveness_before(&s->ev, s->datadir, &s->policy, &sv))
 		return false;
 	verdict_set(v, sv.up, sv.reason, sv.msg);
 	return true;
 }
 
-void probe_sst_from_opts(const struct opts *o, struct probe_sst *s)
+bool probe_liveness_before(struct probe_sst *s, struct probe_verdict *v)
+{
+	sst_gather_files(s->datadir, s->recovery_file, time(NULL), &s->ev);
+	s->procs_read = false;
+	if (sst_procs_needed(&s->ev, SST_NOT_ASKED))
+		read_procs(s);
+	return sst_decides(s, v);
+}
+
+void probe_sst_settings_load(const struct opts *o, struct probe_sst *s)
 {
 	memset(s, 0, sizeof(*s));
 	s->datadir = opt_str(o, "datadir");
@@ -303,8 +364,8 @@ bool probe_readiness_bypass(const char *recovery_file, const char *datadir, stru
 	return true;
 }
 
-static void db_verdict(const char *down_word, const struct db_err *e, const struct probe_conn *pc, long budget_ms,
-		       const char *setting, struct probe_verdict *v)
+void probe_db_verdict(const char *down_word, const struct db_err *e, const struct probe_conn *pc, long budget_ms,
+		      const char *setting, struct probe_verdict *v)
 {
 	char why[400];
 
@@ -315,7 +376,7 @@ static void db_verdict(const char *down_word, const struct db_err *e, const stru
 }
 
 void probe_liveness_judge(bool fetched, const struct statusmap *status, const struct db_err *e, const char *state_file,
-			  const struct probe_sst *s, const struct probe_conn *pc, long budget_ms, const char *setting,
+			  struct probe_sst *s, const struct probe_conn *pc, long budget_ms, const char *setting,
 			  struct probe_verdict *v)
 {
 	struct galera_rules rules = { .need_primary = true, .readonly_ok = true };
@@ -329,13 +390,19 @@ void probe_liveness_judge(bool fetched, const struct statusmap *status, const st
 		v->reason = "ok";
 		snprintf(v->msg, sizeof(v->msg), "alive: %s", gv.detail);
 	} else {
+		/* mysqld's processes may say alive where mysqld did not (a joiner, --wsrep-recover). */
+		if (s && !s->procs_read && sst_procs_needed(&s->ev, SST_ANSWER_FAILED)) {
+			read_procs(s);
+			if (sst_decides(s, v))
+				return;
+		}
 		/* Whatever failed, a node that is still starting up is not killed. */
 		probe_read_state_file(state_file, state, sizeof(state));
 		if (strcmp(state, "startup") == 0) {
 			verdict_set(v, true, "startup", "MySQL is starting up, not killing it...");
 			return;
 		} else if (!fetched) {
-			db_verdict("not alive", e, pc, budget_ms, setting, v);
+			probe_db_verdict("not alive", e, pc, budget_ms, setting, v);
 		} else {
 			v->up = false;
 			v->reason = galera_reason_str(gv.reason);
@@ -346,18 +413,23 @@ void probe_liveness_judge(bool fetched, const struct statusmap *status, const st
 		sk_fmt(v->msg + strlen(v->msg), sizeof(v->msg) - strlen(v->msg), "; %s", note);
 }
 
-void probe_readiness_judge(bool fetched, const struct statusmap *status, const struct statusmap *vars,
-			   const struct db_err *e, const struct galera_rules *rules, const struct probe_conn *pc,
-			   long budget_ms, const char *setting, struct probe_verdict *v)
+void probe_settings_load(const struct opts *o, struct probe_settings *p)
 {
-	struct galera_verdict gv;
+	probe_conn_settings_load(o, &p->conn);
+	p->json = opt_flag(o, "json");
+}
 
-	if (!fetched) {
-		db_verdict("not ready", e, pc, budget_ms, setting, v);
-		return;
-	}
-	galera_judge(status, vars, rules, &gv);
-	v->up = gv.up;
-	v->reason = galera_reason_str(gv.reason);
-	snprintf(v->msg, sizeof(v->msg), "%s: %s", gv.up ? "ready" : "not ready", gv.detail);
+void probe_k8s_settings_load(const struct opts *o, const char *env, struct probe_settings *p)
+{
+	bool given = opt_given(o, "timeout");
+
+	p->budget_ms = given ? (long)(opt_num(o, "timeout") * 1000) : probe_k8s_deadline_ms(opt_int(o, "k8s-timeout"));
+	p->timeout_setting = given ? "--timeout" : env;
+}
+
+void probe_fetch_free(struct probe_fetch *f)
+{
+	statusmap_free(&f->status);
+	statusmap_free(&f->vars);
+	statusmap_free(&f->row);
 }

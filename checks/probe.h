@@ -8,6 +8,7 @@
 #include "db.h"
 #include "deadline.h"
 #include "galera.h"
+#include "log.h"
 #include "opt.h"
 #include "sst.h"
 
@@ -54,10 +55,25 @@ struct probe_conn {
 	char what[300]; /* "host:port" or the socket path, for messages */
 };
 
+/* The connection options as given (PROBE_CONN_OPTIONS), before any file is read: pointers into
+ * the parsed options, which outlive them. */
+struct probe_conn_settings {
+	const char *host, *socket, *user, *password, *password_file, *defaults_extra_file;
+	bool host_given, socket_given, user_given, port_given, password_file_given;
+	bool defaults_extra_file_explicit; /* a command-line flag: the file must be readable */
+	long port;
+	bool tls, tls_verify;
+	const char *tls_ca, *tls_cert, *tls_key;
+};
+
+/* Read the PROBE_CONN_OPTIONS rows of `o` into `cs`. */
+void probe_conn_settings_load(const struct opts *o, struct probe_conn_settings *cs);
+
 /* Resolve credentials and address. Password order: --password-file (when given, or the
  * default file when it exists), the option file's [client] password, the `password` option
  * (environment). Returns 0 or -1 with a one-line reason (exit 2). */
-int probe_conn_setup(const struct opts *o, struct probe_conn *pc, char *err, size_t errlen) SK_MUST_CHECK;
+int probe_conn_setup(const struct probe_conn_settings *cs, struct probe_conn *pc, char *err,
+		     size_t errlen) SK_MUST_CHECK;
 void probe_conn_free(struct probe_conn *pc);
 
 /* The deadline for a probe whose kubelet timeoutSeconds is `k8s_seconds`: below it by a margin
@@ -115,12 +131,15 @@ struct probe_sst {
 	const char *pid_file; /* mysqld's pid file; NULL: the usual places (see sst_gather) */
 	const char *recovery_file; /* /tmp/recovery-case */
 	struct sst_policy policy;
-	struct sst_evidence ev; /* filled by probe_liveness_before */
+	struct sst_evidence ev; /* filled by probe_liveness_before, and by probe_liveness_judge when needed */
+	bool procs_read; /* ev holds the /proc evidence too (sst_gather_procs) */
 };
 
-/* Gather the evidence (sst_gather on /proc) and decide what it can: true with the verdict filled
- * when the node is alive without asking mysqld (bypass files, a joiner SST of this mysqld,
- * --wsrep-recover, a young sst_in_progress), false when mysqld must answer. */
+/* Gather the evidence and decide what it can: true with the verdict filled when the node is alive
+ * without asking mysqld (bypass files, a joiner SST of this mysqld, --wsrep-recover, a young
+ * sst_in_progress), false when mysqld must answer. The files are always read; mysqld's processes
+ * in /proc only when the files leave them first in line (sst_procs_needed): else
+ * probe_liveness_judge reads them when mysqld's answer fails. */
 bool probe_liveness_before(struct probe_sst *s, struct probe_verdict *v);
 
 /* The liveness options every probe with a liveness verdict shares (rows of its option table). */
@@ -155,23 +174,80 @@ bool probe_liveness_before(struct probe_sst *s, struct probe_verdict *v);
 	}
 
 /* Fill `s` from a probe's options (datadir, pid-file, recovery-file, sst-file-grace, trust-sst-file). */
-void probe_sst_from_opts(const struct opts *o, struct probe_sst *s);
+void probe_sst_settings_load(const struct opts *o, struct probe_sst *s);
 
 /* readiness-check.sh's bypass: `recovery_file` or `datadir`/sleep-forever exists. */
 bool probe_readiness_bypass(const char *recovery_file, const char *datadir, struct probe_verdict *v);
 
 /* Liveness from a fetch of the wsrep status (`fetched` false: `e` says why): alive in a Primary
- * component, or whatever failed while the state file says startup. `s` (may be NULL): the
- * evidence probe_liveness_before gathered; a stale sst_in_progress it let go is named in the
- * message. */
+ * component; when that fails, alive on the SST evidence (mysqld's processes are read now when
+ * probe_liveness_before left them), or whatever failed while the state file says startup. A stale
+ * sst_in_progress the evidence let go is named in the message. */
 void probe_liveness_judge(bool fetched, const struct statusmap *status, const struct db_err *e, const char *state_file,
-			  const struct probe_sst *s, const struct probe_conn *pc, long budget_ms, const char *setting,
+			  struct probe_sst *s, const struct probe_conn *pc, long budget_ms, const char *setting,
 			  struct probe_verdict *v);
 
-/* Readiness (Galera) from a fetch: Primary and Synced, or Donor when `rules` allow it; "ready" /
- * "not ready". `vars` may be NULL when the rules need none. */
-void probe_readiness_judge(bool fetched, const struct statusmap *status, const struct statusmap *vars,
-			   const struct db_err *e, const struct galera_rules *rules, const struct probe_conn *pc,
-			   long budget_ms, const char *setting, struct probe_verdict *v);
+/* A failed connection or query as a verdict: "<down_word>: <why>", reason "timeout" or the db reason. */
+void probe_db_verdict(const char *down_word, const struct db_err *e, const struct probe_conn *pc, long budget_ms,
+		      const char *setting, struct probe_verdict *v);
+
+/* ---- the probe driver (probe_main.c) ------------------------------------------------------- */
+
+/* The settings every MySQL probe shares; each kind's settings struct starts with one. */
+struct probe_settings {
+	struct probe_conn_settings conn;
+	bool json; /* --json */
+	long budget_ms; /* the deadline of one check */
+	const char *timeout_setting; /* named in a timeout message: "--timeout", "LIVENESS_CHECK_TIMEOUT" */
+	bool abandoned; /* set by a run that left a thread using the settings: they are not freed */
+};
+
+/* Read the connection rows and --json of `o` into `p` (the budget is the kind's to set). */
+void probe_settings_load(const struct opts *o, struct probe_settings *p);
+
+/* The budget of a Kubernetes probe: --timeout when given, else `k8s_option`'s seconds less the
+ * margin (probe_k8s_deadline_ms), named by `env` in a timeout message. */
+void probe_k8s_settings_load(const struct opts *o, const char *env, struct probe_settings *p);
+
+/* What one fetch brought back: wsrep status and variables, or a replica's status row. */
+struct probe_fetch {
+	struct statusmap status, vars, row;
+	unsigned long nrows;
+};
+
+void probe_fetch_free(struct probe_fetch *f);
+
+/* A kind of probe, as data: its option table, how it reads its settings, and either the steps of
+ * a one-shot check (before, fetch, judge, print) or a run of its own. `s` is the kind's settings
+ * struct (settings_size bytes, zeroed, starting with struct probe_settings). */
+struct probe_kind {
+	const char *name; /* the verdict's "probe": "liveness" */
+	struct opts opts; /* option table and help text: prog, synopsis, summary, defs */
+	void (*opts_init)(struct opts *o); /* instead of `opts`, when the table lives elsewhere */
+	enum log_level log_level; /* until the settings choose one */
+	int usage_exit; /* exit code for bad arguments and settings (0: 2) */
+	const char *ignored_args; /* positional arguments are only warned about: "as by liveness-check.sh" */
+	/* The arguments opts_parse reads (NULL: all); `out` has room for argc + 1. */
+	int (*own_args)(int argc, char **argv, char **out);
+	size_t settings_size;
+	/* Options into settings, once; -1 with err: "<prog>: err", exit usage_exit. */
+	int (*settings_load)(struct opts *o, void *s, char *err, size_t errlen);
+	void (*settings_free)(void *s); /* NULL: nothing to free */
+	/* A one-shot check: decide without the server (NULL: never); fetch on a new connection within
+	 * the deadline (0 or -1 with e); judge; print (NULL: probe_report on stdout) and give the exit code. */
+	bool (*before)(void *s, struct probe_verdict *v);
+	int (*fetch)(const void *s, const struct probe_conn *pc, const deadline_t *dl, struct probe_fetch *f,
+		     struct db_err *e);
+	void (*judge)(void *s, bool fetched, const struct probe_fetch *f, const struct db_err *e,
+		      const struct probe_conn *pc, struct probe_verdict *v);
+	int (*print)(const void *s, const struct probe_conn *pc, const struct probe_fetch *f,
+		     const struct probe_verdict *v, int64_t started);
+	/* Or a run of its own (modes, servers, ordered tests): returns the exit code. */
+	int (*run)(void *s, int argc, char **argv, int64_t started);
+};
+
+/* The whole of a probe binary: core dumps off, logging, options, settings, then the kind's steps or
+ * run. Returns the exit code (0 up, 1 down, 2 bad usage unless the kind says otherwise). */
+int probe_main(const struct probe_kind *k, int argc, char **argv);
 
 #endif

@@ -10,7 +10,6 @@
 #include "log.h"
 #include "statusmap.h"
 #include "probe.h"
-#include "proc.h"
 
 /* clang-format off */
 static const struct opt_def options[] = {
@@ -263,9 +262,145 @@ static int drain(struct db *db, long delay_ms, const deadline_t *dl, const struc
 	return probe_report(probe, json, false, "clients_left", msg, stdout, started);
 }
 
-int main(int argc, char **argv)
+enum proxysql_mode { PROXYSQL_LIVENESS, PROXYSQL_READINESS, PROXYSQL_DRAIN };
+
+struct proxysql_settings {
+	struct probe_settings p;
+	enum proxysql_mode mode;
+	long ids[32]; /* --writer-hostgroup */
+	int nids;
+	const char *writer_hostgroup; /* as given, for the verdict */
+	const char *sync_readyz; /* NULL: not asked */
+	long drain_delay_ms;
+};
+
+static const char *const probe_names[] = { "proxysql-liveness", "proxysql-readiness", "proxysql-drain" };
+static const char *const down_words[] = { "not alive", "not ready", "not drained" };
+
+static int settings_load(struct opts *o, void *settings, char *err, size_t errlen)
 {
-	struct opts o = {
+	struct proxysql_settings *s = settings;
+	bool ready = opt_flag(o, "readiness"), draining = opt_flag(o, "drain");
+
+	if ((int)opt_flag(o, "liveness") + (int)ready + (int)draining != 1)
+		return sk_err(err, errlen, "give exactly one of --liveness, --readiness and --drain");
+	if (draining && opt_num(o, "drain-delay") >= opt_num(o, "timeout"))
+		return sk_err(err, errlen, "--drain-delay (%.1fs) must be shorter than --timeout (%.1fs)",
+			      opt_num(o, "drain-delay"), opt_num(o, "timeout"));
+	s->writer_hostgroup = opt_str(o, "writer-hostgroup");
+	if (ready && (s->nids = parse_hostgroups(s->writer_hostgroup, s->ids, 32)) < 0)
+		return sk_err(err, errlen, "%s: '%s' is not a list of hostgroup ids (like 10,20)",
+			      opt_source(o, "writer-hostgroup")[0] ? opt_source(o, "writer-hostgroup")
+								   : "--writer-hostgroup",
+			      s->writer_hostgroup);
+	s->mode = draining ? PROXYSQL_DRAIN : ready ? PROXYSQL_READINESS : PROXYSQL_LIVENESS;
+	probe_settings_load(o, &s->p);
+	s->p.budget_ms = (long)(opt_num(o, "timeout") * 1000);
+	s->p.timeout_setting = "--timeout";
+	s->sync_readyz = opt_str(o, "sync-readyz");
+	s->drain_delay_ms = (long)(opt_num(o, "drain-delay") * 1000);
+	return 0;
+}
+
+/* The ONLINE servers of one writer hostgroup into *online; -1 with e filled. */
+static int online_servers(struct db *db, long id, const deadline_t *dl, long *online, struct db_err *e)
+{
+	MYSQL_RES *res = NULL;
+	MYSQL_ROW row;
+	char sql[1024];
+
+	snprintf(sql, sizeof(sql),
+		 "SELECT COUNT(*) FROM runtime_mysql_servers WHERE hostgroup_id=%ld AND status='ONLINE'", id);
+	if (db_query(db, sql, dl, &res, e) < 0)
+		return -1;
+	row = res ? mysql_fetch_row(res) : NULL;
+	if (!row || !row[0] || !sk_parse_long(row[0], 0, 1L << 40, online))
+		*online = 0;
+	if (res)
+		mysql_free_result(res);
+	return 0;
+}
+
+/* --readiness on a connected admin: an ONLINE server in each writer hostgroup, then proxysql-sync's
+ * /readyz when asked. Returns the exit code. */
+static int readiness(const struct proxysql_settings *s, struct db *db, const deadline_t *dl,
+		     const struct probe_conn *pc, int64_t started)
+{
+	const char *probe = probe_names[PROXYSQL_READINESS];
+	struct db_err e;
+	char msg[1024];
+
+	for (int i = 0; i < s->nids; i++) {
+		long online = 0;
+
+		if (online_servers(db, s->ids[i], dl, &online, &e) < 0)
+			return probe_report_db_error(probe, "not ready", s->p.json, &e, pc, s->p.budget_ms, "--timeout",
+						     stdout, started);
+		if (online == 0) {
+			snprintf(msg, sizeof(msg), "not ready: no ONLINE server in writer hostgroup %ld", s->ids[i]);
+			return probe_report(probe, s->p.json, false, "no_writer", msg, stdout, started);
+		}
+	}
+	if (s->sync_readyz) {
+		char why[256] = "";
+		long status = http_status(s->sync_readyz, dl, why, sizeof(why));
+
+		if (status != 200) {
+			if (status < 0)
+				snprintf(msg, sizeof(msg), "not ready: proxysql-sync %s: %s", s->sync_readyz, why);
+			else
+				snprintf(msg, sizeof(msg), "not ready: proxysql-sync %s answered %ld", s->sync_readyz,
+					 status);
+			return probe_report(probe, s->p.json, false, "sync_not_ready", msg, stdout, started);
+		}
+	}
+	snprintf(msg, sizeof(msg), "ready: every writer hostgroup (%s) has an ONLINE server%s", s->writer_hostgroup,
+		 s->sync_readyz ? ", proxysql-sync ready" : "");
+	return probe_report(probe, s->p.json, true, "ok", msg, stdout, started);
+}
+
+/* Connect to the admin interface and see it answer, then the mode's own steps. */
+static int run(void *settings, int argc, char **argv, int64_t started)
+{
+	const struct proxysql_settings *s = settings;
+	const char *probe = probe_names[s->mode];
+	struct probe_conn pc;
+	struct db db = { 0 };
+	struct db_err e;
+	MYSQL_RES *res = NULL;
+	char err[512];
+	deadline_t dl;
+	int rc;
+
+	(void)argc;
+	(void)argv;
+	if (probe_conn_setup(&s->p.conn, &pc, err, sizeof(err)) < 0) {
+		fprintf(stderr, "proxysql-check: %s\n", err);
+		return 2;
+	}
+	dl = deadline_in_ms(s->p.budget_ms);
+	if (db_connect(&db, &pc.t, &dl, &e) < 0 || db_query(&db, "SELECT 1", &dl, &res, &e) < 0) {
+		rc = probe_report_db_error(probe, down_words[s->mode], s->p.json, &e, &pc, s->p.budget_ms, "--timeout",
+					   stdout, started);
+	} else {
+		if (res)
+			mysql_free_result(res);
+		if (s->mode == PROXYSQL_DRAIN)
+			rc = drain(&db, s->drain_delay_ms, &dl, &pc, s->p.budget_ms, s->p.json, started);
+		else if (s->mode == PROXYSQL_LIVENESS)
+			rc = probe_report(probe, s->p.json, true, "ok", "alive: admin interface answers", stdout,
+					  started);
+		else
+			rc = readiness(s, &db, &dl, &pc, started);
+	}
+	db_close(&db);
+	probe_conn_free(&pc);
+	return rc;
+}
+
+static const struct probe_kind proxysql_kind = {
+	.name = "proxysql",
+	.opts = {
 		.prog = "proxysql-check",
 		.version = SIDEKICK_VERSION,
 		.synopsis = "--liveness|--readiness|--drain [OPTION]...",
@@ -276,118 +411,14 @@ int main(int argc, char **argv)
 		.defs = options,
 		.ndefs = SK_ARRAY_LEN(options),
 		.config_opt = "config",
-	};
-	struct probe_conn pc;
-	struct db db = { 0 };
-	struct db_err e;
-	MYSQL_RES *res = NULL;
-	MYSQL_ROW row;
-	long ids[32];
-	int nids = 0, rc;
-	char err[512], sql[1024], msg[1024];
-	int64_t started = deadline_now_us();
-	long budget_ms;
-	deadline_t dl;
-	bool json, ready, draining;
-	const char *probe;
+	},
+	.log_level = LOG_WARN,
+	.settings_size = sizeof(struct proxysql_settings),
+	.settings_load = settings_load,
+	.run = run,
+};
 
-	proc_no_dumps(); /* before any password is read */
-	log_setup(argv[0], LOG_TEXT, LOG_WARN, stderr);
-	if ((rc = opts_parse_main(&o, argc, argv)) >= 0)
-		return rc;
-	ready = opt_flag(&o, "readiness");
-	draining = opt_flag(&o, "drain");
-	if ((int)opt_flag(&o, "liveness") + (int)ready + (int)draining != 1) {
-		fprintf(stderr, "proxysql-check: give exactly one of --liveness, --readiness and --drain\n");
-		opts_free(&o);
-		return 2;
-	}
-	if (draining && opt_num(&o, "drain-delay") >= opt_num(&o, "timeout")) {
-		fprintf(stderr, "proxysql-check: --drain-delay (%.1fs) must be shorter than --timeout (%.1fs)\n",
-			opt_num(&o, "drain-delay"), opt_num(&o, "timeout"));
-		opts_free(&o);
-		return 2;
-	}
-	if (ready && (nids = parse_hostgroups(opt_str(&o, "writer-hostgroup"), ids, 32)) < 0) {
-		fprintf(stderr, "proxysql-check: %s: '%s' is not a list of hostgroup ids (like 10,20)\n",
-			opt_source(&o, "writer-hostgroup")[0] ? opt_source(&o, "writer-hostgroup")
-							      : "--writer-hostgroup",
-			opt_str(&o, "writer-hostgroup"));
-		opts_free(&o);
-		return 2;
-	}
-	if (probe_conn_setup(&o, &pc, err, sizeof(err)) < 0) {
-		fprintf(stderr, "proxysql-check: %s\n", err);
-		opts_free(&o);
-		return 2;
-	}
-	json = opt_flag(&o, "json");
-	probe = draining ? "proxysql-drain" : ready ? "proxysql-readiness" : "proxysql-liveness";
-	budget_ms = (long)(opt_num(&o, "timeout") * 1000);
-	dl = deadline_in_ms(budget_ms);
-
-	if (db_connect(&db, &pc.t, &dl, &e) < 0 || db_query(&db, "SELECT 1", &dl, &res, &e) < 0) {
-		rc = probe_report_db_error(probe,
-					   draining ? "not drained"
-					   : ready  ? "not ready"
-						    : "not alive",
-					   json, &e, &pc, budget_ms, "--timeout", stdout, started);
-		goto out;
-	}
-	if (res)
-		mysql_free_result(res);
-	res = NULL;
-	if (draining) {
-		rc = drain(&db, (long)(opt_num(&o, "drain-delay") * 1000), &dl, &pc, budget_ms, json, started);
-		goto out;
-	}
-	if (!ready) {
-		rc = probe_report(probe, json, true, "ok", "alive: admin interface answers", stdout, started);
-		goto out;
-	}
-	for (int i = 0; i < nids; i++) {
-		long online = 0;
-
-		snprintf(sql, sizeof(sql),
-			 "SELECT COUNT(*) FROM runtime_mysql_servers WHERE hostgroup_id=%ld AND status='ONLINE'",
-			 ids[i]);
-		if (db_query(&db, sql, &dl, &res, &e) < 0) {
-			rc = probe_report_db_error(probe, "not ready", json, &e, &pc, budget_ms, "--timeout", stdout,
-						   started);
-			goto out;
-		}
-		row = res ? mysql_fetch_row(res) : NULL;
-		if (!row || !row[0] || !sk_parse_long(row[0], 0, 1L << 40, &online))
-			online = 0;
-		mysql_free_result(res);
-		res = NULL;
-		if (online == 0) {
-			snprintf(msg, sizeof(msg), "not ready: no ONLINE server in writer hostgroup %ld", ids[i]);
-			rc = probe_report(probe, json, false, "no_writer", msg, stdout, started);
-			goto out;
-		}
-	}
-	if (opt_str(&o, "sync-readyz")) {
-		char why[256] = "";
-		long status = http_status(opt_str(&o, "sync-readyz"), &dl, why, sizeof(why));
-
-		if (status != 200) {
-			if (status < 0)
-				snprintf(msg, sizeof(msg), "not ready: proxysql-sync %s: %s",
-					 opt_str(&o, "sync-readyz"), why);
-			else
-				snprintf(msg, sizeof(msg), "not ready: proxysql-sync %s answered %ld",
-					 opt_str(&o, "sync-readyz"), status);
-			rc = probe_report(probe, json, false, "sync_not_ready", msg, stdout, started);
-			goto out;
-		}
-	}
-	snprintf(msg, sizeof(msg), "ready: every writer hostgroup (%s) has an ONLINE server%s",
-		 opt_str(&o, "writer-hostgroup"), opt_str(&o, "sync-readyz") ? ", proxysql-sync ready" : "");
-	rc = probe_report(probe, json, true, "ok", msg, stdout, started);
-out:
-	db_close(&db);
-	probe_conn_free(&pc);
-	opts_free(&o);
-	return rc;
+int main(int argc, char **argv)
+{
+	return probe_main(&proxysql_kind, argc, argv);
 }

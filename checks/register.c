@@ -20,6 +20,7 @@ enum key_state { KEY_UNKNOWN, KEY_PRESENT, KEY_ABSENT };
 
 struct registrar {
 	struct cc_checker *c;
+	const struct register_settings *r;
 	struct consul *consul;
 	char key[1024]; /* <consul-prefix>/<advertise> */
 	char advertise[300];
@@ -51,19 +52,18 @@ static bool segment_ok(const char *s, size_t n, const char *extra)
 	return true;
 }
 
-/* --advertise HOST:PORT (HOST a name, IPv4 or [IPv6]) and the key built from it. */
-static int register_names(struct registrar *g, const struct opts *o, char *err, size_t errlen)
+/* The length of --consul-prefix without trailing slashes, or -1 with err when a segment is not one
+ * we write. */
+static long prefix_length(const char *prefix, char *err, size_t errlen)
 {
-	const char *prefix = opt_str(o, "consul-prefix"), *adv = opt_str(o, "advertise"), *colon, *seg;
 	size_t plen;
-	long port;
 
 	if (!prefix || !*prefix)
 		return sk_err(err, errlen, "--register needs --consul-prefix (e.g. mysql/replica/<cluster>/<region>)");
 	plen = strlen(prefix);
 	while (plen && prefix[plen - 1] == '/')
 		plen--;
-	for (seg = prefix; seg < prefix + plen;) {
+	for (const char *seg = prefix; seg < prefix + plen;) {
 		size_t n = strcspn(seg, "/");
 
 		if (n > (size_t)(prefix + plen - seg))
@@ -77,22 +77,38 @@ static int register_names(struct registrar *g, const struct opts *o, char *err, 
 	}
 	if (plen == 0)
 		return sk_err(err, errlen, "consul-prefix '%.200s' is empty", prefix);
-	if (adv) {
-		if (!sk_strlcpy(g->advertise, adv, sizeof(g->advertise)))
-			return sk_err(err, errlen, "advertise: too long");
-	} else {
-		const struct probe_conn *pc = &g->c->pc;
-		char ip[64];
+	return (long)plen;
+}
 
-		if (!pc->host || !*pc->host || strcmp(pc->host, "localhost") == 0) {
-			probe_node_ip(ip, sizeof(ip));
-			sk_fmt(g->advertise, sizeof(g->advertise), strchr(ip, ':') ? "[%s]:%u" : "%s:%u", ip,
-			       pc->t.port ? pc->t.port : 3306);
-		} else {
-			sk_fmt(g->advertise, sizeof(g->advertise), strchr(pc->host, ':') ? "[%s]:%u" : "%s:%u",
-			       pc->host, pc->t.port ? pc->t.port : 3306);
-		}
+/* --advertise, or the checked host:port (the node's IP for localhost or a socket). */
+static int advertise_pick(struct registrar *g, char *err, size_t errlen)
+{
+	const struct probe_conn *pc = &g->c->pc;
+	char ip[64];
+
+	if (g->r->advertise) {
+		if (!sk_strlcpy(g->advertise, g->r->advertise, sizeof(g->advertise)))
+			return sk_err(err, errlen, "advertise: too long");
+	} else if (!pc->host || !*pc->host || strcmp(pc->host, "localhost") == 0) {
+		probe_node_ip(ip, sizeof(ip));
+		sk_fmt(g->advertise, sizeof(g->advertise), strchr(ip, ':') ? "[%s]:%u" : "%s:%u", ip,
+		       pc->t.port ? pc->t.port : 3306);
+	} else {
+		sk_fmt(g->advertise, sizeof(g->advertise), strchr(pc->host, ':') ? "[%s]:%u" : "%s:%u", pc->host,
+		       pc->t.port ? pc->t.port : 3306);
 	}
+	return 0;
+}
+
+/* --advertise HOST:PORT (HOST a name, IPv4 or [IPv6]) and the key built from it. */
+static int register_names(struct registrar *g, char *err, size_t errlen)
+{
+	const char *prefix = g->r->prefix, *colon;
+	bool bare = g->r->key_without_port;
+	long plen = prefix_length(prefix, err, errlen), port;
+
+	if (plen < 0 || advertise_pick(g, err, errlen) < 0)
+		return -1;
 	colon = strrchr(g->advertise, ':');
 	if (!colon || !sk_parse_long(colon + 1, 1, 65535, &port) ||
 	    !segment_ok(g->advertise, strlen(g->advertise), g->advertise[0] == '[' ? ":[]" : ":") ||
@@ -104,25 +120,30 @@ static int register_names(struct registrar *g, const struct opts *o, char *err, 
 			g->advertise);
 	/* --key-without-port: "<prefix>/<host>" = "host:port" (no ':' in the key). */
 	if (!sk_fmt(g->key, sizeof(g->key), "%.*s/%.*s", (int)plen, prefix,
-		    opt_flag(o, "key-without-port")
-			    ? (int)(colon - g->advertise) - (g->advertise[0] == '[' ? 1 : 0) - (g->advertise[0] == '[')
-			    : (int)strlen(g->advertise),
-		    g->advertise + (opt_flag(o, "key-without-port") && g->advertise[0] == '[')))
+		    bare ? (int)(colon - g->advertise) - (g->advertise[0] == '[' ? 1 : 0) - (g->advertise[0] == '[')
+			 : (int)strlen(g->advertise),
+		    g->advertise + (bare && g->advertise[0] == '[')))
 		return sk_err(err, errlen, "consul-prefix: too long");
 	sk_fmt(g->session_name, sizeof(g->session_name), "clustercheck %s", g->advertise);
 	return 0;
 }
 
-/* The Consul client from CONSUL_* variables, overridden by the options. */
-static struct consul *register_consul(const struct opts *o, char *err, size_t errlen)
+void register_settings_load(const struct opts *o, struct register_settings *r)
 {
-	struct consul_config cfg;
-	struct consul *c = NULL;
+	memset(r, 0, sizeof(*r));
+	r->once = opt_flag(o, "once");
+	r->ttl_s = opt_int(o, "session-ttl");
+	r->interval_ms = (long)(opt_num(o, "interval") * 1000);
+	r->state_file = opt_str(o, "state-file");
+	r->prefix = opt_str(o, "consul-prefix");
+	r->advertise = opt_str(o, "advertise");
+	r->key_without_port = opt_flag(o, "key-without-port");
+	r->consul_rc = consul_config_from_opts(&r->consul, o, r->consul_err, sizeof(r->consul_err));
+}
 
-	if (consul_config_from_opts(&cfg, o, err, errlen) == 0)
-		c = consul_new(&cfg, err, errlen);
-	consul_config_free(&cfg);
-	return c;
+void register_settings_free(struct register_settings *r)
+{
+	consul_config_free(&r->consul);
 }
 
 static bool session_id_valid(const char *s)
@@ -213,6 +234,47 @@ static int session_ensure(struct registrar *g, const deadline_t *dl, char *err, 
 	return 0;
 }
 
+/* While up: the key holds the advertise address under our session (written unless it does).
+ * `e`: the key as listed, or NULL. 0, or -1 with err set. */
+static int key_hold(struct registrar *g, const struct consul_kv *e, const deadline_t *dl, char *err, size_t errlen)
+{
+	size_t alen = strlen(g->advertise);
+	bool done;
+
+	if (e && e->session && strcmp(e->session, g->session) == 0 && e->len == alen &&
+	    memcmp(e->value, g->advertise, alen) == 0) {
+		if (g->state != KEY_PRESENT)
+			log_info("registered %s = %s (session %s)", g->key, g->advertise, g->session);
+		g->state = KEY_PRESENT;
+		return 0;
+	}
+	if (consul_kv_put(g->consul, g->key, g->advertise, alen, g->session, dl, &done, err, errlen) < 0)
+		return -1;
+	if (!done)
+		return sk_err(err, errlen,
+			      "%s is locked by session %s (a previous run?): it goes when that session ends, "
+			      "within 2 x its TTL",
+			      g->key, e && e->session ? e->session : "(unknown)");
+	log_info("registered %s = %s (session %s)", g->key, g->advertise, g->session);
+	g->state = KEY_PRESENT;
+	return 0;
+}
+
+/* While down: no key. 0, or -1 with err set. */
+static int key_drop(struct registrar *g, const struct consul_kv *e, const char *why_down, const deadline_t *dl,
+		    char *err, size_t errlen)
+{
+	if (e) {
+		if (consul_kv_delete(g->consul, g->key, false, dl, err, errlen) < 0)
+			return -1;
+		log_info("deregistered %s (%s)", g->key, why_down);
+	} else if (g->state == KEY_PRESENT) {
+		log_info("deregistered %s (%s; the key was already gone)", g->key, why_down);
+	}
+	g->state = KEY_ABSENT;
+	return 0;
+}
+
 /* One Consul round: while `up`, the key exists, holds the advertise address and is locked by our
  * session; otherwise it does not exist. Returns 0 when Consul now matches, -1 with err set. */
 static int consul_round(struct registrar *g, bool up, const char *why_down, const deadline_t *dl, char *err,
@@ -221,8 +283,7 @@ static int consul_round(struct registrar *g, bool up, const char *why_down, cons
 	struct consul_kv_list l = { 0 };
 	struct consul_meta meta;
 	const struct consul_kv *e = NULL;
-	size_t alen = strlen(g->advertise);
-	int ret = -1;
+	int ret;
 
 	if (up && session_ensure(g, dl, err, errlen) < 0)
 		return -1;
@@ -231,40 +292,7 @@ static int consul_round(struct registrar *g, bool up, const char *why_down, cons
 	for (size_t i = 0; i < l.n; i++)
 		if (strcmp(l.items[i].key, g->key) == 0)
 			e = &l.items[i];
-	if (up) {
-		bool done;
-
-		if (e && e->session && strcmp(e->session, g->session) == 0 && e->len == alen &&
-		    memcmp(e->value, g->advertise, alen) == 0) {
-			if (g->state != KEY_PRESENT)
-				log_info("registered %s = %s (session %s)", g->key, g->advertise, g->session);
-			g->state = KEY_PRESENT;
-			ret = 0;
-			goto out;
-		}
-		if (consul_kv_put(g->consul, g->key, g->advertise, alen, g->session, dl, &done, err, errlen) < 0)
-			goto out;
-		if (!done) {
-			sk_err(err, errlen,
-			       "%s is locked by session %s (a previous run?): it goes when that session ends, "
-			       "within 2 x its TTL",
-			       g->key, e && e->session ? e->session : "(unknown)");
-			goto out;
-		}
-		log_info("registered %s = %s (session %s)", g->key, g->advertise, g->session);
-		g->state = KEY_PRESENT;
-	} else {
-		if (e) {
-			if (consul_kv_delete(g->consul, g->key, false, dl, err, errlen) < 0)
-				goto out;
-			log_info("deregistered %s (%s)", g->key, why_down);
-		} else if (g->state == KEY_PRESENT) {
-			log_info("deregistered %s (%s; the key was already gone)", g->key, why_down);
-		}
-		g->state = KEY_ABSENT;
-	}
-	ret = 0;
-out:
+	ret = up ? key_hold(g, e, dl, err, errlen) : key_drop(g, e, why_down, dl, err, errlen);
 	consul_kv_list_free(&l);
 	return ret;
 }
@@ -274,9 +302,10 @@ static void log_node(struct registrar *g, const struct cc_result *r)
 	if (g->node_logged == (int)r->answer)
 		return;
 	if (g->node_logged < 0)
-		log_info("node %s (%s)", cc_answer_names[r->answer], r->detail);
+		log_info("node %s (%s)", cc_check_answer_names[r->answer], r->detail);
 	else
-		log_info("node %s -> %s (%s)", cc_answer_names[g->node_logged], cc_answer_names[r->answer], r->detail);
+		log_info("node %s -> %s (%s)", cc_check_answer_names[g->node_logged], cc_check_answer_names[r->answer],
+			 r->detail);
 	g->node_logged = (int)r->answer;
 }
 
@@ -357,7 +386,7 @@ static void *check_worker(void *arg)
 		w->busy = true;
 		dl = w->dl;
 		pthread_mutex_unlock(&w->mu);
-		if (!cc_disabled(w->c, &r))
+		if (!cc_check_disabled(w->c, &r))
 			cc_check_once(w->c, &w->c->db, &dl, &r);
 		pthread_mutex_lock(&w->mu);
 		w->r = r;
@@ -430,19 +459,18 @@ static void register_stop(struct registrar *g, int sig)
 		log_warn("consul %s: %s (the session expires within 2 x %lds)", consul_url(g->consul), err, g->ttl_s);
 }
 
-static int register_loop(struct registrar *g, bool *abandoned)
+/* Signals to a signalfd, the check thread; as a container's PID 1 the reaper first (before any
+ * other thread). Returns the signalfd, or -1 (logged). */
+static int loop_start(struct worker *w)
 {
-	struct worker w = { .c = g->c, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
-	struct signalfd_siginfo si;
 	pthread_t thread;
 	sigset_t set;
 	char err[200];
 	int sigfd;
 
-	/* Before any other thread: as a container's PID 1 it inherits every orphan. */
 	if (proc_reaper_start(err, sizeof(err)) < 0) {
 		log_error("%s", err);
-		return 1;
+		return -1;
 	}
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
@@ -450,16 +478,27 @@ static int register_loop(struct registrar *g, bool *abandoned)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	sigfd = signalfd(-1, &set, SFD_CLOEXEC);
-	if (sigfd < 0 || pipe2(w.done, O_CLOEXEC | O_NONBLOCK) < 0) {
+	if (sigfd < 0 || pipe2(w->done, O_CLOEXEC | O_NONBLOCK) < 0) {
 		log_error("cannot set up signals: %s", strerror(errno));
-		return 1;
+		return -1;
 	}
 	db_library_init();
-	if (pthread_create(&thread, NULL, check_worker, &w) != 0) {
+	if (pthread_create(&thread, NULL, check_worker, w) != 0) {
 		log_error("cannot start the check thread");
-		return 1;
+		return -1;
 	}
 	pthread_detach(thread);
+	return sigfd;
+}
+
+static int register_loop(struct registrar *g, bool *abandoned)
+{
+	struct worker w = { .c = g->c, .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER };
+	struct signalfd_siginfo si;
+	int sigfd = loop_start(&w);
+
+	if (sigfd < 0)
+		return 1;
 	srandom((unsigned)(deadline_now_us() ^ getpid()));
 	g->sigfd = sigfd;
 	consul_set_cancel_fd(g->consul, sigfd);
@@ -496,20 +535,37 @@ static int register_loop(struct registrar *g, bool *abandoned)
 	return 0;
 }
 
-/* --register: check and update Consul every --interval, or once (--once). */
-int cc_register_run(struct cc_checker *c, const struct opts *o, bool *abandoned)
+/* --register --once: one check, one Consul round. */
+static int register_once(struct registrar *g)
 {
-	struct registrar g = { .c = c, .sigfd = -1, .node_logged = -1, .state = KEY_UNKNOWN };
+	struct cc_checker *c = g->c;
+	struct cc_result r;
+
+	state_load(g);
+	g->check_ms = c->timeout_ms;
+	if (!cc_check_disabled(c, &r)) {
+		deadline_t dl = deadline_in_ms(g->check_ms);
+
+		cc_check_once(c, &c->db, &dl, &r);
+		db_close(&c->db);
+	}
+	return register_round(g, &r) < 0 ? 1 : 0;
+}
+
+/* --register: check and update Consul every --interval, or once (--once). */
+int register_run(struct cc_checker *c, const struct register_settings *r, bool *abandoned)
+{
+	struct registrar g = { .c = c, .r = r, .sigfd = -1, .node_logged = -1, .state = KEY_UNKNOWN };
 	char err[600];
 	int rc;
 
-	g.once = opt_flag(o, "once");
-	g.ttl_s = opt_int(o, "session-ttl");
-	g.interval_ms = (long)(opt_num(o, "interval") * 1000);
+	g.once = r->once;
+	g.ttl_s = r->ttl_s;
+	g.interval_ms = r->interval_ms;
 	g.check_ms = c->timeout_ms < g.interval_ms ? c->timeout_ms : g.interval_ms;
 	g.consul_ms = c->timeout_ms;
-	g.state_file = opt_str(o, "state-file");
-	if (register_names(&g, o, err, sizeof(err)) < 0) {
+	g.state_file = r->state_file;
+	if (register_names(&g, err, sizeof(err)) < 0) {
 		log_error("%s", err);
 		return 2;
 	}
@@ -523,26 +579,12 @@ int cc_register_run(struct cc_checker *c, const struct opts *o, bool *abandoned)
 		log_error("--once needs --state-file to keep its session between runs");
 		return 2;
 	}
-	g.consul = register_consul(o, err, sizeof(err));
+	g.consul = r->consul_rc == 0 ? consul_new(&r->consul, err, sizeof(err)) : NULL;
 	if (!g.consul) {
-		log_error("%s", err);
+		log_error("%s", r->consul_rc == 0 ? err : r->consul_err);
 		return 2;
 	}
-	if (g.once) {
-		struct cc_result r;
-
-		state_load(&g);
-		g.check_ms = c->timeout_ms;
-		if (!cc_disabled(c, &r)) {
-			deadline_t dl = deadline_in_ms(g.check_ms);
-
-			cc_check_once(c, &c->db, &dl, &r);
-			db_close(&c->db);
-		}
-		rc = register_round(&g, &r) < 0 ? 1 : 0;
-	} else {
-		rc = register_loop(&g, abandoned);
-	}
+	rc = g.once ? register_once(&g) : register_loop(&g, abandoned);
 	consul_free(g.consul);
 	return rc;
 }

@@ -84,3 +84,12 @@ bool sst_stale_note(const struct sst_evidence *ev, const struct sst_policy *p, c
 			 ev->sst_file_age_s, p->grace_s, ev->found_by);
 	return true;
 }
+
+bool sst_procs_needed(const struct sst_evidence *files, enum sst_asked asked)
+{
+	if (files->recovery_file || files->sleep_forever)
+		return false;
+	if (files->sst_file || files->recovery_log)
+		return asked == SST_NOT_ASKED;
+	return asked == SST_ANSWER_FAILED;
+}

@@ -69,4 +69,23 @@ bool sst_stale_note(const struct sst_evidence *ev, const struct sst_policy *p, c
 void sst_gather(const char *proc, const char *datadir, const char *pid_file, const char *recovery_file, time_t now,
 		struct sst_evidence *ev);
 
+/* sst_gather's two halves: the files of the datadir (a few stat calls; `ev` is reset first), and
+ * mysqld's processes in /proc (a children file per mysqld thread: its cost grows with them). */
+void sst_gather_files(const char *datadir, const char *recovery_file, time_t now, struct sst_evidence *ev);
+void sst_gather_procs(const char *proc, const char *datadir, const char *pid_file, struct sst_evidence *ev);
+
+/* What a liveness probe knows of mysqld when it decides whether to read /proc. */
+enum sst_asked {
+	SST_NOT_ASKED, /* mysqld has not been asked yet */
+	SST_ANSWER_OK, /* mysqld answered and its answer passes the rule */
+	SST_ANSWER_FAILED, /* mysqld could not be asked, or its answer fails the rule */
+};
+
+/* Whether mysqld's processes must be read now for the verdict sst_liveness_before would give on
+ * the whole evidence, given the files (`files`, from sst_gather_files) and what mysqld said.
+ * Never when the recovery or sleep-forever file decides; before asking when sst_in_progress or
+ * wsrep_recovery_verbose.log is there (the processes come first in the order and name the
+ * stale file); otherwise only once mysqld's answer fails. Pure. */
+bool sst_procs_needed(const struct sst_evidence *files, enum sst_asked asked);
+
 #endif

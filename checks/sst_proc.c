@@ -271,27 +271,36 @@ static bool sst_script_parent(const char *proc, const char *datadir, struct sst_
 	return false;
 }
 
-/* mysqld chdirs to its datadir at start, before any SST: its cwd identifies it. */
-static void find_mysqld(const char *proc, const char *datadir, const char *pid_file, struct sst_evidence *ev)
+/* The pid files that may name mysqld: --pid-file, else the usual places. Returns the count. */
+static size_t pid_file_candidates(const char *datadir, const char *pid_file, char cand[2][PATH_MAX],
+				  const char *candidates[4])
 {
-	char host[256] = "", cand[4][PATH_MAX], text[64], why[200] = "";
-	const char *candidates[4];
+	char host[256] = "";
 	size_t nc = 0;
-	struct dirent *d;
-	long unreadable = 0;
-	DIR *dir;
 
 	if (pid_file && *pid_file) {
 		candidates[nc++] = pid_file;
-	} else {
-		if (gethostname(host, sizeof(host) - 1) == 0 && host[0] &&
-		    sk_fmt(cand[0], sizeof(cand[0]), "%s/%s.pid", datadir, host))
-			candidates[nc++] = cand[0];
-		if (sk_fmt(cand[1], sizeof(cand[1]), "%s/mysqld.pid", datadir))
-			candidates[nc++] = cand[1];
-		candidates[nc++] = "/run/mysqld/mysqld.pid";
-		candidates[nc++] = "/var/run/mysqld/mysqld.pid";
+		return nc;
 	}
+	if (gethostname(host, sizeof(host) - 1) == 0 && host[0] &&
+	    sk_fmt(cand[0], sizeof(cand[0]), "%s/%s.pid", datadir, host))
+		candidates[nc++] = cand[0];
+	if (sk_fmt(cand[1], sizeof(cand[1]), "%s/mysqld.pid", datadir))
+		candidates[nc++] = cand[1];
+	candidates[nc++] = "/run/mysqld/mysqld.pid";
+	candidates[nc++] = "/var/run/mysqld/mysqld.pid";
+	return nc;
+}
+
+/* mysqld from a pid file that names a mysqld of this datadir: true with ev filled; else `why`
+ * says what the files held and *unreadable names a mysqld whose cwd cannot be read. */
+static bool from_pid_files(const char *proc, const char *datadir, const char *pid_file, struct sst_evidence *ev,
+			   char *why, size_t whylen, long *unreadable)
+{
+	char cand[2][PATH_MAX], text[64];
+	const char *candidates[4];
+	size_t nc = pid_file_candidates(datadir, pid_file, cand, candidates);
+
 	for (size_t i = 0; i < nc; i++) {
 		long pid;
 		int ours;
@@ -299,7 +308,7 @@ static void find_mysqld(const char *proc, const char *datadir, const char *pid_f
 		if (read_small(candidates[i], text, sizeof(text)) < 0)
 			continue;
 		if (!sk_parse_long(sk_trim(text), 1, INT_MAX, &pid)) {
-			sk_fmt(why, sizeof(why), "pid file %s holds no pid; ", candidates[i]);
+			sk_fmt(why, whylen, "pid file %s holds no pid; ", candidates[i]);
 			continue;
 		}
 		ours = our_mysqld(proc, pid, datadir);
@@ -308,19 +317,23 @@ static void find_mysqld(const char *proc, const char *datadir, const char *pid_f
 			ev->mysqld = SST_MYSQLD_RUNNING;
 			ev->mysqld_pid = pid;
 			sk_fmt(ev->found_by, sizeof(ev->found_by), "pid file %s", candidates[i]);
-			return;
+			return true;
 		}
 		if (ours < 0)
-			unreadable = pid;
+			*unreadable = pid;
 		else
-			sk_fmt(why, sizeof(why), "pid file %s names pid %ld, not a mysqld of this datadir; ",
-			       candidates[i], pid);
+			sk_fmt(why, whylen, "pid file %s names pid %ld, not a mysqld of this datadir; ", candidates[i],
+			       pid);
 	}
-	/* A joiner writes its pid file only after the transfer; MariaDB's SST scripts write theirs
-	 * ($datadir/wsrep_sst.pid) and name mysqld with --parent. */
-	if (sst_script_parent(proc, datadir, ev))
-		return;
-	/* Else one pass over /proc, reading only the name of each process and the cwd of each mysqld. */
+	return false;
+}
+
+/* One pass over /proc, reading only the name of each process and the cwd of each mysqld. */
+static void by_cwd(const char *proc, const char *datadir, struct sst_evidence *ev, const char *why, long unreadable)
+{
+	struct dirent *d;
+	DIR *dir;
+
 	if (!(dir = opendir(proc))) {
 		ev->mysqld = SST_MYSQLD_UNKNOWN;
 		sk_fmt(ev->found_by, sizeof(ev->found_by), "%scannot read %s: %s", why, proc, strerror(errno));
@@ -354,6 +367,21 @@ static void find_mysqld(const char *proc, const char *datadir, const char *pid_f
 	}
 }
 
+/* mysqld chdirs to its datadir at start, before any SST: its cwd identifies it. */
+static void find_mysqld(const char *proc, const char *datadir, const char *pid_file, struct sst_evidence *ev)
+{
+	char why[200] = "";
+	long unreadable = 0;
+
+	if (from_pid_files(proc, datadir, pid_file, ev, why, sizeof(why), &unreadable))
+		return;
+	/* A joiner writes its pid file only after the transfer; MariaDB's SST scripts write theirs
+	 * ($datadir/wsrep_sst.pid) and name mysqld with --parent. */
+	if (sst_script_parent(proc, datadir, ev))
+		return;
+	by_cwd(proc, datadir, ev, why, unreadable);
+}
+
 static bool exists_in(const char *dir, const char *name, struct stat *st)
 {
 	char path[PATH_MAX];
@@ -361,17 +389,21 @@ static bool exists_in(const char *dir, const char *name, struct stat *st)
 	return sk_fmt(path, sizeof(path), "%s/%s", dir, name) && stat(path, st) == 0;
 }
 
-void sst_gather(const char *proc, const char *datadir, const char *pid_file, const char *recovery_file, time_t now,
-		struct sst_evidence *ev)
+/* The datadir as /proc shows mysqld's cwd: resolved, without trailing slashes. */
+static void real_datadir(const char *datadir, char *real, size_t len)
 {
-	char real[PATH_MAX], buf[4096], *argv[MAX_ARGS];
+	if (!realpath(datadir, real))
+		sk_strlcpy(real, datadir, len);
+	strip_slashes(real);
+}
+
+void sst_gather_files(const char *datadir, const char *recovery_file, time_t now, struct sst_evidence *ev)
+{
+	char real[PATH_MAX];
 	struct stat st;
-	int argc;
 
 	memset(ev, 0, sizeof(*ev));
-	if (!realpath(datadir, real))
-		sk_strlcpy(real, datadir, sizeof(real));
-	strip_slashes(real);
+	real_datadir(datadir, real, sizeof(real));
 	ev->recovery_file = recovery_file && *recovery_file && stat(recovery_file, &st) == 0;
 	ev->sleep_forever = exists_in(real, "sleep-forever", &st);
 	ev->recovery_log = exists_in(real, "wsrep_recovery_verbose.log", &st);
@@ -379,8 +411,14 @@ void sst_gather(const char *proc, const char *datadir, const char *pid_file, con
 		ev->sst_file = true;
 		ev->sst_file_age_s = now > st.st_mtime ? (long)(now - st.st_mtime) : 0;
 	}
-	if (ev->recovery_file || ev->sleep_forever)
-		return; /* decided already: no need to look at processes */
+}
+
+void sst_gather_procs(const char *proc, const char *datadir, const char *pid_file, struct sst_evidence *ev)
+{
+	char real[PATH_MAX], buf[4096], *argv[MAX_ARGS];
+	int argc;
+
+	real_datadir(datadir, real, sizeof(real));
 	find_mysqld(proc, real, pid_file, ev);
 	if (ev->mysqld != SST_MYSQLD_RUNNING)
 		return;
@@ -389,4 +427,13 @@ void sst_gather(const char *proc, const char *datadir, const char *pid_file, con
 		if (strcmp(argv[i], "--wsrep-recover") == 0 || strcmp(argv[i], "--wsrep_recover") == 0)
 			ev->recovering = true;
 	find_sst(proc, ev->mysqld_pid, real, 1, ev);
+}
+
+void sst_gather(const char *proc, const char *datadir, const char *pid_file, const char *recovery_file, time_t now,
+		struct sst_evidence *ev)
+{
+	sst_gather_files(datadir, recovery_file, now, ev);
+	if (ev->recovery_file || ev->sleep_forever)
+		return; /* decided already: no need to look at processes */
+	sst_gather_procs(proc, datadir, pid_file, ev);
 }

@@ -4,7 +4,7 @@
  * The input is split on NUL bytes into argv (at most 32 arguments). The first byte picks the
  * table: proxysql-sync's real one through sync_config_load, or clustercheck's real one
  * (clustercheck_opts_init) followed by its positional form USER PASS DONOR LOGFILE READONLY
- * DEFAULTS_FILE (clustercheck_apply_positional, as its main does) and probe_conn_setup. Runs in an empty directory, so relative paths name nothing. Checked: OK,
+ * DEFAULTS_FILE (clustercheck_opts_apply_positional, as its main does), probe_conn_settings_load and probe_conn_setup. Runs in an empty directory, so relative paths name nothing. Checked: OK,
  * exit (help/version) or an error with a message; accepted values lie within their bounds; a
  * password never comes from an option on argv (only from the positional compat form). */
 #include <stdint.h>
@@ -58,6 +58,7 @@ static void run_probe(int argc, char **argv)
 	clustercheck_opts_init(&o);
 	r = opts_parse(&o, argc, argv, err, sizeof(err));
 	if (r == OPTS_OK) {
+		struct probe_conn_settings cs;
 		struct probe_conn pc;
 		bool password_on_argv;
 
@@ -66,7 +67,7 @@ static void run_probe(int argc, char **argv)
 		if (opt_int(&o, "port") < 1 || opt_int(&o, "port") > 65535 || opt_num(&o, "timeout") < 0.05 ||
 		    opt_int(&o, "cache-ms") < 0 || opt_int(&o, "cache-ms") > 60000)
 			FAIL("a value outside its bounds was accepted");
-		if (clustercheck_apply_positional(&o, &password_on_argv, err, sizeof(err)) < 0) {
+		if (clustercheck_opts_apply_positional(&o, &password_on_argv, err, sizeof(err)) < 0) {
 			if (!err[0])
 				FAIL("an error without a message");
 		} else {
@@ -76,7 +77,8 @@ static void run_probe(int argc, char **argv)
 			if (password_on_argv != (strcmp(opt_source(&o, "password"), "argument 2") == 0 && pw && pw[0]))
 				FAIL("password_on_argv %d, but the password came from %s", password_on_argv,
 				     opt_source(&o, "password"));
-			if (probe_conn_setup(&o, &pc, err, sizeof(err)) == 0) {
+			probe_conn_settings_load(&o, &cs);
+			if (probe_conn_setup(&cs, &pc, err, sizeof(err)) == 0) {
 				if (!pc.user || !pc.password || (!pc.host && !pc.socket))
 					FAIL("connection settings incomplete");
 				probe_conn_free(&pc);

@@ -1,4 +1,4 @@
-/* fuzz_healthcheck.c: libFuzzer harness for healthcheck's argument walk and its run: hc_run_args
+/* fuzz_healthcheck.c: libFuzzer harness for healthcheck's argument walk and its run: healthcheck_run_args
  * over an argv from the input, against a fake server whose answers the input picks too.
  *
  * The input's first byte picks the answers (socket login ok or refused, TCP login ok, denied or
@@ -157,8 +157,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	argv[argc] = NULL;
 	free(copy);
 
-	hc_run_init(&run, "/nonexistent", NULL);
-	rc = hc_run_args(&run, argc, argv, &io);
+	healthcheck_run_init(&run, "/nonexistent", NULL);
+	rc = healthcheck_run_args(&run, argc, argv, &io);
 	if (rc != 0 && rc != 1)
 		FAIL("exit code %d", rc);
 	if (run.nresults > HC_MAX_RESULTS)
@@ -168,7 +168,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			connect_ok = true;
 	if (rc == 0 && !connect_ok && run.connect_s != 0)
 		FAIL("healthy without a connect");
-	hc_run_free(&run);
+	healthcheck_run_free(&run);
 	for (int i = 0; i < argc; i++)
 		free(argv[i]);
 	return 0;

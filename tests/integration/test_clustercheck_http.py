@@ -165,6 +165,72 @@ def test_listen_answers_match_the_data_files(healthy_galera, listeners):
     assert "node synced -> read-only" in ln.log
 
 
+# -- /readiness and readiness-check: one verdict for the same flags ---------------------------
+def _readiness_check(node, creds, tmp_path, *flags):
+    """readiness-check's line and exit code on `node` with `flags`."""
+    r = pc.run([os.path.join(pc.BIN, "readiness-check"), "--host", node.ip, "--port", node.port,
+                "--user", creds.user, "--password-file", creds.password_file, "--defaults-extra-file", "",
+                "--datadir", tmp_path, "--recovery-file", tmp_path / "recovery-case", *flags])
+    return r.rc, r.text.strip()
+
+
+def _readiness_http(ln):
+    """/readiness's verdict as readiness-check's: exit code (200: 0, 503: 1) and the body's line."""
+    raw, _ = ln.request(b"GET /readiness HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    status, _, body = parse(raw)
+    assert status in (b"HTTP/1.1 200 OK", b"HTTP/1.1 503 Service Unavailable"), raw
+    return (0 if b" 200 " in status else 1), body.decode().strip()
+
+
+def _same_readiness(node, creds, tmp_path, flags, want_rc, want_line, env=None):
+    """readiness-check FLAGS and clustercheck --listen --readiness-FLAGS's /readiness agree."""
+    ln = Listener(node, creds, tmp_path, "--datadir", str(tmp_path), "--recovery-file",
+                  str(tmp_path / "recovery-case"), *[f.replace("--", "--readiness-", 1) if f.startswith("--")
+                                                     else f for f in flags], env=env)
+    try:
+        got = _readiness_http(ln)
+    finally:
+        ln.stop()
+    assert _readiness_check(node, creds, tmp_path, *flags) == got == (want_rc, want_line), (flags, got, ln.log)
+
+
+# The behaviour change of issue 19: /readiness applies every rule readiness-check applies.
+def test_listen_readiness_same_verdict_as_readiness_check(healthy_galera, mysql_creds, tmp_path):
+    node = healthy_galera[2]
+    ready = "ready: wsrep_local_state=4 (Synced), wsrep_cluster_status=Primary"
+    donor = "wsrep_local_state=2 (Donor/Desynced)"
+    cases = [((), 0, ready),
+             (("--require-writable",), 0, ready),
+             (("--require-read-only",), 1, "not ready: read_only=OFF, read-only required")]
+    for flags, rc, line in cases:
+        _same_readiness(node, mysql_creds, tmp_path, flags, rc, line)
+    node.set_read_only(True)
+    try:
+        _same_readiness(node, mysql_creds, tmp_path, ("--require-read-only",), 0, ready)
+        _same_readiness(node, mysql_creds, tmp_path, ("--require-writable",), 1, "not ready: read_only=ON")
+    finally:
+        node.set_read_only(False)
+    node.desync()
+    try:
+        _same_readiness(node, mysql_creds, tmp_path, (), 0, f"ready: {donor}, wsrep_cluster_status=Primary")
+        _same_readiness(node, mysql_creds, tmp_path, ("--available-when-donor=0",), 1,
+                        f"not ready: {donor}, donor not allowed")
+    finally:
+        node.desync(False)
+
+
+def test_listen_readiness_replica_same_verdict_as_readiness_check(healthy_async_pair, mysql_creds, tmp_path):
+    pair = healthy_async_pair
+    ok = "ready: IO and SQL threads running, lag 0s"
+    for flags, rc, line in [(("--replica",), 0, ok),
+                            (("--replica", "--max-lag", "5"), 0, ok),
+                            (("--replica", "--require-read-only"), 0, ok),
+                            (("--replica", "--require-writable"), 1, "not ready: read_only=ON, writable required")]:
+        _same_readiness(pair.replica, mysql_creds, tmp_path, flags, rc, line)
+    _same_readiness(pair.primary, mysql_creds, tmp_path, ("--replica",), 1,
+                    "not ready: not a replica (SHOW REPLICA STATUS is empty)")
+
+
 # -- many clients ----------------------------------------------------------------------------
 def _hammer(ln, threads, per_thread):
     """threads x per_thread requests at once; returns {response or error: count}."""

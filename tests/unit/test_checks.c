@@ -12,8 +12,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clustercheck.h"
 #include "galera.h"
 #include "healthcheck.h"
+#include "readiness.h"
 #include "replica.h"
 #include "sst.h"
 #include "statusmap.h"
@@ -114,6 +116,7 @@ static void rules_for(const struct tcase *c, struct galera_rules *r)
 	}
 	r->donor_ok = head_long(c, "donor_ok", r->donor_ok) != 0;
 	r->readonly_ok = head_long(c, "readonly_ok", r->readonly_ok) != 0;
+	r->need_read_only = head_long(c, "require_read_only", 0) != 0;
 	r->available_nodes = (int)head_long(c, "available_nodes", r->available_nodes);
 }
 
@@ -295,9 +298,9 @@ static void run_healthcheck_case(const char *path, struct tcase *c)
 		assert_true(sk_strlcpy(want + strlen(want), line, sizeof(want) - strlen(want)));
 		assert_true(sk_strlcpy(want + strlen(want), "\n", sizeof(want) - strlen(want)));
 	}
-	hc_run_init(&run, "/nonexistent-datadir", err);
+	healthcheck_run_init(&run, "/nonexistent-datadir", err);
 	run.alive_during_sst = head_long(c, "alive_during_sst", 0) != 0;
-	rc = hc_run_args(&run, argc, argv, &io);
+	rc = healthcheck_run_args(&run, argc, argv, &io);
 	fclose(err);
 	if (rc != head_long(c, "expect_exit", -1) || strcmp(err_text, want) != 0)
 		fail_msg("%s: got exit %d, stderr:\n%s\nwant exit %ld, stderr:\n%s", path, rc, err_text,
@@ -311,7 +314,7 @@ static void run_healthcheck_case(const char *path, struct tcase *c)
 		if (strcmp(got, statusmap_get(&c->head, "expect_tests")) != 0)
 			fail_msg("%s: tests run '%s', want '%s'", path, got, statusmap_get(&c->head, "expect_tests"));
 	}
-	hc_run_free(&run);
+	healthcheck_run_free(&run);
 	free(err_text);
 }
 
@@ -363,6 +366,35 @@ static void run_sst_case(const char *path, struct tcase *c)
 			 path, decided, decided ? v.reason : "-", decided ? v.msg : "", noted ? note : "none",
 			 head_long(c, "expect_decided", -1), statusmap_get(&c->head, "expect_reason"),
 			 want_msg ? want_msg : "(any)", want_note ? want_note : "(any)");
+}
+
+/* sst_procs_needed over the files in the header and what mysqld said (asked = not_asked | ok |
+ * failed): whether mysqld's processes are read. A healthy mysqld with no SST file never costs the
+ * /proc walk. */
+static void run_sst_needs_case(const char *path, struct tcase *c)
+{
+	struct sst_evidence files = { 0 };
+	const char *asked = statusmap_get(&c->head, "asked");
+	enum sst_asked a = SST_NOT_ASKED;
+	bool needed;
+
+	assert_non_null(asked);
+	if (strcmp(asked, "not_asked") == 0)
+		a = SST_NOT_ASKED;
+	else if (strcmp(asked, "ok") == 0)
+		a = SST_ANSWER_OK;
+	else if (strcmp(asked, "failed") == 0)
+		a = SST_ANSWER_FAILED;
+	else
+		fail_msg("%s: unknown asked '%s'", path, asked);
+	files.recovery_file = head_flag(c, "recovery_file");
+	files.sleep_forever = head_flag(c, "sleep_forever");
+	files.recovery_log = head_flag(c, "recovery_log");
+	files.sst_file = statusmap_has(&c->head, "sst_file_age");
+	files.sst_file_age_s = head_long(c, "sst_file_age", 0);
+	needed = sst_procs_needed(&files, a);
+	if ((long)needed != head_long(c, "expect_procs", -1))
+		fail_msg("%s: procs needed %d, want %ld", path, needed, head_long(c, "expect_procs", -1));
 }
 
 /* ---- the /proc adapter on a fake /proc ---------------------------------------------------- */
@@ -527,6 +559,77 @@ static void run_sst_proc_case(const char *path, struct tcase *c)
 	assert_int_equal(nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS), 0);
 }
 
+/* ---- /readiness over HTTP and readiness-check: one verdict for the same flags ------------- */
+
+/* The case's rules as readiness-check's flags, or as clustercheck's (`prefix` "readiness-"). */
+static int readiness_argv(const struct tcase *c, const char *prog, const char *prefix, char store[8][64], char **argv)
+{
+	bool replica = statusmap_get(&c->head, "kind") != NULL;
+	long ro = replica                                ? head_long(c, "read_only_rule", -1)
+		  : head_long(c, "require_read_only", 0) ? 1
+		  : head_long(c, "readonly_ok", 1) == 0  ? 0
+							 : -1;
+	int n = 0, argc = 0;
+
+	argv[argc++] = (char *)prog;
+	if (replica)
+		snprintf(store[n], 64, "--%sreplica", prefix), argv[argc++] = store[n++];
+	if (statusmap_has(&c->head, "donor_ok"))
+		snprintf(store[n], 64, "--%savailable-when-donor=%ld", prefix, head_long(c, "donor_ok", 1)),
+			argv[argc++] = store[n++];
+	if (statusmap_has(&c->head, "max_lag")) {
+		snprintf(store[n], 64, "--%smax-lag", prefix), argv[argc++] = store[n++];
+		snprintf(store[n], 64, "%ld", head_long(c, "max_lag", -1)), argv[argc++] = store[n++];
+	}
+	if (ro >= 0)
+		snprintf(store[n], 64, "--%srequire-%s", prefix, ro ? "read-only" : "writable"),
+			argv[argc++] = store[n++];
+	argv[argc] = NULL;
+	return argc;
+}
+
+/* Parse the flags with the binary's own option table and read its readiness rules as it does. */
+static void readiness_path(const struct tcase *c, const char *path, bool clustercheck, struct probe_verdict *v)
+{
+	char store[8][64], *argv[16], err[512];
+	struct probe_fetch f = { .status = c->status, .vars = c->vars, .row = c->row };
+	struct readiness_rules r;
+	struct opts o;
+	int argc;
+
+	if (clustercheck)
+		clustercheck_opts_init(&o);
+	else
+		o = readiness_kind.opts;
+	argc = readiness_argv(c, o.prog, clustercheck ? "readiness-" : "", store, argv);
+	if (opts_parse(&o, argc, argv, err, sizeof(err)) != OPTS_OK)
+		fail_msg("%s: %s: %s", path, o.prog, err);
+	if (readiness_rules_load(&o, clustercheck ? "readiness-" : "", &r, err, sizeof(err)) < 0)
+		fail_msg("%s: %s: %s", path, o.prog, err);
+	f.nrows = (unsigned long)head_long(c, "nrows", 1);
+	readiness_judge(&r, true, &f, NULL, NULL, 0, "--timeout", v);
+	opts_free(&o);
+}
+
+/* readiness-check and clustercheck --listen's /readiness on the case's answers: the same verdict,
+ * and the one the case expects. */
+static void run_readiness_paths(const char *path, const struct tcase *c, bool up, const char *reason,
+				const char *detail)
+{
+	struct probe_verdict check, http;
+	char want[700];
+
+	readiness_path(c, path, false, &check);
+	readiness_path(c, path, true, &http);
+	snprintf(want, sizeof(want), "%s: %s", up ? "ready" : "not ready", detail);
+	if (check.up != http.up || strcmp(check.reason, http.reason) != 0 || strcmp(check.msg, http.msg) != 0)
+		fail_msg("%s: readiness-check says %d %s '%s', /readiness says %d %s '%s'", path, check.up,
+			 check.reason, check.msg, http.up, http.reason, http.msg);
+	if (check.up != up || strcmp(check.reason, reason) != 0 || strcmp(check.msg, want) != 0)
+		fail_msg("%s: both paths say %d %s '%s'; the judge says %d %s '%s'", path, check.up, check.reason,
+			 check.msg, up, reason, want);
+}
+
 static void run_case(void **state)
 {
 	const char *path = *state;
@@ -549,6 +652,10 @@ static void run_case(void **state)
 	}
 	if (kind && strcmp(kind, "sst_proc") == 0) {
 		run_sst_proc_case(path, &c);
+		goto done;
+	}
+	if (kind && strcmp(kind, "sst_needs") == 0) {
+		run_sst_needs_case(path, &c);
 		goto done;
 	}
 	want_reason = statusmap_get(&c.head, "expect_reason");
@@ -578,6 +685,9 @@ static void run_case(void **state)
 	    (want_detail && strcmp(detail, want_detail) != 0))
 		fail_msg("%s: got up=%d reason=%s detail='%s'; want up=%ld reason=%s detail='%s'", path, up, reason,
 			 detail, head_long(&c, "expect_up", -1), want_reason, want_detail ? want_detail : "(any)");
+	/* Every readiness and replica case through both paths of the readiness verdict. */
+	if ((kind && strcmp(kind, "replica") == 0) || strcmp(statusmap_get(&c.head, "rules"), "readiness") == 0)
+		run_readiness_paths(path, &c, up, reason, detail);
 done:
 	statusmap_free(&c.head);
 	statusmap_free(&c.status);
