@@ -43,7 +43,7 @@ PROGRAMS := $(PROBES:%=$(BIN)/%) $(BIN)/proxysql-sync
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all help test unit unit-asan integration deps demo lint install clean docs check-docs shape
+.PHONY: all help test unit unit-asan integration deps demo lint install clean docs check-docs shape check-shape
 all: $(PROGRAMS) ## build every binary into bin/
 
 help: ## this list
@@ -119,7 +119,7 @@ integration-proxysql-3.0: all ## the sync suites with the double playing ProxySQ
 		-k "not test_readiness_shunned_writer_is_not_ready" $(PYTEST_ARGS)
 
 # Everything CI runs (.ci/run is `make deps test`), in this order.
-test: lint check-docs unit unit-asan integration fuzz-test test-asan test-tsan ## every test (what CI runs)
+test: lint check-docs check-shape unit unit-asan integration fuzz-test test-asan test-tsan ## every test (what CI runs)
 
 deps: ## install what the build and the tests need (Debian, apt; idempotent)
 	@tests/deps.sh
@@ -132,6 +132,9 @@ lint: ## clang-format and banned-function check
 
 shape: all ## function lengths, settings looked up by name, call cycles between files (tests/shape.py)
 	@$(PYTHON) tests/shape.py --build $(BUILD) --no-cycles --list
+
+check-shape: all ## no function over 50 lines, no setting looked up by name at run time, no call cycle
+	@$(PYTHON) tests/shape.py --build $(BUILD) --max-over 0 --max-lookups 0
 
 docs: all ## regenerate docs/options from the option tables
 	@tests/gen-docs.sh write
