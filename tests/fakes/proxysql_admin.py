@@ -2608,15 +2608,28 @@ class Frontend:
         self.created = self.aborted = 0
         self._ids = iter(range(1, 1 << 62))
         self.sock = None
+        self.holding = False              # PROXYSQL PAUSE under way: connections wait in the backlog
+        self.held = []
         self.start_listener()
 
     def start_listener(self):
+        self.holding = False
         self.sock = listen_socket(self.host, self.port)
         self.port = self.sock.getsockname()[1]
         threading.Thread(target=self._accept_loop, args=(self.sock,), name="mysql-accept", daemon=True).start()
 
+    def hold(self):
+        """What stop_listeners does before the listener closes (MySQL_Thread.cpp listener_del): each
+        MySQL thread in turn stops polling the listening socket, so a connect() still completes into
+        the backlog but no handshake comes; closing the socket then resets those connections."""
+        self.holding = True
+
     def stop_listener(self):
         sock, self.sock = self.sock, None
+        held, self.held, self.holding = self.held, [], False
+        for conn in held:
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))   # reset
+            conn.close()
         try:
             sock.shutdown(socket.SHUT_RDWR)   # wakes the accept() of the accept loop
         except OSError:
@@ -2629,6 +2642,9 @@ class Frontend:
                 conn, peer = sock.accept()
             except OSError:
                 return
+            if self.holding:
+                self.held.append(conn)
+                continue
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             client = FrontendConnection(self, conn, peer)
             client.sock_name = conn.getsockname()[:2]
@@ -3326,7 +3342,8 @@ class ProxySQLDouble:
 
     def __init__(self, listen=("127.0.0.1", 0), datadir=".", initial=False, admin_credentials="admin:admin",
                  control=None, monitor_shun_after=None, config=(), proxysql_servers=(), mysql_listen=None,
-                 tls_cert=None, tls_key=None):
+                 tls_cert=None, tls_key=None, pause_wait=2.0):
+        self.pause_wait = pause_wait
         self.sock = listen_socket(*listen)
         self.tls_context = None
         if tls_cert:
@@ -3395,6 +3412,13 @@ class ProxySQLDouble:
         if hooks.latency_ms:
             time.sleep(hooks.latency_ms / 1000.0)
         reply = hooks.take_failure(sql)
+        if reply is None and self.pause_wait and not sess.stats and self.admin.frontend is not None and \
+                not self.admin.mysql_paused and sql.strip().rstrip(";").strip().upper() == "PROXYSQL PAUSE":
+            # A real 2.7.1 answers PAUSE only once every MySQL thread has let go of the listener:
+            # 2.0-3.6 s measured on an idle one (4 threads), whatever mysql-poll_timeout is. The
+            # admin lock is not held meanwhile.
+            self.admin.frontend.hold()
+            time.sleep(self.pause_wait)
         if reply is None:
             with self.admin.lock:
                 try:
@@ -3501,6 +3525,9 @@ def main(argv=None):
     ap.add_argument("--monitor-shun-after", type=float, default=None,
                     help="fixed seconds after which a server refusing TCP goes SHUNNED (default: "
                          "mysql-monitor_ping_interval x mysql-monitor_ping_max_failures; 0 disables the monitors)")
+    ap.add_argument("--pause-wait", type=float, default=2.0,
+                    help="seconds PROXYSQL PAUSE takes to answer while the MySQL threads let go of the listener "
+                         "(a real 2.7.1: 2.0-3.6 s; 0: at once)")
     args = ap.parse_args(argv)
     try:
         select_version(args.proxysql_version, args.hide_pgsql_tables)
@@ -3523,7 +3550,8 @@ def main(argv=None):
         double = ProxySQLDouble(listen, args.datadir, initial=args.initial,
                                 admin_credentials=args.admin_credentials, control=control,
                                 monitor_shun_after=args.monitor_shun_after, config=config, proxysql_servers=peers,
-                                mysql_listen=mysql_listen, tls_cert=args.tls_cert, tls_key=args.tls_key)
+                                mysql_listen=mysql_listen, tls_cert=args.tls_cert, tls_key=args.tls_key,
+                                pause_wait=args.pause_wait)
     except ValueError as e:
         ap.error(str(e))
     stop = threading.Event()
