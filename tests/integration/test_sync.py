@@ -567,6 +567,16 @@ def sanitized_binary():
     return "__asan_init" in out or "__tsan_init" in out
 
 
+def exit_allowance():
+    """Seconds a sanitizer's runtime adds to every exit: ThreadSanitizer sleeps atexit_sleep_ms
+    (1000 by default) before exiting, to catch races with exit; measured 1.32 s against 0.32 s
+    for the plain binary in test_sigterm_while_the_admin_hangs. 0 for other builds."""
+    if "__tsan_init" not in subprocess.run(["nm", "-D", SYNC], capture_output=True, text=True).stdout:
+        return 0.0
+    m = re.search(r"atexit_sleep_ms=(\d+)", os.environ.get("TSAN_OPTIONS", ""))
+    return (int(m.group(1)) if m else 1000) / 1000.0
+
+
 def test_big_first_sync_peak_memory_is_bounded(px, workdir):
     """10,000 users + 500 servers synced into an empty ProxySQL: the agent's peak RSS stays under
     24 MiB. Runtime's users are compared as row hashes, every table is read row by row (never as a
@@ -801,7 +811,8 @@ def test_two_targets_one_down(consul, workdir):
 
 @pytest.mark.fault
 def test_sigterm_during_an_apply_stops_fast_and_leaves_runtime_whole(consul, px, agent):
-    """Exit 0 within 1.5 s; the apply is abandoned before its LOAD: runtime holds the old state or the new."""
+    """Exit 0 within 1.5 s (plus ThreadSanitizer's sleep at exit); the apply is abandoned before its LOAD:
+    runtime holds the old state or the new."""
     put_topology(consul, users=False)
     agent.start()
     wait_until("the first sync", lambda: synced(px))
@@ -814,7 +825,7 @@ def test_sigterm_during_an_apply_stops_fast_and_leaves_runtime_whole(consul, px,
     t0 = time.monotonic()
     agent.proc.send_signal(signal.SIGTERM)
     agent.proc.wait(5)
-    assert time.monotonic() - t0 < 1.5
+    assert time.monotonic() - t0 < 1.5 + exit_allowance()
     assert agent.proc.returncode == 0
     px.control("latency", ms=0)
     assert runtime_servers(px) in (before, after), "runtime half applied"
@@ -822,7 +833,7 @@ def test_sigterm_during_an_apply_stops_fast_and_leaves_runtime_whole(consul, px,
 
 @pytest.mark.fault
 def test_sigterm_while_the_admin_hangs(consul, px, agent):
-    """Exit 0 within 1.5 s even with admin queries hung."""
+    """Exit 0 within 1.5 s even with admin queries hung (plus ThreadSanitizer's sleep at exit)."""
     put_topology(consul, users=False)
     agent.start()
     wait_until("the first sync", lambda: synced(px))
@@ -831,7 +842,7 @@ def test_sigterm_while_the_admin_hangs(consul, px, agent):
     t0 = time.monotonic()
     agent.proc.send_signal(signal.SIGTERM)
     agent.proc.wait(5)
-    assert time.monotonic() - t0 < 1.5
+    assert time.monotonic() - t0 < 1.5 + exit_allowance()
     assert agent.proc.returncode == 0
     px.control("release")
 
