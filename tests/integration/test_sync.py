@@ -811,8 +811,7 @@ def test_two_targets_one_down(consul, workdir):
 
 @pytest.mark.fault
 def test_sigterm_during_an_apply_stops_fast_and_leaves_runtime_whole(consul, px, agent):
-    """Exit 0 within 1.5 s (plus ThreadSanitizer's sleep at exit); the apply is abandoned before its LOAD:
-    runtime holds the old state or the new."""
+    """Exit 0 within 1.5 s; the apply is abandoned before its LOAD: runtime holds the old state or the new."""
     put_topology(consul, users=False)
     agent.start()
     wait_until("the first sync", lambda: synced(px))
@@ -833,7 +832,7 @@ def test_sigterm_during_an_apply_stops_fast_and_leaves_runtime_whole(consul, px,
 
 @pytest.mark.fault
 def test_sigterm_while_the_admin_hangs(consul, px, agent):
-    """Exit 0 within 1.5 s even with admin queries hung (plus ThreadSanitizer's sleep at exit)."""
+    """Exit 0 within 1.5 s even with admin queries hung."""
     put_topology(consul, users=False)
     agent.start()
     wait_until("the first sync", lambda: synced(px))
