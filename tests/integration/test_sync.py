@@ -562,8 +562,12 @@ def test_hostile_values_are_rejected_alone(consul, px, agent):
     assert "proxysql_sync_rejected_entries 3" in metrics
 
 
+def dynamic_symbols():
+    return subprocess.run(["nm", "-D", SYNC], capture_output=True, text=True).stdout
+
+
 def sanitized_binary():
-    out = subprocess.run(["nm", "-D", SYNC], capture_output=True, text=True).stdout
+    out = dynamic_symbols()
     return "__asan_init" in out or "__tsan_init" in out
 
 
@@ -571,7 +575,7 @@ def exit_allowance():
     """Seconds a sanitizer's runtime adds to every exit: ThreadSanitizer sleeps atexit_sleep_ms
     (1000 by default) before exiting, to catch races with exit; measured 1.32 s against 0.32 s
     for the plain binary in test_sigterm_while_the_admin_hangs. 0 for other builds."""
-    if "__tsan_init" not in subprocess.run(["nm", "-D", SYNC], capture_output=True, text=True).stdout:
+    if "__tsan_init" not in dynamic_symbols():
         return 0.0
     m = re.search(r"atexit_sleep_ms=(\d+)", os.environ.get("TSAN_OPTIONS", ""))
     return (int(m.group(1)) if m else 1000) / 1000.0
