@@ -227,32 +227,59 @@ static int one_checksum(struct pxadmin *a, const char *sql, const deadline_t *dl
 	return 0;
 }
 
-int pxadmin_checksums(struct pxadmin *a, const deadline_t *dl, bool users, bool disk, struct px_checksums *c,
-		      struct db_err *e)
+/* The rows of runtime_checksums_values the agent reads: runtime's mysql_servers and mysql_users,
+ * and the vouchers. */
+static int runtime_checksums(struct pxadmin *a, const deadline_t *dl, struct px_checksums *c, struct db_err *e)
 {
+	static const char *const names[] = { "mysql_servers",   "mysql_users",      "admin_variables",
+					     "mysql_variables", "mysql_servers_v2", "proxysql_servers" };
+	uint64_t *const slots[] = { &c->servers_runtime, &c->users_runtime, &c->v.admin_vars,
+				    &c->v.mysql_vars,    &c->v.servers_v2,  &c->v.peers };
 	MYSQL_RES *res;
 	MYSQL_ROW row;
 
+	if (db_query(&a->db,
+		     "SELECT name, checksum FROM runtime_checksums_values WHERE name IN ('mysql_servers', "
+		     "'mysql_users', 'admin_variables', 'mysql_variables', 'mysql_servers_v2', 'proxysql_servers')",
+		     dl, &res, e) < 0)
+		return -1;
+	while (res && (row = mysql_fetch_row(res)) != NULL)
+		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+			if (row[0] && strcmp(row[0], names[i]) == 0) {
+				*slots[i] = checksum_value(row[1]);
+				c->v.present |= i >= 2 ? 1u << (i - 2) : 0;
+			}
+	if (res)
+		mysql_free_result(res);
+	return 0;
+}
+
+int pxadmin_checksums(struct pxadmin *a, const deadline_t *dl, bool users, bool disk, struct px_checksums *c,
+		      struct db_err *e)
+{
 	memset(c, 0, sizeof(*c));
 	if (one_checksum(a, "CHECKSUM MEMORY MYSQL SERVERS", dl, &c->servers_memory, e) < 0 ||
 	    (disk && one_checksum(a, "CHECKSUM DISK MYSQL SERVERS", dl, &c->servers_disk, e) < 0) ||
 	    (users && one_checksum(a, "CHECKSUM MEMORY MYSQL USERS", dl, &c->users_memory, e) < 0) ||
 	    (users && disk && one_checksum(a, "CHECKSUM DISK MYSQL USERS", dl, &c->users_disk, e) < 0))
 		return -1;
-	if (db_query(&a->db,
-		     "SELECT name, checksum FROM runtime_checksums_values WHERE name IN ('mysql_servers', "
-		     "'mysql_users')",
-		     dl, &res, e) < 0)
+	return runtime_checksums(a, dl, c, e);
+}
+
+int pxadmin_vouchers(struct pxadmin *a, const deadline_t *dl, struct px_vouchers *v, struct db_err *e)
+{
+	struct px_checksums c = { 0 };
+
+	if (runtime_checksums(a, dl, &c, e) < 0)
 		return -1;
-	while (res && (row = mysql_fetch_row(res)) != NULL) {
-		if (row[0] && strcmp(row[0], "mysql_servers") == 0)
-			c->servers_runtime = checksum_value(row[1]);
-		else if (row[0] && strcmp(row[0], "mysql_users") == 0)
-			c->users_runtime = checksum_value(row[1]);
-	}
-	if (res)
-		mysql_free_result(res);
+	*v = c.v;
 	return 0;
+}
+
+bool pxadmin_vouched(const struct px_vouchers *then, const struct px_vouchers *now)
+{
+	return then->present == 0xf && now->present == 0xf && then->admin_vars == now->admin_vars &&
+	       then->mysql_vars == now->mysql_vars && then->servers_v2 == now->servers_v2 && then->peers == now->peers;
 }
 
 /* The user names of an admin or stats credentials list: "user:password;user2:password2". */
@@ -372,6 +399,26 @@ void pxadmin_facts_free(struct px_facts *f)
 	model_names_free(&f->protected_users);
 	free(f->families.v);
 	memset(f, 0, sizeof(*f));
+}
+
+bool pxadmin_facts_equal(const struct px_facts *a, const struct px_facts *b)
+{
+	if (a->protected_users.n != b->protected_users.n || a->families.n != b->families.n ||
+	    a->cluster_peers != b->cluster_peers || a->servers_diffs_before_sync != b->servers_diffs_before_sync ||
+	    a->users_diffs_before_sync != b->users_diffs_before_sync ||
+	    a->peers_diffs_before_sync != b->peers_diffs_before_sync)
+		return false;
+	for (size_t i = 0; i < a->protected_users.n; i++)
+		if (strcmp(a->protected_users.v[i], b->protected_users.v[i]) != 0)
+			return false;
+	for (size_t i = 0; i < a->families.n; i++) {
+		const struct px_family *x = &a->families.v[i], *y = &b->families.v[i];
+
+		if (strcmp(x->table, y->table) != 0 || x->n != y->n ||
+		    memcmp(x->hg, y->hg, x->n * sizeof(x->hg[0])) != 0)
+			return false;
+	}
+	return true;
 }
 
 int pxadmin_conn_used(struct pxadmin *a, const deadline_t *dl, const struct px_server *const *servers, size_t n,

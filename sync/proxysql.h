@@ -51,7 +51,8 @@ int pxadmin_peer_epoch(struct pxadmin *a, const deadline_t *dl, long long *epoch
 int pxadmin_read_peers(struct pxadmin *a, bool runtime, const deadline_t *dl, struct px_peers *out,
 		       struct db_err *e) SK_MUST_CHECK;
 
-/* What the target says of itself, read at every reconcile. */
+/* What the target says of itself: read at every full read, and on the hot path when the vouchers
+ * below changed or the plan writes users. */
 struct px_facts {
 	struct px_names protected_users; /* the user names of admin-admin_credentials, admin-stats_credentials,
 					    admin-cluster_username and mysql-monitor_username (memory and
@@ -63,6 +64,27 @@ struct px_facts {
 
 int pxadmin_read_facts(struct pxadmin *a, const deadline_t *dl, struct px_facts *f, struct db_err *e) SK_MUST_CHECK;
 void pxadmin_facts_free(struct px_facts *f);
+/* The same facts, as far as the plan is concerned. Pure. */
+bool pxadmin_facts_equal(const struct px_facts *a, const struct px_facts *b);
+
+/* The rows of runtime_checksums_values that vouch for the runtime half of the facts: each changes
+ * with every LOAD of its module (a Cluster's pull included) and with nothing else.
+ * - admin_vars: every admin- variable as it runs (the admin, stats and cluster credentials, the
+ *   Cluster's diffs_before_sync);
+ * - mysql_vars: every mysql- variable (mysql-monitor_username);
+ * - servers_v2: mysql_servers and the monitor hostgroup tables as loaded (ProxySQL 2.6 and later);
+ * - peers: proxysql_servers.
+ * `present` has a bit per row read (an older ProxySQL lacks mysql_servers_v2): a missing row
+ * vouches for nothing. Names staged in memory but not loaded are not covered: the hot path reads
+ * the facts again before it writes users. */
+struct px_vouchers {
+	uint64_t admin_vars, mysql_vars, servers_v2, peers;
+	unsigned present;
+};
+
+/* True when `now` vouches that the facts read with `then` still hold: every row present and
+ * unchanged. Pure. */
+bool pxadmin_vouched(const struct px_vouchers *then, const struct px_vouchers *now);
 
 /* CHECKSUM MEMORY (and, with `disk`, DISK) of mysql_servers and (with `users`) mysql_users, and the
  * mysql_servers and mysql_users rows of runtime_checksums_values. Runtime's mysql_servers checksum
@@ -71,10 +93,13 @@ void pxadmin_facts_free(struct px_facts *f);
  * their runtime checksum only tells whether runtime changed since it was last read. */
 struct px_checksums {
 	uint64_t servers_memory, servers_disk, servers_runtime, users_memory, users_disk, users_runtime;
+	struct px_vouchers v; /* from the same read of runtime_checksums_values */
 };
 
 int pxadmin_checksums(struct pxadmin *a, const deadline_t *dl, bool users, bool disk, struct px_checksums *c,
 		      struct db_err *e) SK_MUST_CHECK;
+/* Only the vouchers (one query). */
+int pxadmin_vouchers(struct pxadmin *a, const deadline_t *dl, struct px_vouchers *v, struct db_err *e) SK_MUST_CHECK;
 
 /* ConnUsed per (hostgroup, host, port) from stats_mysql_connection_pool for the given servers;
  * conn_used[i] gets the value for servers[i] (0 when absent). */

@@ -246,11 +246,17 @@ static int read_state(struct target *t, bool users, bool disk, const deadline_t 
 	bool peers = layout_has_fleet(&t->ag->cfg->layout);
 	struct rowset_sink sink = { &st->rt_u, t->ag->cfg->layout.user_tag };
 
+	struct px_vouchers before;
+
 	memset(st, 0, sizeof(*st));
-	if (pxadmin_read_facts(&t->px, dl, &st->facts, e) < 0 ||
+	/* The vouchers before the facts: a LOAD between the two leaves vouchers that differ from the
+	 * ones read with the checksums below, which then vouch for nothing. */
+	if (pxadmin_vouchers(&t->px, dl, &before, e) < 0 || pxadmin_read_facts(&t->px, dl, &st->facts, e) < 0 ||
 	    pxadmin_read(&t->px, dl, &st->mem_s, users ? &st->mem_u : NULL, e) < 0 ||
 	    pxadmin_checksums(&t->px, dl, users, disk, &st->ck, e) < 0)
 		return -1;
+	if (!pxadmin_vouched(&before, &st->ck.v))
+		memset(&st->ck.v, 0, sizeof(st->ck.v));
 	/* Equal checksums: runtime was loaded from this memory and the monitor has moved nothing. */
 	st->have_rt_s = st->ck.servers_memory != st->ck.servers_runtime;
 	st->have_rt_u = users;
@@ -265,11 +271,12 @@ static int read_state(struct target *t, bool users, bool disk, const deadline_t 
 }
 
 /* What a target's tables held after the last reconcile that verified them: memory's rows (runtime
- * held the same, nothing staged by others), the checksums read then, and when they were last read
- * in full. */
+ * held the same, nothing staged by others), the facts they were planned with, the checksums read
+ * then (their vouchers vouch for the facts), and when they were last read in full. */
 struct target_known {
 	struct px_servers mem_s;
 	struct px_users mem_u;
+	struct px_facts facts;
 	struct px_checksums ck;
 	int64_t read_us;
 };
@@ -280,32 +287,26 @@ void target_forget(struct target *t)
 		return;
 	model_servers_free(&t->known->mem_s);
 	model_users_free(&t->known->mem_u);
+	pxadmin_facts_free(&t->known->facts);
 	free(t->known);
 	t->known = NULL;
 }
 
-/* The hot path's read: what the target says of itself, not its tables, which the known rows stand
- * for until known_holds() has checked the checksums of the tables the plan writes. Returns 1 (the
- * known rows are `st`'s), 0 when the target must be read in full (`st` to be freed), -1 on
- * errors. The known rows are taken either way (a reconcile that ends well puts them back). */
-static int read_known(struct target *t, const deadline_t *dl, struct tstate *st, int64_t *read_us, struct db_err *e)
+/* The hot path's read: nothing. The known rows and facts stand for the target's until
+ * known_holds() has checked the checksums of the tables the plan writes and the vouchers of the
+ * facts. The known state is taken (a reconcile that ends well puts it back). */
+static void read_known(struct target *t, struct tstate *st, int64_t *read_us)
 {
 	struct target_known *k = t->known;
 
 	memset(st, 0, sizeof(*st));
 	t->known = NULL;
-	if (pxadmin_read_facts(&t->px, dl, &st->facts, e) < 0 || st->facts.cluster_peers > 0) {
-		model_servers_free(&k->mem_s);
-		model_users_free(&k->mem_u);
-		free(k);
-		return st->facts.cluster_peers > 0 ? 0 : -1;
-	}
 	st->ck = k->ck; /* as read when the rows were verified; disk changes only by a SAVE */
 	st->mem_s = k->mem_s;
 	st->mem_u = k->mem_u;
+	st->facts = k->facts;
 	*read_us = k->read_us;
 	free(k);
-	return 1;
 }
 
 /* Which tables a plan writes. */
@@ -319,20 +320,35 @@ static void plan_tables(const struct plan *p, bool *servers, bool *users)
 	}
 }
 
-/* Before a hot-path apply: the checksums of the tables the plan writes are the ones known (nobody
- * changed that memory or loaded it since). Returns 1, 0 (read in full), -1 on errors. */
-static int known_holds(struct target *t, const struct plan *p, const struct px_checksums *known, const deadline_t *dl,
+/* Before a hot-path apply (or a pass with nothing to write): the checksums of the tables the plan
+ * writes are the ones known (nobody changed that memory or loaded it since), and the facts the plan
+ * was made with still hold: vouched for by runtime_checksums_values, or read again when they are
+ * not (a module loaded since, an older ProxySQL) or when the plan writes users (names staged in
+ * memory are protected too, and no checksum covers memory). Returns 1, 0 (read in full), -1 on
+ * errors. */
+static int known_holds(struct target *t, const struct plan *p, struct tstate *st, const deadline_t *dl,
 		       struct db_err *e)
 {
+	const struct px_checksums *known = &st->ck;
 	struct px_checksums ck;
-	bool servers, users;
+	struct px_facts now;
+	bool servers, users, same;
 
 	plan_tables(p, &servers, &users);
 	if (pxadmin_checksums(&t->px, dl, users, false, &ck, e) < 0)
 		return -1;
-	return !(servers &&
-		 (ck.servers_memory != known->servers_memory || ck.servers_runtime != known->servers_runtime)) &&
-	       !(users && (ck.users_memory != known->users_memory || ck.users_runtime != known->users_runtime));
+	if ((servers && (ck.servers_memory != known->servers_memory || ck.servers_runtime != known->servers_runtime)) ||
+	    (users && (ck.users_memory != known->users_memory || ck.users_runtime != known->users_runtime)))
+		return 0;
+	if (!users && pxadmin_vouched(&known->v, &ck.v))
+		return 1;
+	if (pxadmin_read_facts(&t->px, dl, &now, e) < 0)
+		return -1;
+	same = pxadmin_facts_equal(&now, &st->facts);
+	pxadmin_facts_free(&now);
+	if (same)
+		st->ck.v = ck.v; /* read before the facts: they vouch for them from now on */
+	return same;
 }
 
 /* Keep what the target's tables hold now: `st`'s rows (taken), or the plan's rows after it ran. */
@@ -354,6 +370,8 @@ static void remember(struct target *t, struct tstate *st, const struct plan *aft
 		memset(&st->mem_s, 0, sizeof(st->mem_s));
 		memset(&st->mem_u, 0, sizeof(st->mem_u));
 	}
+	k->facts = st->facts;
+	memset(&st->facts, 0, sizeof(st->facts));
 	k->ck = *ck;
 	k->read_us = read_us;
 	t->known = k;
@@ -366,6 +384,7 @@ static int verify_known(struct target *t, const struct plan *p, const struct px_
 			bool disk, const deadline_t *dl, struct px_checksums *ck, struct db_err *e)
 {
 	bool servers_loaded = false, servers_written, users_written;
+	uint64_t before_v2 = before->v.servers_v2;
 
 	/* A users LOAD is not checked here: runtime_checksums_values sums runtime's rows (one per
 	 * role), which never equal memory's CHECKSUM; the full verify at resync-interval reads them. */
@@ -386,6 +405,14 @@ static int verify_known(struct target *t, const struct plan *p, const struct px_
 		ck->users_disk = before->users_disk;
 		ck->users_runtime = before->users_runtime;
 	}
+	/* The facts still hold when no voucher moved but mysql_servers_v2 by the plan's own LOAD (its
+	 * checksum covers mysql_servers too); otherwise the next hot pass reads them again. */
+	if (servers_loaded)
+		before_v2 = ck->v.servers_v2;
+	if (!pxadmin_vouched(&(struct px_vouchers){ before->v.admin_vars, before->v.mysql_vars, before_v2,
+						    before->v.peers, before->v.present },
+			     &ck->v))
+		memset(&ck->v, 0, sizeof(ck->v));
 	if (servers_loaded && ck->servers_runtime != ck->servers_memory)
 		return 0;
 	if (disk && (ck->servers_memory != ck->servers_disk || (users && ck->users_memory != ck->users_disk)))
@@ -871,9 +898,11 @@ static int read_tables(struct pass *r)
 {
 	struct target *t = r->t;
 
-	if (t->known && (r->fast = read_known(t, &r->dl, &r->st, &r->read_us, &r->e)) == 0)
-		tstate_free(&r->st);
-	if (r->fast < 0 || (!r->fast && read_state(t, r->users, r->disk, &r->dl, &r->st, &r->e) < 0)) {
+	if (t->known) {
+		read_known(t, &r->st, &r->read_us);
+		r->fast = 1;
+	}
+	if (!r->fast && read_state(t, r->users, r->disk, &r->dl, &r->st, &r->e) < 0) {
 		log_warn("target %s: reading its tables failed: %s", t->pt.name, r->e.msg);
 		t->errors_read++;
 		t->last_failure = r->e.reason;
@@ -1004,8 +1033,8 @@ static bool decide(struct pass *r)
 	if (read_drains(r) < 0)
 		return false;
 	plan_state(r->ag, &r->st, &r->want_s, r->want, r->dinfo, r->nd, &r->plan, &r->ds, &r->du);
-	if (r->fast && r->plan.n) {
-		int k = known_holds(t, &r->plan, &r->st.ck, &r->dl, &r->e);
+	if (r->fast) {
+		int k = known_holds(t, &r->plan, &r->st, &r->dl, &r->e);
 
 		if (k < 0) {
 			t->errors_read++;

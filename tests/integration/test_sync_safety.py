@@ -81,6 +81,79 @@ def test_kv_users_named_like_proxysql_logins_are_never_written(consul, px, workd
     assert "opspw" not in logs and "obspw" not in logs, "a credential reached the log"
 
 
+FACT_READS = ("global_variables", "_hostgroups", "runtime_proxysql_servers")
+
+
+def test_a_server_change_reads_no_facts_while_their_checksums_vouch(consul, px, workdir):
+    """Once a sync is verified, a server change reads neither the identity variables nor the monitor
+    hostgroup tables: runtime_checksums_values says nobody loaded them since. A user change reads the
+    identity again (names staged in memory are protected too, and no checksum covers memory)."""
+    if not px.is_fake:
+        pytest.skip("needs the ProxySQL double's statement log")
+    put_topology(consul)
+    agent = Agent(consul, [px], workdir).start()
+    try:
+        first_sync(px, agent)
+        time.sleep(0.5)
+        px.clear_statements()
+        consul.put("mysql/replica/shop/eu/db2:3306", json.dumps({"weight": 5}).encode())
+        wait_until("db2 at weight 5", lambda: runtime_weights(px).get(("11", "db2")) == "5")
+        wait_until("the apply logged", lambda: "applied 3 statement(s)" in agent.logs())
+        sent = [s["sql"] for s in px.statements()]
+        assert "LOAD MYSQL SERVERS TO RUNTIME" in sent, sent
+        assert not [q for q in sent if any(f in q for f in FACT_READS)], sent
+        px.clear_statements()
+        consul.put("proxysql/users/report", json.dumps({"password": USER_PASSWORD, "default_hostgroup": 10}).encode())
+        wait_until("report moved to hostgroup 10", lambda: main_users(px)["report"][2] == "10")
+        sent = [s["sql"] for s in px.statements()]
+        assert [q for q in sent if "global_variables" in q], sent
+    finally:
+        stop_and_check(agent)
+
+
+def _stage_credential(px):
+    px.query("SET admin-admin_credentials='%s:%s;ops:opspw'" % (px.admin_user, px.admin_password))
+
+
+def _load_monitor_row(px):
+    px.query("INSERT INTO mysql_replication_hostgroups (writer_hostgroup, reader_hostgroup) VALUES (10, 11)")
+    px.query("LOAD MYSQL SERVERS TO RUNTIME")
+
+
+def _load_peer(px):
+    px.query("INSERT INTO proxysql_servers (hostname, port, weight, comment) VALUES ('127.0.0.1', 16999, 0, 'peer')")
+    px.query("LOAD PROXYSQL SERVERS TO RUNTIME")
+
+
+@pytest.mark.parametrize("edit", ["staged_credential", "monitor_row", "peer"])
+def test_facts_changed_between_changes_hold_at_the_next_change(consul, px, workdir, edit):
+    """A login staged in memory, a monitor hostgroup row or a ProxySQL Cluster peer loaded after a
+    verified sync: the next KV change is planned with it, as after a full read (the hot path's
+    vouchers moved, or the plan writes users and reads the identity again)."""
+    put_topology(consul)
+    agent = Agent(consul, [px], workdir).start()
+    try:
+        first_sync(px, agent)
+        time.sleep(0.5)
+        {"staged_credential": _stage_credential, "monitor_row": _load_monitor_row, "peer": _load_peer}[edit](px)
+        weights = runtime_weights(px)
+        if edit == "staged_credential":
+            consul.put("proxysql/users/ops", json.dumps({"password": "pw-ops"}).encode())
+            consul.put("mysql/replica/shop/eu/db2:3306", json.dumps({"weight": 5}).encode())
+            wait_until("db2 at weight 5", lambda: runtime_weights(px).get(("11", "db2")) == "5")
+            assert "ops" not in main_users(px)
+            wait_until("ops refused", lambda: metric(agent, "proxysql_sync_protected_users", target="px1") == 1)
+            return
+        consul.put("mysql/replica/shop/eu/db2:3306", json.dumps({"weight": 5}).encode())
+        reason = "monitor" if edit == "monitor_row" else "cluster"
+        wait_until("the refusal", lambda: metric(agent, "proxysql_sync_target_refused", target="px1",
+                                                 table="mysql_servers", reason=reason) == 1)
+        time.sleep(1)
+        assert runtime_weights(px) == weights, "written after the facts changed"
+    finally:
+        stop_and_check(agent)
+
+
 # ---- 2. rejected means kept ----------------------------------------------------------------
 
 def test_invalid_values_keep_what_proxysql_has(consul, px, workdir):

@@ -15,6 +15,7 @@
 #include "config.h"
 #include "layout.h"
 #include "plan.h"
+#include "proxysql.h"
 #include "testdata.h"
 
 static char *read_opt(const char *dir, const char *name)
@@ -622,6 +623,59 @@ static void scale_linear(void **state)
 	sync_config_free(&cfg);
 }
 
+/* The hot path's vouchers: every row present and unchanged, or the facts are read again. */
+static void vouchers_need_every_row_unchanged(void **state)
+{
+	static const struct {
+		struct px_vouchers then, now;
+		bool vouched;
+	} cases[] = {
+		{ { 1, 2, 3, 0, 0xf }, { 1, 2, 3, 0, 0xf }, true }, /* 0: an empty proxysql_servers */
+		{ { 1, 2, 3, 4, 0xf }, { 9, 2, 3, 4, 0xf }, false },
+		{ { 1, 2, 3, 4, 0xf }, { 1, 9, 3, 4, 0xf }, false },
+		{ { 1, 2, 3, 4, 0xf }, { 1, 2, 9, 4, 0xf }, false },
+		{ { 1, 2, 3, 4, 0xf }, { 1, 2, 3, 9, 0xf }, false },
+		{ { 1, 2, 0, 4, 0xb }, { 1, 2, 0, 4, 0xb }, false }, /* no mysql_servers_v2 (before 2.6) */
+		{ { 1, 2, 3, 4, 0xf }, { 1, 2, 3, 4, 0x7 }, false },
+		{ { 0 }, { 0 }, false },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < SK_ARRAY_LEN(cases); i++) {
+		if (pxadmin_vouched(&cases[i].then, &cases[i].now) != cases[i].vouched)
+			fail_msg("case %zu", i);
+	}
+}
+
+/* Facts compare on everything a plan reads of them. */
+static void facts_equal_compares_what_plans_read(void **state)
+{
+	struct px_family fam = { .table = "mysql_galera_hostgroups", .hg = { 10, 11 }, .n = 2 };
+	struct px_facts a = { 0 }, b = { 0 };
+
+	(void)state;
+	model_names_add(&a.protected_users, "admin");
+	model_names_add(&b.protected_users, "admin");
+	assert_true(pxadmin_facts_equal(&a, &b));
+	model_names_add(&b.protected_users, "ops");
+	assert_false(pxadmin_facts_equal(&a, &b));
+	model_names_add(&a.protected_users, "ops");
+	assert_true(pxadmin_facts_equal(&a, &b));
+	a.families.v = &fam;
+	a.families.n = 1;
+	assert_false(pxadmin_facts_equal(&a, &b));
+	b.families = a.families;
+	assert_true(pxadmin_facts_equal(&a, &b));
+	b.cluster_peers = 1;
+	assert_false(pxadmin_facts_equal(&a, &b));
+	b.cluster_peers = 0;
+	b.users_diffs_before_sync = 3;
+	assert_false(pxadmin_facts_equal(&a, &b));
+	a.families.n = b.families.n = 0;
+	model_names_free(&a.protected_users);
+	model_names_free(&b.protected_users);
+}
+
 int main(void)
 {
 	char dir[1024];
@@ -654,11 +708,13 @@ int main(void)
 	}
 	free(ents);
 	ncases = n;
-	tests = xrealloc(tests, (n + 4) * sizeof(*tests));
+	tests = xrealloc(tests, (n + 6) * sizeof(*tests));
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(drift_hash_keeps_columns_apart);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(scale_duplicates_first_stands);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(scale_order_independent);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(scale_linear);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(vouchers_need_every_row_unchanged);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(facts_equal_compares_what_plans_read);
 	rc = _cmocka_run_group_tests("sync", tests, n, NULL, NULL);
 	for (size_t i = 0; i < ncases; i++)
 		free(paths[i]);
