@@ -289,6 +289,16 @@ static int run_mode(struct sync_config *cfg, int argc, char **argv, const sigset
 	return rc;
 }
 
+/* One malloc arena: the watcher allocates a snapshot, the coordinator the desired state, a target
+ * the rows it keeps, and each frees what another made; with an arena each, those frees are not
+ * reused across threads and the peak grows (56.6 against 62.7 MiB at 52,000 keys). */
+static void one_arena(void)
+{
+#ifdef __GLIBC__
+	mallopt(M_ARENA_MAX, 1);
+#endif
+}
+
 int main(int argc, char **argv)
 {
 	/* static: a configuration left to a target thread still running at exit (agent_stop) stays
@@ -309,10 +319,7 @@ int main(int argc, char **argv)
 	sigaddset(&stops, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &stops, NULL);
 
-#ifdef __GLIBC__
-	/* One malloc arena per thread would keep each thread's high-water mark resident. */
-	mallopt(M_ARENA_MAX, 2);
-#endif
+	one_arena();
 	log_setup(argv[0], LOG_TEXT, LOG_INFO, stdout);
 	switch (sync_config_load(&cfg, argc, argv, err, sizeof(err))) {
 	case OPTS_EXIT: sync_config_free(&cfg); return 0;

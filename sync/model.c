@@ -154,15 +154,22 @@ void model_servers_free(struct px_servers *a)
 	memset(a, 0, sizeof(*a));
 }
 
+void model_user_free(struct px_user *u)
+{
+	if (!u->username)
+		return;
+	sk_wipe(u->password, strlen(u->password));
+	free(u->username);
+	free(u->password);
+	free(u->default_schema);
+	free(u->comment);
+	memset(u, 0, sizeof(*u));
+}
+
 void model_users_free(struct px_users *a)
 {
-	for (size_t i = 0; i < a->n; i++) {
-		sk_wipe(a->v[i].password, strlen(a->v[i].password));
-		free(a->v[i].username);
-		free(a->v[i].password);
-		free(a->v[i].default_schema);
-		free(a->v[i].comment);
-	}
+	for (size_t i = 0; i < a->n; i++)
+		model_user_free(&a->v[i]);
 	free(a->v);
 	memset(a, 0, sizeof(*a));
 }

@@ -65,6 +65,8 @@ struct px_server *model_servers_find(const struct px_servers *a, long hostgroup,
 struct px_user *model_users_find(const struct px_users *a, const char *username);
 
 void model_servers_free(struct px_servers *a);
+/* One user's strings (the password wiped first); a row whose username is NULL holds none. */
+void model_user_free(struct px_user *u);
 void model_users_free(struct px_users *a);
 void model_servers_copy(struct px_servers *dst, const struct px_servers *src);
 void model_users_copy(struct px_users *dst, const struct px_users *src);

@@ -351,23 +351,54 @@ static int known_holds(struct target *t, const struct plan *p, struct tstate *st
 	return same;
 }
 
+/* The users after a plan that wrote some: the rows it left as read are moved out of `read`, only
+ * the others copied (a change of one user among 50,000 holds them once, not twice); `read` is
+ * emptied. */
+static void take_users(struct px_users *dst, struct px_users *read, const struct plan *after)
+{
+	uintptr_t lo = (uintptr_t)read->v, hi = (uintptr_t)(read->v + read->n);
+
+	dst->cap = after->nafter_users ? after->nafter_users : 1;
+	dst->v = xcalloc(dst->cap, sizeof(*dst->v));
+	for (size_t i = 0; i < after->nafter_users; i++) {
+		uintptr_t at = (uintptr_t)after->after_users[i];
+
+		if (read->n && at >= lo && at < hi) {
+			struct px_user *u = &read->v[(at - lo) / sizeof(*read->v)];
+
+			dst->v[dst->n++] = *u;
+			u->username = NULL; /* moved */
+		} else {
+			model_users_add(dst, after->after_users[i]);
+		}
+	}
+	model_users_free(read);
+}
+
 /* Keep what the target's tables hold now: `st`'s rows (taken), or the plan's rows after it ran. */
 static void remember(struct target *t, struct tstate *st, const struct plan *after, const struct px_checksums *ck,
 		     int64_t read_us)
 {
 	struct target_known *k = xcalloc(1, sizeof(*k));
+	bool servers = false, users = false;
 
 	target_forget(t);
-	if (after) {
+	if (after)
+		plan_tables(after, &servers, &users);
+	/* A table the plan wrote: its rows after the plan (copies). One it did not write: the rows
+	 * read, moved (a server change must not copy 50,000 users). */
+	if (servers) {
 		for (size_t i = 0; i < after->nafter_servers; i++)
 			model_servers_add(&k->mem_s, after->after_servers[i]);
 		model_servers_sort(&k->mem_s);
-		for (size_t i = 0; i < after->nafter_users; i++)
-			model_users_add(&k->mem_u, after->after_users[i]);
 	} else {
 		k->mem_s = st->mem_s;
-		k->mem_u = st->mem_u;
 		memset(&st->mem_s, 0, sizeof(st->mem_s));
+	}
+	if (users) {
+		take_users(&k->mem_u, &st->mem_u, after);
+	} else {
+		k->mem_u = st->mem_u;
 		memset(&st->mem_u, 0, sizeof(st->mem_u));
 	}
 	k->facts = st->facts;

@@ -11,7 +11,7 @@ CONSUL_BIN / PROXYSQL_BIN) and a new agent with quiescence off:
   * one change: a server's weight, from the KV write until runtime_mysql_servers shows it; and
     one user's default_hostgroup, from the KV write until the agent logs its verified apply;
   * the agent's CPU (utime + stime) for the initial sync and for the two changes, and its peak
-    RSS (VmHWM);
+    RSS (VmHWM) after the first sync, after the server change and over the whole run;
 
 and, first, back-to-back changes with a few dozen keys (30 users, 6 servers): each server weight
 change written as soon as the one before shows in runtime_mysql_servers (p50, p99, max).
@@ -134,6 +134,7 @@ def one_size(n, work):
         row["initial_cpu_s"] = cpu_ticks(agent.pid) / TICK
         row["healthz"] = poller.lat
         row["healthz_missed"] = poller.missed
+        row["rss_initial_kib"] = proc_status(agent.pid, "VmHWM")
         conn = px.connect()
         cur = conn.cursor()
         time.sleep(1.0)   # the agent idle again
@@ -143,6 +144,7 @@ def one_size(n, work):
         ok = wait_for(lambda: weight_of(cur, "srv000000") == "7", 120, 0.002)
         row["server_change_ms"] = (time.monotonic() - t0) * 1000 if ok else None
         time.sleep(0.5)   # the server change verified
+        row["rss_server_kib"] = proc_status(agent.pid, "VmHWM")
         before = len(applied_lines(log))
         t0 = time.monotonic()
         consul.put("bench/users/user000000", json.dumps({"password": "*%040X" % 0, "default_hostgroup": 101}).encode())
@@ -214,16 +216,18 @@ def main():
                  statistics.median(applies) if applies else 0, pct(applies, 99) if applies else 0))
     print("| keys (users + servers) | initial sync | of which apply + verify | agent CPU, initial | "
           "/healthz during it: p50 / p99 / max (missed) | one server change to runtime | one user change "
-          "applied (agent's apply) | agent CPU, both changes | peak RSS |")
+          "applied (agent's apply) | agent CPU, both changes | peak RSS: after the first sync / after the server "
+          "change / whole run |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         h = r["healthz"] or [0.0]
         print("| %d (%d + %d) | %.2f s | %.2f s | %.2f s | %.1f / %.1f / %.1f ms (%d of %d) | %s | %s (%s) | %.0f ms | "
-              "%.1f MiB |" % (
+              "%.1f / %.1f / %.1f MiB |" % (
                   r["keys"], r["users"], r["servers"], r["initial_s"], r["initial_apply_s"], r["initial_cpu_s"],
                   statistics.median(h), pct(h, 99), max(h), r["healthz_missed"], len(r["healthz"]),
                   fmt_ms(r["server_change_ms"]), fmt_ms(r["user_change_ms"]), fmt_ms(r["user_apply_ms"]),
-                  r["change_cpu_ms"], r["peak_rss_kib"] / 1024.0))
+                  r["change_cpu_ms"], r["rss_initial_kib"] / 1024.0, r["rss_server_kib"] / 1024.0,
+                  r["peak_rss_kib"] / 1024.0))
     if len(rows) > 1:
         base = rows[0]
         print("\nPer key, against the smallest size: initial agent CPU %s." % ", ".join(
