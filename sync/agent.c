@@ -636,8 +636,8 @@ bool agent_ready(struct agent *ag, char *why, size_t len)
 	for (size_t i = 0; i < ag->ntargets && ready; i++) {
 		struct target *t = &ag->targets[i];
 
-		/* In sync: desired = memory = runtime (= disk with save-to-disk), as the last reconcile
-		 * read them from the target. */
+		/* In sync: desired = memory = runtime (= disk with save-to-disk, within save-delay after a
+		 * hot-path change), as the last reconcile read them from the target. */
 		if (!t->reachable || !t->synced_once || !t->in_sync) {
 			snprintf(why, len, "target %s: %s", t->pt.name,
 				 t->why[0]       ? t->why

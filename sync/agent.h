@@ -96,6 +96,10 @@ struct target {
 	/* What the last verified reconcile left in its tables (target.c): a change whose checksums
 	 * say nothing else moved is planned from it without reading the tables again. */
 	struct target_known *known;
+	/* A SAVE the hot path put off (save-delay), target thread only: due then (0: none), of
+	 * which tables. */
+	int64_t save_due_us;
+	bool save_servers, save_users;
 	/* metrics */
 	atomic_ulong applies, errors_read, errors_apply, errors_verify, errors_connect, writer_guard;
 	atomic_ulong foreign_staged_total[TABLE_COUNT], loads_owed, saves_owed;

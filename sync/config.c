@@ -58,6 +58,7 @@ const struct opt_def sync_options[] = {
 	{"admin-allow-plaintext-password", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Send the admin password to a --admin-addr that is not loopback without TLS (allow_plaintext_password); refused otherwise.", 0},
 	{"admin-timeout", 0, OPT_NUMBER, "SECONDS", "5", NULL, 0.1, 600, NULL, "Deadline for each admin round (read, apply, verify).", 0},
 	{"save-to-disk", 0, OPT_FLAG, NULL, "1", NULL, 0, 0, NULL, "SAVE ... TO DISK after each LOAD ... TO RUNTIME.", 0},
+	{"save-delay", 0, OPT_NUMBER, "SECONDS", "0.2", NULL, 0, 60, NULL, "With save-to-disk, a change on the hot path is LOADed at once and SAVEd at most this long after the first LOAD not yet saved: a burst of changes costs one SAVE, and disk never lags runtime by more (0: SAVE with each LOAD).", 0},
 	{"drain-timeout", 0, OPT_NUMBER, "SECONDS", "300", NULL, 0, 86400, NULL, "A removed server stays OFFLINE_SOFT until its used connections reach 0 or this passes (0: delete at once).", 0},
 	{"quiescence-min", 0, OPT_NUMBER, "SECONDS", "0.3", NULL, 0, 600, NULL, "Apply only after the KV snapshot has been still this long.", 0},
 	{"quiescence-max", 0, OPT_NUMBER, "SECONDS", "3", NULL, 0, 3600, NULL, "...but never wait longer than this after the first change.", 0},
@@ -159,6 +160,7 @@ static int load_apply_settings(struct sync_settings *s, const struct opts *o, ch
 	s->drain_timeout_ms = (int64_t)(opt_num(o, "drain-timeout") * 1000);
 	s->resync_interval_us = (int64_t)(opt_num(o, "resync-interval") * 1e6);
 	s->save_to_disk = opt_flag(o, "save-to-disk");
+	s->save_delay_us = (int64_t)(opt_num(o, "save-delay") * 1e6);
 	s->adopt_users = opt_flag(o, "adopt-users");
 	s->allow_empty_writer = opt_flag(o, "allow-empty-writer");
 	s->quiescence_min_s = opt_num(o, "quiescence-min");

@@ -62,10 +62,10 @@ struct sync_settings {
 	bool announce_parsed; /* announce-address is set and parses as host[:port] */
 	long announce_weight, announce_ttl_s;
 	bool proxysql_servers;
-	/* Each target's apply: admin-timeout, save-to-disk, drain-timeout, adopt-users,
+	/* Each target's apply: admin-timeout, save-to-disk, save-delay, drain-timeout, adopt-users,
 	 * foreign-edits, allow-empty-writer, resync-interval. */
 	double admin_timeout_s;
-	int64_t admin_timeout_ms, drain_timeout_ms, resync_interval_us;
+	int64_t admin_timeout_ms, drain_timeout_ms, resync_interval_us, save_delay_us;
 	bool save_to_disk, adopt_users, allow_empty_writer;
 	enum sync_foreign_edits foreign_edits;
 	/* The guards: quiescence-min, quiescence-max, shrink-fraction, confirmations. */

@@ -436,6 +436,10 @@ static int verify_known(struct target *t, const struct plan *p, const struct px_
 		ck->users_disk = before->users_disk;
 		ck->users_runtime = before->users_runtime;
 	}
+	if (!disk) { /* not read, and unchanged: no SAVE was sent (the SAVE put off is owed from it) */
+		ck->servers_disk = before->servers_disk;
+		ck->users_disk = before->users_disk;
+	}
 	/* The facts still hold when no voucher moved but mysql_servers_v2 by the plan's own LOAD (its
 	 * checksum covers mysql_servers too); otherwise the next hot pass reads them again. */
 	if (servers_loaded)
@@ -478,8 +482,8 @@ static void plan_fleet(struct sync_config *cfg, const struct agent_want *want, c
 /* The plan that brings the target from `st` to `want_s` / `want`, with every owed LOAD and SAVE
  * derived from what the target says (drift between memory, runtime and disk). */
 static void plan_state(struct agent *ag, const struct tstate *st, const struct px_servers *want_s,
-		       const struct agent_want *want, const struct plan_drain *dinfo, size_t nd, struct plan *out,
-		       struct plan_drift *ds, struct plan_drift *du)
+		       const struct agent_want *want, const struct plan_drain *dinfo, size_t nd, bool save,
+		       struct plan *out, struct plan_drift *ds, struct plan_drift *du)
 {
 	struct sync_config *cfg = ag->cfg;
 	bool users = *cfg->layout.users_prefix != '\0';
@@ -488,7 +492,7 @@ static void plan_state(struct agent *ag, const struct tstate *st, const struct p
 		.nowned = st->nowned,
 		.user_tag = cfg->layout.user_tag,
 		.drain_timeout_ms = cfg->settings.drain_timeout_ms,
-		.save_to_disk = cfg->settings.save_to_disk,
+		.save_to_disk = save,
 		.keep_servers = &want->keep_servers,
 		.keep_users = &want->keep_users,
 		.protected_users = &st->facts.protected_users,
@@ -868,6 +872,8 @@ struct pass {
 	struct target *t;
 	const struct agent_want *want;
 	bool print, users, disk;
+	bool save; /* this pass SAVEs what it LOADs (disk, unless the hot path puts the SAVE off) */
+	bool writes_servers, writes_users; /* what the plan writes (its text is dropped before the verify) */
 	deadline_t dl;
 	struct tstate st;
 	struct px_servers want_s; /* the desired servers of the hostgroups written here, guards applied */
@@ -899,7 +905,7 @@ static void pass_begin(struct pass *r, struct agent *ag, struct target *t, const
 	r->want = want;
 	r->print = print;
 	r->users = *cfg->layout.users_prefix != '\0';
-	r->disk = cfg->settings.save_to_disk;
+	r->disk = r->save = cfg->settings.save_to_disk;
 	r->dl = deadline_in_ms(cfg->settings.admin_timeout_ms);
 	r->started = r->read_us = deadline_now_us();
 	r->rc = -1;
@@ -932,6 +938,10 @@ static int read_tables(struct pass *r)
 	if (t->known) {
 		read_known(t, &r->st, &r->read_us);
 		r->fast = 1;
+		/* save-delay: until the first LOAD not yet saved is that old, LOAD and put the SAVE off */
+		if (r->disk && r->ag->cfg->settings.save_delay_us > 0 &&
+		    (!t->save_due_us || r->started < t->save_due_us))
+			r->save = false;
 	}
 	if (!r->fast && read_state(t, r->users, r->disk, &r->dl, &r->st, &r->e) < 0) {
 		log_warn("target %s: reading its tables failed: %s", t->pt.name, r->e.msg);
@@ -1063,7 +1073,8 @@ static bool decide(struct pass *r)
 	guard_wanted(r);
 	if (read_drains(r) < 0)
 		return false;
-	plan_state(r->ag, &r->st, &r->want_s, r->want, r->dinfo, r->nd, &r->plan, &r->ds, &r->du);
+	plan_state(r->ag, &r->st, &r->want_s, r->want, r->dinfo, r->nd, r->save, &r->plan, &r->ds, &r->du);
+	plan_tables(&r->plan, &r->writes_servers, &r->writes_users);
 	if (r->fast) {
 		int k = known_holds(t, &r->plan, &r->st, &r->dl, &r->e);
 
@@ -1134,7 +1145,7 @@ static bool apply(struct pass *r)
 		if (strncmp(r->plan.steps[i].sql, "LOAD ", 5) == 0 && !r->plan.servers_changed &&
 		    !r->plan.users_changed)
 			t->loads_owed++;
-		else if (strncmp(r->plan.steps[i].sql, "SAVE ", 5) == 0 && i == 0)
+		else if (strncmp(r->plan.steps[i].sql, "SAVE ", 5) == 0 && i == 0 && !t->save_due_us)
 			t->saves_owed++;
 	}
 	if (r->plan.n && single_writer && await_newer_epoch(ag, t, &r->plan, &r->dl) < 0)
@@ -1163,7 +1174,7 @@ static bool verify_read(struct pass *r)
 		return false;
 	}
 	scope(r->ag, t, &r->st);
-	plan_state(r->ag, &r->st, &r->want_s, r->want, r->dinfo, r->nd, &r->check, &r->ds, &r->du);
+	plan_state(r->ag, &r->st, &r->want_s, r->want, r->dinfo, r->nd, r->save, &r->check, &r->ds, &r->du);
 	if (only_drains(&r->check) && !r->check.servers_held && !r->check.users_held)
 		return true;
 	for (size_t i = 0; i < r->check.n; i++)
@@ -1184,7 +1195,7 @@ static bool verify(struct pass *r)
 {
 	if (r->plan.n && r->fast && r->plan.after_exact && !r->guards.writers && !r->guards.held && !r->st.refused &&
 	    r->nd == 0) {
-		int v = verify_known(r->t, &r->plan, &r->st.ck, r->users, r->disk, &r->dl, &r->after_ck, &r->e);
+		int v = verify_known(r->t, &r->plan, &r->st.ck, r->users, r->save, &r->dl, &r->after_ck, &r->e);
 
 		if (v < 0) {
 			r->t->errors_read++;
@@ -1264,8 +1275,32 @@ static void conclude(struct pass *r)
 		target_forget(t);
 }
 
+/* The SAVE this pass put off (due save-delay after the first LOAD not saved), or, a pass that
+ * saved and ended well, none left. */
+static void track_save(struct pass *r)
+{
+	struct target *t = r->t;
+
+	if (r->print || !r->disk)
+		return;
+	if (r->save) {
+		if (r->rc >= 0)
+			t->save_due_us = 0;
+		return;
+	}
+	if (!r->plan.n || r->rc == -2) /* nothing sent */
+		return;
+	if (!t->save_due_us) {
+		t->save_due_us = r->started + r->ag->cfg->settings.save_delay_us;
+		t->save_servers = t->save_users = false;
+	}
+	t->save_servers = t->save_servers || r->writes_servers;
+	t->save_users = t->save_users || r->writes_users;
+}
+
 static void pass_end(struct pass *r)
 {
+	track_save(r);
 	forget_drains(r->t, &r->st.mem_s, &r->want_s);
 	plan_free(&r->plan);
 	plan_free(&r->check);
@@ -1303,25 +1338,28 @@ int target_reconcile(struct agent *ag, struct target *t, const struct agent_want
 	return rc == -2 ? reconcile(ag, t, want, print) : rc; /* known forgotten: a full read */
 }
 
-/* Wait up to PING_INTERVAL_MS for a desired state this target has not applied. False when there
- * is none yet (or the agent stops); otherwise its generation, and whether it is new here. */
+/* Wait up to PING_INTERVAL_MS (or until a SAVE put off is due) for a desired state this target
+ * has not applied. False when there is none yet (or the agent stops); otherwise its generation,
+ * and whether it is new here or the SAVE is due. */
 static bool await_desired(struct agent *ag, struct target *t, unsigned long *gen, bool *need)
 {
 	struct timespec ts;
-	int64_t at;
+	int64_t at, wait_us = PING_INTERVAL_MS * 1000, now = deadline_now_us();
 	bool have;
 
+	if (t->save_due_us && t->save_due_us - now < wait_us)
+		wait_us = t->save_due_us > now ? t->save_due_us - now : 0;
 	pthread_mutex_lock(&ag->mu);
 	clock_gettime(CLOCK_REALTIME, &ts);
-	at = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + PING_INTERVAL_MS * 1000;
+	at = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + wait_us;
 	ts.tv_sec = at / 1000000;
 	ts.tv_nsec = (at % 1000000) * 1000;
-	if (!ag->stop && (!ag->have_desired || ag->desired_gen == t->applied_gen))
+	if (!ag->stop && (!ag->have_desired || ag->desired_gen == t->applied_gen) && wait_us > 0)
 		pthread_cond_timedwait(&ag->cv, &ag->mu, &ts);
 	have = !ag->stop && ag->have_desired;
 	if (have) {
 		*gen = ag->desired_gen;
-		*need = *gen != t->applied_gen;
+		*need = *gen != t->applied_gen || (t->save_due_us && deadline_now_us() >= t->save_due_us);
 	}
 	pthread_mutex_unlock(&ag->mu);
 	return have;
@@ -1363,6 +1401,25 @@ static int reconcile_published(struct agent *ag, struct target *t, unsigned long
 	return r;
 }
 
+/* Stopping with a SAVE put off: send it, so that a ProxySQL restarted from disk later keeps what
+ * runtime has; within admin-timeout and 700 ms (agent_stop gives the targets 800). */
+static void save_before_stopping(struct target *t)
+{
+	int64_t ms = t->ag->cfg->settings.admin_timeout_ms < 700 ? t->ag->cfg->settings.admin_timeout_ms : 700;
+	deadline_t dl = deadline_in_ms(ms);
+	struct db_err e;
+
+	if (!t->save_due_us || !t->px.db.connected)
+		return;
+	if ((t->save_servers && pxadmin_exec(&t->px, "SAVE MYSQL SERVERS TO DISK", &dl, &e) < 0) ||
+	    (t->save_users && pxadmin_exec(&t->px, "SAVE MYSQL USERS TO DISK", &dl, &e) < 0)) {
+		log_warn("target %s: stopping: the SAVE put off by save-delay failed: %s", t->pt.name, e.msg);
+		return;
+	}
+	t->save_due_us = 0;
+	log_info("target %s: stopping: saved to disk what was LOADed since the last SAVE", t->pt.name);
+}
+
 void *target_main(void *arg)
 {
 	struct target *t = arg;
@@ -1399,6 +1456,7 @@ void *target_main(void *arg)
 								 : shared_backoff_ms(attempt++, 5000)))
 			break;
 	}
+	save_before_stopping(t);
 	pxadmin_close(&t->px);
 	return NULL;
 }

@@ -427,7 +427,8 @@ def test_change_after_a_verified_sync_reads_no_table(consul, px, agent):
     consul.put("mysql/replica/shop/eu/db2:3306", json.dumps({"weight": 5}).encode())
     wait_until("db2 at weight 5", lambda: ("5",) in [tuple(r) for r in px.query(
         "SELECT weight FROM runtime_mysql_servers WHERE hostname = 'db2'")])
-    wait_until("the apply logged", lambda: "applied 3 statement(s)" in agent.logs())
+    # the SAVE follows within save-delay (0.2 s), in a pass of its own
+    wait_until("the SAVE", lambda: "SAVE MYSQL SERVERS TO DISK" in writes(px))
     sent = [s["sql"] for s in px.statements()]
     assert [q for q in sent if q.lstrip().upper().startswith(WRITES)] == [
         "UPDATE mysql_servers SET status='ONLINE', weight=5, compression=0, max_connections=1000, "
@@ -451,6 +452,75 @@ def test_hand_edit_between_changes_is_seen_at_the_next_change(consul, px, agent)
     wait_until("db2 at 5 and db3 back at 1 in memory and runtime", lambda: all(
         sorted(tuple(r) for r in px.query("SELECT hostname, weight FROM %s WHERE hostgroup_id = 11" % t))
         == [("db2", "5"), ("db3", "1")] for t in ("main.mysql_servers", "runtime_mysql_servers")))
+
+
+def disk_weight(px, host):
+    rows = px.query("SELECT weight FROM disk.mysql_servers WHERE hostname = '%s'" % host)
+    return rows[0][0] if rows else None
+
+
+def runtime_weight(px, host):
+    rows = px.query("SELECT weight FROM runtime_mysql_servers WHERE hostname = '%s'" % host)
+    return rows[0][0] if rows else None
+
+
+def test_a_burst_of_changes_costs_one_save(consul, px, workdir):
+    """Changes on the hot path are LOADed at once and SAVEd together, save-delay after the first LOAD not yet saved.
+
+    Five weight changes, each written once the one before is in runtime, within save-delay (1 s):
+    five LOADs, then one SAVE of the last state; disk never lags runtime by more than save-delay."""
+    put_topology(consul)
+    agent = Agent(consul, [px], workdir, extra="save-delay = 1.0\n").start()
+    try:
+        first_sync(px, agent)
+        time.sleep(0.5)
+        if px.is_fake:
+            px.clear_statements()
+        t0 = time.monotonic()
+        for w in range(2, 7):
+            consul.put("mysql/replica/shop/eu/db2:3306", json.dumps({"weight": w}).encode())
+            wait_until("db2 at weight %d" % w, lambda: runtime_weight(px, "db2") == str(w), interval=0.01)
+        assert time.monotonic() - t0 < 0.9, "the burst took too long to test save-delay"
+        assert disk_weight(px, "db2") == "1", "saved before save-delay"
+        wait_until("the SAVE", lambda: disk_weight(px, "db2") == "6", timeout=3)
+        if px.is_fake:
+            sent = [s for s in px.statements() if s["sql"].startswith(("LOAD", "SAVE"))]
+            assert [s["sql"] for s in sent] == ["LOAD MYSQL SERVERS TO RUNTIME"] * 5 + ["SAVE MYSQL SERVERS TO DISK"], sent
+            assert 0.9 <= sent[-1]["time"] - sent[0]["time"] <= 1.5, sent
+    finally:
+        stop_and_check(agent)
+
+
+def test_save_delay_0_saves_with_each_load(consul, px, workdir):
+    """save-delay = 0: each change is LOADed and SAVEd in one apply, as before save-delay."""
+    put_topology(consul)
+    agent = Agent(consul, [px], workdir, extra="save-delay = 0.0\n").start()
+    try:
+        first_sync(px, agent)
+        time.sleep(0.5)
+        for w in (2, 3):
+            consul.put("mysql/replica/shop/eu/db2:3306", json.dumps({"weight": w}).encode())
+            wait_until("db2 at weight %d on disk" % w, lambda: disk_weight(px, "db2") == str(w))
+        wait_until("two applies of UPDATE, LOAD and SAVE",
+                   lambda: len(re.findall(r"applied 3 statement\(s\)", agent.logs())) == 2)
+    finally:
+        stop_and_check(agent)
+
+
+@pytest.mark.fault
+def test_sigterm_sends_the_save_put_off(consul, px, workdir):
+    """A SAVE put off by save-delay is sent before the agent exits: a ProxySQL restarted from disk keeps the change."""
+    put_topology(consul)
+    agent = Agent(consul, [px], workdir, extra="save-delay = 30.0\n").start()
+    first_sync(px, agent)
+    time.sleep(0.5)
+    consul.put("mysql/replica/shop/eu/db2:3306", json.dumps({"weight": 9}).encode())
+    wait_until("db2 at weight 9", lambda: runtime_weight(px, "db2") == "9")
+    time.sleep(0.3)
+    assert disk_weight(px, "db2") == "1"
+    logs = stop_and_check(agent)
+    assert disk_weight(px, "db2") == "9"
+    assert "saved to disk what was LOADed since the last SAVE" in logs
 
 
 def test_failover_waits_for_orchestrator_to_finish_writing(consul, px, agent):

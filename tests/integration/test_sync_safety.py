@@ -98,7 +98,7 @@ def test_a_server_change_reads_no_facts_while_their_checksums_vouch(consul, px, 
         px.clear_statements()
         consul.put("mysql/replica/shop/eu/db2:3306", json.dumps({"weight": 5}).encode())
         wait_until("db2 at weight 5", lambda: runtime_weights(px).get(("11", "db2")) == "5")
-        wait_until("the apply logged", lambda: "applied 3 statement(s)" in agent.logs())
+        wait_until("the SAVE that follows within save-delay", lambda: "SAVE MYSQL SERVERS TO DISK" in writes(px))
         sent = [s["sql"] for s in px.statements()]
         assert "LOAD MYSQL SERVERS TO RUNTIME" in sent, sent
         assert not [q for q in sent if any(f in q for f in FACT_READS)], sent
@@ -284,7 +284,8 @@ def test_apply_interrupted_between_dml_and_load_is_repaired(consul, px, workdir,
     else:
         px.control("drop", count=1)          # the next statement, the LOAD, loses its connection
         # (no SQL of ours before the agent's LOAD, or ours would be the one dropped)
-        wait_until("the LOAD dropped", lambda: "statement 2 of 3 failed" in agent.logs(), timeout=10)
+        # statement 2 of 2 (UPDATE, LOAD; the SAVE follows within save-delay)
+        wait_until("the LOAD dropped", lambda: "statement 2 of 2 failed" in agent.logs(), timeout=10)
     px.control("latency", ms=0)
     if how == "sigterm":
         assert ("11", "db5", "3306", "ONLINE") in memory_servers(px)
