@@ -20,6 +20,7 @@ The doubles are Python and do the SQL in SQLite: against them the time to runtim
 double's. The agent's CPU is its own.
 
     /usr/bin/python3 tests/bench/scale_bench.py [--sizes 12000,25000,52000,100000] [--changes 60]
+        [--save-delay SECONDS]
 """
 
 import argparse
@@ -158,12 +159,12 @@ def one_size(n, work):
     return row
 
 
-def back_to_back(changes, work):
+def back_to_back(changes, work, extra=""):
     """Latencies (ms) of `changes` weight changes to runtime, each written once the one before
     shows, with 36 keys; and the agent's logged apply times."""
     with fresh_servers() as (consul, px, run):
         txn_put(consul, keys(30, 6))
-        run["agent"], log = start_agent(work, consul, px)
+        run["agent"], log = start_agent(work, consul, px, extra=extra)
         conn = px.connect()
         cur = conn.cursor()
         if not wait_for(lambda: weight_of(cur, "srv000000") == "1", 60, 0.05):
@@ -188,6 +189,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="12000,25000,52000,100000")
     ap.add_argument("--changes", type=int, default=60, help="back-to-back changes with a few dozen keys")
+    ap.add_argument("--save-delay", type=float, default=None,
+                    help="the agent's save-delay for the back-to-back changes (default: the agent's own)")
     a = ap.parse_args()
     rows = []
     lat = applies = None
@@ -195,7 +198,8 @@ def main():
         work = tempfile.mkdtemp(prefix="scale-bench-")
         try:
             print("scale: %d back-to-back changes ..." % a.changes, file=sys.stderr, flush=True)
-            lat, applies = back_to_back(a.changes, work)
+            lat, applies = back_to_back(a.changes, work, "" if a.save_delay is None
+                                        else "save-delay = %.3f;\n" % a.save_delay)
         finally:
             shutil.rmtree(work, ignore_errors=True)
     for n in [int(x) for x in a.sizes.split(",") if x]:
@@ -210,9 +214,9 @@ def main():
     print("\nproxysql-sync at scale (Consul %s, ProxySQL %s, quiescence off; the agent's CPU is its own)\n" % (
         "real" if os.environ.get("CONSUL_BIN") else "double", "real" if os.environ.get("PROXYSQL_BIN") else "double"))
     if lat:
-        print("Back-to-back KV changes, 36 keys: %d changes to runtime p50 %.1f ms, p99 %.1f ms, max %.1f ms "
+        print("Back-to-back KV changes, 36 keys%s: %d changes to runtime p50 %.1f ms, p99 %.1f ms, max %.1f ms "
               "(the agent's apply as it logs it, read + plan + statements + verify: p50 %.1f ms, p99 %.1f ms).\n"
-              % (len(lat), statistics.median(lat), pct(lat, 99), max(lat),
+              % ("" if a.save_delay is None else ", save-delay %g" % a.save_delay, len(lat), statistics.median(lat), pct(lat, 99), max(lat),
                  statistics.median(applies) if applies else 0, pct(applies, 99) if applies else 0))
     print("| keys (users + servers) | initial sync | of which apply + verify | agent CPU, initial | "
           "/healthz during it: p50 / p99 / max (missed) | one server change to runtime | one user change "
