@@ -245,7 +245,6 @@ static int read_state(struct target *t, bool users, bool disk, const deadline_t 
 {
 	bool peers = layout_has_fleet(&t->ag->cfg->layout);
 	struct rowset_sink sink = { &st->rt_u, t->ag->cfg->layout.user_tag };
-
 	struct px_vouchers before;
 
 	memset(st, 0, sizeof(*st));
