@@ -409,6 +409,7 @@ static void signal_stop(struct agent *ag)
 	uint64_t one = 1;
 
 	pthread_mutex_lock(&ag->mu);
+	ag->stop_us = deadline_now_us();
 	ag->stop = true;
 	pthread_cond_broadcast(&ag->cv);
 	pthread_mutex_unlock(&ag->mu);

@@ -148,6 +148,7 @@ struct agent {
 	size_t desired_users; /* under pub_mu */
 	int cancel_fd; /* an eventfd: readable once the agent stops */
 	atomic_bool stop; /* set under mu (with the broadcast), read anywhere */
+	_Atomic int64_t stop_us; /* when stop was set: agent_stop waits for the targets until 800 ms after */
 	struct watch watches[AGENT_MAX_WATCHES];
 	size_t nwatches;
 	unsigned long snap_gen;

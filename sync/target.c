@@ -872,7 +872,6 @@ struct pass {
 	const struct agent_want *want;
 	bool print, users, disk;
 	bool save; /* this pass SAVEs what it LOADs (disk, unless the hot path puts the SAVE off) */
-	bool writes_servers, writes_users; /* what the plan writes (its text is dropped before the verify) */
 	deadline_t dl;
 	struct tstate st;
 	struct px_servers want_s; /* the desired servers of the hostgroups written here, guards applied */
@@ -1073,7 +1072,6 @@ static bool decide(struct pass *r)
 	if (read_drains(r) < 0)
 		return false;
 	plan_state(r->ag, &r->st, &r->want_s, r->want, r->dinfo, r->nd, r->save, &r->plan, &r->ds, &r->du);
-	plan_tables(&r->plan, &r->writes_servers, &r->writes_users);
 	if (r->fast) {
 		int k = known_holds(t, &r->plan, &r->st, &r->dl, &r->e);
 
@@ -1123,6 +1121,24 @@ static void apply_failed(struct pass *r, size_t done)
 	pxadmin_close(&t->px);
 }
 
+/* A hot-path pass that LOADed without its SAVE (save-delay): the SAVE is due save-delay after the
+ * first LOAD not yet saved, for every table written since. */
+static void put_off_save(struct pass *r)
+{
+	struct target *t = r->t;
+	bool servers, users;
+
+	if (r->save || !r->disk || !r->plan.n)
+		return;
+	plan_tables(&r->plan, &servers, &users);
+	if (!t->save_due_us) {
+		t->save_due_us = r->started + r->ag->cfg->settings.save_delay_us;
+		t->save_servers = t->save_users = false;
+	}
+	t->save_servers = t->save_servers || servers;
+	t->save_users = t->save_users || users;
+}
+
 /* Apply the plan (or print it, or, a single-writer follower, only watch the cluster carry the
  * writer's). False when the reconcile ends here, r->rc saying how. */
 static bool apply(struct pass *r)
@@ -1153,6 +1169,7 @@ static bool apply(struct pass *r)
 		apply_failed(r, done);
 		return false;
 	}
+	put_off_save(r);
 	return true;
 }
 
@@ -1274,32 +1291,10 @@ static void conclude(struct pass *r)
 		target_forget(t);
 }
 
-/* The SAVE this pass put off (due save-delay after the first LOAD not saved), or, a pass that
- * saved and ended well, none left. */
-static void track_save(struct pass *r)
-{
-	struct target *t = r->t;
-
-	if (r->print || !r->disk)
-		return;
-	if (r->save) {
-		if (r->rc >= 0)
-			t->save_due_us = 0;
-		return;
-	}
-	if (!r->plan.n || r->rc == -2) /* nothing sent */
-		return;
-	if (!t->save_due_us) {
-		t->save_due_us = r->started + r->ag->cfg->settings.save_delay_us;
-		t->save_servers = t->save_users = false;
-	}
-	t->save_servers = t->save_servers || r->writes_servers;
-	t->save_users = t->save_users || r->writes_users;
-}
-
 static void pass_end(struct pass *r)
 {
-	track_save(r);
+	if (r->save && r->disk && !r->print && r->rc >= 0) /* it saved what was put off */
+		r->t->save_due_us = 0;
 	forget_drains(r->t, &r->st.mem_s, &r->want_s);
 	plan_free(&r->plan);
 	plan_free(&r->check);
@@ -1401,15 +1396,22 @@ static int reconcile_published(struct agent *ag, struct target *t, unsigned long
 }
 
 /* Stopping with a SAVE put off: send it, so that a ProxySQL restarted from disk later keeps what
- * runtime has; within admin-timeout and 700 ms (agent_stop gives the targets 800). */
+ * runtime has; within admin-timeout and until 700 ms after the stop (agent_stop waits 800 for the
+ * targets, counted from about then). */
 static void save_before_stopping(struct target *t)
 {
-	int64_t ms = t->ag->cfg->settings.admin_timeout_ms < 700 ? t->ag->cfg->settings.admin_timeout_ms : 700;
-	deadline_t dl = deadline_in_ms(ms);
+	int64_t left_ms = (t->ag->stop_us + 700000 - deadline_now_us()) / 1000;
+	deadline_t dl = deadline_min(deadline_in_ms(t->ag->cfg->settings.admin_timeout_ms), deadline_in_ms(left_ms));
 	struct db_err e;
 
 	if (!t->save_due_us || !t->px.db.connected)
 		return;
+	if (left_ms <= 0) {
+		log_warn("target %s: stopping: no time left for the SAVE put off by save-delay; disk differs "
+			 "from memory until the next start saves it",
+			 t->pt.name);
+		return;
+	}
 	if ((t->save_servers && pxadmin_exec(&t->px, "SAVE MYSQL SERVERS TO DISK", &dl, &e) < 0) ||
 	    (t->save_users && pxadmin_exec(&t->px, "SAVE MYSQL USERS TO DISK", &dl, &e) < 0)) {
 		log_warn("target %s: stopping: the SAVE put off by save-delay failed: %s", t->pt.name, e.msg);
