@@ -22,6 +22,7 @@
 #include "secret.h"
 #include "statusmap.h"
 #include "testdata.h"
+#include "trust.h"
 
 /* clang-format off */
 static const struct opt_def defs[] = {
@@ -703,6 +704,43 @@ static void test_parse_numbers(void **state)
 	assert_false(sk_parse_bool("2", &b));
 }
 
+/* trust_path: a file of this user is honoured, a symbolic link is followed only through trusted
+ * links, and a missing file or a dangling link is absent. (Files of another user are tested in
+ * the integration suite, which can run a process as another user.) */
+static void test_trust_path(void **state)
+{
+	char dir[] = "/tmp/sk-trust-XXXXXX", file[64], link[64], dangling[64], loop[64];
+	uid_t owner = 12345;
+	int fd;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(file, sizeof(file), "%s/file", dir);
+	snprintf(link, sizeof(link), "%s/link", dir);
+	snprintf(dangling, sizeof(dangling), "%s/dangling", dir);
+	snprintf(loop, sizeof(loop), "%s/loop", dir);
+	assert_true(trust_uid(0));
+	assert_true(trust_uid(geteuid()));
+	assert_int_equal(trust_path(file, (uid_t)-1, &owner), TRUST_ABSENT);
+	assert_int_equal(trust_path(NULL, (uid_t)-1, NULL), TRUST_ABSENT);
+	fd = open(file, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(trust_path(file, (uid_t)-1, &owner), TRUST_OK);
+	assert_int_equal(symlink("file", link), 0);
+	assert_int_equal(trust_path(link, (uid_t)-1, &owner), TRUST_OK);
+	assert_int_equal(symlink("nowhere", dangling), 0);
+	assert_int_equal(trust_path(dangling, (uid_t)-1, &owner), TRUST_ABSENT);
+	assert_int_equal(symlink("loop", loop), 0);
+	assert_int_equal(trust_path(loop, (uid_t)-1, &owner), TRUST_ABSENT);
+	assert_int_equal(owner, 12345); /* never set unless foreign */
+	unlink(file);
+	unlink(link);
+	unlink(dangling);
+	unlink(loop);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -722,6 +760,7 @@ int main(void)
 		cmocka_unit_test(test_deadline),
 		cmocka_unit_test(test_statusmap_parse),
 		cmocka_unit_test(test_parse_numbers),
+		cmocka_unit_test(test_trust_path),
 	};
 
 	return cmocka_run_group_tests_name("lib", tests, NULL, NULL);
