@@ -44,6 +44,7 @@ for _p in (TESTS, HERE):            # `import servers` and `from fakes.x import 
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
+import leftovers  # noqa: E402
 import servers  # noqa: E402
 
 GALERA_FIXTURES = {"galera", "healthy_galera"}
@@ -306,12 +307,27 @@ def pytest_runtest_makereport(item, call):
                  f"{s.error_log})", text))
 
 
+_SESSION_START = time.time()
+_LEFTOVERS = []
+
+
 def pytest_sessionfinish(session, exitstatus):
+    base = None
     if _LAB is not None:
+        base = _LAB.ws.base if _LAB.ws is not None else None
         _LAB.shutdown()
+    if _keep_requested() or hasattr(session.config, "workerinput"):
+        return
+    _LEFTOVERS[:] = leftovers.reap(_SESSION_START, [base and base + "/"])
+    if _LEFTOVERS:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter):
+    if _LEFTOVERS:
+        terminalreporter.section("processes that outlived the suite (killed; the run fails)", red=True)
+        for pid, cmd in _LEFTOVERS:
+            terminalreporter.write_line(f"pid {pid}: {cmd[:300]}")
     lab = _LAB
     if lab is None or (not lab.started and not lab.summary):
         return

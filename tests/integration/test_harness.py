@@ -444,3 +444,30 @@ def test_sigterm_handler_cleans_up():
     rc = proc.wait(20)
     assert rc == -signal.SIGTERM
     wait("SIGTERM cleanup to kill mariadbd and remove BASE", lambda: _gone(base, pid), 20)
+
+
+LEAKY_TEST = '''
+import os, subprocess, sys
+def test_leaves_a_process_behind():
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", os.path.abspath(__file__)],
+                     start_new_session=True)
+'''
+
+
+def test_a_process_that_outlives_the_suite_fails_the_run(tmp_path):
+    """A nested run of this suite's conftest whose one test leaves a process behind exits 1, names
+    the process, and leaves nothing running."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    leaky = os.path.join(here, f"test_zz_leaky_{os.getpid()}.py")
+    with open(leaky, "w") as f:
+        f.write(LEAKY_TEST)
+    try:
+        run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", leaky],
+                             capture_output=True, text=True, timeout=60, cwd=here)
+    finally:
+        os.unlink(leaky)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "1 passed" in run.stdout
+    assert "processes that outlived the suite" in run.stdout
+    assert f"time.sleep(120) {leaky}" in run.stdout
+    assert subprocess.run(["pgrep", "-f", f"time.sleep\\(120\\) {leaky}"]).returncode == 1
