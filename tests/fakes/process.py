@@ -6,6 +6,33 @@ import socket
 import subprocess
 
 
+_TRACKED = []
+
+
+def track(proc):
+    """Remember a Popen that a test starts by hand (an agent, a probe in --listen mode): whatever
+    path the test leaves by, stop_tracked() ends it at the test's teardown. Returns proc."""
+    _TRACKED.append(proc)
+    return proc
+
+
+def stop_tracked(timeout=5.0):
+    """SIGTERM (SIGCONT first) every tracked process still running, SIGKILL after `timeout`
+    seconds; forget them all. Returns the argv of those that were still running."""
+    left = [p for p in _TRACKED if p.poll() is None]
+    _TRACKED.clear()
+    for p in left:
+        p.send_signal(signal.SIGCONT)
+        p.send_signal(signal.SIGTERM)
+    for p in left:
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout)
+    return [p.args for p in left]
+
+
 def free_port():
     """An ephemeral loopback port that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

@@ -45,6 +45,7 @@ for _p in (TESTS, HERE):            # `import servers` and `from fakes.x import 
         sys.path.insert(0, _p)
 
 import leftovers  # noqa: E402
+from fakes import process  # noqa: E402
 import servers  # noqa: E402
 
 GALERA_FIXTURES = {"galera", "healthy_galera"}
@@ -280,6 +281,14 @@ def _key(server):
 
 
 @pytest.hookimpl(tryfirst=True)
+@pytest.fixture(autouse=True)
+def _stop_tracked_processes():
+    """After every test (its own fixtures first): end the processes it started with
+    fakes.process.track() and did not stop, whatever path it left by (skip, failure, error)."""
+    yield
+    process.stop_tracked()
+
+
 def pytest_runtest_setup(item):
     item.stash[_LOG_OFFSETS] = {_key(s): s.log_size() for s in servers.all_servers()}
 

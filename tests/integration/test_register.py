@@ -17,6 +17,7 @@ import uuid
 import pytest
 
 from fakes.consul import Consul, free_port
+from fakes.process import track
 
 BIN = os.environ.get("SIDEKICK_BIN", os.path.join(os.path.dirname(__file__), "..", "..", "bin"))
 CLUSTERCHECK = os.path.join(BIN, "clustercheck")
@@ -55,8 +56,8 @@ class Registrar:
 
     def start(self):
         self._out = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(self.cmd, stdout=self._out, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env=self.env)
+        self.proc = track(subprocess.Popen(self.cmd, stdout=self._out, stderr=subprocess.STDOUT,
+                                           stdin=subprocess.DEVNULL, env=self.env))
         return self
 
     def run_once(self, *extra, timeout=30):

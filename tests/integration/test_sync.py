@@ -22,6 +22,7 @@ import urllib.request
 import pytest
 
 from fakes.consul import Consul
+from fakes.process import track
 from fakes.proxysql import ProxySQL
 
 BIN = os.environ.get("SIDEKICK_BIN", os.path.join(os.path.dirname(__file__), "..", "..", "bin"))
@@ -225,8 +226,8 @@ targets = ( %s );
     def start(self):
         out = open(self.log, "ab")
         env = {k: v for k, v in os.environ.items() if not k.startswith("CONSUL_")}
-        self.proc = subprocess.Popen([SYNC, "-c", self.cfg] + self.args, stdout=out, stderr=subprocess.STDOUT,
-                                     env=env)
+        self.proc = track(subprocess.Popen([SYNC, "-c", self.cfg] + self.args, stdout=out,
+                                           stderr=subprocess.STDOUT, env=env))
         out.close()
         return self
 
