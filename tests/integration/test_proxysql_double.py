@@ -639,15 +639,23 @@ class ClusterReplay(Replay):
     def before_load(self):
         """Epochs are unix seconds and a node pulls only a strictly newer one: two LOADs on the
         two nodes within one second make a conflict nobody resolves.  The recorded steps were
-        further apart; here each LOAD waits for the next second after the previous one."""
-        if int(time.time()) == int(self.last_load):
+        further apart; here each LOAD starts in a later second than the one in which the previous
+        LOAD ended (a LOAD takes its epoch while the server runs it, so the second it was sent in
+        is not enough: one sent at x.995 may take epoch x+1)."""
+        while int(time.time()) <= int(self.last_load):
             time.sleep(1.0 - time.time() % 1.0 + 0.01)
+
+    def after_load(self):
         self.last_load = time.time()
 
     def step_sql(self, step):
-        if step["sql"].upper().startswith("LOAD MYSQL SERVERS"):
-            self.before_load()
-        return super().step_sql(step)
+        if not step["sql"].upper().startswith("LOAD MYSQL SERVERS"):
+            return super().step_sql(step)
+        self.before_load()
+        try:
+            return super().step_sql(step)
+        finally:
+            self.after_load()
 
     def on_node_a(self, step):
         action = CLUSTER_SHELL[step["step"]]
@@ -666,6 +674,8 @@ class ClusterReplay(Replay):
             if sql == LOAD_SERVERS:
                 self.before_load()
             self.a.query(sql)
+            if sql == LOAD_SERVERS:
+                self.after_load()
         return []
 
 
