@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cfgnum.h"
 #include "log.h"
 
 #define CONFIG_FILE_MAX (1024 * 1024)
@@ -191,6 +192,8 @@ int opts_load_file(struct opts *o, const char *path, char *err, size_t errlen)
 		sk_err(err, errlen, "config file %s:%d: %s", path, config_error_line(&cfg), config_error_text(&cfg));
 		goto out;
 	}
+	if (cfgnum_check(text, path, err, errlen) < 0)
+		goto out;
 	root = config_root_setting(&cfg);
 	for (int k = 0; k < config_setting_length(root); k++)
 		if (load_setting(o, config_setting_get_elem(root, (unsigned)k), path, err, errlen) < 0)

@@ -13,6 +13,7 @@
 
 #include <cJSON.h>
 
+#include "cfgnum.h"
 #include "consul.h"
 #include "deadline.h"
 #include "log.h"
@@ -741,6 +742,51 @@ static void test_trust_path(void **state)
 	rmdir(dir);
 }
 
+/* Undo the case files' escapes (\n \t \\) in place. */
+static void unescape_case(char *s)
+{
+	char *w = s;
+
+	for (char *r = s; *r; r++) {
+		if (*r == '\\' && r[1]) {
+			r++;
+			*w++ = *r == 'n' ? '\n' : *r == 't' ? '\t' : *r;
+		} else {
+			*w++ = *r;
+		}
+	}
+	*w = '\0';
+}
+
+/* cfgnum_check from tests/data/config/numbers.cases: each number libconfig 1.5 would wrap, clamp or
+ * make infinite is refused with the file, line and setting, quoting the number as written. */
+static void test_config_numbers(void **state)
+{
+	char path[512], *text, *save = NULL, file[4096] = "", err[256];
+	size_t cases = 0;
+
+	(void)state;
+	snprintf(path, sizeof(path), "%s/config/numbers.cases", testdata_dir());
+	text = testdata_read(path);
+	for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (strncmp(line, "in ", 3) == 0) {
+			unescape_case(line + 3);
+			size_t len = strlen(file);
+
+			snprintf(file + len, sizeof(file) - len, "%s\n", line + 3);
+		} else if (strncmp(line, "want ", 5) == 0) {
+			int rc = cfgnum_check(file, "f.cfg", err, sizeof(err));
+
+			if (strcmp(line + 5, "ok") == 0 ? rc != 0 : rc == 0 || strcmp(err, line + 5) != 0)
+				fail_msg("numbers.cases: file\n%sgot %s, want %s", file, rc ? err : "ok", line + 5);
+			file[0] = '\0';
+			cases++;
+		}
+	}
+	free(text);
+	assert_true(cases >= 12);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -761,6 +807,7 @@ int main(void)
 		cmocka_unit_test(test_statusmap_parse),
 		cmocka_unit_test(test_parse_numbers),
 		cmocka_unit_test(test_trust_path),
+		cmocka_unit_test(test_config_numbers),
 	};
 
 	return cmocka_run_group_tests_name("lib", tests, NULL, NULL);
