@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "http.h"
 #include "log.h"
 #include "secret.h"
 
@@ -882,6 +883,19 @@ static int check_timing(const struct sync_config *c, char *err, size_t errlen)
 	return 0;
 }
 
+/* health-listen as the start will read it (a port out of range, a bad address), so that
+ * --check-config refuses what the start would. */
+static int check_health(const struct sync_settings *s, char *err, size_t errlen)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	char why[256];
+
+	if (*s->health_listen && http_parse_listen(s->health_listen, &ss, &len, why, sizeof(why)) < 0)
+		return sk_err(err, errlen, "health-listen: %s", why);
+	return 0;
+}
+
 /* Whole-config checks that no single setting can make. */
 static int check_whole(const struct sync_config *c, char *err, size_t errlen)
 {
@@ -889,7 +903,8 @@ static int check_whole(const struct sync_config *c, char *err, size_t errlen)
 
 	if (check_targets(c, err, errlen) < 0 || check_announce(&c->settings, err, errlen) < 0 ||
 	    check_sources(l, err, errlen) < 0 || check_clusters(l, err, errlen) < 0 ||
-	    check_services(l, err, errlen) < 0 || check_owned(l, err, errlen) < 0 || check_timing(c, err, errlen) < 0)
+	    check_services(l, err, errlen) < 0 || check_owned(l, err, errlen) < 0 || check_timing(c, err, errlen) < 0 ||
+	    check_health(&c->settings, err, errlen) < 0)
 		return -1;
 	return 0;
 }

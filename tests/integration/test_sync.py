@@ -972,6 +972,10 @@ def test_bad_configuration_exits_2_with_one_line(workdir):
         'health-request-timeout = 0.0\n': "health-request-timeout",
         'health-max-connections-per-ip = 0\n': "health-max-connections-per-ip",
         'health-max-connections = 100000\n': "health-max-connections",
+        # as the start reads it: --check-config said "configuration ok" to this one
+        'admin-addr = "127.0.0.1:6032"\nregion = "eu"\nhealth-listen = "99999"\n'
+        'clusters = ( { alias = "a"; writer_hostgroup = 1; reader_hostgroup = 2; } );\n':
+        "health-listen: '99999': port is not a number from 0 to 65535",
     }
     assert_check_config_refuses(cfg, cases)
 
