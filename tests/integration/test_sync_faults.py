@@ -653,6 +653,31 @@ def test_default_lock_file_cannot_be_planted(consul, px, workdir):
             subprocess.run(["rm", "-rf", path])
 
 
+def test_root_without_a_writable_run_is_not_blocked_by_a_planted_lock(consul, px, workdir):
+    """Root whose /run is read-only (a read-only root filesystem; here a mount namespace) and who
+    has no $XDG_RUNTIME_DIR: another user's /tmp/proxysql-sync-0.lock (the former default, which
+    made every such cron run exit 1) blocks nothing; the lock goes to /tmp/proxysql-sync-0/ (0700)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare(1) for a mount namespace")
+    put_topology(consul, users=False)
+    agent = Agent(consul, [px], workdir)
+    agent.text = agent.text.replace('lock-file = "%s/sync.lock"' % workdir, "")
+    agent.write_config()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONSUL_") and k != "XDG_RUNTIME_DIR"}
+    former, private = "/tmp/proxysql-sync-0.lock", "/tmp/proxysql-sync-0"
+    try:
+        plant("touch", former)
+        r = subprocess.run(["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o ro tmpfs /run && exec "$@"', "sh",
+                            SYNC, "-c", agent.cfg, "--once"], capture_output=True, text=True, timeout=30, env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        st = os.lstat(private + "/proxysql-sync.lock")
+        assert (st.st_uid, stat.S_IMODE(os.lstat(private).st_mode)) == (0, 0o700), st
+        assert os.lstat(former).st_uid == 65534             # left alone
+    finally:
+        for path in (former, private):
+            subprocess.run(["rm", "-rf", path])
+
+
 @pytest.mark.fault
 def test_lock_file_on_a_full_disk(consul, px, workdir, full_tmpfs):
     """`--once` exits 1 at once with one line naming the lock file; an existing lock file still works (exit 0)."""
