@@ -59,7 +59,8 @@ struct register_settings {
 	bool once; /* --once: one round for cron */
 	long ttl_s; /* --session-ttl */
 	long interval_ms; /* --interval */
-	const char *state_file; /* --state-file (with --once) */
+	const char *session_file; /* --session-file (with --once); NULL: runfile_default */
+	const char *state_file_flag; /* --state-file from the command line (the session file's former name), or NULL */
 	const char *prefix; /* --consul-prefix */
 	const char *advertise; /* --advertise; NULL: the checked host:port */
 	bool key_without_port; /* --key-without-port */

@@ -26,6 +26,8 @@ static const struct opt_def options[] = {
 	 "Before a stop: serve for --drain-delay, PROXYSQL PAUSE (new connections refused), then wait until no client is connected (exit 0; 1 at --timeout, naming the clients left).", 0},
 	{"drain-delay", 0, OPT_NUMBER, "SECONDS", "0", "PROXYSQL_DRAIN_DELAY", 0, 3600, NULL,
 	 "With --drain: keep accepting connections this long first (the Service drops the endpoint meanwhile); shorter than --timeout.", 0},
+	{"resume-on-failure", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,
+	 "With --drain: when the drain fails or times out once ProxySQL is paused, send PROXYSQL RESUME (a fresh connection, up to 5 s more) so it serves again; for drains not followed by a stop. Without it the failure line says ProxySQL stays paused.", 0},
 	{"timeout", 't', OPT_NUMBER, "SECONDS", "2", NULL, 0.05, 3600, NULL, "One deadline for the whole check (with --drain: for the whole drain).", 0},
 };
 /* clang-format on */
@@ -202,64 +204,174 @@ static void name_clients(struct db *db, const deadline_t *dl, bool pgsql, char *
 		statusmap_free(&rows[i]);
 }
 
-/* The poll period of Client_Connections_connected, and the time kept at the end of the deadline
- * for naming the clients left. */
+/* The poll period of Client_Connections_connected, the time kept at the end of the deadline for
+ * naming the clients left, and --resume-on-failure's own deadline (the drain's is spent by then:
+ * a fresh connection and PROXYSQL RESUME, retried while a PAUSE that got no answer may still take
+ * effect: a real 2.7.1 answers PAUSE after 2 to 3.6 s). */
 #define DRAIN_POLL_US 100000
 #define DRAIN_TAIL_MS 100
+#define DRAIN_RESUME_MS 5000
+#define DRAIN_RESUME_RETRY_US 250000
 
-/* --drain on a connected admin: serve for `delay_ms`, PROXYSQL PAUSE (a ProxySQL paused already
- * is fine: a second drain), then poll the client count at most every 100 ms until it is 0
- * (exit 0) or the deadline leaves only the time to name the clients left (exit 1). One line of
- * progress once paused, then the verdict. */
-static int drain(struct db *db, long delay_ms, const deadline_t *dl, const struct probe_conn *pc, long budget_ms,
-		 bool json, int64_t started)
+/* What a drain knows of ProxySQL's pause when it ends. */
+enum pause_state {
+	PAUSE_NOT_SENT, /* failed before PROXYSQL PAUSE, or PAUSE refused: ProxySQL serves as before */
+	PAUSE_UNANSWERED, /* PAUSE sent, no answer (timeout, connection lost): it may take effect */
+	PAUSE_DONE, /* PAUSE answered OK, or "already paused" */
+};
+
+/* One drain's settings and how it ended: the verdict before a word on the pause is added. */
+struct drain_run {
+	const struct probe_conn *pc;
+	const deadline_t *dl;
+	long budget_ms, delay_ms;
+	bool json, resume_on_failure, already;
+	int64_t started, paused_at;
+	enum pause_state pause;
+	const char *reason;
+	char msg[1400];
+};
+
+/* A failed connection or query as the drain's verdict (returns -1 for the caller to pass on). */
+static int drain_db_failure(struct drain_run *d, const struct db_err *e)
 {
-	const char *probe = "proxysql-drain";
+	struct probe_verdict v;
+
+	probe_db_verdict("not drained", e, d->pc, d->budget_ms, "--timeout", &v);
+	d->reason = v.reason;
+	sk_strlcpy(d->msg, v.msg, sizeof(d->msg));
+	return -1;
+}
+
+/* Serve for the delay, then PROXYSQL PAUSE (a ProxySQL paused already is fine: a second drain).
+ * 0 once paused (d->pause PAUSE_DONE), -1 with the verdict in d. */
+static int drain_pause(struct drain_run *d, struct db *db)
+{
 	struct db_err e;
-	char msg[1024], left[640];
-	bool already = false, pgsql = true;
-	int64_t paused_at;
+
+	sleep_until(d->started + (int64_t)d->delay_ms * 1000, d->dl);
+	d->pause = PAUSE_UNANSWERED;
+	if (db_exec(db, "PROXYSQL PAUSE", d->dl, &e) < 0) {
+		if (!strstr(e.msg, "already paused")) {
+			if (e.reason == DB_SERVER_ERROR || e.reason == DB_REFUSED)
+				d->pause = PAUSE_NOT_SENT; /* answered with an error: not paused */
+			return drain_db_failure(d, &e);
+		}
+		d->already = true;
+	}
+	d->pause = PAUSE_DONE;
+	d->paused_at = deadline_now_us();
+	return 0;
+}
+
+/* Once paused: poll the client count at most every 100 ms until it is 0 (returns 0) or the
+ * deadline leaves only the time to name the clients left (-1). The verdict goes in d. */
+static int drain_wait(struct drain_run *d, struct db *db)
+{
+	const deadline_t *dl = d->dl;
+	struct db_err e;
+	char left[640];
+	bool pgsql = true;
 	long n = -1;
 
-	sleep_until(started + (int64_t)delay_ms * 1000, dl);
-	if (db_exec(db, "PROXYSQL PAUSE", dl, &e) < 0) {
-		if (!strstr(e.msg, "already paused"))
-			return probe_report_db_error(probe, "not drained", json, &e, pc, budget_ms, "--timeout", stdout,
-						     started);
-		already = true;
-	}
-	paused_at = deadline_now_us();
 	/* ProxySQL 3.0 answers PAUSE twice (its MySQL module, then its PgSQL one): the second answer
 	 * would be read as the answer to the next query. A new connection leaves it behind. */
 	db_close(db);
-	if (db_connect(db, &pc->t, dl, &e) < 0 || (n = clients_connected(db, dl, &pgsql, &e)) < 0)
-		return probe_report_db_error(probe, "not drained", json, &e, pc, budget_ms, "--timeout", stdout,
-					     started);
-	if (!json) {
+	if (db_connect(db, &d->pc->t, dl, &e) < 0 || (n = clients_connected(db, dl, &pgsql, &e)) < 0)
+		return drain_db_failure(d, &e);
+	if (!d->json) {
 		printf("proxysql-drain: %s after %.1f s; %ld client(s) connected; waiting up to %.1f s\n",
-		       already ? "already paused" : "paused (new connections refused)",
-		       (double)(paused_at - started) / 1e6, n, (double)deadline_left_ms(dl) / 1000.0);
+		       d->already ? "already paused" : "paused (new connections refused)",
+		       (double)(d->paused_at - d->started) / 1e6, n, (double)deadline_left_ms(dl) / 1000.0);
 		fflush(stdout);
 	}
 	while (n > 0 && deadline_left_ms(dl) > DRAIN_TAIL_MS) {
-		int64_t next = deadline_now_us() + DRAIN_POLL_US;
-
-		sleep_until(next, &(deadline_t){ .at = dl->at - DRAIN_TAIL_MS * 1000 });
+		sleep_until(deadline_now_us() + DRAIN_POLL_US, &(deadline_t){ .at = dl->at - DRAIN_TAIL_MS * 1000 });
 		if (deadline_left_ms(dl) <= DRAIN_TAIL_MS)
 			break;
 		if ((n = clients_connected(db, dl, &pgsql, &e)) < 0)
-			return probe_report_db_error(probe, "not drained", json, &e, pc, budget_ms, "--timeout", stdout,
-						     started);
+			return drain_db_failure(d, &e);
 	}
 	if (n == 0) {
-		snprintf(msg, sizeof(msg), "drained: no client connected, %.2f s after the pause",
-			 (double)(deadline_now_us() - paused_at) / 1e6);
-		return probe_report(probe, json, true, "ok", msg, stdout, started);
+		d->reason = "ok";
+		sk_fmt(d->msg, sizeof(d->msg), "drained: no client connected, %.2f s after the pause",
+		       (double)(deadline_now_us() - d->paused_at) / 1e6);
+		return 0;
 	}
 	name_clients(db, dl, pgsql, left, sizeof(left));
-	snprintf(msg, sizeof(msg), "not drained: %ld client(s) still connected at the deadline (--timeout %.1fs): %s",
-		 n, (double)budget_ms / 1000.0, left[0] ? left : "(none listed)");
-	return probe_report(probe, json, false, "clients_left", msg, stdout, started);
+	d->reason = "clients_left";
+	sk_fmt(d->msg, sizeof(d->msg),
+	       "not drained: %ld client(s) still connected at the deadline (--timeout %.1fs): %s", n,
+	       (double)d->budget_ms / 1000.0, left[0] ? left : "(none listed)");
+	return -1;
+}
+
+/* --resume-on-failure: PROXYSQL RESUME on a fresh admin connection within DRAIN_RESUME_MS of its
+ * own. "not paused" is retried while a PAUSE that got no answer may still take effect. Returns 0
+ * (resumed, or *was_not_paused), or -1 with why. */
+static int drain_resume(const struct drain_run *d, bool *was_not_paused, char *why, size_t len)
+{
+	deadline_t dl = deadline_in_ms(DRAIN_RESUME_MS);
+	struct db db = { 0 };
+	struct db_err e;
+	int rc = -1;
+
+	*was_not_paused = false;
+	for (;;) {
+		if (db_connect(&db, &d->pc->t, &dl, &e) == 0 && db_exec(&db, "PROXYSQL RESUME", &dl, &e) == 0)
+			rc = 0;
+		db_close(&db); /* 3.0 answers RESUME twice too */
+		if (rc == 0)
+			*was_not_paused = false;
+		if (rc == 0 || !strstr(e.msg, "not paused"))
+			break;
+		*was_not_paused = true;
+		if (d->pause == PAUSE_DONE || deadline_left_ms(&dl) * 1000 <= DRAIN_RESUME_RETRY_US)
+			return 0;
+		sleep_until(deadline_now_us() + DRAIN_RESUME_RETRY_US, &dl);
+	}
+	if (rc < 0)
+		probe_describe_error(&e, d->pc, DRAIN_RESUME_MS, "--resume-on-failure's 5 s", why, len);
+	return rc;
+}
+
+/* A failed drain that paused ProxySQL (or may have): resume it (--resume-on-failure), or say that
+ * it stays paused and how to resume it. Appended to the verdict line. */
+static void drain_after_failure(struct drain_run *d)
+{
+	const char *state = d->pause == PAUSE_DONE ? "ProxySQL stays paused (new connections refused)"
+						   : "ProxySQL may be paused (PROXYSQL PAUSE got no answer)";
+	size_t used = strlen(d->msg);
+	char why[400];
+	bool not_paused;
+
+	if (d->pause == PAUSE_NOT_SENT)
+		return;
+	if (!d->resume_on_failure)
+		sk_fmt(d->msg + used, sizeof(d->msg) - used,
+		       "; %s: to serve again, run PROXYSQL RESUME on the admin interface %s (or drain with "
+		       "--resume-on-failure)",
+		       state, d->pc->what);
+	else if (drain_resume(d, &not_paused, why, sizeof(why)) < 0)
+		sk_fmt(d->msg + used, sizeof(d->msg) - used,
+		       "; %s: PROXYSQL RESUME failed (--resume-on-failure): %s; run PROXYSQL RESUME on the admin "
+		       "interface %s",
+		       state, why, d->pc->what);
+	else
+		sk_fmt(d->msg + used, sizeof(d->msg) - used, "; %s (--resume-on-failure)",
+		       not_paused ? "ProxySQL was not paused (PROXYSQL RESUME: not paused): it serves"
+				  : "resumed: PROXYSQL RESUME sent, ProxySQL accepts new connections again");
+}
+
+/* --drain on a connected admin: pause, wait for the clients to leave, and on a failure once
+ * paused resume or say how to. One line of progress once paused, then the verdict. */
+static int drain(struct drain_run *d, struct db *db)
+{
+	bool ok = drain_pause(d, db) == 0 && drain_wait(d, db) == 0;
+
+	if (!ok)
+		drain_after_failure(d);
+	return probe_report("proxysql-drain", d->json, ok, d->reason, d->msg, stdout, d->started);
 }
 
 enum proxysql_mode { PROXYSQL_LIVENESS, PROXYSQL_READINESS, PROXYSQL_DRAIN };
@@ -272,6 +384,7 @@ struct proxysql_settings {
 	const char *writer_hostgroup; /* as given, for the verdict */
 	const char *sync_readyz; /* NULL: not asked */
 	long drain_delay_ms;
+	bool resume_on_failure; /* --resume-on-failure */
 };
 
 static const char *const probe_names[] = { "proxysql-liveness", "proxysql-readiness", "proxysql-drain" };
@@ -284,6 +397,8 @@ static int settings_load(struct opts *o, void *settings, char *err, size_t errle
 
 	if ((int)opt_flag(o, "liveness") + (int)ready + (int)draining != 1)
 		return sk_err(err, errlen, "give exactly one of --liveness, --readiness and --drain");
+	if (!draining && opt_flag(o, "resume-on-failure"))
+		return sk_err(err, errlen, "--resume-on-failure goes with --drain");
 	if (draining && opt_num(o, "drain-delay") >= opt_num(o, "timeout"))
 		return sk_err(err, errlen, "--drain-delay (%.1fs) must be shorter than --timeout (%.1fs)",
 			      opt_num(o, "drain-delay"), opt_num(o, "timeout"));
@@ -299,6 +414,7 @@ static int settings_load(struct opts *o, void *settings, char *err, size_t errle
 	s->p.timeout_setting = "--timeout";
 	s->sync_readyz = opt_str(o, "sync-readyz");
 	s->drain_delay_ms = (long)(opt_num(o, "drain-delay") * 1000);
+	s->resume_on_failure = opt_flag(o, "resume-on-failure");
 	return 0;
 }
 
@@ -386,7 +502,14 @@ static int run(void *settings, int argc, char **argv, int64_t started)
 		if (res)
 			mysql_free_result(res);
 		if (s->mode == PROXYSQL_DRAIN)
-			rc = drain(&db, s->drain_delay_ms, &dl, &pc, s->p.budget_ms, s->p.json, started);
+			rc = drain(&(struct drain_run){ .pc = &pc,
+							.dl = &dl,
+							.budget_ms = s->p.budget_ms,
+							.delay_ms = s->drain_delay_ms,
+							.json = s->p.json,
+							.resume_on_failure = s->resume_on_failure,
+							.started = started },
+				   &db);
 		else if (s->mode == PROXYSQL_LIVENESS)
 			rc = probe_report(probe, s->p.json, true, "ok", "alive: admin interface answers", stdout,
 					  started);

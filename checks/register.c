@@ -15,6 +15,7 @@
 #include "consul.h"
 #include "log.h"
 #include "proc.h"
+#include "runfile.h"
 
 enum key_state { KEY_UNKNOWN, KEY_PRESENT, KEY_ABSENT };
 
@@ -28,7 +29,7 @@ struct registrar {
 	char session[CONSUL_SESSION_ID_MAX]; /* "" when we hold none */
 	long ttl_s;
 	long interval_ms, check_ms, consul_ms;
-	const char *state_file; /* --once only */
+	char session_file[4200]; /* --once only: --session-file, or its default */
 	bool once;
 	int sigfd; /* readable once a stop signal is pending; -1 with --once */
 	enum key_state state; /* what we know of the key */
@@ -134,7 +135,9 @@ void register_settings_load(const struct opts *o, struct register_settings *r)
 	r->once = opt_flag(o, "once");
 	r->ttl_s = opt_int(o, "session-ttl");
 	r->interval_ms = (long)(opt_num(o, "interval") * 1000);
-	r->state_file = opt_str(o, "state-file");
+	r->session_file = opt_str(o, "session-file");
+	/* mysqld's state file, from the command line: the session file's name until it was renamed */
+	r->state_file_flag = strncmp(opt_source(o, "state-file"), "--", 2) == 0 ? opt_str(o, "state-file") : NULL;
 	r->prefix = opt_str(o, "consul-prefix");
 	r->advertise = opt_str(o, "advertise");
 	r->key_without_port = opt_flag(o, "key-without-port");
@@ -155,50 +158,64 @@ static bool session_id_valid(const char *s)
 	return strspn(s, "0123456789abcdefABCDEF-") == n;
 }
 
-/* The session ID a previous --once run left, or "" (a missing file is normal; garbage is ignored). */
-static void state_load(struct registrar *g)
+/* The session ID a previous --once run left, or "": a missing file is normal; a file that is not
+ * this user's own (planted by another user, a link, a FIFO) or holds no session ID is ignored with
+ * a line, and the new session is saved over it. */
+static void session_load(struct registrar *g)
 {
-	char *text = NULL, why[300];
+	char text[256], why[300];
+	bool absent = false;
+	ssize_t n = -1;
+	int fd = runfile_open(g->session_file, O_RDONLY, &absent, why, sizeof(why));
 
 	g->session[0] = '\0';
-	if (sk_read_file(g->state_file, 256, &text, NULL, why, sizeof(why)) < 0) {
-		if (access(g->state_file, F_OK) == 0)
-			log_warn("state file %s: ignored (%s)", g->state_file, why);
+	if (fd >= 0) {
+		n = read(fd, text, sizeof(text) - 1);
+		if (n < 0)
+			sk_fmt(why, sizeof(why), "%s", strerror(errno));
+		close(fd);
+	}
+	if (n < 0) {
+		if (!absent)
+			log_warn("session file %s: %s: ignored, a new session is made (--session-file)",
+				 g->session_file, why);
 		return;
 	}
+	text[n] = '\0';
 	sk_trim(text);
 	if (session_id_valid(text))
 		sk_strlcpy(g->session, text, sizeof(g->session));
 	else if (*text)
-		log_warn("state file %s: not a session ID, ignored (--state-file)", g->state_file);
-	free(text);
+		log_warn("session file %s: not a session ID: ignored, a new session is made (--session-file)",
+			 g->session_file);
 }
 
-/* Write the session ID atomically (a temporary file, fsync, rename), mode 0600. */
-static int state_save(const struct registrar *g, char *err, size_t errlen)
+/* Write the session ID atomically: a new temporary file beside it (O_EXCL, no link followed, mode
+ * 0600), fsync, then rename over the file (which replaces a link there, never follows it). */
+static int session_save(const struct registrar *g, char *err, size_t errlen)
 {
-	char tmp[4200], line[CONSUL_SESSION_ID_MAX + 1];
+	char tmp[4300], line[CONSUL_SESSION_ID_MAX + 1];
 	int fd, n = snprintf(line, sizeof(line), "%s\n", g->session);
 
-	if (!sk_fmt(tmp, sizeof(tmp), "%s.%ld.tmp", g->state_file, (long)getpid()))
-		return sk_err(err, errlen, "state file %s: path too long (--state-file)", g->state_file);
+	if (!sk_fmt(tmp, sizeof(tmp), "%s.%ld.tmp", g->session_file, (long)getpid()))
+		return sk_err(err, errlen, "session file %s: path too long (--session-file)", g->session_file);
 	unlink(tmp);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
-		return sk_err(err, errlen, "state file %s: %s (--state-file)", tmp, strerror(errno));
+		return sk_err(err, errlen, "session file %s: %s (--session-file)", tmp, strerror(errno));
 	if (write(fd, line, (size_t)n) != n || fsync(fd) < 0) {
 		int e = errno;
 
 		close(fd);
 		unlink(tmp);
-		return sk_err(err, errlen, "state file %s: %s (--state-file)", tmp, strerror(e));
+		return sk_err(err, errlen, "session file %s: %s (--session-file)", tmp, strerror(e));
 	}
 	close(fd);
-	if (rename(tmp, g->state_file) < 0) {
+	if (rename(tmp, g->session_file) < 0) {
 		int e = errno;
 
 		unlink(tmp);
-		return sk_err(err, errlen, "state file %s: %s (--state-file)", g->state_file, strerror(e));
+		return sk_err(err, errlen, "session file %s: %s (--session-file)", g->session_file, strerror(e));
 	}
 	return 0;
 }
@@ -222,7 +239,7 @@ static int session_ensure(struct registrar *g, const deadline_t *dl, char *err, 
 				  sizeof(g->session), err, errlen) < 0)
 		return -1;
 	log_debug("session %s created (TTL %lds, behavior delete)", g->session, g->ttl_s);
-	if (g->once && state_save(g, err, errlen) < 0) {
+	if (g->once && session_save(g, err, errlen) < 0) {
 		char why[256];
 
 		/* Without the file the next run could not reuse it: do not leave it behind. */
@@ -541,7 +558,7 @@ static int register_once(struct registrar *g)
 	struct cc_checker *c = g->c;
 	struct cc_result r;
 
-	state_load(g);
+	session_load(g);
 	g->check_ms = c->timeout_ms;
 	if (!cc_check_disabled(c, &r)) {
 		deadline_t dl = deadline_in_ms(g->check_ms);
@@ -550,6 +567,35 @@ static int register_once(struct registrar *g)
 		db_close(&c->db);
 	}
 	return register_round(g, &r) < 0 ? 1 : 0;
+}
+
+/* --once: --session-file (or --state-file on the command line, its former name), or its default in
+ * a directory no other user can write. 0, or -1 (logged). */
+static int session_file_pick(struct registrar *g)
+{
+	const char *given = g->r->session_file;
+	char why[300];
+
+	/* The session file's former name, honoured from the command line only (never the environment's
+	 * MYSQL_STATE_FILE or a configuration file, where it is mysqld's state file). */
+	if (!given && g->r->state_file_flag) {
+		log_warn(
+			"--state-file %s taken as --session-file, its former name: use --session-file (--state-file is "
+			"mysqld's state file, for --listen)",
+			g->r->state_file_flag);
+		given = g->r->state_file_flag;
+	}
+	if (given && !*given) {
+		log_error("--session-file is empty: --once keeps its session between runs in it");
+		return -1;
+	}
+	if (given ? !sk_strlcpy(g->session_file, given, sizeof(g->session_file))
+		  : runfile_default("clustercheck", "clustercheck.session", g->session_file, sizeof(g->session_file),
+				    why, sizeof(why)) < 0) {
+		log_error("session file: %s (--session-file)", given ? "path too long" : why);
+		return -1;
+	}
+	return 0;
 }
 
 /* --register: check and update Consul every --interval, or once (--once). */
@@ -564,7 +610,6 @@ int register_run(struct cc_checker *c, const struct register_settings *r, bool *
 	g.interval_ms = r->interval_ms;
 	g.check_ms = c->timeout_ms < g.interval_ms ? c->timeout_ms : g.interval_ms;
 	g.consul_ms = c->timeout_ms;
-	g.state_file = r->state_file;
 	if (register_names(&g, err, sizeof(err)) < 0) {
 		log_error("%s", err);
 		return 2;
@@ -575,10 +620,8 @@ int register_run(struct cc_checker *c, const struct register_settings *r, bool *
 			  (double)g.interval_ms / 1000.0, g.ttl_s);
 		return 2;
 	}
-	if (g.once && (!g.state_file || !*g.state_file)) {
-		log_error("--once needs --state-file to keep its session between runs");
+	if (g.once && session_file_pick(&g) < 0)
 		return 2;
-	}
 	g.consul = r->consul_rc == 0 ? consul_new(&r->consul, err, sizeof(err)) : NULL;
 	if (!g.consul) {
 		log_error("%s", r->consul_rc == 0 ? err : r->consul_err);

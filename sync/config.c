@@ -22,7 +22,7 @@ const struct opt_def sync_options[] = {
 	{"once", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Sync once and exit: 0 only when every target is in the desired state (cron, init containers).", OPT_NO_FILE},
 	{"dry-run", 'n', OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Print the plan as SQL (passwords redacted) for every target and exit; change nothing.", OPT_NO_FILE},
 	{"check-config", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Check the configuration and exit 0, or 2 with the problem.", OPT_NO_FILE},
-	{"lock-file", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "With --once: a lock so overlapping cron runs cannot collide [default: $XDG_RUNTIME_DIR/proxysql-sync.lock, else /run/proxysql-sync.lock when /run is writable, else /tmp/proxysql-sync-UID.lock]. A symbolic link is not followed; a file that is not regular, or belongs to another user, is refused.", 0},
+	{"lock-file", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "With --once: a lock so overlapping cron runs cannot collide [default: $XDG_RUNTIME_DIR/proxysql-sync.lock, else /run/proxysql-sync.lock when /run is writable (root), else /tmp/proxysql-sync-UID/proxysql-sync.lock in a 0700 directory of this user]. A symbolic link is not followed; a file that is not regular, belongs to another user or has other hard links is refused.", 0},
 	{"consul-addr", 0, OPT_STRING, "ADDR", NULL, NULL, 0, 0, NULL, "Consul HTTP address (host:port, http(s)://host:port, unix:///path) [default: CONSUL_HTTP_ADDR, else 127.0.0.1:8500].", 0},
 	{"consul-token-file", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "File with the ACL token [default: CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN].", 0},
 	{"consul-cacert", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "CA bundle for HTTPS [default: CONSUL_CACERT].", 0},

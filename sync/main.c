@@ -20,6 +20,7 @@
 #include "http.h"
 #include "log.h"
 #include "proc.h"
+#include "runfile.h"
 
 /* The running agent, swapped on reload; the health handler reads it under `mu`. While a reload
  * stops the old agent (up to admin-timeout), `ag` is NULL and `state` says why: the lock is never
@@ -78,56 +79,27 @@ static void setup_logging(const struct sync_config *c, const char *argv0)
 	log_setup(argv0, c->settings.log_format, c->settings.log_level, stdout);
 }
 
-/* lock-file's default: a directory only this user (or root) can write, else this user's own name
- * in /tmp, which take_lock checks. */
-static const char *default_lock_file(char *buf, size_t len)
-{
-	const char *xdg = getenv("XDG_RUNTIME_DIR");
-
-	if (xdg && xdg[0] == '/' && sk_fmt(buf, len, "%s/proxysql-sync.lock", xdg))
-		return buf;
-	if (access("/run", W_OK) == 0)
-		return "/run/proxysql-sync.lock";
-	snprintf(buf, len, "/tmp/proxysql-sync-%u.lock", (unsigned)geteuid());
-	return buf;
-}
-
-/* --once takes a lock so that overlapping cron runs cannot collide. The file may sit in a
- * directory anyone can write (/tmp): a symbolic link is never followed, and a file that is not
- * regular, belongs to another user or has other hard links is refused with one line. */
+/* --once takes a lock so that overlapping cron runs cannot collide. Its default sits in a
+ * directory no other user can write (runfile_default), so none can create it first; any path is
+ * opened without following a symbolic link, and a file that is not regular, belongs to another
+ * user or has other hard links is refused with one line (runfile_open). */
 static int take_lock(const char *path)
 {
-	char buf[4200];
-	struct stat st;
-	bool ok = false;
+	char buf[4200], why[300];
 	int fd;
 
-	if (!path)
-		path = default_lock_file(buf, sizeof(buf));
-	fd = open(path, O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK, 0600);
-	if (fd < 0) {
-		if (errno == ELOOP)
-			log_error("lock file %s: a symbolic link, not followed; remove it or choose another path "
-				  "(--lock-file)",
-				  path);
-		else
-			log_error("lock file %s: %s (--lock-file)", path, strerror(errno));
-		return -1;
+	if (!path) {
+		if (runfile_default("proxysql-sync", "proxysql-sync.lock", buf, sizeof(buf), why, sizeof(why)) < 0) {
+			log_error("lock file: %s; give a path in a directory only this user can write (--lock-file)",
+				  why);
+			return -1;
+		}
+		path = buf;
 	}
-	if (fstat(fd, &st) < 0)
-		log_error("lock file %s: %s (--lock-file)", path, strerror(errno));
-	else if (!S_ISREG(st.st_mode))
-		log_error("lock file %s: not a regular file (--lock-file)", path);
-	else if (st.st_uid != geteuid())
-		log_error("lock file %s: belongs to uid %u, not to this user (uid %u); remove it or choose another "
-			  "path (--lock-file)",
-			  path, (unsigned)st.st_uid, (unsigned)geteuid());
-	else if (st.st_nlink != 1)
-		log_error("lock file %s: has %lu hard links, not 1 (--lock-file)", path, (unsigned long)st.st_nlink);
-	else
-		ok = true;
-	if (!ok) {
-		close(fd);
+	fd = runfile_open(path, O_RDONLY | O_CREAT, NULL, why, sizeof(why));
+	if (fd < 0) {
+		log_error("lock file %s: %s%s (--lock-file)", path, why,
+			  strstr(why, "symbolic") || strstr(why, "uid ") ? "; remove it or choose another path" : "");
 		return -1;
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {

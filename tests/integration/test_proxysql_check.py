@@ -404,6 +404,65 @@ def test_drain_ends_at_its_deadline_naming_the_clients_left(proxysql):
                                     "resume"), exc.value.args
 
 
+def test_drain_failure_says_proxysql_stays_paused(proxysql):
+    """A drain that ends at its deadline leaves ProxySQL paused (the stop follows): the failure line
+    says so and names the statement and the admin address; ProxySQL still refuses new clients."""
+    frontend_user(proxysql, "app", "app-pw")
+    c = client(proxysql, "app", "app-pw")
+    try:
+        r = check(proxysql, "--drain", "--timeout", "4")
+        assert r.rc == 1, r
+        assert r.text.splitlines()[-1].endswith(
+            "; ProxySQL stays paused (new connections refused): to serve again, run PROXYSQL RESUME on the "
+            f"admin interface 127.0.0.1:{proxysql.admin_port} (or drain with --resume-on-failure)"), r
+        assert refused(proxysql, "app", "app-pw")
+        r = check(proxysql, "--drain", "--timeout", "1", "--json")     # already paused: the same words
+        assert r.rc == 1 and '"reason":"clients_left"' in r.text and "ProxySQL stays paused" in r.text, r
+        assert refused(proxysql, "app", "app-pw")
+    finally:
+        c.close()
+        proxysql.query("PROXYSQL RESUME")
+
+
+def test_drain_resume_on_failure(proxysql):
+    """--resume-on-failure: the drain ends at its deadline, then PROXYSQL RESUME on a fresh
+    connection; ProxySQL accepts clients again and the line says so."""
+    frontend_user(proxysql, "app", "app-pw")
+    c = client(proxysql, "app", "app-pw")
+    try:
+        r = check(proxysql, "--drain", "--timeout", "4", "--resume-on-failure")
+        assert r.rc == 1, r
+        assert "not drained: 1 client(s) still connected at the deadline (--timeout 4.0s)" in r.text, r
+        assert r.text.splitlines()[-1].endswith(
+            "; resumed: PROXYSQL RESUME sent, ProxySQL accepts new connections again (--resume-on-failure)"), r
+        assert 4 - 0.11 <= r.wall <= 4 + 1 + pc.SLACK, r
+        client(proxysql, "app", "app-pw").close()                   # serving again
+        c.ping(reconnect=False)
+    finally:
+        c.close()
+
+
+def test_drain_unanswered_pause(proxysql):
+    """A deadline shorter than PAUSE's answer (2 s on the double, 2-3.6 s on a real 2.7.1): PAUSE was
+    sent and may still take effect. Without the option the line says ProxySQL may be paused; with
+    it, RESUME is retried until the late pause is undone, and ProxySQL serves."""
+    frontend_user(proxysql, "app", "app-pw")
+    r = check(proxysql, "--drain", "--timeout", "0.5")
+    assert r.rc == 1 and r.text.startswith("not drained: timeout after 0.5s waiting for the query"), r
+    assert ("; ProxySQL may be paused (PROXYSQL PAUSE got no answer): to serve again, run PROXYSQL RESUME on "
+            f"the admin interface 127.0.0.1:{proxysql.admin_port}") in r.text, r
+    time.sleep(4)                                   # the pause takes effect late
+    assert refused(proxysql, "app", "app-pw")
+    proxysql.query("PROXYSQL RESUME")
+    r = check(proxysql, "--drain", "--timeout", "0.5", "--resume-on-failure")
+    assert r.rc == 1 and r.text.startswith("not drained: timeout after 0.5s waiting for the query"), r
+    assert r.text.rstrip().endswith(
+        "; resumed: PROXYSQL RESUME sent, ProxySQL accepts new connections again (--resume-on-failure)"), r
+    assert r.wall <= 0.5 + 5 + pc.SLACK, r
+    time.sleep(0.5)
+    client(proxysql, "app", "app-pw").close()
+
+
 def test_drain_usage_and_admin_down(proxysql):
     r = check(proxysql, "--drain", "--drain-delay", "3", "--timeout", "2")
     assert r.rc == 2 and r.err == b"proxysql-check: --drain-delay (3.0s) must be shorter than --timeout (2.0s)\n", r
@@ -411,5 +470,9 @@ def test_drain_usage_and_admin_down(proxysql):
     assert r.rc == 2 and b"exactly one of --liveness, --readiness and --drain" in r.err, r
     port = proxysql.admin_port
     proxysql.stop()
-    r = check(proxysql, "--drain", "--timeout", "2")
-    assert r.rc == 1 and r.text.startswith(f"not drained: connection refused (127.0.0.1:{port})"), r
+    for extra in ((), ("--resume-on-failure",)):      # never paused: nothing said about a pause
+        r = check(proxysql, "--drain", "--timeout", "2", *extra)
+        assert r.rc == 1 and r.text.startswith(f"not drained: connection refused (127.0.0.1:{port})"), r
+        assert "paus" not in r.text and "RESUME" not in r.text, r
+    r = check(proxysql, "--liveness", "--resume-on-failure")
+    assert r.rc == 2 and r.err == b"proxysql-check: --resume-on-failure goes with --drain\n", r

@@ -18,6 +18,7 @@ import pytest
 
 from fakes.consul import Consul, free_port
 from fakes.process import track
+from test_sync_faults import as_user, plant
 
 BIN = os.environ.get("SIDEKICK_BIN", os.path.join(os.path.dirname(__file__), "..", "..", "bin"))
 CLUSTERCHECK = os.path.join(BIN, "clustercheck")
@@ -173,7 +174,7 @@ def test_once_consul_down_exits_1(tmp_path, prefix):
     port = free_port()
     p = subprocess.run([CLUSTERCHECK, "--register", "--once", "--host", "127.0.0.1", "--port", "1",
                         "--consul-addr", "127.0.0.1:%d" % port, "--consul-prefix", prefix,
-                        "--state-file", str(tmp_path / "state"), "--timeout", "1"],
+                        "--session-file", str(tmp_path / "state"), "--timeout", "1"],
                        capture_output=True, text=True, timeout=10)
     # The node is down too: the round must still reach Consul (to delete any leftover key).
     assert p.returncode == 1, p.stderr
@@ -192,7 +193,7 @@ def test_once_never_through_a_proxy_for_a_loopback_consul(healthy_galera, cluste
     host, port = consul.addr.rsplit(":", 1)
     with RecordingProxy((host, int(port))) as proxy:
         env = {name: proxy.url for name in ("http_proxy", "HTTP_PROXY", "ALL_PROXY", "all_proxy")}
-        r = registrars(tmp_path, healthy_galera[1], clustercheck_creds, consul.addr, prefix, "--state-file",
+        r = registrars(tmp_path, healthy_galera[1], clustercheck_creds, consul.addr, prefix, "--session-file",
                        str(tmp_path / "state"), env=env)
         assert r.run_once() == 0, r.output
         assert kv_entry(consul, r.key) is not None
@@ -326,7 +327,7 @@ def test_consul_down_at_start_and_wiped_later(healthy_galera, clustercheck_creds
 def test_once_reuses_its_session(healthy_galera, clustercheck_creds, consul, prefix, registrars, tmp_path):
     node = healthy_galera[1]
     state = tmp_path / "clustercheck.session"
-    r = registrars(tmp_path, node, clustercheck_creds, consul.addr, prefix, "--state-file", str(state))
+    r = registrars(tmp_path, node, clustercheck_creds, consul.addr, prefix, "--session-file", str(state))
     assert r.run_once() == 0, r.output
     e = kv_entry(consul, r.key)
     assert e is not None
@@ -357,6 +358,108 @@ def test_once_reuses_its_session(healthy_galera, clustercheck_creds, consul, pre
     assert len(sessions(consul)) == 1
 
 
+@pytest.fixture
+def request_cleanup():
+    """Directories to remove (as root) after the test."""
+    paths = []
+    yield paths
+    for p in paths:
+        subprocess.run(["rm", "-rf", str(p)])
+
+
+def test_once_never_writes_mysqlds_state_file(healthy_galera, clustercheck_creds, consul, prefix, registrars,
+                                              tmp_path):
+    """MYSQL_STATE_FILE (set in PXC pods) is mysqld's state file: --register --once keeps its session
+    in its own file ($XDG_RUNTIME_DIR/clustercheck.session here) and never writes mysqld's. The
+    session file's former name, --state-file on the command line, still works, with a line."""
+    state = tmp_path / "mysql.state"
+    state.write_text("ready\n")
+    xdg = tmp_path / "xdg"
+    xdg.mkdir(mode=0o700)
+    r = registrars(tmp_path, healthy_galera[1], clustercheck_creds, consul.addr, prefix,
+                   env={"MYSQL_STATE_FILE": str(state), "XDG_RUNTIME_DIR": str(xdg)})
+    assert r.run_once() == 0, r.output
+    assert r.run_once() == 0, r.output
+    assert state.read_text() == "ready\n"
+    session = kv_entry(consul, r.key)["Session"]
+    assert (xdg / "clustercheck.session").read_text() == session + "\n"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("mysql.state")) == ["mysql.state"]
+    legacy = tmp_path / "legacy.session"          # a cron line written for the former name
+    legacy.write_text(session + "\n")
+    legacy.chmod(0o600)
+    assert r.run_once("--state-file", str(legacy)) == 0, r.output
+    assert len(r.lines("--state-file %s taken as --session-file, its former name: use --session-file" % legacy)) == 1
+    assert kv_entry(consul, r.key)["Session"] == session and legacy.read_text() == session + "\n"
+    assert state.read_text() == "ready\n"
+
+
+@pytest.mark.parametrize("kind", ["file", "symlink"])
+def test_once_ignores_a_planted_session_file(healthy_galera, clustercheck_creds, consul, prefix, registrars,
+                                             tmp_path, kind, request_cleanup):
+    """A session file in a directory anyone can write (like /var/tmp), made first by another user:
+    holding that user's session ID, or a symbolic link to a file of ours. It is ignored with a line,
+    a new session of our own holds the key, and the file is replaced (never followed) by ours."""
+    import pathlib
+    import tempfile
+    shared = pathlib.Path(tempfile.mkdtemp(prefix="shared-", dir="/tmp"))
+    shared.chmod(0o1777)
+    request_cleanup.append(shared)
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    path = shared / "clustercheck.session"
+    theirs = consul.session_create(Name="not ours", TTL="60s")
+    if kind == "file":
+        plant("sh", "-c", 'echo %s > "$1"' % theirs, "sh", str(path))
+        why = "belongs to uid 65534, not to this user (uid 0)"
+    else:
+        plant("ln", "-s", str(victim), str(path))
+        why = "a symbolic link, not followed"
+    r = registrars(tmp_path, healthy_galera[1], clustercheck_creds, consul.addr, prefix, "--session-file", str(path))
+    assert r.run_once() == 0, r.output
+    assert len(r.lines("session file %s: %s: ignored, a new session is made (--session-file)" % (path, why))) == 1, \
+        r.output
+    ours = kv_entry(consul, r.key)["Session"]
+    assert ours != theirs
+    st = os.lstat(path)
+    assert stat.S_ISREG(st.st_mode) and st.st_uid == 0 and stat.S_IMODE(st.st_mode) == 0o600, st
+    assert path.read_text() == ours + "\n"
+    assert victim.read_text() == "keep\n"
+    assert r.run_once() == 0, r.output                  # ours from now on: reused, no new line
+    assert kv_entry(consul, r.key)["Session"] == ours
+    assert len(r.lines("ignored, a new session is made")) == 1, r.output
+
+
+def test_once_default_session_file_of_an_unprivileged_user(healthy_galera, clustercheck_creds, consul, prefix,
+                                                           registrars, tmp_path):
+    """Without $XDG_RUNTIME_DIR, a user who cannot write /run keeps the session in
+    /tmp/clustercheck-UID/ (made 0700); when another user made that directory first, the run
+    refuses it with a line naming --session-file (exit 2) and writes nothing there."""
+    uid = 40000 + int(uuid.uuid4().int % 10000)
+    private = "/tmp/clustercheck-%d" % uid
+    pw = "/tmp/clustercheck-pw-%d" % uid
+    with open(clustercheck_creds.password_file) as f, open(pw, "w") as out:
+        out.write(f.read())
+    os.chown(pw, uid, uid)
+    os.chmod(pw, 0o600)
+    r = registrars(tmp_path, healthy_galera[1], clustercheck_creds, consul.addr, prefix)
+    r.cmd = as_user(uid, [pw if a == clustercheck_creds.password_file else a for a in r.cmd])
+    r.env.pop("XDG_RUNTIME_DIR", None)
+    try:
+        plant("mkdir", "-m", "0777", private)
+        assert r.run_once() == 2, r.output
+        assert len(r.lines("session file: %s: belongs to uid 65534, not to this user (uid %d) (--session-file)"
+                           % (private, uid))) == 1, r.output
+        assert os.listdir(private) == [] and sessions(consul) == []
+        os.rmdir(private)
+        assert r.run_once() == 0, r.output
+        st = os.lstat(private)
+        assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (uid, 0o700), st
+        with open(private + "/clustercheck.session") as f:
+            assert f.read() == kv_entry(consul, r.key)["Session"] + "\n"
+    finally:
+        subprocess.run(["rm", "-rf", private, pw])
+
+
 def test_secrets_stay_out_of_argv_and_logs(healthy_galera, clustercheck_creds, prefix, registrars, tmp_path):
     node = healthy_galera[1]
     master = "root-" + uuid.uuid4().hex
@@ -378,7 +481,7 @@ def test_secrets_stay_out_of_argv_and_logs(healthy_galera, clustercheck_creds, p
         # A token without rights on another prefix: errors are logged, the token is not.
         other = Registrar(tmp_path, node, clustercheck_creds, c.addr, "forbidden/prefix",
                           "--log-level", "debug", env={"CONSUL_HTTP_TOKEN": token})
-        assert other.run_once("--state-file", str(tmp_path / "state2")) == 1, other.output
+        assert other.run_once("--session-file", str(tmp_path / "state2")) == 1, other.output
         assert "403" in other.output or "Permission denied" in other.output, other.output
 
         rc, _ = r.terminate()
@@ -390,7 +493,7 @@ def test_secrets_stay_out_of_argv_and_logs(healthy_galera, clustercheck_creds, p
 
 
 @pytest.mark.fault
-def test_once_with_its_state_file_on_a_full_disk(healthy_galera, clustercheck_creds, consul, prefix, registrars,
+def test_once_with_its_session_file_on_a_full_disk(healthy_galera, clustercheck_creds, consul, prefix, registrars,
                                                  tmp_path):
     """Exit 1 with one line naming the file; no session or key left behind; the next run with room registers.
 
@@ -411,9 +514,9 @@ def test_once_with_its_state_file_on_a_full_disk(healthy_galera, clustercheck_cr
                 pass
         node = healthy_galera[1]
         state = full / "clustercheck.session"
-        reg = registrars(tmp_path, node, clustercheck_creds, consul.addr, prefix, "--state-file", str(state))
+        reg = registrars(tmp_path, node, clustercheck_creds, consul.addr, prefix, "--session-file", str(state))
         assert reg.run_once() == 1, reg.output
-        assert re.search(re.escape(f"state file {state}.") + r"\d+\.tmp: No space left on device \(--state-file\)",
+        assert re.search(re.escape(f"session file {state}.") + r"\d+\.tmp: No space left on device \(--session-file\)",
                          reg.output), reg.output
         assert kv_entry(consul, reg.key) is None
         assert sessions(consul) == [], "a session was left behind"
@@ -433,7 +536,7 @@ def test_key_without_port_for_a_consul_that_refuses_colons(healthy_galera, clust
         pytest.skip("needs the double's --kv-key-validation 1.21.5 (a real Consul has its own rules)")
     node = healthy_galera[1]
     with Consul(extra_args=["--kv-key-validation", "1.21.5"]) as c:
-        r = registrars(tmp_path, node, clustercheck_creds, c.addr, prefix, "--state-file", str(tmp_path / "s"))
+        r = registrars(tmp_path, node, clustercheck_creds, c.addr, prefix, "--session-file", str(tmp_path / "s"))
         assert r.run_once() == 1, r.output
         assert "invalid key name" in r.output and "use --key-without-port" in r.output, r.output
         assert r.run_once("--key-without-port") == 0, r.output

@@ -17,6 +17,7 @@ import random
 import re
 import shutil
 import signal
+import stat
 import sqlite3
 import subprocess
 import threading
@@ -593,6 +594,88 @@ def test_lock_file_planted_by_another_user(consul, px, workdir):
     assert r.returncode == 0, r.stdout + r.stderr
     st = os.lstat(os.path.join(workdir, "proxysql-sync.lock"))
     assert st.st_uid == 0 and st.st_mode & 0o777 == 0o600, st
+
+
+def as_user(uid, argv):
+    """argv run as `uid` (its own group, no other): a local user other than root."""
+    return ["setpriv", "--reuid=%d" % uid, "--regid=%d" % uid, "--clear-groups"] + list(argv)
+
+
+def plant(*argv):
+    """Run argv as nobody: another local user preparing a trap."""
+    subprocess.run(as_user(65534, argv), check=True)
+
+
+@pytest.mark.fault
+def test_default_lock_file_cannot_be_planted(consul, px, workdir):
+    """A lock file planted at the former default blocks nothing: `--once` runs (exit 0) under its own 0700 directory; a directory planted there instead is named with `--lock-file` (exit 1), never used.
+
+    The default lock file sits where no other user can write. The test's user (no $XDG_RUNTIME_DIR,
+    /run not writable) falls back to /tmp/proxysql-sync-UID/, made 0700; another user (nobody)
+    creates /tmp/proxysql-sync-UID.lock first (the former default), then the directory itself."""
+    if os.geteuid() != 0:
+        pytest.skip("running as other users needs root")
+    uid = 40000 + random.randrange(10000)       # this test's own user, which can write neither /run nor /tmp's files
+    private = "/tmp/proxysql-sync-%d" % uid
+    former = "/tmp/proxysql-sync-%d.lock" % uid
+    put_topology(consul, users=False)
+    agent = Agent(consul, [px], workdir)
+    agent.text = agent.text.replace('lock-file = "%s/sync.lock"' % workdir, "")
+    agent.write_config()
+    for root, dirs, files in os.walk(workdir):
+        for name in [root] + [os.path.join(root, f) for f in files]:
+            os.chown(name, uid, uid)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONSUL_") and k != "XDG_RUNTIME_DIR"}
+
+    def once():
+        return subprocess.run(as_user(uid, [SYNC, "-c", agent.cfg, "--once"]), capture_output=True, text=True,
+                              timeout=30, env=env)
+    try:
+        plant("touch", former)
+        r = once()
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert former not in r.stdout + r.stderr
+        st = os.lstat(private)
+        assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (uid, 0o700), st
+        st = os.lstat(private + "/proxysql-sync.lock")
+        assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (uid, 0o600), st
+        assert once().returncode == 0                   # the next run takes the same lock
+        shutil.rmtree(private)
+        plant("mkdir", "-m", "0777", private)           # the directory itself, made first
+        r = once()
+        out = (r.stdout + r.stderr).strip().splitlines()
+        assert r.returncode == 1 and len(out) == 1, (r.returncode, out)
+        assert ("lock file: %s: belongs to uid 65534, not to this user (uid %d); give a path in a directory only "
+                "this user can write (--lock-file)" % (private, uid)) in out[0], out
+        assert os.listdir(private) == []
+    finally:
+        for path in (former, private):
+            subprocess.run(["rm", "-rf", path])
+
+
+def test_root_without_a_writable_run_is_not_blocked_by_a_planted_lock(consul, px, workdir):
+    """Root whose /run is read-only (a read-only root filesystem; here a mount namespace) and who
+    has no $XDG_RUNTIME_DIR: another user's /tmp/proxysql-sync-0.lock (the former default, which
+    made every such cron run exit 1) blocks nothing; the lock goes to /tmp/proxysql-sync-0/ (0700)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare(1) for a mount namespace")
+    put_topology(consul, users=False)
+    agent = Agent(consul, [px], workdir)
+    agent.text = agent.text.replace('lock-file = "%s/sync.lock"' % workdir, "")
+    agent.write_config()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONSUL_") and k != "XDG_RUNTIME_DIR"}
+    former, private = "/tmp/proxysql-sync-0.lock", "/tmp/proxysql-sync-0"
+    try:
+        plant("touch", former)
+        r = subprocess.run(["unshare", "-m", "sh", "-c", 'mount -t tmpfs -o ro tmpfs /run && exec "$@"', "sh",
+                            SYNC, "-c", agent.cfg, "--once"], capture_output=True, text=True, timeout=30, env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        st = os.lstat(private + "/proxysql-sync.lock")
+        assert (st.st_uid, stat.S_IMODE(os.lstat(private).st_mode)) == (0, 0o700), st
+        assert os.lstat(former).st_uid == 65534             # left alone
+    finally:
+        for path in (former, private):
+            subprocess.run(["rm", "-rf", path])
 
 
 @pytest.mark.fault
