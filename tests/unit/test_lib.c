@@ -786,143 +786,144 @@ static void test_config_numbers(void **state)
 	}
 	free(text);
 	assert_true(cases >= 12);
-	/* What runfile_open makes of each kind of file at a path: a file of this user with one link is
+}
+
+/* What runfile_open makes of each kind of file at a path: a file of this user with one link is
  * opened; anything else is refused with the reason. Other owners need root (chown). */
-	static void test_runfile_open(void **state)
-	{
-		char dir[] = "/tmp/sk-runfile-XXXXXX", path[96], other[96], err[200];
-		static const struct {
-			const char *setup, *why; /* why: NULL when it opens */
-			int flags;
-			bool absent;
-		} cases[] = {
-			{ "none", "No such file or directory", O_RDONLY, true },
-			{ "none", NULL, O_RDONLY | O_CREAT, false },
-			{ "file", NULL, O_RDONLY, false },
-			{ "symlink", "a symbolic link, not followed", O_RDONLY | O_CREAT, false },
-			{ "fifo", "not a regular file", O_RDONLY | O_CREAT, false },
-			{ "hardlink", "has 2 hard links, not 1", O_RDONLY, false },
-			{ "foreign", "belongs to uid 12345, not to this user", O_RDONLY | O_CREAT, false },
-		};
+static void test_runfile_open(void **state)
+{
+	char dir[] = "/tmp/sk-runfile-XXXXXX", path[96], other[96], err[200];
+	static const struct {
+		const char *setup, *why; /* why: NULL when it opens */
+		int flags;
+		bool absent;
+	} cases[] = {
+		{ "none", "No such file or directory", O_RDONLY, true },
+		{ "none", NULL, O_RDONLY | O_CREAT, false },
+		{ "file", NULL, O_RDONLY, false },
+		{ "symlink", "a symbolic link, not followed", O_RDONLY | O_CREAT, false },
+		{ "fifo", "not a regular file", O_RDONLY | O_CREAT, false },
+		{ "hardlink", "has 2 hard links, not 1", O_RDONLY, false },
+		{ "foreign", "belongs to uid 12345, not to this user", O_RDONLY | O_CREAT, false },
+	};
 
-		(void)state;
-		assert_non_null(mkdtemp(dir));
-		snprintf(path, sizeof(path), "%s/f", dir);
-		snprintf(other, sizeof(other), "%s/other", dir);
-		for (size_t i = 0; i < SK_ARRAY_LEN(cases); i++) {
-			bool absent = !cases[i].absent;
-			int fd;
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/f", dir);
+	snprintf(other, sizeof(other), "%s/other", dir);
+	for (size_t i = 0; i < SK_ARRAY_LEN(cases); i++) {
+		bool absent = !cases[i].absent;
+		int fd;
 
-			unlink(path);
-			unlink(other);
-			if (strcmp(cases[i].setup, "foreign") == 0 && geteuid() != 0)
-				continue;
-			if (strcmp(cases[i].setup, "none") && strcmp(cases[i].setup, "symlink") &&
-			    strcmp(cases[i].setup, "fifo"))
-				close(open(path, O_WRONLY | O_CREAT, 0600));
-			if (strcmp(cases[i].setup, "symlink") == 0)
-				assert_int_equal(symlink(other, path),
-						 0); /* dangling: following it would create `other` */
-			if (strcmp(cases[i].setup, "fifo") == 0)
-				assert_int_equal(mkfifo(path, 0600), 0);
-			if (strcmp(cases[i].setup, "hardlink") == 0)
-				assert_int_equal(link(path, other), 0);
-			if (strcmp(cases[i].setup, "foreign") == 0)
-				assert_int_equal(chown(path, 12345, 12345), 0);
-			fd = runfile_open(path, cases[i].flags, &absent, err, sizeof(err));
-			if (!cases[i].why) {
-				assert_true(fd >= 0);
-				close(fd);
-			} else {
-				assert_int_equal(fd, -1);
-				assert_non_null(strstr(err, cases[i].why));
-			}
-			assert_int_equal(absent, cases[i].absent);
-			if (strcmp(cases[i].setup, "symlink") == 0)
-				assert_int_equal(access(other, F_OK), -1);
-		}
 		unlink(path);
 		unlink(other);
-		rmdir(dir);
-	}
-
-	/* runfile_pick: $XDG_RUNTIME_DIR when private, else /run when writable and private, else this
- * user's own 0700 directory in /tmp; one planted there, or open to others, is refused. */
-	static void test_runfile_pick(void **state)
-	{
-		char base[] = "/tmp/sk-pick-XXXXXX", xdg[64], run[64], tmp[64], mine[96], want[128], buf[256], err[300];
-		struct runfile_dirs d = { .xdg = xdg, .run = run, .tmp = tmp };
-		struct stat st;
-
-		(void)state;
-		assert_non_null(mkdtemp(base));
-		snprintf(xdg, sizeof(xdg), "%s/xdg", base);
-		snprintf(run, sizeof(run), "%s/run", base);
-		snprintf(tmp, sizeof(tmp), "%s/tmp", base);
-		snprintf(mine, sizeof(mine), "%s/p-%u", tmp, (unsigned)geteuid());
-		assert_int_equal(mkdir(xdg, 0700), 0);
-		assert_int_equal(mkdir(run, 0755), 0);
-		assert_int_equal(mkdir(tmp, 01777), 0);
-		chmod(tmp, 01777);
-		assert_int_equal(runfile_pick(&d, "p", "f.lock", buf, sizeof(buf), err, sizeof(err)), 0);
-		snprintf(want, sizeof(want), "%s/f.lock", xdg);
-		assert_string_equal(buf, want);
-		chmod(xdg, 0777); /* others can write it: not used */
-		assert_int_equal(runfile_pick(&d, "p", "f.lock", buf, sizeof(buf), err, sizeof(err)), 0);
-		snprintf(want, sizeof(want), "%s/f.lock", run);
-		assert_string_equal(buf, want);
-		d.xdg = "relative";
-		chmod(run, 0777);
-		assert_int_equal(runfile_pick(&d, "p", "f.lock", buf, sizeof(buf), err, sizeof(err)), 0);
-		snprintf(want, sizeof(want), "%s/f.lock", mine);
-		assert_string_equal(buf, want);
-		assert_int_equal(lstat(mine, &st), 0);
-		assert_int_equal(st.st_mode & 07777, 0700);
-		chmod(mine, 0777);
-		assert_int_equal(runfile_pick(&d, "p", "f.lock", buf, sizeof(buf), err, sizeof(err)), -1);
-		assert_non_null(strstr(err, "others can write it (mode 777)"));
-		rmdir(mine);
-		assert_int_equal(symlink(xdg, mine), 0); /* a link to a directory, even ours: not used */
-		assert_int_equal(runfile_pick(&d, "p", "f.lock", buf, sizeof(buf), err, sizeof(err)), -1);
-		assert_non_null(strstr(err, "not a directory"));
-		unlink(mine);
-		if (geteuid() == 0) {
-			assert_int_equal(mkdir(mine, 0700), 0);
-			assert_int_equal(chown(mine, 12345, 12345), 0);
-			assert_int_equal(runfile_pick(&d, "p", "f.lock", buf, sizeof(buf), err, sizeof(err)), -1);
-			assert_non_null(strstr(err, "belongs to uid 12345, not to this user"));
-			rmdir(mine);
+		if (strcmp(cases[i].setup, "foreign") == 0 && geteuid() != 0)
+			continue;
+		if (strcmp(cases[i].setup, "none") && strcmp(cases[i].setup, "symlink") &&
+		    strcmp(cases[i].setup, "fifo"))
+			close(open(path, O_WRONLY | O_CREAT, 0600));
+		if (strcmp(cases[i].setup, "symlink") == 0)
+			assert_int_equal(symlink(other, path), 0); /* dangling: following it would create `other` */
+		if (strcmp(cases[i].setup, "fifo") == 0)
+			assert_int_equal(mkfifo(path, 0600), 0);
+		if (strcmp(cases[i].setup, "hardlink") == 0)
+			assert_int_equal(link(path, other), 0);
+		if (strcmp(cases[i].setup, "foreign") == 0)
+			assert_int_equal(chown(path, 12345, 12345), 0);
+		fd = runfile_open(path, cases[i].flags, &absent, err, sizeof(err));
+		if (!cases[i].why) {
+			assert_true(fd >= 0);
+			close(fd);
+		} else {
+			assert_int_equal(fd, -1);
+			assert_non_null(strstr(err, cases[i].why));
 		}
-		rmdir(xdg);
-		rmdir(run);
-		rmdir(tmp);
-		rmdir(base);
+		assert_int_equal(absent, cases[i].absent);
+		if (strcmp(cases[i].setup, "symlink") == 0)
+			assert_int_equal(access(other, F_OK), -1);
 	}
+	unlink(path);
+	unlink(other);
+	rmdir(dir);
+}
 
-	int main(void)
-	{
-		const struct CMUnitTest tests[] = {
-			cmocka_unit_test(test_opts_defaults_and_argv),
-			cmocka_unit_test(test_opts_precedence),
-			cmocka_unit_test(test_opts_errors),
-			cmocka_unit_test(test_config_file_errors),
-			cmocka_unit_test(test_mycnf_table),
-			cmocka_unit_test(test_mycnf_too_large),
-			cmocka_unit_test(test_mycnf_load_client),
-			cmocka_unit_test(test_secret_file),
-			cmocka_unit_test(test_redaction),
-			cmocka_unit_test(test_log_lines),
-			cmocka_unit_test(test_log_long_lines),
-			cmocka_unit_test(test_secrets_wiped_before_free),
-			cmocka_unit_test(test_k8s_deadline_table),
-			cmocka_unit_test(test_deadline),
-			cmocka_unit_test(test_statusmap_parse),
-			cmocka_unit_test(test_parse_numbers),
-			cmocka_unit_test(test_trust_path),
-			cmocka_unit_test(test_config_numbers),
-			cmocka_unit_test(test_runfile_open),
-			cmocka_unit_test(test_runfile_pick),
-		};
+/* runfile_pick: $XDG_RUNTIME_DIR when private, else /run when writable and private, else this
+ * user's own 0700 directory in /tmp; one planted there, or open to others, is refused. */
+static void test_runfile_pick(void **state)
+{
+	char base[] = "/tmp/sk-pick-XXXXXX", xdg[64], run[64], tmp[64], mine[96], want[128], buf[256], err[300];
+	struct runfile_dirs d = { .xdg = xdg, .run = run, .tmp = tmp };
+	struct stat st;
 
-		return cmocka_run_group_tests_name("lib", tests, NULL, NULL);
+	(void)state;
+	assert_non_null(mkdtemp(base));
+	snprintf(xdg, sizeof(xdg), "%s/xdg", base);
+	snprintf(run, sizeof(run), "%s/run", base);
+	snprintf(tmp, sizeof(tmp), "%s/tmp", base);
+	snprintf(mine, sizeof(mine), "%s/p-%u", tmp, (unsigned)geteuid());
+	assert_int_equal(mkdir(xdg, 0700), 0);
+	assert_int_equal(mkdir(run, 0755), 0);
+	assert_int_equal(mkdir(tmp, 01777), 0);
+	chmod(tmp, 01777);
+	assert_int_equal(runfile_pick(&d, "p", "f.lock", buf, sizeof(buf), err, sizeof(err)), 0);
+	snprintf(want, sizeof(want), "%s/f.lock", xdg);
+	assert_string_equal(buf, want);
+	chmod(xdg, 0777); /* others can write it: not used */
+	assert_int_equal(runfile_pick(&d, "p", "f.lock", buf, sizeof(buf), err, sizeof(err)), 0);
+	snprintf(want, sizeof(want), "%s/f.lock", run);
+	assert_string_equal(buf, want);
+	d.xdg = "relative";
+	chmod(run, 0777);
+	assert_int_equal(runfile_pick(&d, "p", "f.lock", buf, sizeof(buf), err, sizeof(err)), 0);
+	snprintf(want, sizeof(want), "%s/f.lock", mine);
+	assert_string_equal(buf, want);
+	assert_int_equal(lstat(mine, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0700);
+	chmod(mine, 0777);
+	assert_int_equal(runfile_pick(&d, "p", "f.lock", buf, sizeof(buf), err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "others can write it (mode 777)"));
+	rmdir(mine);
+	assert_int_equal(symlink(xdg, mine), 0); /* a link to a directory, even ours: not used */
+	assert_int_equal(runfile_pick(&d, "p", "f.lock", buf, sizeof(buf), err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "not a directory"));
+	unlink(mine);
+	if (geteuid() == 0) {
+		assert_int_equal(mkdir(mine, 0700), 0);
+		assert_int_equal(chown(mine, 12345, 12345), 0);
+		assert_int_equal(runfile_pick(&d, "p", "f.lock", buf, sizeof(buf), err, sizeof(err)), -1);
+		assert_non_null(strstr(err, "belongs to uid 12345, not to this user"));
+		rmdir(mine);
 	}
+	rmdir(xdg);
+	rmdir(run);
+	rmdir(tmp);
+	rmdir(base);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_opts_defaults_and_argv),
+		cmocka_unit_test(test_opts_precedence),
+		cmocka_unit_test(test_opts_errors),
+		cmocka_unit_test(test_config_file_errors),
+		cmocka_unit_test(test_mycnf_table),
+		cmocka_unit_test(test_mycnf_too_large),
+		cmocka_unit_test(test_mycnf_load_client),
+		cmocka_unit_test(test_secret_file),
+		cmocka_unit_test(test_redaction),
+		cmocka_unit_test(test_log_lines),
+		cmocka_unit_test(test_log_long_lines),
+		cmocka_unit_test(test_secrets_wiped_before_free),
+		cmocka_unit_test(test_k8s_deadline_table),
+		cmocka_unit_test(test_deadline),
+		cmocka_unit_test(test_statusmap_parse),
+		cmocka_unit_test(test_parse_numbers),
+		cmocka_unit_test(test_trust_path),
+		cmocka_unit_test(test_config_numbers),
+		cmocka_unit_test(test_runfile_open),
+		cmocka_unit_test(test_runfile_pick),
+	};
+
+	return cmocka_run_group_tests_name("lib", tests, NULL, NULL);
+}
