@@ -25,7 +25,7 @@ PKG_LIBS = $(shell $(PKG_CONFIG) --libs $(PKGS))
 CPPFLAGS += -Ilib -Ichecks -Isync $(PKG_CFLAGS)
 LDLIBS += $(PKG_LIBS) -lpthread
 
-LIB_SRC := lib/deadline.c lib/util.c lib/log.c lib/opt.c lib/secret.c lib/mycnf.c lib/statusmap.c lib/db.c \
+LIB_SRC := lib/deadline.c lib/util.c lib/log.c lib/opt.c lib/secret.c lib/mycnf.c lib/statusmap.c lib/db.c lib/dbauth.c \
 	lib/http.c lib/consul.c lib/consul_config.c lib/consul_http.c lib/consul_listing.c lib/base64.c lib/proc.c lib/trust.c \
 	checks/galera.c checks/replica.c checks/sst.c checks/sst_proc.c checks/probe.c checks/probe_main.c \
 	checks/readiness.c checks/cc_check.c checks/clustercheck_opts.c checks/healthcheck.c

@@ -20,6 +20,7 @@ enum db_reason {
 	DB_PROTOCOL, /* malformed packets, handshake errors, TLS errors */
 	DB_SERVER_ERROR, /* the server answered a query with an error */
 	DB_CLIENT_ERROR, /* anything else on the client side */
+	DB_AUTH_REFUSED, /* the server asked for an authentication method that would reveal the password */
 };
 
 const char *db_reason_str(enum db_reason r);
