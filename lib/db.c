@@ -326,23 +326,31 @@ static void set_err(MYSQL *m, bool timed_out, const char *step, struct db_err *e
 	sk_fmt(e->msg, sizeof(e->msg), "%s (%u)", mysql_error(m), code);
 }
 
+const char *db_route(const struct db_target *t)
+{
+	if (!t->host || !*t->host)
+		return t->socket && *t->socket ? NULL : "127.0.0.1";
+	if (strcmp(t->host, "localhost") != 0)
+		return t->host;
+	if (!t->port_explicit)
+		return NULL;
+	return t->tls && t->tls_verify ? "localhost" : "127.0.0.1";
+}
+
 /* Where to connect: *host (the unix socket's "localhost", or an address resolved under the
  * deadline into addr[INET6_ADDRSTRLEN]) and *proto. Returns 0 or -1 with e set. */
 static int connect_host(const struct db_target *t, const deadline_t *dl, char *addr, const char **hostp,
 			unsigned *proto, struct db_err *e)
 {
-	const char *host = t->host;
+	const char *host = db_route(t);
 
-	if ((t->socket && *t->socket && (!host || !*host)) || (host && strcmp(host, "localhost") == 0)) {
-		/* "localhost" means the unix socket, as for the mysql client (the library's default
-		 * path when none is given). */
+	if (!host) {
+		/* The library's default socket path when none is given. */
 		host = "localhost";
 		*proto = MYSQL_PROTOCOL_SOCKET;
 	} else {
 		unsigned char tmp[sizeof(struct in6_addr)];
 
-		if (!host || !*host)
-			host = "127.0.0.1";
 		*proto = MYSQL_PROTOCOL_TCP;
 		/* Resolve names here, under the deadline; numeric addresses pass straight through.
 		 * With certificate verification the name must reach the library as given. */

@@ -469,16 +469,30 @@ static int load_cluster(struct layout_config *l, struct layout_cluster *cl, conf
 	return 0;
 }
 
+/* A target's host and port (6032 when the address names none); NULL, or what is wrong. */
+static const char *split_target_address(struct sync_target *t, const char *addr)
+{
+	char host[256];
+	const char *bad = model_split_address(addr, 0, host, sizeof(host), &t->port);
+
+	if (bad)
+		return bad;
+	t->port_explicit = t->port != 0;
+	if (!t->port)
+		t->port = 6032;
+	t->host = xstrdup(host);
+	return NULL;
+}
+
 /* A target's address, name and user with their defaults, and its password (password_file wins). */
 static int load_target_login(struct sync_target *t, config_setting_t *s, const char *addr, const char *pwfile,
 			     char *err, size_t errlen)
 {
-	char host[256], why[300];
+	char why[300];
 	const char *bad;
 
-	if ((bad = model_split_address(addr, 6032, host, sizeof(host), &t->port)) != NULL)
+	if ((bad = split_target_address(t, addr)) != NULL)
 		return sk_err(err, errlen, "line %d: target address '%s' %s", config_setting_source_line(s), addr, bad);
-	t->host = xstrdup(host);
 	if (!t->name)
 		t->name = xstrdup(addr);
 	if (!t->user)
@@ -973,7 +987,7 @@ static int load_admin_target(struct sync_config *c, char *err, size_t errlen)
 {
 	const struct opts *o = &c->o;
 	struct sync_target *t;
-	char host[256], why[300];
+	char why[300];
 	const char *bad;
 
 	if (!opt_str(o, "admin-addr"))
@@ -981,9 +995,8 @@ static int load_admin_target(struct sync_config *c, char *err, size_t errlen)
 	c->targets = xrealloc(c->targets, (c->ntargets + 1) * sizeof(*c->targets));
 	t = &c->targets[c->ntargets++];
 	memset(t, 0, sizeof(*t));
-	if ((bad = model_split_address(opt_str(o, "admin-addr"), 6032, host, sizeof(host), &t->port)))
+	if ((bad = split_target_address(t, opt_str(o, "admin-addr"))))
 		return sk_err(err, errlen, "%s: '%s' %s", opt_source(o, "admin-addr"), opt_str(o, "admin-addr"), bad);
-	t->host = xstrdup(host);
 	t->name = xstrdup(opt_str(o, "admin-addr"));
 	t->user = xstrdup(opt_str(o, "admin-user"));
 	t->tls = opt_flag(o, "admin-tls");

@@ -27,6 +27,7 @@ struct sync_target {
 	char *name;
 	char *host;
 	long port;
+	bool port_explicit; /* the address named its port ("localhost:6032": TCP, not the socket) */
 	char *user;
 	char *password;
 	char *cluster_mode; /* NULL: the top-level cluster-mode */

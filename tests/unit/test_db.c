@@ -1,5 +1,5 @@
-/* test_db.c: the pure parts of the MySQL connection: which authentication method the server's
- * packets ask for (however the reads split them). */
+/* test_db.c: the pure parts of the MySQL connection: where an address goes (unix socket or TCP),
+ * and which authentication method the server's packets ask for (however the reads split them). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "db.h"
 #include "dbauth.h"
 
 /* A packet: 3-byte length, sequence, payload. Returns its size in out. */
@@ -100,9 +101,53 @@ static void test_dbauth_asked(void **state)
 	expect_asked(s, n, "");
 }
 
+/* The address decision: host, socket, explicit port, TLS verified -> the TCP host (NULL: socket). */
+static void test_db_route(void **state)
+{
+	static const struct {
+		const char *host, *socket;
+		bool port_explicit, verified;
+		const char *want;
+	} rows[] = {
+		{ "localhost", NULL, false, false, NULL }, /* the mysql client's rule: the socket */
+		{ "localhost", "/run/mysqld/mysqld.sock", false, false, NULL },
+		{ "localhost", NULL, true, false, "127.0.0.1" }, /* localhost:6032 is TCP */
+		{ "localhost", "/run/mysqld/mysqld.sock", true, false, "127.0.0.1" },
+		{ "localhost", NULL, true, true, "localhost" }, /* the name the certificate must match */
+		{ "localhost", NULL, false, true, NULL },
+		{ "LOCALHOST", NULL, false, false, "LOCALHOST" }, /* the client compares exactly, so do we */
+		{ "127.0.0.1", NULL, false, false, "127.0.0.1" },
+		{ "127.0.0.1", "/tmp/x.sock", false, false, "127.0.0.1" }, /* a host wins over a socket */
+		{ "db1.example", NULL, true, true, "db1.example" },
+		{ "::1", NULL, true, false, "::1" },
+		{ NULL, "/tmp/x.sock", false, false, NULL }, /* -S alone: the socket */
+		{ "", "/tmp/x.sock", true, false, NULL },
+		{ NULL, NULL, false, false, "127.0.0.1" }, /* nothing given: loopback TCP */
+		{ "", "", true, false, "127.0.0.1" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct db_target t = { .host = rows[i].host,
+				       .socket = rows[i].socket,
+				       .port = 6032,
+				       .port_explicit = rows[i].port_explicit,
+				       .tls = rows[i].verified,
+				       .tls_verify = rows[i].verified };
+		const char *got = db_route(&t);
+
+		if (!rows[i].want ? got != NULL : !got || strcmp(got, rows[i].want) != 0)
+			fail_msg("row %zu (%s, %s, port %s): got %s, expected %s", i,
+				 rows[i].host ? rows[i].host : "NULL", rows[i].socket ? rows[i].socket : "NULL",
+				 rows[i].port_explicit ? "given" : "default", got ? got : "the socket",
+				 rows[i].want ? rows[i].want : "the socket");
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_db_route),
 		cmocka_unit_test(test_dbauth_asked),
 	};
 
