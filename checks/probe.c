@@ -141,6 +141,17 @@ int probe_conn_setup(const struct probe_conn_settings *cs, struct probe_conn *pc
 	return 0;
 }
 
+bool probe_tls_unverified(const struct probe_conn *pc, char *buf, size_t len)
+{
+	if (!pc->t.tls || pc->t.tls_verify)
+		return false;
+	sk_fmt(buf, len,
+	       "warning: TLS to %s without certificate verification (--tls-verify=0): whoever answers there "
+	       "can read the password and forge the answers",
+	       pc->what);
+	return true;
+}
+
 void probe_conn_free(struct probe_conn *pc)
 {
 	if (pc->password) {
