@@ -135,8 +135,13 @@ void dbauth_prepare(MYSQL *m, bool verified_tls)
 
 	memset(&tap, 0, sizeof(tap));
 	watched = m;
-	if (!verified_tls)
-		mysql_optionsv(m, MARIADB_OPT_RESTRICTED_AUTH, safe);
+	if (verified_tls)
+		return;
+	mysql_optionsv(m, MARIADB_OPT_RESTRICTED_AUTH, safe);
+	/* Answer first as mysql_native_password whatever the greeting names: a MySQL 8 server whose
+	 * greeting names caching_sha2_password then asks an account of that method to switch back
+	 * (one more round trip), where the greeting's method would be refused before a word. */
+	mysql_optionsv(m, MYSQL_DEFAULT_AUTH, "mysql_native_password");
 }
 
 void dbauth_done(void)

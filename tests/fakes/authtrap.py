@@ -12,11 +12,18 @@ answers "Access denied".
         trap.connections     # how many clients connected
 
 Modes:
-    greeting:mysql_clear_password   the greeting itself names the method (no switch)
+    greeting:mysql_clear_password   the greeting itself names the method (a client that answers for
+                                    another one is then asked to switch to it)
     switch:mysql_clear_password     AuthSwitchRequest after the client's first answer
     switch:dialog                   ... to dialog, with a "Password: " question
     switch:sha256_password          ... to sha256_password; answers a public-key request with its own
     switch:caching_sha2_password    ... to caching_sha2_password, then "full authentication required"
+    greeting:caching_sha2_password  MySQL 8's default greeting: a client that answers for
+                                    caching_sha2_password is asked for full authentication (RSA, its own
+                                    key); one that answers for mysql_native_password with no data is
+                                    switched to it, as MySQL 8 does for an account of that method, and
+                                    logs in when it proves `password` (trap.native_logins counts them);
+                                    every query then gets an error
 
 Run alone: python3 tests/fakes/authtrap.py MODE PORT [SOCKET] (prints what arrives).
 """
@@ -35,7 +42,7 @@ CAPS = (0x00000001 | 0x00000004 | 0x00000008 | 0x00000200 | 0x00002000 | 0x00008
                                                   # secure conn, multi results, plugin auth,
                                                   # connect attrs, lenenc auth data (no TLS)
 MODES = ("greeting:mysql_clear_password", "switch:mysql_clear_password", "switch:dialog",
-         "switch:sha256_password", "switch:caching_sha2_password")
+         "switch:sha256_password", "switch:caching_sha2_password", "greeting:caching_sha2_password")
 
 
 def packet(seq, payload):
@@ -53,8 +60,36 @@ def access_denied():
     return b"\xff" + struct.pack("<H", 1045) + b"#28000" + b"Access denied (authtrap)"
 
 
+def no_queries():
+    return b"\xff" + struct.pack("<H", 1105) + b"#HY000" + b"authtrap answers no queries"
+
+
+def native_scramble(password, salt):
+    import hashlib
+    h1 = hashlib.sha1(password.encode()).digest()
+    h2 = hashlib.sha1(h1).digest()
+    h3 = hashlib.sha1(salt + h2).digest()
+    return bytes(a ^ b for a, b in zip(h1, h3))
+
+
+def response_plugin(payload):
+    """(auth data, plugin name) of a HandshakeResponse41 (lenenc auth data, as libmariadb sends)."""
+    flags = struct.unpack("<I", payload[:4])[0]
+    pos = payload.index(b"\0", 32) + 1              # after the user name
+    n = payload[pos]
+    if n == 0xfc:
+        n, pos = struct.unpack("<H", payload[pos + 1:pos + 3])[0], pos + 3
+    else:
+        pos += 1
+    auth, pos = payload[pos:pos + n], pos + n
+    if flags & 0x8:                                  # a database name
+        pos = payload.index(b"\0", pos) + 1
+    end = payload.find(b"\0", pos)
+    return auth, payload[pos:end if end >= 0 else len(payload)].decode(errors="replace")
+
+
 class AuthTrap:
-    def __init__(self, mode, port=0, socket_path=None):
+    def __init__(self, mode, port=0, socket_path=None, password=None):
         if mode not in MODES:
             raise ValueError("mode must be one of " + ", ".join(MODES))
         self.kind, self.plugin = mode.split(":", 1)
@@ -63,6 +98,8 @@ class AuthTrap:
         self._received = bytearray()
         self._revealed = bytearray()
         self.connections = 0
+        self.native_logins = 0
+        self.password = password
         self._stop = threading.Event()
         self._key = None
         if self.plugin in ("sha256_password", "caching_sha2_password"):
@@ -153,7 +190,16 @@ class AuthTrap:
         if got is None:
             return
         seq = got[0] + 1
-        if self.kind == "switch":
+        if self.mode == "greeting:caching_sha2_password":
+            auth, plugin = response_plugin(got[1])
+            if plugin == "mysql_native_password":
+                self._native(conn, seq, auth)
+                return
+            if len(auth) != 32:
+                return
+            seq = self._rsa(conn, seq, b"")
+        elif self.kind == "switch" or response_plugin(got[1])[1] != self.plugin:
+            # A client that answered for another method is asked to switch, as a server does.
             data = {"mysql_clear_password": b"", "dialog": b"\x04Password: "}.get(self.plugin, SCRAMBLE + b"\0")
             conn.sendall(packet(seq, b"\xfe" + self.plugin.encode() + b"\0" + data))
             got = self._read(conn)
@@ -162,9 +208,28 @@ class AuthTrap:
             seq = got[0] + 1
             if self.plugin in ("sha256_password", "caching_sha2_password"):
                 seq = self._rsa(conn, seq, got[1])
-                if seq is None:
-                    return
-        conn.sendall(packet(seq, access_denied()))
+        if seq is not None:
+            conn.sendall(packet(seq, access_denied()))
+
+    def _native(self, conn, seq, auth):
+        """MySQL 8 with an account of mysql_native_password: switch to it unless already proven."""
+        if not auth:
+            conn.sendall(packet(seq, b"\xfe" + b"mysql_native_password\0" + SCRAMBLE + b"\0"))
+            got = self._read(conn)
+            if got is None:
+                return
+            seq, auth = got[0] + 1, got[1]
+        if self.password is None or auth != native_scramble(self.password, SCRAMBLE):
+            conn.sendall(packet(seq, access_denied()))
+            return
+        with self._lock:
+            self.native_logins += 1
+        conn.sendall(packet(seq, b"\x00\x00\x00\x02\x00\x00\x00"))
+        while True:
+            got = self._read(conn)
+            if got is None or got[1][:1] == b"\x01":    # COM_QUIT
+                return
+            conn.sendall(packet(1, no_queries()))
 
     def _rsa(self, conn, seq, answer):
         """Full authentication: hand out the trap's public key, decrypt what comes back."""
