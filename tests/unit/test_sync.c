@@ -377,6 +377,7 @@ static void target_tls_and_address(void **state)
 		if (rows[i].error) {
 			if (r != OPTS_ERROR || !strstr(err, rows[i].error))
 				fail_msg("row %zu: expected an error with '%s', got %d '%s'", i, rows[i].error, r, err);
+			sync_config_free(&cfg); /* as proxysql-sync's main does after an error */
 			continue;
 		}
 		if (r != OPTS_OK)
