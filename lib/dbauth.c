@@ -13,10 +13,12 @@
  *
  * MARIADB_OPT_RESTRICTED_AUTH is checked in run_plugin_auth() at its `retry:` label, before a
  * plugin runs, for the greeting's method and again after every AuthSwitchRequest (the `goto
- * retry`): a refused method never sends a byte. Its error message (CR_PLUGIN_NOT_ALLOWED)
- * names the greeting's method even after a switch in 3.3 (fixed in 3.4.0), so the method is
- * read from the server's packets as they arrive (ma_pvio_register_callback: the bytes each read
- * returned, decrypted under TLS). */
+ * retry`): a refused method never sends a byte. The check is strstr(list, name), so a name that
+ * is part of the list ("password", "") passes it; no plugin has such a name, and the library's
+ * fallback for an unknown one answers each packet with an empty one, never the password. Its
+ * error message (CR_PLUGIN_NOT_ALLOWED) names the greeting's method even after a switch in 3.3
+ * (fixed in 3.4.0), so the method is read from the server's packets as they arrive
+ * (ma_pvio_register_callback: the bytes each read returned, decrypted under TLS). */
 #include "dbauth.h"
 
 #include <errmsg.h>
