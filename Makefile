@@ -27,6 +27,7 @@ LDLIBS += $(PKG_LIBS) -lpthread
 
 LIB_SRC := lib/deadline.c lib/util.c lib/log.c lib/opt.c lib/secret.c lib/mycnf.c lib/statusmap.c lib/db.c \
 	lib/http.c lib/consul.c lib/consul_config.c lib/consul_http.c lib/consul_listing.c lib/base64.c lib/proc.c \
+	lib/dbauth.c \
 	lib/trust.c \
 	lib/cfgnum.c \
 	lib/runfile.c \

@@ -589,11 +589,21 @@ static void settings_free(void *settings)
 		register_settings_free(&s->reg);
 }
 
+/* A warning: into the log file, and onto stderr only when it cannot be the client's socket. */
+static void diag_warn(const struct clustercheck_settings *s, FILE *diag, const char *w)
+{
+	if (isatty(STDERR_FILENO) || s->listen)
+		fprintf(stderr, "clustercheck: %s\n", w);
+	if (diag)
+		fprintf(diag, "clustercheck: %s\n", w);
+}
+
 /* --log-file (stderr may be the client's socket under xinetd), and the warning about a password
  * on the command line: never onto stderr when it may be the client's socket. */
 static FILE *open_diag(const struct clustercheck_settings *s)
 {
 	FILE *diag = NULL;
+	char w[512];
 
 	if (strcmp(s->log_file, "/dev/null") != 0) {
 		diag = fopen(s->log_file, "ae");
@@ -601,15 +611,12 @@ static FILE *open_diag(const struct clustercheck_settings *s)
 			fprintf(stderr, "clustercheck: warning: cannot open log file %s: %s\n", s->log_file,
 				strerror(errno));
 	}
-	if (s->password_on_argv) {
-		const char *w = "clustercheck: warning: a password on the command line is visible to every user "
-				"(ps, /proc); use --password-file, MYSQL_PASSWORD or a defaults file";
-
-		if (isatty(STDERR_FILENO) || s->listen)
-			fprintf(stderr, "%s\n", w);
-		if (diag)
-			fprintf(diag, "%s\n", w);
-	}
+	if (s->password_on_argv)
+		diag_warn(s, diag,
+			  "warning: a password on the command line is visible to every user (ps, /proc); use "
+			  "--password-file, MYSQL_PASSWORD or a defaults file");
+	if (probe_tls_unverified(&s->c.pc, w, sizeof(w)))
+		diag_warn(s, diag, w);
 	return diag;
 }
 

@@ -8,7 +8,7 @@
 
 /* clang-format off */
 static const struct opt_def options[] = {
-	PROBE_CONN_OPTIONS("mysqld", "localhost", "mysqld address; localhost means the unix socket, as for the mysql client.",
+	PROBE_CONN_OPTIONS("mysqld", "localhost", "mysqld address; localhost means the unix socket, as for the mysql client, unless --port is given.",
 			   "3306", "clustercheckuser", NULL, "MYSQL_PASSWORD", "clustercheckpassword!"),
 	{"timeout", 't', OPT_NUMBER, "SECONDS", "10", NULL, 0.05, 3600, NULL,
 	 "One deadline for each check (connect, auth, queries); decimals allowed.", 0},

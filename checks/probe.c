@@ -122,6 +122,7 @@ int probe_conn_setup(const struct probe_conn_settings *cs, struct probe_conn *pc
 
 	pc->t.host = pc->host;
 	pc->t.port = (unsigned)port;
+	pc->t.port_explicit = cs->port_given; /* "localhost" with --port: TCP */
 	pc->t.socket = pc->socket;
 	pc->t.user = pc->user;
 	pc->t.password = pc->password;
@@ -130,7 +131,7 @@ int probe_conn_setup(const struct probe_conn_settings *cs, struct probe_conn *pc
 	pc->t.tls_cert = cs->tls_cert;
 	pc->t.tls_key = cs->tls_key;
 	pc->t.tls_verify = cs->tls_verify;
-	if (pc->socket && (!pc->host || strcmp(pc->host, "localhost") == 0))
+	if (pc->socket && !db_route(&pc->t))
 		snprintf(pc->what, sizeof(pc->what), "%s", pc->socket);
 	else if (pc->host && strchr(pc->host, ':'))
 		snprintf(pc->what, sizeof(pc->what), "[%s]:%ld", pc->host, port);
@@ -138,6 +139,17 @@ int probe_conn_setup(const struct probe_conn_settings *cs, struct probe_conn *pc
 		snprintf(pc->what, sizeof(pc->what), "%s:%ld", pc->host ? pc->host : "?", port);
 	pc->t.what = pc->what;
 	return 0;
+}
+
+bool probe_tls_unverified(const struct probe_conn *pc, char *buf, size_t len)
+{
+	if (!pc->t.tls || pc->t.tls_verify)
+		return false;
+	sk_fmt(buf, len,
+	       "warning: TLS to %s without certificate verification (--tls-verify=0): whoever answers there "
+	       "can read the password and forge the answers",
+	       pc->what);
+	return true;
 }
 
 void probe_conn_free(struct probe_conn *pc)

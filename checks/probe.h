@@ -39,7 +39,9 @@
 	{"tls-ca", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "CA certificate for --tls.", 0},               \
 	{"tls-cert", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "Client certificate for --tls.", 0},          \
 	{"tls-key", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "Client key for --tls.", 0},                   \
-	{"tls-verify", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Verify the server certificate and host name.", 0}, \
+	{"tls-verify", 0, OPT_FLAG, NULL, "1", NULL, 0, 0, NULL,                                                \
+	 "Verify the server certificate (against --tls-ca, else the system's CA store) and host name; "           \
+	 "--tls-verify=0 connects to any certificate, with a warning.", 0},                                       \
 	{"config", 'c', OPT_STRING, "FILE", NULL, NULL, 0, 0, NULL,                                              \
 	 "libconfig file with any of these options (file < environment < command line).", OPT_NO_FILE},          \
 	{"json", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Print the verdict as one JSON object on stdout.", 0}
@@ -75,6 +77,9 @@ void probe_conn_settings_load(const struct opts *o, struct probe_conn_settings *
 int probe_conn_setup(const struct probe_conn_settings *cs, struct probe_conn *pc, char *err,
 		     size_t errlen) SK_MUST_CHECK;
 void probe_conn_free(struct probe_conn *pc);
+
+/* With --tls --tls-verify=0: the warning that names the server into buf and true. */
+bool probe_tls_unverified(const struct probe_conn *pc, char *buf, size_t len);
 
 /* The deadline for a probe whose kubelet timeoutSeconds is `k8s_seconds`: below it by a margin
  * of 20% capped at 1 s, so it is never 0 and never unlimited (the scripts' T-1 gave 0 for T=1). */

@@ -15,6 +15,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "dbauth.h"
+
 static const char *const reason_names[] = {
 	"ok",
 	"timeout",
@@ -25,11 +27,18 @@ static const char *const reason_names[] = {
 	"protocol error",
 	"server error",
 	"client error",
+	"authentication method refused",
 };
 
 const char *db_reason_str(enum db_reason r)
 {
 	return reason_names[r];
+}
+
+static void library_init_once(void)
+{
+	mysql_library_init(0, NULL, NULL);
+	dbauth_init();
 }
 
 void db_library_init(void)
@@ -38,7 +47,7 @@ void db_library_init(void)
 
 	/* A write to a server that went away must fail with EPIPE, not kill the process. */
 	signal(SIGPIPE, SIG_IGN);
-	pthread_once(&once, (void (*)(void))mysql_library_init);
+	pthread_once(&once, library_init_once);
 }
 
 /* ---- name resolution with a deadline -------------------------------------------------- */
@@ -317,23 +326,31 @@ static void set_err(MYSQL *m, bool timed_out, const char *step, struct db_err *e
 	sk_fmt(e->msg, sizeof(e->msg), "%s (%u)", mysql_error(m), code);
 }
 
+const char *db_route(const struct db_target *t)
+{
+	if (!t->host || !*t->host)
+		return t->socket && *t->socket ? NULL : "127.0.0.1";
+	if (strcmp(t->host, "localhost") != 0)
+		return t->host;
+	if (!t->port_explicit)
+		return NULL;
+	return t->tls && t->tls_verify ? "localhost" : "127.0.0.1";
+}
+
 /* Where to connect: *host (the unix socket's "localhost", or an address resolved under the
  * deadline into addr[INET6_ADDRSTRLEN]) and *proto. Returns 0 or -1 with e set. */
 static int connect_host(const struct db_target *t, const deadline_t *dl, char *addr, const char **hostp,
 			unsigned *proto, struct db_err *e)
 {
-	const char *host = t->host;
+	const char *host = db_route(t);
 
-	if ((t->socket && *t->socket && (!host || !*host)) || (host && strcmp(host, "localhost") == 0)) {
-		/* "localhost" means the unix socket, as for the mysql client (the library's default
-		 * path when none is given). */
+	if (!host) {
+		/* The library's default socket path when none is given. */
 		host = "localhost";
 		*proto = MYSQL_PROTOCOL_SOCKET;
 	} else {
 		unsigned char tmp[sizeof(struct in6_addr)];
 
-		if (!host || !*host)
-			host = "127.0.0.1";
 		*proto = MYSQL_PROTOCOL_TCP;
 		/* Resolve names here, under the deadline; numeric addresses pass straight through.
 		 * With certificate verification the name must reach the library as given. */
@@ -389,6 +406,7 @@ int db_connect(struct db *db, const struct db_target *t, const deadline_t *dl, s
 		return -1;
 	}
 	connect_options(db->m, t, dl, proto);
+	dbauth_prepare(db->m, t->tls && t->tls_verify);
 	op.m = db->m;
 	op.kind = 0;
 	status = mysql_real_connect_start(&op.conn_ret, db->m, host, t->user, t->password ? t->password : "", NULL,
@@ -396,10 +414,14 @@ int db_connect(struct db *db, const struct db_target *t, const deadline_t *dl, s
 					  0);
 	if (!drive(&op, status, dl) || !op.conn_ret) {
 		set_err(db->m, deadline_expired(dl), "connecting", e);
+		if (dbauth_refusal(db->m, e->msg, sizeof(e->msg)))
+			e->reason = DB_AUTH_REFUSED;
+		dbauth_done();
 		mysql_close(db->m);
 		db->m = NULL;
 		return -1;
 	}
+	dbauth_done();
 	db->connected = true;
 	return 0;
 }

@@ -20,6 +20,7 @@ enum db_reason {
 	DB_PROTOCOL, /* malformed packets, handshake errors, TLS errors */
 	DB_SERVER_ERROR, /* the server answered a query with an error */
 	DB_CLIENT_ERROR, /* anything else on the client side */
+	DB_AUTH_REFUSED, /* the server asked for an authentication method that would reveal the password */
 };
 
 const char *db_reason_str(enum db_reason r);
@@ -34,6 +35,7 @@ struct db_err {
 struct db_target {
 	const char *host; /* name or address; NULL or "" with socket: unix socket */
 	unsigned port; /* 0: 3306 */
+	bool port_explicit; /* the address named its port (--port, "localhost:6032"): "localhost" is TCP */
 	const char *socket; /* unix socket path, or NULL */
 	const char *user;
 	const char *password; /* may be NULL or "" */
@@ -54,6 +56,12 @@ void db_library_init(void);
 /* Once `fd` is readable, every pending and later wait of this process gives up as at its
  * deadline: a server that is stopping need not wait out a hung check. -1 (the default): none. */
 void db_set_abort_fd(int fd);
+
+/* Where `t` is reached (pure): NULL for the unix socket (no host but a socket, or "localhost"
+ * without a port of its own: the mysql client's rule, which the replaced scripts relied on), else
+ * the host to reach over TCP: 127.0.0.1 for no host, and for "localhost" with an explicit port
+ * (the name itself when the certificate is verified against it); any other host as given. */
+const char *db_route(const struct db_target *t);
 
 /* Connect within the deadline. DNS, TCP, TLS and authentication all share it; on failure the
  * handle is closed and `e` says why. Returns 0 or -1. */

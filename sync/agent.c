@@ -336,6 +336,7 @@ static void init_target(struct agent *ag, struct target *t, const struct sync_ta
 	t->pt.name = st->name;
 	t->pt.host = st->host;
 	t->pt.port = st->port;
+	t->pt.port_explicit = st->port_explicit;
 	t->pt.user = st->user;
 	t->pt.password = st->password;
 	t->pt.tls = st->tls;

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <libconfig.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,7 +56,7 @@ const struct opt_def sync_options[] = {
 	{"admin-tls-ca", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "CA certificate for --admin-tls (tls_ca).", 0},
 	{"admin-tls-cert", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "Client certificate for --admin-tls (tls_cert).", 0},
 	{"admin-tls-key", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "Client key for --admin-tls (tls_key).", 0},
-	{"admin-tls-verify", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Verify the admin interface's certificate and host name (tls_verify).", 0},
+	{"admin-tls-verify", 0, OPT_FLAG, NULL, "1", NULL, 0, 0, NULL, "Verify the admin interface's certificate (against --admin-tls-ca, else the system's CA store) and host name (tls_verify); 0 connects to any certificate, with a warning.", 0},
 	{"admin-allow-plaintext-password", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Send the admin password to a --admin-addr that is not loopback without TLS (allow_plaintext_password); refused otherwise.", 0},
 	{"admin-timeout", 0, OPT_NUMBER, "SECONDS", "5", NULL, 0.1, 600, NULL, "Deadline for each admin round (read, apply, verify).", 0},
 	{"save-to-disk", 0, OPT_FLAG, NULL, "1", NULL, 0, 0, NULL, "SAVE ... TO DISK after each LOAD ... TO RUNTIME.", 0},
@@ -470,16 +471,30 @@ static int load_cluster(struct layout_config *l, struct layout_cluster *cl, conf
 	return 0;
 }
 
+/* A target's host and port (6032 when the address names none); NULL, or what is wrong. */
+static const char *split_target_address(struct sync_target *t, const char *addr)
+{
+	char host[256];
+	const char *bad = model_split_address(addr, 0, host, sizeof(host), &t->port);
+
+	if (bad)
+		return bad;
+	t->port_explicit = t->port != 0;
+	if (!t->port)
+		t->port = 6032;
+	t->host = xstrdup(host);
+	return NULL;
+}
+
 /* A target's address, name and user with their defaults, and its password (password_file wins). */
 static int load_target_login(struct sync_target *t, config_setting_t *s, const char *addr, const char *pwfile,
 			     char *err, size_t errlen)
 {
-	char host[256], why[300];
+	char why[300];
 	const char *bad;
 
-	if ((bad = model_split_address(addr, 6032, host, sizeof(host), &t->port)) != NULL)
+	if ((bad = split_target_address(t, addr)) != NULL)
 		return sk_err(err, errlen, "line %d: target address '%s' %s", config_setting_source_line(s), addr, bad);
-	t->host = xstrdup(host);
 	if (!t->name)
 		t->name = xstrdup(addr);
 	if (!t->user)
@@ -521,7 +536,9 @@ static int load_target(struct sync_target *t, config_setting_t *s, char *err, si
 	    setting_str(s, "tls_key", false, &t->tls_key, err, errlen) < 0)
 		goto out;
 	t->tls = config_setting_lookup_bool(s, "tls", &b) && b;
-	t->tls_verify = config_setting_lookup_bool(s, "tls_verify", &b) && b;
+	/* Verified unless written out: tls_verify = false. */
+	t->tls_verify_given = config_setting_lookup_bool(s, "tls_verify", &b);
+	t->tls_verify = !t->tls_verify_given || b;
 	t->allow_plaintext_password = config_setting_lookup_bool(s, "allow_plaintext_password", &b) && b;
 	mode = t->cluster_mode ? name_index(t->cluster_mode, cluster_modes, SK_ARRAY_LEN(cluster_modes)) : 0;
 	if (mode < 0) {
@@ -645,10 +662,41 @@ static const char *hostgroup_user(const struct layout_config *l, long hg)
 	return NULL;
 }
 
+/* Append one line (and its '\n') to out, cut to len; *used grows. */
+SK_PRINTF(4, 5) static void warn_line(char *out, size_t len, size_t *used, const char *fmt, ...)
+{
+	va_list ap;
+	int w;
+
+	if (*used + 1 >= len)
+		return;
+	va_start(ap, fmt);
+	w = vsnprintf(out + *used, len - *used, fmt, ap);
+	va_end(ap);
+	if (w > 0)
+		*used += (size_t)w < len - *used ? (size_t)w : len - *used - 1;
+	if (*used + 1 < len) {
+		out[(*used)++] = '\n';
+		out[*used] = '\0';
+	}
+}
+
+bool sync_target_unverified(const struct sync_target *t, char *buf, size_t len)
+{
+	if (!t->tls || t->tls_verify)
+		return false;
+	sk_fmt(buf, len,
+	       "target %s: TLS without certificate verification (tls_verify = false): whoever answers %s:%ld "
+	       "reads the admin password and the users' passwords the agent writes",
+	       t->name, t->host, t->port);
+	return true;
+}
+
 size_t sync_config_warnings(const struct sync_config *c, char *out, size_t len)
 {
 	const struct layout_config *l = &c->layout;
 	size_t n = 0, used = 0;
+	char line[512];
 
 	if (len)
 		out[0] = '\0';
@@ -658,19 +706,19 @@ size_t sync_config_warnings(const struct sync_config *c, char *out, size_t len)
 		if (sv->fleet || sv->writer)
 			continue;
 		for (size_t k = 0; k < l->nclusters; k++) {
-			int w;
-
 			if (sv->hostgroup != l->clusters[k].writer_hostgroup)
 				continue;
 			n++;
-			if (used + 1 >= len)
-				continue;
-			w = snprintf(out + used, len - used,
-				     "%s: hostgroup %ld is cluster %s's writer hostgroup but the service has no "
-				     "role = \"writer\"\n",
-				     sv->label, sv->hostgroup, l->clusters[k].alias);
-			if (w > 0)
-				used += (size_t)w < len - used ? (size_t)w : len - used - 1;
+			warn_line(out, len, &used,
+				  "%s: hostgroup %ld is cluster %s's writer hostgroup but the service has no "
+				  "role = \"writer\"",
+				  sv->label, sv->hostgroup, l->clusters[k].alias);
+		}
+	}
+	for (size_t i = 0; i < c->ntargets; i++) {
+		if (sync_target_unverified(&c->targets[i], line, sizeof(line))) {
+			n++;
+			warn_line(out, len, &used, "%s", line);
 		}
 	}
 	return n;
@@ -696,7 +744,7 @@ static int check_targets(const struct sync_config *c, char *err, size_t errlen)
 	for (size_t i = 0; i < c->ntargets; i++) {
 		const struct sync_target *t = &c->targets[i];
 
-		if ((t->tls_ca || t->tls_cert || t->tls_key || t->tls_verify) && !t->tls)
+		if ((t->tls_ca || t->tls_cert || t->tls_key || t->tls_verify_given) && !t->tls)
 			return sk_err(err, errlen,
 				      "target %s: tls_ca, tls_cert, tls_key and tls_verify need tls = true", t->name);
 		/* Its INSERTs carry mysql_users passwords too, not only the login. */
@@ -988,7 +1036,7 @@ static int load_admin_target(struct sync_config *c, char *err, size_t errlen)
 {
 	const struct opts *o = &c->o;
 	struct sync_target *t;
-	char host[256], why[300];
+	char why[300];
 	const char *bad;
 
 	if (!opt_str(o, "admin-addr"))
@@ -996,13 +1044,13 @@ static int load_admin_target(struct sync_config *c, char *err, size_t errlen)
 	c->targets = xrealloc(c->targets, (c->ntargets + 1) * sizeof(*c->targets));
 	t = &c->targets[c->ntargets++];
 	memset(t, 0, sizeof(*t));
-	if ((bad = model_split_address(opt_str(o, "admin-addr"), 6032, host, sizeof(host), &t->port)))
+	if ((bad = split_target_address(t, opt_str(o, "admin-addr"))))
 		return sk_err(err, errlen, "%s: '%s' %s", opt_source(o, "admin-addr"), opt_str(o, "admin-addr"), bad);
-	t->host = xstrdup(host);
 	t->name = xstrdup(opt_str(o, "admin-addr"));
 	t->user = xstrdup(opt_str(o, "admin-user"));
 	t->tls = opt_flag(o, "admin-tls");
 	t->tls_verify = opt_flag(o, "admin-tls-verify");
+	t->tls_verify_given = opt_given(o, "admin-tls-verify");
 	t->allow_plaintext_password = opt_flag(o, "admin-allow-plaintext-password");
 	t->tls_ca = opt_str(o, "admin-tls-ca") ? xstrdup(opt_str(o, "admin-tls-ca")) : NULL;
 	t->tls_cert = opt_str(o, "admin-tls-cert") ? xstrdup(opt_str(o, "admin-tls-cert")) : NULL;

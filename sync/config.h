@@ -27,6 +27,7 @@ struct sync_target {
 	char *name;
 	char *host;
 	long port;
+	bool port_explicit; /* the address named its port ("localhost:6032": TCP, not the socket) */
 	char *user;
 	char *password;
 	char *cluster_mode; /* NULL: the top-level cluster-mode */
@@ -34,6 +35,7 @@ struct sync_target {
 	/* TLS to the admin interface (like the probes' --tls*); a password is never sent in clear
 	 * text to a target that is not loopback unless allow_plaintext_password. */
 	bool tls, tls_verify, allow_plaintext_password;
+	bool tls_verify_given; /* written out: tls_verify is true unless so (the system's CAs without tls_ca) */
 	char *tls_ca, *tls_cert, *tls_key; /* NULL: not given */
 };
 
@@ -117,6 +119,10 @@ int sync_settings_load(struct sync_settings *s, const struct opts *o, char *err,
  * cluster's writer hostgroup without role = "writer"): one line per finding, each ending in '\n',
  * written to `out` (cut to `len`). Returns how many there are. */
 size_t sync_config_warnings(const struct sync_config *c, char *out, size_t len);
+
+/* When target `t` uses TLS without verifying the certificate (tls_verify = false), the warning
+ * that names it into buf and true; false otherwise. */
+bool sync_target_unverified(const struct sync_target *t, char *buf, size_t len);
 
 void sync_config_free(struct sync_config *c);
 

@@ -229,7 +229,7 @@ static int run(struct sync_config *cfg, int argc, char **argv, bool *abandoned)
 /* Log sync_config_warnings, one line each. */
 static void log_warnings(const struct sync_config *cfg)
 {
-	char text[512];
+	char text[4096];
 
 	if (sync_config_warnings(cfg, text, sizeof(text)) == 0)
 		return;

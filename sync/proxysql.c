@@ -9,6 +9,7 @@ int pxadmin_connect(struct pxadmin *a, const struct pxadmin_target *t, const dea
 	struct db_target dt = {
 		.host = t->host,
 		.port = (unsigned)t->port,
+		.port_explicit = t->port_explicit,
 		.user = t->user,
 		.password = t->password,
 		.tls = t->tls,

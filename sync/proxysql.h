@@ -14,6 +14,7 @@ struct pxadmin_target {
 	const char *name;
 	const char *host;
 	long port;
+	bool port_explicit; /* the address named its port: "localhost:6032" is TCP, not the socket */
 	const char *user;
 	const char *password;
 	bool tls, tls_verify; /* TLS to the admin interface; verify its certificate and name */

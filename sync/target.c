@@ -916,9 +916,15 @@ static void pass_begin(struct pass *r, struct agent *ag, struct target *t, const
 static int connect_target(struct pass *r)
 {
 	struct target *t = r->t;
+	bool was = t->px.db.connected;
+	char warning[512];
 
-	if (pxadmin_connect(&t->px, &t->pt, &r->dl, &r->e) >= 0)
+	if (pxadmin_connect(&t->px, &t->pt, &r->dl, &r->e) >= 0) {
+		/* Once per connection made, not per pass: connections are kept. */
+		if (!was && sync_target_unverified(t->cfg, warning, sizeof(warning)))
+			log_warn("%s", warning);
 		return 0;
+	}
 	if (t->reachable || !t->last_check_us)
 		log_warn("target %s: cannot connect: %s", t->pt.name, r->e.msg);
 	mark_unreachable(t);

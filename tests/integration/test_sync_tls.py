@@ -106,3 +106,77 @@ def test_plaintext_password_to_a_remote_target_is_refused(consul, px, workdir):
     assert r.returncode == 0, r.stderr
     r = agent.run("--check-config", "--admin-addr", "127.0.0.2:6032", "--admin-password-file", pw)
     assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.fault
+def test_tls_verifies_by_default(consul, tls_px, workdir, monkeypatch):
+    """Refused with the certificate's fault in the log, nothing written; the same CA in the system's store syncs.
+
+    tls = true alone verifies the certificate against the system's CA store: the double's, signed
+    by a CA the system does not know, is refused; the same CA in the store (SSL_CERT_FILE, which
+    OpenSSL's default store honours) is accepted."""
+    put_topology(consul)
+    agent = Agent(consul, [tls_px], workdir)
+    with_target_settings(agent, "tls = true;")
+    assert agent.run("--check-config").returncode == 0
+    agent.start()
+    try:
+        wait_until("the verification failure logged",
+                   lambda: "target px1: cannot connect" in agent.logs() and "certificate" in agent.logs(),
+                   timeout=15)
+        assert not [s for s in tls_px.statements() if s["user"] == tls_px.admin_user]
+        assert "tls_verify = false" not in agent.logs()
+    finally:
+        agent.stop()
+    monkeypatch.setenv("SSL_CERT_FILE", tls_px.ca)
+    os.makedirs(os.path.join(workdir, "b"))
+    agent = Agent(consul, [tls_px], os.path.join(workdir, "b"))
+    with_target_settings(agent, "tls = true;")
+    agent.start()
+    try:
+        wait_until("synced with the system's CA store", lambda: synced(tls_px))
+    finally:
+        stop_and_check(agent)
+
+
+def test_tls_verify_false_is_loud(consul, tls_px, workdir):
+    """tls_verify = false connects to any certificate, and says so: in --check-config's output and
+    in the log at each connection made, naming the target."""
+    warning = ("target px1: TLS without certificate verification (tls_verify = false): whoever answers %s "
+               "reads the admin password" % tls_px.admin_addr)
+    put_topology(consul)
+    agent = Agent(consul, [tls_px], workdir)
+    with_target_settings(agent, "tls = true; tls_verify = false;")
+    r = agent.run("--check-config")
+    assert r.returncode == 0 and warning in r.stdout + r.stderr, r
+    agent.start()
+    try:
+        wait_until("synced without verification", lambda: synced(tls_px))
+        logs = agent.logs()
+        assert logs.count(warning) == 2, logs     # the start's configuration check, then one connection
+    finally:
+        stop_and_check(agent)
+    r = agent.run("--check-config", "--admin-addr", tls_px.admin_addr, "--admin-tls", "--admin-tls-verify=0")
+    assert r.returncode == 0, r
+    assert "target %s: TLS without certificate verification" % tls_px.admin_addr in r.stdout + r.stderr, r
+    r = agent.run("--check-config", "--admin-addr", "127.0.0.1:6032", "--admin-tls-verify=0")
+    assert r.returncode == 2 and "need tls = true" in r.stderr, r
+
+
+def test_probe_tls_verifies_by_default(tls_px, tmp_path):
+    """proxysql-check --tls: the certificate is verified unless --tls-verify=0, which warns."""
+    import probes_cases as pc
+    pw = tmp_path / "pw"
+    pw.write_text(tls_px.admin_password)
+    os.chmod(pw, 0o600)
+    pc.register_secret(tls_px.admin_password)
+    argv = [os.path.join(pc.BIN, "proxysql-check"), "--liveness", "--host", "127.0.0.1", "--port",
+            str(tls_px.admin_port), "--defaults-extra-file", "", "--password-file", str(pw), "--tls"]
+    r = pc.run(argv)
+    assert r.rc == 1 and "certificate" in r.text, r
+    r = pc.run(argv + ["--tls-ca", tls_px.ca])
+    assert r.rc == 0 and "warning" not in r.errtext, r
+    r = pc.run(argv + ["--tls-verify=0"])
+    assert r.rc == 0, r
+    assert ("warning: TLS to 127.0.0.1:%s without certificate verification (--tls-verify=0)"
+            % tls_px.admin_port) in r.errtext, r

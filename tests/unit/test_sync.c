@@ -8,6 +8,7 @@
 #include <cmocka.h>
 #include <cjson/cJSON.h>
 #include <dirent.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -332,6 +333,65 @@ static void run_case(void **state)
 	}
 	free(kv);
 	sync_config_free(&cfg);
+}
+
+/* ---- a target's TLS and address settings ------------------------------------------------ */
+
+/* Certificates are verified unless tls_verify = false is written out, which warns; localhost with
+ * a port is TCP (port_explicit), without one the socket. */
+static void target_tls_and_address(void **state)
+{
+	static const struct {
+		const char *address, *settings;
+		const char *error; /* a piece of the load error, or NULL */
+		bool verify, warns, port_explicit;
+	} rows[] = {
+		{ "127.0.0.1:6032", "", NULL, true, false, true },
+		{ "127.0.0.1:6032", "tls = true;", NULL, true, false, true },
+		{ "127.0.0.1:6032", "tls = true; tls_verify = true; tls_ca = \"/ca.pem\";", NULL, true, false, true },
+		{ "127.0.0.1:6032", "tls = true; tls_verify = false;", NULL, false, true, true },
+		{ "127.0.0.1:6032", "tls_verify = false;", "need tls = true", false, false, false },
+		{ "127.0.0.1:6032", "tls_verify = true;", "need tls = true", false, false, false },
+		{ "localhost:6032", "", NULL, true, false, true },
+		{ "localhost", "", NULL, true, false, false },
+		{ "[::1]:6033", "", NULL, true, false, true },
+	};
+	char dir[] = "/tmp/sk-tls-XXXXXX", path[64], err[512], warnings[1024];
+	char *argv[] = { "proxysql-sync", "-c", path, NULL };
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/c.cfg", dir);
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		struct sync_config cfg;
+		FILE *f = fopen(path, "w");
+		enum opts_result r;
+
+		assert_non_null(f);
+		fprintf(f,
+			"region = \"eu\";\nclusters = ( { alias = \"shop\"; writer_hostgroup = 10; "
+			"reader_hostgroup = 11; } );\ntargets = ( { name = \"t\"; address = \"%s\"; %s } );\n",
+			rows[i].address, rows[i].settings);
+		fclose(f);
+		r = sync_config_load(&cfg, 3, argv, err, sizeof(err));
+		if (rows[i].error) {
+			if (r != OPTS_ERROR || !strstr(err, rows[i].error))
+				fail_msg("row %zu: expected an error with '%s', got %d '%s'", i, rows[i].error, r, err);
+			sync_config_free(&cfg); /* as proxysql-sync's main does after an error */
+			continue;
+		}
+		if (r != OPTS_OK)
+			fail_msg("row %zu: %s", i, err);
+		assert_int_equal(cfg.targets[0].tls_verify, rows[i].verify);
+		assert_int_equal(cfg.targets[0].port_explicit, rows[i].port_explicit);
+		assert_int_equal(cfg.targets[0].port, strstr(rows[i].address, "6033") ? 6033 : 6032);
+		sync_config_warnings(&cfg, warnings, sizeof(warnings));
+		if (rows[i].warns != (strstr(warnings, "target t: TLS without certificate verification") != NULL))
+			fail_msg("row %zu: warnings '%s'", i, warnings);
+		sync_config_free(&cfg);
+	}
+	unlink(path);
+	rmdir(dir);
 }
 
 /* ---- at scale: generated snapshots (the cases above are small by design) ---------------- */
@@ -708,13 +768,14 @@ int main(void)
 	}
 	free(ents);
 	ncases = n;
-	tests = xrealloc(tests, (n + 6) * sizeof(*tests));
+	tests = xrealloc(tests, (n + 7) * sizeof(*tests));
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(drift_hash_keeps_columns_apart);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(scale_duplicates_first_stands);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(scale_order_independent);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(scale_linear);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(vouchers_need_every_row_unchanged);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(facts_equal_compares_what_plans_read);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(target_tls_and_address);
 	rc = _cmocka_run_group_tests("sync", tests, n, NULL, NULL);
 	for (size_t i = 0; i < ncases; i++)
 		free(paths[i]);
