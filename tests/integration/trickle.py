@@ -69,7 +69,11 @@ class Clients(Background):
     def _refused(self):
         """A connect failed at once."""
 
-    def _open(self, sel, slot, now):
+    def _first_send(self, slot, again):
+        """Seconds from connect to the first send on `slot`; `again` when it was opened before."""
+        return self.interval * (slot % 10) / 10
+
+    def _open(self, sel, slot, now, again):
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.setblocking(False)
         try:
@@ -82,7 +86,7 @@ class Clients(Background):
             s.close()
             self._refused()
             return None
-        st = [s, slot, now + self.interval * (slot % 10) / 10, now, 0]
+        st = [s, slot, now + self._first_send(slot, again), now, 0]
         sel.register(s, selectors.EVENT_READ, st)
         return st
 
@@ -100,6 +104,7 @@ class Clients(Background):
         start = time.monotonic()
         live = {}
         down = {slot: start for slot in range(len(self.sources))}   # slot -> reopen at
+        opened = set()
 
         def drop(st, now):                                          # closed by the server
             sel.unregister(st[0])
@@ -112,7 +117,8 @@ class Clients(Background):
                 now = time.monotonic()
                 for slot in [k for k, at in down.items() if at <= now][:100]:
                     del down[slot]
-                    st = self._open(sel, slot, now)
+                    st = self._open(sel, slot, now, slot in opened)
+                    opened.add(slot)
                     if st:
                         live[slot] = st
                     else:
@@ -186,6 +192,10 @@ class KeepAliveFlood(Clients):
         self.closed = 0            # connections the server closed
         sources = ["127.0.0.%d" % (first_addr + i % addrs) for i in range(addrs * per_addr)]
         super().__init__(port, sources, interval, duration)
+
+    def _first_send(self, slot, again):
+        """A whole second after a reconnect; at first spread over the first second."""
+        return self.interval if again else self.interval * (slot % 10 + 1) / 10
 
     def _got(self, st, data):
         self.answers += data.count(b"HTTP/1.1 ")
