@@ -31,8 +31,9 @@ struct http_server {
 	void *ctx;
 	unsigned port;
 	atomic_int busy; /* requests between their handler's start and their reply's last byte */
-	/* The request deadline: connections waiting for a complete request, oldest due first (every
-	 * wait lasts the same, so appending keeps the order), and the thread that closes late ones. */
+	/* The waiting list: connections outside their handler, waiting for a complete request, oldest
+	 * due first (every wait lasts the same, so appending keeps the order); the thread that closes
+	 * late ones (the request deadline); and the head is the one evicted at the cap (on_accept). */
 	int64_t request_timeout_us;
 	unsigned max_conns; /* the cap; libmicrohttpd's own limit is SPARE_CONNS above it */
 	pthread_mutex_t mu;
@@ -51,7 +52,8 @@ struct http_server {
 
 /* Connections beyond the cap that libmicrohttpd may hold while those shut down to make room
  * (evicted, or late) are still closing: each closes within one turn of its polling loop (or of
- * its own thread), so a handful at most; past them libmicrohttpd closes a new connection at once. */
+ * its own thread), so a handful at most; past them libmicrohttpd takes no new connection (the
+ * event loop leaves it in the listen queue, the thread-per-connection mode closes it). */
 #define SPARE_CONNS 16
 
 /* Requests answered on one connection before its reply says "Connection: close" (Apache's
@@ -219,8 +221,9 @@ static void *watchdog(void *arg)
  * - The list is in the order the waits began, and every eviction takes its head, so a connection
  *   is evicted only after every connection that was waiting before it opened has been closed or
  *   has sent its request. libmicrohttpd accepts one connection per turn of its loop and reads
- *   the connections it accepted in the turns before, so a client that sends its request with its
- *   connect (a probe) is read long before the hundreds of arrivals it would take to reach it.
+ *   the connections it accepted in the turns before (or each on its own thread at once), so a
+ *   client that sends its request with its connect (a probe) is read long before the hundreds
+ *   of arrivals it would take to reach it.
  * - The per-address limit still holds first: an address at its limit cannot evict anybody. */
 static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
 {
