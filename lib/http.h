@@ -53,7 +53,7 @@ struct http_limits {
 /* Whatever the limits, a connection's 100th answer closes it ("Connection: close"). */
 
 /* Start serving `spec` within `lim`. Raises the soft RLIMIT_NOFILE when lim->max_conns needs more
- * descriptors (lim->max_conns + 80: 16 connections closing, 64 for the rest). Returns NULL with err set (bad address, port in use, a hard descriptor limit
+ * descriptors (lim->max_conns + 192: 128 connections closing, 64 for the rest). Returns NULL with err set (bad address, port in use, a hard descriptor limit
  * below what lim->max_conns needs). */
 struct http_server *http_start(const char *spec, enum http_mode mode, http_handler h, void *ctx,
 			       const struct http_limits *lim, char *err, size_t errlen);

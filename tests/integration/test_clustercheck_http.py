@@ -348,7 +348,7 @@ def test_listen_refuses_limits_it_cannot_keep(tmp_path):
                        capture_output=True, text=True, timeout=10, env=pc.clean_env(None))
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1, r
-    assert "1024 connections need 1104 descriptors, the hard limit is 256" in lines[0], lines
+    assert "1024 connections need 1216 descriptors, the hard limit is 256" in lines[0], lines
 
 
 # -- a hung mysqld ---------------------------------------------------------------------------
