@@ -15,12 +15,14 @@
 
 #include "deadline.h"
 
-/* One open connection, for its request deadline. */
+/* One open connection, for its request deadline and its place in the eviction order. */
 struct conn {
 	struct conn *prev, *next; /* in the server's waiting list while `waiting` */
 	int fd;
 	int64_t due_us; /* CLOCK_MONOTONIC time by which its request must be complete */
-	bool waiting; /* a request is expected: from accept, or since the previous reply went out */
+	bool waiting; /* outside the handler: from accept, and again from the end of each handler */
+	bool shut; /* shut down by the server (late or evicted); libmicrohttpd has yet to close it */
+	unsigned requests; /* requests answered on it */
 };
 
 struct http_server {
@@ -29,12 +31,16 @@ struct http_server {
 	void *ctx;
 	unsigned port;
 	atomic_int busy; /* requests between their handler's start and their reply's last byte */
-	/* The request deadline: connections waiting for a complete request, oldest due first (every
-	 * wait lasts the same, so appending keeps the order), and the thread that closes late ones. */
+	/* The waiting list: connections outside their handler, waiting for a complete request, oldest
+	 * due first (every wait lasts the same, so appending keeps the order); the thread that closes
+	 * late ones (the request deadline); and the head is the one evicted at the cap (on_accept). */
 	int64_t request_timeout_us;
+	unsigned max_conns; /* the cap; libmicrohttpd's own limit is SPARE_CONNS above it */
 	pthread_mutex_t mu;
 	pthread_cond_t cv; /* on CLOCK_MONOTONIC; signalled when the list gets a new head, or at stop */
 	struct conn *head, *tail;
+	unsigned open; /* connections libmicrohttpd reported started and not yet closed */
+	unsigned shut; /* of which shut down by the server and not yet closed */
 	bool stopping;
 	bool watchdog_running;
 	pthread_t watchdog;
@@ -43,6 +49,23 @@ struct http_server {
 /* Descriptors besides the connections: the listening socket, libmicrohttpd's own, the log, the
  * binary's clients (mysqld, Consul, ProxySQL admin). */
 #define FD_MARGIN 64
+
+/* Connections beyond the cap that libmicrohttpd may hold while those shut down to make room
+ * (evicted, or late) are still closing. On the event loop each closes within one turn of the
+ * loop; with a thread per connection, once its thread has run and libmicrohttpd's listening
+ * thread has joined it: tens of milliseconds on a loaded machine running hundreds of threads.
+ * 1000 connections from 30 addresses (960 wanting the 512 slots) make evictions run at about a
+ * thousand a second, so dozens are closing at once: with 16 spare ones clustercheck closed 30 of
+ * 272 probes from another address at once, with 64 1 of 469, with 128 none of 538 (2 cores,
+ * load average 4). Past them libmicrohttpd takes no new connection (the event loop leaves it in
+ * the listen queue, a thread per connection closes it). */
+#define SPARE_CONNS 128
+
+/* Requests answered on one connection before its reply says "Connection: close" (Apache's
+ * MaxKeepAliveRequests default): a client polling over one connection reconnects every 100
+ * requests, which costs it one handshake, and no connection, however busy, keeps its slot and
+ * its place in the per-address count for more than 100 requests. */
+#define CONN_MAX_REQUESTS 100
 
 /* Each connection's buffer for the request line, headers and the reply's header; a request
  * whose headers do not fit gets 431. Probes and scrapers send a few hundred bytes. */
@@ -120,6 +143,8 @@ static enum MHD_Result add_arg(void *cls, enum MHD_ValueKind kind, const char *k
 /* Starts the wait for a request on `c` (under s->mu). */
 static void wait_start(struct http_server *s, struct conn *c)
 {
+	if (c->waiting || c->shut)
+		return;
 	c->due_us = deadline_now_us() + s->request_timeout_us;
 	c->waiting = true;
 	c->next = NULL;
@@ -150,10 +175,21 @@ static void wait_end(struct http_server *s, struct conn *c)
 	c->waiting = false;
 }
 
-/* The watchdog thread: shuts down the socket of every connection whose request is late, which
- * wakes libmicrohttpd's poll on it and makes it close the connection. The descriptor cannot
+/* Shuts down the socket of `c` (under s->mu), which wakes libmicrohttpd's poll on it and makes it
+ * close the connection; until it reports the close, `c` counts in s->shut. The descriptor cannot
  * belong to another connection yet: libmicrohttpd reports a connection closed (on_connection,
  * which takes s->mu) before it closes its descriptor. */
+static void conn_shut(struct http_server *s, struct conn *c)
+{
+	wait_end(s, c);
+	if (c->shut)
+		return;
+	shutdown(c->fd, SHUT_RDWR);
+	c->shut = true;
+	s->shut++;
+}
+
+/* The watchdog thread: shuts down every connection whose request is late. */
 static void *watchdog(void *arg)
 {
 	struct http_server *s = arg;
@@ -163,12 +199,8 @@ static void *watchdog(void *arg)
 		int64_t now = deadline_now_us();
 		struct timespec at;
 
-		while (s->head && s->head->due_us <= now) {
-			struct conn *late = s->head;
-
-			shutdown(late->fd, SHUT_RDWR);
-			wait_end(s, late);
-		}
+		while (s->head && s->head->due_us <= now)
+			conn_shut(s, s->head);
 		if (!s->head) {
 			pthread_cond_wait(&s->cv, &s->mu);
 			continue;
@@ -181,7 +213,42 @@ static void *watchdog(void *arg)
 	return NULL;
 }
 
-/* The connection `mc` opened or closed: its deadline entry is made or dropped. */
+/* The eviction rule, which keeps a slot for a client from a new address however the others
+ * behave. libmicrohttpd calls this for each new connection that passed the per-address limit,
+ * before it counts it. At the cap (s->open - s->shut connections not shut down yet), the new one
+ * takes the place of the connection at the head of the waiting list: the one that has waited
+ * longest for its next request, since it opened or since its handler last returned (a kept-alive
+ * connection between requests, one that trickles or sends nothing); when every connection is
+ * inside its handler the list is empty and the new one is refused. Why a new client is answered:
+ * - The agent runs handlers on libmicrohttpd's one thread, the thread that calls this, so at this
+ *   moment every connection is on the list and a new one always gets a slot; clustercheck's
+ *   handlers are bounded by --timeout, so only that long can every slot refuse.
+ * - The list is in the order the waits began, and every eviction takes its head, so a connection
+ *   is evicted only after every connection that was waiting before it opened has been closed or
+ *   has sent its request. libmicrohttpd accepts one connection per turn of its loop and reads
+ *   the connections it accepted in the turns before (or each on its own thread at once), so a
+ *   client that sends its request with its connect (a probe) is read long before the hundreds
+ *   of arrivals it would take to reach it.
+ * - The per-address limit still holds first: an address at its limit cannot evict anybody. */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
+{
+	struct http_server *s = cls;
+	bool room;
+
+	(void)addr;
+	(void)addrlen;
+	pthread_mutex_lock(&s->mu);
+	room = s->open - s->shut < s->max_conns;
+	if (!room && s->head) {
+		conn_shut(s, s->head);
+		room = true;
+	}
+	pthread_mutex_unlock(&s->mu);
+	return room ? MHD_YES : MHD_NO;
+}
+
+/* The connection `mc` opened or closed: it is counted, and its waiting list entry made or
+ * dropped. */
 static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
 			  enum MHD_ConnectionNotificationCode toe)
 {
@@ -194,6 +261,7 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_co
 		c = xcalloc(1, sizeof(*c));
 		c->fd = info ? info->connect_fd : -1;
 		pthread_mutex_lock(&s->mu);
+		s->open++;
 		if (c->fd >= 0)
 			wait_start(s, c);
 		pthread_mutex_unlock(&s->mu);
@@ -201,18 +269,51 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_co
 	} else if (c) {
 		pthread_mutex_lock(&s->mu);
 		wait_end(s, c);
+		s->open--;
+		if (c->shut)
+			s->shut--;
 		pthread_mutex_unlock(&s->mu);
 		free(c);
 		*socket_context = NULL;
 	}
 }
 
-/* The deadline entry of `mc`, or NULL. */
+/* The waiting list entry of `mc`, or NULL. */
 static struct conn *conn_of(struct MHD_Connection *mc)
 {
 	const union MHD_ConnectionInfo *info = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 
 	return info ? info->socket_context : NULL;
+}
+
+/* Runs the handler for the complete request on `mc` into `r`. Its connection leaves the waiting
+ * list meanwhile (no deadline, not evicted) and joins its tail again after; the reply closes the
+ * connection once it has answered CONN_MAX_REQUESTS requests. */
+static void handle(struct http_server *s, struct MHD_Connection *mc, const char *method, const char *url,
+		   struct http_reply *r)
+{
+	struct conn *conn = conn_of(mc);
+
+	if (conn) {
+		pthread_mutex_lock(&s->mu);
+		wait_end(s, conn);
+		pthread_mutex_unlock(&s->mu);
+	}
+	r->status = 500;
+	r->content_type = "text/plain";
+	r->body[0] = '\0';
+	r->len = 0;
+	r->close = false;
+	r->query[0] = '\0';
+	MHD_get_connection_values(mc, MHD_GET_ARGUMENT_KIND, add_arg, r);
+	s->h(s->ctx, method, url, r);
+	if (conn) {
+		pthread_mutex_lock(&s->mu);
+		if (++conn->requests >= CONN_MAX_REQUESTS)
+			r->close = true;
+		wait_start(s, conn);
+		pthread_mutex_unlock(&s->mu);
+	}
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -235,24 +336,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return MHD_YES;
 	}
 	if (*con_cls == &started) {
-		struct conn *conn = conn_of(c);
-
 		*con_cls = &handled;
 		atomic_fetch_add(&s->busy, 1);
-		if (conn) { /* the request is complete: no deadline while it is answered */
-			pthread_mutex_lock(&s->mu);
-			wait_end(s, conn);
-			pthread_mutex_unlock(&s->mu);
-		}
 	}
-	r->status = 500;
-	r->content_type = "text/plain";
-	r->body[0] = '\0';
-	r->len = 0;
-	r->close = false;
-	r->query[0] = '\0';
-	MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, add_arg, r);
-	s->h(s->ctx, method, url, r);
+	handle(s, c, method, url, r);
 	resp = MHD_create_response_from_buffer(r->len, r->body, MHD_RESPMEM_MUST_COPY);
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->content_type);
 	if (r->close)
@@ -265,25 +352,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode why)
 {
 	struct http_server *s = cls;
-	struct conn *conn;
 
+	(void)c;
+	(void)why;
 	if (*con_cls == &handled)
 		atomic_fetch_sub(&s->busy, 1);
 	*con_cls = NULL;
-	/* The reply went out and the connection stays open: the next request's wait starts now. */
-	if (why == MHD_REQUEST_TERMINATED_COMPLETED_OK && (conn = conn_of(c)) != NULL) {
-		pthread_mutex_lock(&s->mu);
-		if (!conn->waiting)
-			wait_start(s, conn);
-		pthread_mutex_unlock(&s->mu);
-	}
 }
 
 /* Makes room for `conns` connections in RLIMIT_NOFILE, raising the soft limit up to the hard one. */
 static int fd_room(unsigned conns, char *err, size_t errlen)
 {
 	struct rlimit rl;
-	rlim_t need = (rlim_t)conns + FD_MARGIN;
+	rlim_t need = (rlim_t)conns + SPARE_CONNS + FD_MARGIN;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= need)
 		return 0;
@@ -312,6 +393,24 @@ static void server_free(struct http_server *s)
 	free(s);
 }
 
+/* A server for `h` within `lim`, its lock and condition made, its thread and daemon not started. */
+static struct http_server *server_new(http_handler h, void *ctx, const struct http_limits *lim)
+{
+	struct http_server *s = xcalloc(1, sizeof(*s));
+	pthread_condattr_t ca;
+
+	s->h = h;
+	s->ctx = ctx;
+	s->request_timeout_us = (int64_t)lim->request_timeout_ms * 1000;
+	s->max_conns = lim->max_conns;
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	return s;
+}
+
 struct http_server *http_start(const char *spec, enum http_mode mode, http_handler h, void *ctx,
 			       const struct http_limits *lim, char *err, size_t errlen)
 {
@@ -320,7 +419,6 @@ struct http_server *http_start(const char *spec, enum http_mode mode, http_handl
 	struct http_server *s;
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_SUPPRESS_DATE_NO_CLOCK;
 	const union MHD_DaemonInfo *info;
-	pthread_condattr_t ca;
 	int rc;
 
 	if (http_parse_listen(spec, &ss, &len, err, errlen) < 0 || fd_room(lim->max_conns, err, errlen) < 0)
@@ -329,15 +427,7 @@ struct http_server *http_start(const char *spec, enum http_mode mode, http_handl
 		flags |= MHD_USE_THREAD_PER_CONNECTION;
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
-	s = xcalloc(1, sizeof(*s));
-	s->h = h;
-	s->ctx = ctx;
-	s->request_timeout_us = (int64_t)lim->request_timeout_ms * 1000;
-	pthread_mutex_init(&s->mu, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&s->cv, &ca);
-	pthread_condattr_destroy(&ca);
+	s = server_new(h, ctx, lim);
 	rc = pthread_create(&s->watchdog, NULL, watchdog, s);
 	if (rc != 0) {
 		server_free(s);
@@ -345,9 +435,9 @@ struct http_server *http_start(const char *spec, enum http_mode mode, http_handl
 		return NULL;
 	}
 	s->watchdog_running = true;
-	s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+	s->d = MHD_start_daemon(flags, 0, on_accept, s, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 				MHD_OPTION_CONNECTION_TIMEOUT, lim->idle_timeout_s, MHD_OPTION_CONNECTION_LIMIT,
-				lim->max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT, lim->max_conns_per_ip,
+				lim->max_conns + SPARE_CONNS, MHD_OPTION_PER_IP_CONNECTION_LIMIT, lim->max_conns_per_ip,
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
 				MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
 				MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_END);

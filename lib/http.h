@@ -39,17 +39,21 @@ enum http_mode { HTTP_HANDLERS_BLOCK, HTTP_HANDLERS_QUICK };
 
 /* The limits that keep a health port answering under hostile clients. */
 struct http_limits {
-	unsigned max_conns; /* open connections at most; one more is closed at once */
+	/* Open connections at most. At the cap a new connection closes the one that has waited
+	 * longest for its next request (a kept-alive connection between requests, one that trickles
+	 * or sends nothing), or is closed itself when every connection is inside its handler. */
+	unsigned max_conns;
 	unsigned max_conns_per_ip; /* open connections from one client address at most */
 	unsigned idle_timeout_s; /* close a connection that sends nothing for this long */
 	/* A request must be complete (headers and body) this long after its connection opened or
-	 * its connection's previous reply went out, however steadily it trickles; otherwise the
-	 * connection is closed unanswered. */
+	 * its connection's previous answer was handed over, however steadily it trickles; otherwise
+	 * the connection is closed unanswered. */
 	unsigned request_timeout_ms;
 };
+/* Whatever the limits, a connection's 100th answer closes it ("Connection: close"). */
 
 /* Start serving `spec` within `lim`. Raises the soft RLIMIT_NOFILE when lim->max_conns needs more
- * descriptors. Returns NULL with err set (bad address, port in use, a hard descriptor limit
+ * descriptors (lim->max_conns + 192: 128 connections closing, 64 for the rest). Returns NULL with err set (bad address, port in use, a hard descriptor limit
  * below what lim->max_conns needs). */
 struct http_server *http_start(const char *spec, enum http_mode mode, http_handler h, void *ctx,
 			       const struct http_limits *lim, char *err, size_t errlen);

@@ -87,10 +87,10 @@ const struct opt_def sync_options[] = {
 	{"user-default-hostgroup", 0, OPT_INT, "ID", "0", NULL, 0, 2147483647, NULL, "User default_hostgroup unless KV says otherwise.", 0},
 	{"user-max-connections", 0, OPT_INT, "N", "10000", NULL, 0, 2147483647, NULL, "User max_connections unless KV says otherwise.", 0},
 	{"health-listen", 0, OPT_STRING, "[ADDR:]PORT", "127.0.0.1:9901", "PROXYSQL_SYNC_HEALTH_LISTEN", 0, 0, NULL, "Serve /healthz, /readyz and /metrics here ('' to disable).", 0},
-	{"health-max-connections", 0, OPT_INT, "N", "512", NULL, 1, 10000, NULL, "Open connections to the health port at most (one more is closed at once; see docs/proxysql-sync.md).", 0},
+	{"health-max-connections", 0, OPT_INT, "N", "512", NULL, 1, 10000, NULL, "Open connections to the health port at most (at the cap a new one takes the place of the one that has waited longest for a request; see docs/proxysql-sync.md).", 0},
 	{"health-max-connections-per-ip", 0, OPT_INT, "N", "32", NULL, 1, 10000, NULL, "Open connections to the health port from one client address at most.", 0},
 	{"health-idle-timeout", 0, OPT_INT, "SECONDS", "10", NULL, 1, 3600, NULL, "Close a health port connection that sends nothing for this long.", 0},
-	{"health-request-timeout", 0, OPT_NUMBER, "SECONDS", "5", NULL, 0.1, 3600, NULL, "A health port request must be complete this long after its connection opened (or its previous reply went out), however slowly it trickles in; otherwise the connection is closed.", 0},
+	{"health-request-timeout", 0, OPT_NUMBER, "SECONDS", "5", NULL, 0.1, 3600, NULL, "A health port request must be complete this long after its connection opened (or its previous answer was ready), however slowly it trickles in; otherwise the connection is closed.", 0},
 	{"log-format", 0, OPT_ENUM, "FORMAT", "text", "PROXYSQL_SYNC_LOG_FORMAT", 0, 0, "text|json", "Log line format (stdout).", 0},
 	{"log-level", 0, OPT_ENUM, "LEVEL", "info", "PROXYSQL_SYNC_LOG_LEVEL", 0, 0, "debug|info|warn|error", "Lowest level logged.", 0},
 };

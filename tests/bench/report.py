@@ -12,7 +12,8 @@ Runs, one after the other, on loopback:
    kubelet-like loop;
 2. tests/bench/health_bench.py: proxysql-sync's /healthz, /readyz and /metrics under a
    bounded load, then /healthz and clustercheck --listen's /liveness while 300 connections from
-   other loopback addresses trickle (a 1-node Galera started for it);
+   other loopback addresses trickle, and again while 16 x 32 kept-alive connections hold every
+   slot (a 1-node Galera started for it);
 3. tests/bench/sync_bench.py: proxysql-sync against the Consul and ProxySQL doubles (again with
    the static build when bin/static/ has it);
    tests/bench/scale_bench.py: proxysql-sync at 12k / 25k / 52k / 100k keys (initial sync, one

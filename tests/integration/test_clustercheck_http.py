@@ -320,6 +320,21 @@ def test_listen_trickling_clients_starve_nobody(healthy_galera, listeners):
     ln.stop()
 
 
+@pytest.mark.fault
+def test_listen_answers_a_new_address_under_a_flood(healthy_galera, listeners):
+    """/liveness from 127.0.0.100 always answered within `--timeout` + 100 ms while 16 addresses x 32 connections, each sending a whole request every second, hold all 512 slots."""
+    # Every answer of clustercheck closes its connection, so each flood connection holds its slot
+    # for the second before its request, then reconnects at once. The flood asks a path that
+    # runs no check (404): it holds slots without queueing behind the one connection to mysqld.
+    ln = listeners(healthy_galera[1])
+    f, p = trickle.flood_run(ln.port, "/liveness", flood_path="/flood", addrs=16, per_addr=32, interval=1.0,
+                             duration=6.0)
+    trickle.assert_answered_during_flood(f, p, bound=TIMEOUT + pc.SLACK)
+    raw, _ = ln.request()
+    assert_answer(raw, "synced")
+    ln.stop()
+
+
 def test_listen_refuses_limits_it_cannot_keep(tmp_path):
     """Out-of-range limits, and a hard descriptor limit below --max-connections: exit 2, one line."""
     base = [os.path.join(pc.BIN, "clustercheck"), "--listen", "127.0.0.1:0", "--host", "127.0.0.1", "--port", "9",
@@ -333,7 +348,7 @@ def test_listen_refuses_limits_it_cannot_keep(tmp_path):
                        capture_output=True, text=True, timeout=10, env=pc.clean_env(None))
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1, r
-    assert "1024 connections need 1088 descriptors, the hard limit is 256" in lines[0], lines
+    assert "1024 connections need 1216 descriptors, the hard limit is 256" in lines[0], lines
 
 
 # -- a hung mysqld ---------------------------------------------------------------------------

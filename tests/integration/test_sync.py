@@ -396,6 +396,29 @@ def test_health_port_slow_and_oversized_clients_hold_up_nobody(consul, px, agent
     assert agent.http("/healthz") == (200, "ok\n")
 
 
+def test_health_port_closes_a_kept_alive_connection_at_its_100th_answer(consul, px, agent):
+    """One connection answers at most 100 requests: the 100th answer says "Connection: close" and
+    the server closes the connection after it; the 99 before keep it alive."""
+    put_topology(consul)
+    agent.start()
+    wait_until("/readyz", agent.ready)
+    with socket.create_connection(("127.0.0.1", agent.health_port), timeout=5) as s:
+        closing = []
+        for i in range(100):
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            data = b""
+            while not data.endswith(b"\r\n\r\nok\n"):
+                chunk = s.recv(4096)
+                assert chunk, "the connection closed after %d answers" % i
+                data += chunk
+            assert data.startswith(b"HTTP/1.1 200 "), data
+            if b"\r\nconnection: close\r\n" in data.lower():
+                closing.append(i + 1)
+        assert closing == [100], closing
+        assert s.recv(4096) == b""              # closed by the server
+    assert agent.http("/healthz") == (200, "ok\n")
+
+
 def test_wakeup_without_change_writes_nothing(consul, px, agent):
     put_topology(consul)
     agent.start()

@@ -804,6 +804,22 @@ def test_health_port_under_trickling_clients(consul, px, workdir):
         finish(agent)
 
 
+@pytest.mark.fault
+def test_health_port_under_a_keep_alive_flood(consul, px, workdir):
+    """/healthz from 127.0.0.100 always answered within 1 s while 16 addresses x 32 kept-alive connections, each asking /healthz every second, hold all 512 slots."""
+    put_topology(consul)
+    agent = Agent(consul, [px], workdir).start()
+    try:
+        wait_until("/readyz", agent.ready)
+        f, p = trickle.flood_run(agent.health_port, "/healthz", addrs=16, per_addr=32, interval=1.0, duration=6.0)
+        trickle.assert_answered_during_flood(f, p, bound=1.0)
+        assert f.closed >= len(p.results)           # each probe took the slot of a kept-alive connection
+        assert agent.http("/healthz") == (200, "ok\n")
+        assert agent.proc.poll() is None
+    finally:
+        finish(agent)
+
+
 def test_fault_matrix_doc():
     """Every row of docs/faults.md names a fault test whose docstring states the row's outcome, and the
     other way round: every test marked `fault` has exactly one row."""
