@@ -716,9 +716,17 @@ size_t sync_config_warnings(const struct sync_config *c, char *out, size_t len)
 		}
 	}
 	for (size_t i = 0; i < c->ntargets; i++) {
-		if (sync_target_unverified(&c->targets[i], line, sizeof(line))) {
+		const struct sync_target *t = &c->targets[i];
+
+		if (sync_target_unverified(t, line, sizeof(line))) {
 			n++;
 			warn_line(out, len, &used, "%s", line);
+		}
+		if (!t->password || !*t->password) {
+			n++;
+			warn_line(out, len, &used,
+				  "target %s: the admin password is empty (an empty password file, or none given)",
+				  t->name);
 		}
 	}
 	return n;

@@ -1003,6 +1003,24 @@ def test_bad_configuration_exits_2_with_one_line(workdir):
     assert_check_config_refuses(cfg, cases)
 
 
+def test_an_empty_admin_password_file_is_a_warning(workdir):
+    """--check-config and the start share their warnings: an empty admin password file is named in
+    both (--once is the start here, against an admin nobody listens on)."""
+    pw = os.path.join(workdir, "empty-pw")
+    open(pw, "w").close()
+    os.chmod(pw, 0o600)
+    cfg = os.path.join(workdir, "empty.cfg")
+    with open(cfg, "w") as f:
+        f.write('consul-addr = "127.0.0.1:1"\nregion = "eu"\nadmin-addr = "127.0.0.1:1"\n'
+                'admin-password-file = "%s"\nadmin-timeout = 0.5\nlock-file = "%s/l"\n'
+                'clusters = ( { alias = "a"; writer_hostgroup = 1; reader_hostgroup = 2; } );\n' % (pw, workdir))
+    want = "target 127.0.0.1:1: the admin password is empty"
+    r = subprocess.run([SYNC, "-c", cfg, "--check-config"], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 0 and want in r.stdout + r.stderr, (r.stdout, r.stderr)
+    r = subprocess.run([SYNC, "-c", cfg, "--once"], capture_output=True, text=True, timeout=30)
+    assert want in r.stdout + r.stderr, (r.stdout, r.stderr)
+
+
 def assert_check_config_refuses(cfg, cases):
     """Each {config text: words}: --check-config exits 2 with one line holding the words."""
     for text, want in cases.items():
