@@ -103,6 +103,7 @@ struct readiness_settings {
 	struct probe_settings p;
 	struct readiness_rules rules;
 	const char *datadir, *recovery_file;
+	char ignored[400]; /* bypass files there from an untrusted owner, named in the verdict */
 };
 
 static int settings_load(struct opts *o, void *settings, char *err, size_t errlen)
@@ -121,9 +122,9 @@ static int settings_load(struct opts *o, void *settings, char *err, size_t errle
 /* Manual recovery: the operator's scripts report ready so nothing restarts the pod. */
 static bool before(void *settings, struct probe_verdict *v)
 {
-	const struct readiness_settings *s = settings;
+	struct readiness_settings *s = settings;
 
-	return probe_readiness_bypass(s->recovery_file, s->datadir, v);
+	return probe_readiness_bypass(s->recovery_file, s->datadir, v, s->ignored, sizeof(s->ignored));
 }
 
 static int fetch(const void *settings, const struct probe_conn *pc, const deadline_t *dl, struct probe_fetch *f,
@@ -147,6 +148,7 @@ static void judge(void *settings, bool fetched, const struct probe_fetch *f, con
 	const struct readiness_settings *s = settings;
 
 	readiness_judge(&s->rules, fetched, f, e, pc, s->p.budget_ms, s->p.timeout_setting, v);
+	probe_verdict_note(v, s->ignored);
 }
 
 const struct probe_kind readiness_kind = {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "sst.h"
+#include "trust.h"
 #include "util.h"
 
 #define MAX_CHILDREN 64 /* children of one process looked at */
@@ -382,13 +383,6 @@ static void find_mysqld(const char *proc, const char *datadir, const char *pid_f
 	by_cwd(proc, datadir, ev, why, unreadable);
 }
 
-static bool exists_in(const char *dir, const char *name, struct stat *st)
-{
-	char path[PATH_MAX];
-
-	return sk_fmt(path, sizeof(path), "%s/%s", dir, name) && stat(path, st) == 0;
-}
-
 /* The datadir as /proc shows mysqld's cwd: resolved, without trailing slashes. */
 static void real_datadir(const char *datadir, char *real, size_t len)
 {
@@ -397,17 +391,65 @@ static void real_datadir(const char *datadir, char *real, size_t len)
 	strip_slashes(real);
 }
 
-void sst_gather_files(const char *datadir, const char *recovery_file, time_t now, struct sst_evidence *ev)
+void sst_trust_of(const char *datadir, struct sst_trust *t)
+{
+	struct stat st;
+
+	t->euid = geteuid();
+	t->datadir_owner = datadir && *datadir && stat(datadir, &st) == 0 ? st.st_uid : (uid_t)-1;
+}
+
+/* Whether bypass file `path` (or `dir`/`name` when dir is set) counts: there from a trusted owner
+ * (st filled); there from another user is recorded in ev->foreign and does not count. */
+static bool trusted_file(const char *dir, const char *path, struct sst_evidence *ev, struct stat *st)
+{
+	char full[PATH_MAX];
+	uid_t owner = 0;
+
+	if (!path || !*path || (dir && !sk_fmt(full, sizeof(full), "%s/%s", dir, path)))
+		return false;
+	if (dir)
+		path = full;
+	switch (trust_path(path, ev->trust.datadir_owner, &owner)) {
+	case TRUST_OK: return stat(path, st) == 0;
+	case TRUST_FOREIGN:
+		if (ev->nforeign < SST_MAX_FOREIGN) {
+			sk_strlcpy(ev->foreign[ev->nforeign].path, path, sizeof(ev->foreign[0].path));
+			ev->foreign[ev->nforeign++].owner = owner;
+		}
+		return false;
+	default: return false;
+	}
+}
+
+bool sst_trusted_file(const char *path, struct sst_evidence *ev)
+{
+	struct stat st;
+
+	return trusted_file(NULL, path, ev, &st);
+}
+
+void sst_gather_bypass(const char *datadir, const char *recovery_file, struct sst_evidence *ev)
 {
 	char real[PATH_MAX];
 	struct stat st;
 
 	memset(ev, 0, sizeof(*ev));
 	real_datadir(datadir, real, sizeof(real));
-	ev->recovery_file = recovery_file && *recovery_file && stat(recovery_file, &st) == 0;
-	ev->sleep_forever = exists_in(real, "sleep-forever", &st);
-	ev->recovery_log = exists_in(real, "wsrep_recovery_verbose.log", &st);
-	if (exists_in(real, "sst_in_progress", &st)) {
+	sst_trust_of(real, &ev->trust);
+	ev->recovery_file = trusted_file(NULL, recovery_file, ev, &st);
+	ev->sleep_forever = trusted_file(real, "sleep-forever", ev, &st);
+}
+
+void sst_gather_files(const char *datadir, const char *recovery_file, time_t now, struct sst_evidence *ev)
+{
+	char real[PATH_MAX];
+	struct stat st;
+
+	sst_gather_bypass(datadir, recovery_file, ev);
+	real_datadir(datadir, real, sizeof(real));
+	ev->recovery_log = trusted_file(real, "wsrep_recovery_verbose.log", ev, &st);
+	if (trusted_file(real, "sst_in_progress", ev, &st)) {
 		ev->sst_file = true;
 		ev->sst_file_age_s = now > st.st_mtime ? (long)(now - st.st_mtime) : 0;
 	}

@@ -325,7 +325,31 @@ static bool head_flag(const struct tcase *c, const char *key)
 	return head_long(c, key, 0) != 0;
 }
 
-/* The evidence and policy in the header; the verdict before asking mysqld and the stale note. */
+/* "foreign = PATH:UID,PATH:UID" (bypass files there from another user), euid and datadir_owner
+ * (whom they are trusted from) into the evidence. */
+static void sst_case_foreign(const struct tcase *c, struct sst_evidence *ev)
+{
+	const char *foreign = statusmap_get(&c->head, "foreign");
+	char list[1024], *save = NULL;
+
+	ev->trust.euid = (uid_t)head_long(c, "euid", 0);
+	ev->trust.datadir_owner = (uid_t)head_long(c, "datadir_owner", -1);
+	if (!foreign)
+		return;
+	sk_strlcpy(list, foreign, sizeof(list));
+	for (char *f = strtok_r(list, ",", &save); f && ev->nforeign < SST_MAX_FOREIGN;
+	     f = strtok_r(NULL, ",", &save)) {
+		char *colon = strrchr(f, ':');
+
+		assert_non_null(colon);
+		*colon = '\0';
+		sk_strlcpy(ev->foreign[ev->nforeign].path, sk_trim(f), sizeof(ev->foreign[0].path));
+		ev->foreign[ev->nforeign++].owner = (uid_t)strtoul(colon + 1, NULL, 10);
+	}
+}
+
+/* The evidence and policy in the header; the verdict before asking mysqld, the stale note and the
+ * note on the files ignored for their owner (expect_ignored). */
 static void run_sst_case(const char *path, struct tcase *c)
 {
 	struct sst_evidence ev = { 0 };
@@ -334,7 +358,8 @@ static void run_sst_case(const char *path, struct tcase *c)
 	const char *m = statusmap_get(&c->head, "mysqld");
 	const char *want_msg = statusmap_get(&c->head, "expect_msg");
 	const char *want_note = statusmap_get(&c->head, "expect_note");
-	char note[400] = "";
+	const char *want_ignored = statusmap_get(&c->head, "expect_ignored");
+	char note[400] = "", ignored[1024];
 	bool decided, noted;
 
 	ev.recovery_file = head_flag(c, "recovery_file");
@@ -354,9 +379,12 @@ static void run_sst_case(const char *path, struct tcase *c)
 		   sizeof(ev.joiner));
 	ev.joiner_children = (int)head_long(c, "joiner_children", 0);
 	ev.donor_pid = head_long(c, "donor_pid", 0);
+	sst_case_foreign(c, &ev);
 
 	decided = sst_liveness_before(&ev, "/var/lib/mysql", &p, &v);
 	noted = sst_stale_note(&ev, &p, note, sizeof(note));
+	if (want_ignored && strcmp(sst_foreign_note(&ev, ignored, sizeof(ignored)) ? ignored : "none", want_ignored))
+		fail_msg("%s: ignored '%s', want '%s'", path, ignored, want_ignored);
 	if ((long)decided != head_long(c, "expect_decided", -1) ||
 	    (decided && strcmp(v.reason, statusmap_get(&c->head, "expect_reason")) != 0) ||
 	    (decided && want_msg && strcmp(v.msg, want_msg) != 0) ||
@@ -392,6 +420,7 @@ static void run_sst_needs_case(const char *path, struct tcase *c)
 	files.recovery_log = head_flag(c, "recovery_log");
 	files.sst_file = statusmap_has(&c->head, "sst_file_age");
 	files.sst_file_age_s = head_long(c, "sst_file_age", 0);
+	sst_case_foreign(c, &files);
 	needed = sst_procs_needed(&files, a);
 	if ((long)needed != head_long(c, "expect_procs", -1))
 		fail_msg("%s: procs needed %d, want %ld", path, needed, head_long(c, "expect_procs", -1));
