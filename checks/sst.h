@@ -48,7 +48,7 @@ struct sst_evidence {
 	long sst_file_age_s; /* from its mtime; 0 when the mtime is in the future */
 	enum sst_mysqld mysqld;
 	long mysqld_pid;
-	char found_by[200]; /* how mysqld was found, or why it was not ("no pid file, no mysqld with cwd ...") */
+	char found_by[320]; /* how mysqld was found, or why it was not ("no pid file, no mysqld with cwd ...") */
 	bool recovering; /* that mysqld runs --wsrep-recover */
 	long joiner_pid; /* its joiner SST script (--role joiner, this datadir); 0: none */
 	char joiner[64]; /* the script's name, "wsrep_sst_rsync" */
@@ -94,7 +94,10 @@ bool sst_foreign_note(const struct sst_evidence *ev, char *note, size_t len);
  * /run/mysqld/mysqld.pid and /var/run/mysqld/mysqld.pid; a pid counts only when its process is
  * a mysqld or mariadbd whose cwd is the datadir; when none does, one pass over /proc for such
  * a process), then its children and theirs (/proc/<pid>/task/<tid>/children) for a
- * wsrep_sst_<method> script with --role joiner and this datadir. `proc` is "/proc" (a test
+ * wsrep_sst_<method> script with --role joiner and this datadir. Only processes whose real and
+ * effective user (the Uid line of /proc/<pid>/status) is the datadir's owner or root are
+ * evidence: another user's is passed over, whatever its name, cwd or pid file, and an
+ * unreadable one of another user does not make mysqld "unknown". `proc` is "/proc" (a test
  * may point elsewhere). Never fails: what cannot be read is left out and found_by says why. */
 void sst_gather(const char *proc, const char *datadir, const char *pid_file, const char *recovery_file, time_t now,
 		struct sst_evidence *ev);

@@ -200,6 +200,35 @@ static int children_of(const char *proc, long pid, long *out, int max)
 	return n;
 }
 
+/* The real and effective user of a process, from the Uid line of /proc/<pid>/status (readable for
+ * every process, unlike its cwd or exe); false when it is gone or cannot be read. */
+static bool proc_uids(const char *proc, long pid, uid_t *ruid, uid_t *euid)
+{
+	char path[128], buf[2048], *line;
+	unsigned long r, e;
+
+	if (!sk_fmt(path, sizeof(path), "%s/%ld/status", proc, pid) || read_small(path, buf, sizeof(buf)) < 0 ||
+	    !(line = strstr(buf, "\nUid:")) || sscanf(line + 5, "%lu %lu", &r, &e) != 2)
+		return false;
+	*ruid = (uid_t)r;
+	*euid = (uid_t)e;
+	return true;
+}
+
+/* Whether a process may be evidence: it runs (real and effective user) as the datadir's owner,
+ * mysqld's user, or as root. Another user's process, or one whose user cannot be read, is not:
+ * anyone can name a process mysqld and chdir to a datadir they can enter. *uid gets its user. */
+static bool proc_trusted(const char *proc, long pid, uid_t owner, uid_t *uid)
+{
+	uid_t r, e;
+
+	*uid = (uid_t)-1;
+	if (!proc_uids(proc, pid, &r, &e))
+		return false;
+	*uid = r != 0 ? r : e;
+	return (r == 0 || r == owner) && (e == 0 || e == owner);
+}
+
 /* Walk mysqld's descendants (three levels: sh -c, the script, what it runs) for SST scripts of
  * this datadir; the deepest joiner script counts, with the number of processes it runs. */
 static void find_sst(const char *proc, long pid, const char *datadir, int depth, struct sst_evidence *ev)
@@ -209,8 +238,14 @@ static void find_sst(const char *proc, long pid, const char *datadir, int depth,
 
 	for (int i = 0; i < n; i++) {
 		char buf[4096], name[64], *argv[MAX_ARGS];
-		int argc = proc_args(proc, kids[i], buf, sizeof(buf), argv, MAX_ARGS);
-		enum role r = sst_role(argv, argc, datadir, name, sizeof(name));
+		uid_t uid;
+		int argc;
+		enum role r;
+
+		if (!proc_trusted(proc, kids[i], ev->trust.datadir_owner, &uid))
+			continue;
+		argc = proc_args(proc, kids[i], buf, sizeof(buf), argv, MAX_ARGS);
+		r = sst_role(argv, argc, datadir, name, sizeof(name));
 
 		if (r == ROLE_JOINER) {
 			long grand[MAX_CHILDREN];
@@ -230,20 +265,32 @@ static void find_sst(const char *proc, long pid, const char *datadir, int depth,
 	}
 }
 
-/* Is `pid` this datadir's mysqld? 1 yes, 0 no (gone, not a mysqld, another datadir), -1 it is a
- * mysqld whose cwd cannot be read. */
-static int our_mysqld(const char *proc, long pid, const char *datadir)
+/* What a pid is to this datadir. */
+enum ours {
+	OURS_NO, /* gone, not a mysqld, a zombie, or another datadir's */
+	OURS_YES, /* this datadir's mysqld */
+	OURS_UNREADABLE, /* a mysqld of a trusted user whose cwd cannot be read */
+	OURS_FOREIGN, /* a process named mysqld of another user: never evidence */
+};
+
+/* Is `pid` this datadir's mysqld, run by the datadir's owner `owner` or root? *uid gets the
+ * user of a process named mysqld. */
+static enum ours our_mysqld(const char *proc, long pid, const char *datadir, uid_t owner, uid_t *uid)
 {
 	char comm[64], path[128], stat[512], *close_paren;
+	int cwd;
 
 	if (pid <= 0 || !proc_comm(proc, pid, comm, sizeof(comm)) || !is_mysqld_comm(comm))
-		return 0;
+		return OURS_NO;
+	if (!proc_trusted(proc, pid, owner, uid))
+		return OURS_FOREIGN;
 	/* A zombie (exited, not yet reaped) is not a running mysqld. */
 	if (sk_fmt(path, sizeof(path), "%s/%ld/stat", proc, pid) && read_small(path, stat, sizeof(stat)) > 0 &&
 	    (close_paren = strrchr(stat, ')')) && close_paren[1] == ' ' && close_paren[2] &&
 	    strchr("ZX", close_paren[2]))
-		return 0;
-	return cwd_is(proc, pid, datadir);
+		return OURS_NO;
+	cwd = cwd_is(proc, pid, datadir);
+	return cwd < 0 ? OURS_UNREADABLE : cwd ? OURS_YES : OURS_NO;
 }
 
 /* The SST script in $datadir/wsrep_sst.pid (MariaDB's wsrep_sst_common writes it) names its
@@ -252,17 +299,20 @@ static bool sst_script_parent(const char *proc, const char *datadir, struct sst_
 {
 	char path[PATH_MAX], text[64], buf[4096], name[64], *argv[MAX_ARGS];
 	long script, parent;
+	uid_t uid;
 	int argc;
 
 	if (!sk_fmt(path, sizeof(path), "%s/wsrep_sst.pid", datadir) || read_small(path, text, sizeof(text)) < 0 ||
 	    !sk_parse_long(sk_trim(text), 1, INT_MAX, &script))
+		return false;
+	if (!proc_trusted(proc, script, ev->trust.datadir_owner, &uid))
 		return false;
 	argc = proc_args(proc, script, buf, sizeof(buf), argv, MAX_ARGS);
 	if (sst_role(argv, argc, datadir, name, sizeof(name)) == ROLE_NONE)
 		return false;
 	for (int i = 0; i + 1 < argc; i++) {
 		if (strcmp(argv[i], "--parent") == 0 && sk_parse_long(argv[i + 1], 1, INT_MAX, &parent) &&
-		    our_mysqld(proc, parent, datadir) == 1) {
+		    our_mysqld(proc, parent, datadir, ev->trust.datadir_owner, &uid) == OURS_YES) {
 			ev->mysqld = SST_MYSQLD_RUNNING;
 			ev->mysqld_pid = parent;
 			sk_fmt(ev->found_by, sizeof(ev->found_by), "the --parent of %s in %s", name, path);
@@ -304,7 +354,8 @@ static bool from_pid_files(const char *proc, const char *datadir, const char *pi
 
 	for (size_t i = 0; i < nc; i++) {
 		long pid;
-		int ours;
+		uid_t uid = 0;
+		enum ours ours;
 
 		if (read_small(candidates[i], text, sizeof(text)) < 0)
 			continue;
@@ -312,16 +363,20 @@ static bool from_pid_files(const char *proc, const char *datadir, const char *pi
 			sk_fmt(why, whylen, "pid file %s holds no pid; ", candidates[i]);
 			continue;
 		}
-		ours = our_mysqld(proc, pid, datadir);
-		if (ours == 1 || (ours < 0 && (candidates[i] == pid_file ||
-					       strncmp(candidates[i], datadir, strlen(datadir)) == 0))) {
+		ours = our_mysqld(proc, pid, datadir, ev->trust.datadir_owner, &uid);
+		if (ours == OURS_YES ||
+		    (ours == OURS_UNREADABLE &&
+		     (candidates[i] == pid_file || strncmp(candidates[i], datadir, strlen(datadir)) == 0))) {
 			ev->mysqld = SST_MYSQLD_RUNNING;
 			ev->mysqld_pid = pid;
 			sk_fmt(ev->found_by, sizeof(ev->found_by), "pid file %s", candidates[i]);
 			return true;
 		}
-		if (ours < 0)
+		if (ours == OURS_UNREADABLE)
 			*unreadable = pid;
+		else if (ours == OURS_FOREIGN) /* pid reuse, or a planted process: not ours */
+			sk_fmt(why, whylen, "pid file %s names pid %ld, a mysqld of uid %u, not the datadir's owner; ",
+			       candidates[i], pid, (unsigned)uid);
 		else
 			sk_fmt(why, whylen, "pid file %s names pid %ld, not a mysqld of this datadir; ", candidates[i],
 			       pid);
@@ -329,43 +384,52 @@ static bool from_pid_files(const char *proc, const char *datadir, const char *pi
 	return false;
 }
 
-/* One pass over /proc, reading only the name of each process and the cwd of each mysqld. */
+/* One pass over /proc, reading only the name of each process and the user and cwd of each
+ * mysqld. Another user's mysqld is passed over: it neither ends nor blocks the pass, and when no
+ * mysqld is found found_by names it. */
 static void by_cwd(const char *proc, const char *datadir, struct sst_evidence *ev, const char *why, long unreadable)
 {
 	struct dirent *d;
 	DIR *dir;
+	long foreign = 0;
+	uid_t foreign_uid = 0;
 
 	if (!(dir = opendir(proc))) {
 		ev->mysqld = SST_MYSQLD_UNKNOWN;
 		sk_fmt(ev->found_by, sizeof(ev->found_by), "%scannot read %s: %s", why, proc, strerror(errno));
 		return;
 	}
-	while ((d = readdir(dir)) != NULL) {
+	ev->mysqld = SST_MYSQLD_NONE;
+	while ((d = readdir(dir)) != NULL && ev->mysqld != SST_MYSQLD_RUNNING) {
 		long pid;
-		int ours;
+		uid_t uid = 0;
+		enum ours ours;
 
 		if (!isdigit((unsigned char)d->d_name[0]) || !sk_parse_long(d->d_name, 1, INT_MAX, &pid))
 			continue;
-		ours = our_mysqld(proc, pid, datadir);
-		if (ours == 1) {
+		ours = our_mysqld(proc, pid, datadir, ev->trust.datadir_owner, &uid);
+		if (ours == OURS_YES) {
 			ev->mysqld = SST_MYSQLD_RUNNING;
 			ev->mysqld_pid = pid;
 			sk_fmt(ev->found_by, sizeof(ev->found_by), "%sfound by its cwd in %s", why, proc);
-			closedir(dir);
-			return;
-		}
-		if (ours < 0)
+		} else if (ours == OURS_UNREADABLE) {
 			unreadable = pid;
+		} else if (ours == OURS_FOREIGN && cwd_is(proc, pid, datadir) != 0) {
+			foreign = pid; /* in the datadir, or cannot be told: worth naming */
+			foreign_uid = uid;
+		}
 	}
 	closedir(dir);
-	if (unreadable) {
+	if (ev->mysqld != SST_MYSQLD_RUNNING && unreadable) {
 		ev->mysqld = SST_MYSQLD_UNKNOWN;
 		sk_fmt(ev->found_by, sizeof(ev->found_by), "%sthe cwd of mysqld pid %ld cannot be read", why,
 		       unreadable);
-	} else {
-		ev->mysqld = SST_MYSQLD_NONE;
+	} else if (ev->mysqld != SST_MYSQLD_RUNNING)
 		sk_fmt(ev->found_by, sizeof(ev->found_by), "%sno mysqld process has its cwd in %s", why, datadir);
-	}
+	if (foreign && ev->mysqld != SST_MYSQLD_RUNNING)
+		sk_fmt(ev->found_by + strlen(ev->found_by), sizeof(ev->found_by) - strlen(ev->found_by),
+		       "; mysqld pid %ld of uid %u passed over: not the datadir's owner or root", foreign,
+		       (unsigned)foreign_uid);
 }
 
 /* mysqld chdirs to its datadir at start, before any SST: its cwd identifies it. */
@@ -461,6 +525,7 @@ void sst_gather_procs(const char *proc, const char *datadir, const char *pid_fil
 	int argc;
 
 	real_datadir(datadir, real, sizeof(real));
+	sst_trust_of(real, &ev->trust);
 	find_mysqld(proc, real, pid_file, ev);
 	if (ev->mysqld != SST_MYSQLD_RUNNING)
 		return;

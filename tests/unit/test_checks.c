@@ -491,6 +491,22 @@ struct fake_proc {
 	char state, comm[32], cwd[512], args[512];
 };
 
+/* The user a fake process runs as: "uids = PID:UID,..." in the header, else the test's own (the
+ * owner of the fake datadir, as mysqld's user owns the real one). */
+static unsigned long fake_uid(const struct tcase *c, long pid)
+{
+	const char *uids = statusmap_get(&c->head, "uids");
+	char key[32];
+	const char *at;
+	size_t n;
+
+	n = (size_t)snprintf(key, sizeof(key), "%ld:", pid);
+	for (at = uids; at && (at = strstr(at, key)) != NULL; at += n)
+		if (at == uids || at[-1] == ',' || at[-1] == ' ')
+			return strtoul(at + n, NULL, 10);
+	return (unsigned long)geteuid();
+}
+
 static void fake_proc_tree(const struct tcase *c, const char *root, bool children_files)
 {
 	struct fake_proc p[32];
@@ -520,6 +536,10 @@ static void fake_proc_tree(const struct tcase *c, const char *root, bool childre
 		put_file(path, text, n + 1);
 		snprintf(path, sizeof(path), "%s/proc/%ld/stat", root, p[i].pid);
 		snprintf(text, sizeof(text), "%ld (%s) %c %ld 1 1 0 -1\n", p[i].pid, p[i].comm, p[i].state, p[i].ppid);
+		put_file(path, text, strlen(text));
+		snprintf(path, sizeof(path), "%s/proc/%ld/status", root, p[i].pid);
+		snprintf(text, sizeof(text), "Name:\t%s\nUid:\t%lu\t%lu\t%lu\t%lu\n", p[i].comm, fake_uid(c, p[i].pid),
+			 fake_uid(c, p[i].pid), fake_uid(c, p[i].pid), fake_uid(c, p[i].pid));
 		put_file(path, text, strlen(text));
 		if (strcmp(p[i].cwd, "-") != 0) {
 			snprintf(path, sizeof(path), "%s/proc/%ld/cwd", root, p[i].pid);
