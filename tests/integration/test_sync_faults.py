@@ -735,8 +735,8 @@ def test_fault_matrix_doc():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         assert len(cells) == 4, "a row needs 4 cells (fault | how | expected | test): %r" % line
         rows.append((section, cells))
-    assert {s for s, _ in rows} == {"Consul", "ProxySQL", "Galera state transfer", "The process",
-                                    "Hostile clients on the health ports"}, \
+    assert {s for s, _ in rows} == {"Consul", "ProxySQL", "Galera state transfer", "Other users on the host",
+                                    "The process", "Hostile clients on the health ports"}, \
         {s for s, _ in rows}
     assert "docs/probes.md" in doc or "(probes.md)" in doc, "the MySQL side's table is linked"
 
