@@ -95,8 +95,8 @@ bool sst_foreign_note(const struct sst_evidence *ev, char *note, size_t len);
  * a mysqld or mariadbd whose cwd is the datadir; when none does, one pass over /proc for such
  * a process), then its children and theirs (/proc/<pid>/task/<tid>/children) for a
  * wsrep_sst_<method> script with --role joiner and this datadir. Only processes whose real and
- * effective user (the Uid line of /proc/<pid>/status) is the datadir's owner or root are
- * evidence: another user's is passed over, whatever its name, cwd or pid file, and an
+ * effective user (the Uid line of /proc/<pid>/status) is root, this process's user or the
+ * datadir's owner (ev->trust, filled here) are evidence: another user's is passed over, whatever its name, cwd or pid file, and an
  * unreadable one of another user does not make mysqld "unknown". `proc` is "/proc" (a test
  * may point elsewhere). Never fails: what cannot be read is left out and found_by says why. */
 void sst_gather(const char *proc, const char *datadir, const char *pid_file, const char *recovery_file, time_t now,

@@ -215,10 +215,16 @@ static bool proc_uids(const char *proc, long pid, uid_t *ruid, uid_t *euid)
 	return true;
 }
 
-/* Whether a process may be evidence: it runs (real and effective user) as the datadir's owner,
- * mysqld's user, or as root. Another user's process, or one whose user cannot be read, is not:
- * anyone can name a process mysqld and chdir to a datadir they can enter. *uid gets its user. */
-static bool proc_trusted(const char *proc, long pid, uid_t owner, uid_t *uid)
+static bool uid_trusted(uid_t uid, const struct sst_trust *t)
+{
+	return uid == 0 || uid == t->euid || (t->datadir_owner != (uid_t)-1 && uid == t->datadir_owner);
+}
+
+/* Whether a process may be evidence: its real and effective user are each root, the datadir's
+ * owner (mysqld's user) or this process's user (mysqld's user where the datadir is a volume
+ * root owns). Another user's process, or one whose user cannot be read, is not: anyone can name
+ * a process mysqld and chdir to a datadir they can enter. *uid gets its user. */
+static bool proc_trusted(const char *proc, long pid, const struct sst_trust *t, uid_t *uid)
 {
 	uid_t r, e;
 
@@ -226,7 +232,7 @@ static bool proc_trusted(const char *proc, long pid, uid_t owner, uid_t *uid)
 	if (!proc_uids(proc, pid, &r, &e))
 		return false;
 	*uid = r != 0 ? r : e;
-	return (r == 0 || r == owner) && (e == 0 || e == owner);
+	return uid_trusted(r, t) && uid_trusted(e, t);
 }
 
 /* Walk mysqld's descendants (three levels: sh -c, the script, what it runs) for SST scripts of
@@ -242,7 +248,7 @@ static void find_sst(const char *proc, long pid, const char *datadir, int depth,
 		int argc;
 		enum role r;
 
-		if (!proc_trusted(proc, kids[i], ev->trust.datadir_owner, &uid))
+		if (!proc_trusted(proc, kids[i], &ev->trust, &uid))
 			continue;
 		argc = proc_args(proc, kids[i], buf, sizeof(buf), argv, MAX_ARGS);
 		r = sst_role(argv, argc, datadir, name, sizeof(name));
@@ -273,16 +279,16 @@ enum ours {
 	OURS_FOREIGN, /* a process named mysqld of another user: never evidence */
 };
 
-/* Is `pid` this datadir's mysqld, run by the datadir's owner `owner` or root? *uid gets the
- * user of a process named mysqld. */
-static enum ours our_mysqld(const char *proc, long pid, const char *datadir, uid_t owner, uid_t *uid)
+/* Is `pid` this datadir's mysqld, run by a user `t` trusts (proc_trusted)? *uid gets the user of
+ * a process named mysqld. */
+static enum ours our_mysqld(const char *proc, long pid, const char *datadir, const struct sst_trust *t, uid_t *uid)
 {
 	char comm[64], path[128], stat[512], *close_paren;
 	int cwd;
 
 	if (pid <= 0 || !proc_comm(proc, pid, comm, sizeof(comm)) || !is_mysqld_comm(comm))
 		return OURS_NO;
-	if (!proc_trusted(proc, pid, owner, uid))
+	if (!proc_trusted(proc, pid, t, uid))
 		return OURS_FOREIGN;
 	/* A zombie (exited, not yet reaped) is not a running mysqld. */
 	if (sk_fmt(path, sizeof(path), "%s/%ld/stat", proc, pid) && read_small(path, stat, sizeof(stat)) > 0 &&
@@ -305,14 +311,14 @@ static bool sst_script_parent(const char *proc, const char *datadir, struct sst_
 	if (!sk_fmt(path, sizeof(path), "%s/wsrep_sst.pid", datadir) || read_small(path, text, sizeof(text)) < 0 ||
 	    !sk_parse_long(sk_trim(text), 1, INT_MAX, &script))
 		return false;
-	if (!proc_trusted(proc, script, ev->trust.datadir_owner, &uid))
+	if (!proc_trusted(proc, script, &ev->trust, &uid))
 		return false;
 	argc = proc_args(proc, script, buf, sizeof(buf), argv, MAX_ARGS);
 	if (sst_role(argv, argc, datadir, name, sizeof(name)) == ROLE_NONE)
 		return false;
 	for (int i = 0; i + 1 < argc; i++) {
 		if (strcmp(argv[i], "--parent") == 0 && sk_parse_long(argv[i + 1], 1, INT_MAX, &parent) &&
-		    our_mysqld(proc, parent, datadir, ev->trust.datadir_owner, &uid) == OURS_YES) {
+		    our_mysqld(proc, parent, datadir, &ev->trust, &uid) == OURS_YES) {
 			ev->mysqld = SST_MYSQLD_RUNNING;
 			ev->mysqld_pid = parent;
 			sk_fmt(ev->found_by, sizeof(ev->found_by), "the --parent of %s in %s", name, path);
@@ -363,7 +369,7 @@ static bool from_pid_files(const char *proc, const char *datadir, const char *pi
 			sk_fmt(why, whylen, "pid file %s holds no pid; ", candidates[i]);
 			continue;
 		}
-		ours = our_mysqld(proc, pid, datadir, ev->trust.datadir_owner, &uid);
+		ours = our_mysqld(proc, pid, datadir, &ev->trust, &uid);
 		if (ours == OURS_YES ||
 		    (ours == OURS_UNREADABLE &&
 		     (candidates[i] == pid_file || strncmp(candidates[i], datadir, strlen(datadir)) == 0))) {
@@ -375,7 +381,9 @@ static bool from_pid_files(const char *proc, const char *datadir, const char *pi
 		if (ours == OURS_UNREADABLE)
 			*unreadable = pid;
 		else if (ours == OURS_FOREIGN) /* pid reuse, or a planted process: not ours */
-			sk_fmt(why, whylen, "pid file %s names pid %ld, a mysqld of uid %u, not the datadir's owner; ",
+			sk_fmt(why, whylen,
+			       "pid file %s names pid %ld, a mysqld of uid %u, not root, the probe's user or the "
+			       "datadir's owner; ",
 			       candidates[i], pid, (unsigned)uid);
 		else
 			sk_fmt(why, whylen, "pid file %s names pid %ld, not a mysqld of this datadir; ", candidates[i],
@@ -407,7 +415,7 @@ static void by_cwd(const char *proc, const char *datadir, struct sst_evidence *e
 
 		if (!isdigit((unsigned char)d->d_name[0]) || !sk_parse_long(d->d_name, 1, INT_MAX, &pid))
 			continue;
-		ours = our_mysqld(proc, pid, datadir, ev->trust.datadir_owner, &uid);
+		ours = our_mysqld(proc, pid, datadir, &ev->trust, &uid);
 		if (ours == OURS_YES) {
 			ev->mysqld = SST_MYSQLD_RUNNING;
 			ev->mysqld_pid = pid;
@@ -428,8 +436,8 @@ static void by_cwd(const char *proc, const char *datadir, struct sst_evidence *e
 		sk_fmt(ev->found_by, sizeof(ev->found_by), "%sno mysqld process has its cwd in %s", why, datadir);
 	if (foreign && ev->mysqld != SST_MYSQLD_RUNNING)
 		sk_fmt(ev->found_by + strlen(ev->found_by), sizeof(ev->found_by) - strlen(ev->found_by),
-		       "; mysqld pid %ld of uid %u passed over: not the datadir's owner or root", foreign,
-		       (unsigned)foreign_uid);
+		       "; mysqld pid %ld of uid %u passed over: not root, the probe's user or the datadir's owner",
+		       foreign, (unsigned)foreign_uid);
 }
 
 /* mysqld chdirs to its datadir at start, before any SST: its cwd identifies it. */

@@ -7,7 +7,7 @@ it, and its mode is restored). Such a process is never evidence: it does not mak
 alive, it does not hide the real joiner's mysqld (the fake, started first, has the lower pid and
 comes first in /proc), and a probe running as mysql, which cannot read the fake's cwd, does not
 take it for a mysqld it cannot see (which would keep a stale ``sst_in_progress`` alive). Only
-processes of the datadir's owner (mysqld's user) or root count.
+processes of root, the probe's user or the datadir's owner (mysqld's user) count.
 
 Run: make all && SIDEKICK_BIN=$PWD/bin /usr/bin/python3 -m pytest -q tests/integration/test_sst_owner.py
 """
@@ -176,7 +176,7 @@ def test_another_users_mysqld_is_no_evidence_for_a_dead_node(healthy_galera, mys
             assert rc == 1 and v["message"].startswith("not alive: connection refused"), v
             assert "; sst_in_progress ignored: 40" in v["message"], v
             assert (f"no mysqld process has its cwd in {os.path.realpath(node.datadir)}; mysqld pid "
-                    f"{fake.pid} of uid 65534 passed over: not the datadir's owner or root") in v["message"], v
+                    f"{fake.pid} of uid 65534 passed over: not root, the probe's user or the datadir's owner") in v["message"], v
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(sst_file)
