@@ -26,7 +26,8 @@ static const struct opt_def options[] = {
 	{"datadir", 0, OPT_STRING, "DIR", "/var/lib/mysql", NULL, 0, 0, NULL,
 	 "Where the bypass file sleep-forever lives.", 0},
 	{"recovery-file", 0, OPT_STRING, "PATH", "/tmp/recovery-case", NULL, 0, 0, NULL,
-	 "When this file exists the node is in manual recovery: report ready.", 0},
+	 "When this file exists the node is in manual recovery: report ready (only a file of root, this user or "
+	 "the datadir's owner counts, as for sleep-forever).", 0},
 };
 /* clang-format on */
 
