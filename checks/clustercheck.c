@@ -231,11 +231,13 @@ static void answer_readiness(struct cc_checker *c, const deadline_t *dl, struct 
 	struct probe_fetch f = { 0 };
 	struct probe_verdict v;
 	struct db_err e = { .reason = DB_TIMEOUT };
+	char ignored[400];
 
-	if (!probe_readiness_bypass(c->recovery_file, c->datadir, &v)) {
+	if (!probe_readiness_bypass(c->recovery_file, c->datadir, &v, ignored, sizeof(ignored))) {
 		bool fetched = fetch_shared(c, true, dl, &f, &e);
 
 		readiness_judge(&c->readiness, fetched, &f, &e, &c->pc, c->timeout_ms, "--timeout", &v);
+		probe_verdict_note(&v, ignored);
 	}
 	reply_text(rep, v.up, v.msg);
 	probe_fetch_free(&f);

@@ -23,7 +23,8 @@ extern const char *const cc_check_answer_names[];
 struct cc_result {
 	enum cc_answer answer;
 	const char *reason;
-	char detail[400];
+	char detail[600];
+	char ignored[300]; /* the disabled file, there from an untrusted owner: named in detail */
 };
 
 struct cc_checker {
@@ -48,10 +49,13 @@ struct cc_checker {
 	struct readiness_rules readiness; /* readiness-check's rules, from the --readiness-* options */
 };
 
-/* One check on `db` (connected first when needed), bounded by `dl`: fills r (cc_check.c). */
+/* One check on `db` (connected first when needed), bounded by `dl`: fills r (cc_check.c), after
+ * cc_check_disabled (r->ignored, when set, ends r->detail). */
 void cc_check_once(struct cc_checker *c, struct db *db, const deadline_t *dl, struct cc_result *r);
 
-/* The disabled file (--disabled-file) is there: r says so and true (cc_check.c). */
+/* The disabled file (--disabled-file) is there from root, this process's user or the datadir's
+ * owner (--datadir): r says so and true. From anyone else: false, and r->ignored says whose
+ * (cc_check.c). */
 bool cc_check_disabled(const struct cc_checker *c, struct cc_result *r);
 
 /* --register's settings, read once from clustercheck's options. */

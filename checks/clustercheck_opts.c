@@ -19,7 +19,8 @@ static const struct opt_def options[] = {
 	{"log-file", 0, OPT_STRING, "PATH", "/dev/null", "ERR_FILE", 0, 0, NULL,
 	 "Where the one-line reason and warnings go (stderr may be the client socket under xinetd).", 0},
 	{"disabled-file", 0, OPT_STRING, "PATH", "/var/tmp/clustercheck.disabled", NULL, 0, 0, NULL,
-	 "While this file exists the node answers 503 'manually disabled'.", 0},
+	 "While this file exists the node answers 503 'manually disabled' (only a file of root, this user or the "
+	 "--datadir's owner counts).", 0},
 	{"listen", 'l', OPT_STRING, "[ADDR:]PORT", NULL, NULL, 0, 0, NULL,
 	 "Serve HTTP on this address (the classic port is 9200) instead of answering once on stdout.", 0},
 	{"cache-ms", 0, OPT_INT, "MS", "0", NULL, 0, 60000, NULL,
@@ -35,7 +36,8 @@ static const struct opt_def options[] = {
 	{"datadir", 0, OPT_STRING, "DIR", "/var/lib/mysql", NULL, 0, 0, NULL,
 	 "With --listen: the datadir of /liveness and /readiness bypass files and of /healthcheck?mariadbupgrade.", 0},
 	{"recovery-file", 0, OPT_STRING, "PATH", "/tmp/recovery-case", NULL, 0, 0, NULL,
-	 "With --listen: while this file exists /liveness and /readiness answer 200 (manual recovery).", 0},
+	 "With --listen: while this file exists /liveness and /readiness answer 200 (manual recovery; only a file "
+	 "of root, this user or the --datadir's owner counts).", 0},
 	{"state-file", 0, OPT_STRING, "PATH", NULL, "MYSQL_STATE_FILE", 0, 0, NULL,
 	 "With --listen: mysqld state file; when it says 'startup' /liveness answers 200 whatever failed.", 0},
 	PROBE_SST_OPTIONS("With --listen, for /liveness: "),

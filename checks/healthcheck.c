@@ -483,11 +483,13 @@ static bool test_connect(struct hc_run *r, const struct hc_io *io, char *reason,
 	}
 	snprintf(reason, len, "socket: %s; TCP to localhost: %s", sock_why, tcp_why);
 	if (!ok && r->alive_during_sst && io->sst_running) {
-		char why[600];
+		char why[600] = "";
 
 		if (io->sst_running(io->ctx, r->datadir ? r->datadir : "", why, sizeof(why)) == 1) {
 			snprintf(reason, len, "%s (--alive-during-sst; mysqld does not answer yet)", why);
 			ok = true;
+		} else if (why[0]) {
+			sk_fmt(reason + strlen(reason), len - strlen(reason), "; %s", why);
 		}
 	}
 	return ok;
@@ -924,8 +926,10 @@ int healthcheck_sst_running(void *ctx, const char *datadir, char *why, size_t wh
 
 	(void)ctx;
 	sst_gather("/proc", datadir, NULL, NULL, time(NULL), &ev);
-	if (!sst_liveness_before(&ev, datadir, &policy, &v))
+	if (!sst_liveness_before(&ev, datadir, &policy, &v)) {
+		sst_foreign_note(&ev, why, whylen); /* files ignored for their owner, if any */
 		return 0;
+	}
 	snprintf(why, whylen, "%s", v.msg);
 	return 1;
 }

@@ -97,7 +97,8 @@ struct hc_io {
 	/* Describe a failure for the reason line ("timeout after 3.0s connecting (sock, --timeout)"). */
 	void (*describe)(void *ctx, const struct db_err *e, char *buf, size_t len);
 	/* 1 when the mysqld of `datadir` is receiving an SST or recovering (what sst_liveness_before
-	 * calls alive), `why` saying what was found; 0 when not. NULL: never looked at. */
+	 * calls alive), `why` saying what was found; 0 when not, `why` then naming any bypass file
+	 * ignored for its owner (else left as it was). NULL: never looked at. */
 	int (*sst_running)(void *ctx, const char *datadir, char *why, size_t whylen);
 	/* Become `user` (--su): 0, or -1 with `err`. NULL: --su is refused. */
 	int (*su)(void *ctx, const char *user, char *err, size_t errlen);
@@ -109,7 +110,7 @@ struct hc_io {
 struct hc_result {
 	char test[40]; /* "connect", or "arguments" for a bad argument, "su" for --su */
 	bool ok;
-	char reason[300];
+	char reason[512];
 };
 
 /* A run: the state the script keeps in shell variables, and what happened. */

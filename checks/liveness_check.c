@@ -20,7 +20,8 @@ static const struct opt_def options[] = {
 	 "mysqld's datadir: where sleep-forever, sst_in_progress and wsrep_recovery_verbose.log live, and the cwd of "
 	 "the mysqld whose SST processes count.", 0},
 	{"recovery-file", 0, OPT_STRING, "PATH", "/tmp/recovery-case", NULL, 0, 0, NULL,
-	 "When this file exists the node is in manual recovery: report alive.", 0},
+	 "When this file exists the node is in manual recovery: report alive (only a file of root, this user or "
+	 "the datadir's owner counts, as for the datadir's files).", 0},
 	PROBE_SST_OPTIONS(""),
 };
 /* clang-format on */

@@ -365,14 +365,23 @@ void probe_sst_settings_load(const struct opts *o, struct probe_sst *s)
 	s->policy.trust_file = opt_flag(o, "trust-sst-file");
 }
 
-bool probe_readiness_bypass(const char *recovery_file, const char *datadir, struct probe_verdict *v)
+void probe_verdict_note(struct probe_verdict *v, const char *note)
 {
-	char path[1024];
+	if (note && *note)
+		sk_fmt(v->msg + strlen(v->msg), sizeof(v->msg) - strlen(v->msg), "; %s", note);
+}
 
-	snprintf(path, sizeof(path), "%s/sleep-forever", datadir);
-	if (!probe_file_exists(recovery_file) && !probe_file_exists(path))
+bool probe_readiness_bypass(const char *recovery_file, const char *datadir, struct probe_verdict *v, char *ignored,
+			    size_t len)
+{
+	struct sst_evidence ev;
+
+	sst_gather_bypass(datadir, recovery_file, &ev);
+	sst_foreign_note(&ev, ignored, len);
+	if (!ev.recovery_file && !ev.sleep_forever)
 		return false;
 	verdict_set(v, true, "bypass", "ready: recovery or sleep-forever file present");
+	probe_verdict_note(v, ignored);
 	return true;
 }
 
@@ -394,6 +403,7 @@ void probe_liveness_judge(bool fetched, const struct statusmap *status, const st
 	struct galera_rules rules = { .need_primary = true, .readonly_ok = true };
 	struct galera_verdict gv;
 	char state[64], note[400];
+	bool startup = false;
 
 	if (fetched)
 		galera_judge(status, NULL, &rules, &gv);
@@ -408,21 +418,25 @@ void probe_liveness_judge(bool fetched, const struct statusmap *status, const st
 			if (sst_decides(s, v))
 				return;
 		}
-		/* Whatever failed, a node that is still starting up is not killed. */
-		probe_read_state_file(state_file, state, sizeof(state));
-		if (strcmp(state, "startup") == 0) {
+		/* Whatever failed, a node that is still starting up is not killed (by a state file from a
+		 * trusted owner only). */
+		state[0] = '\0';
+		if (!s || sst_trusted_file(state_file, &s->ev))
+			probe_read_state_file(state_file, state, sizeof(state));
+		if ((startup = strcmp(state, "startup") == 0))
 			verdict_set(v, true, "startup", "MySQL is starting up, not killing it...");
-			return;
-		} else if (!fetched) {
+		else if (!fetched)
 			probe_db_verdict("not alive", e, pc, budget_ms, setting, v);
-		} else {
+		else {
 			v->up = false;
 			v->reason = galera_reason_str(gv.reason);
 			snprintf(v->msg, sizeof(v->msg), "not alive: %s", gv.detail);
 		}
 	}
-	if (s && sst_stale_note(&s->ev, &s->policy, note, sizeof(note)))
-		sk_fmt(v->msg + strlen(v->msg), sizeof(v->msg) - strlen(v->msg), "; %s", note);
+	if (s && !startup && sst_stale_note(&s->ev, &s->policy, note, sizeof(note)))
+		probe_verdict_note(v, note);
+	if (s && sst_foreign_note(&s->ev, note, sizeof(note)))
+		probe_verdict_note(v, note);
 }
 
 void probe_settings_load(const struct opts *o, struct probe_settings *p)

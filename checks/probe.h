@@ -181,13 +181,21 @@ bool probe_liveness_before(struct probe_sst *s, struct probe_verdict *v);
 /* Fill `s` from a probe's options (datadir, pid-file, recovery-file, sst-file-grace, trust-sst-file). */
 void probe_sst_settings_load(const struct opts *o, struct probe_sst *s);
 
-/* readiness-check.sh's bypass: `recovery_file` or `datadir`/sleep-forever exists. */
-bool probe_readiness_bypass(const char *recovery_file, const char *datadir, struct probe_verdict *v);
+/* readiness-check.sh's bypass: `recovery_file` or `datadir`/sleep-forever exists, from root, this
+ * process's user or the datadir's owner. `ignored` gets the files there from anyone else
+ * (sst_foreign_note; "" when none): they count as absent, and the verdict that follows names them
+ * (probe_verdict_note). */
+bool probe_readiness_bypass(const char *recovery_file, const char *datadir, struct probe_verdict *v, char *ignored,
+			    size_t len);
+
+/* Append "; note" to the verdict's message when note is not empty. */
+void probe_verdict_note(struct probe_verdict *v, const char *note);
 
 /* Liveness from a fetch of the wsrep status (`fetched` false: `e` says why): alive in a Primary
  * component; when that fails, alive on the SST evidence (mysqld's processes are read now when
- * probe_liveness_before left them), or whatever failed while the state file says startup. A stale
- * sst_in_progress the evidence let go is named in the message. */
+ * probe_liveness_before left them), or whatever failed while the state file (from a trusted owner:
+ * sst_trusted_file) says startup. A stale sst_in_progress the evidence let go, and any file ignored
+ * for its owner, are named in the message. */
 void probe_liveness_judge(bool fetched, const struct statusmap *status, const struct db_err *e, const char *state_file,
 			  struct probe_sst *s, const struct probe_conn *pc, long budget_ms, const char *setting,
 			  struct probe_verdict *v);

@@ -26,7 +26,8 @@ static const struct opt_def options[] = {
 	{"datadir", 0, OPT_STRING, "DIR", "/var/lib/mysql", NULL, 0, 0, NULL,
 	 "Where the bypass file sleep-forever lives.", 0},
 	{"recovery-file", 0, OPT_STRING, "PATH", "/tmp/recovery-case", NULL, 0, 0, NULL,
-	 "When this file exists the node is in manual recovery: report ready.", 0},
+	 "When this file exists the node is in manual recovery: report ready (only a file of root, this user or "
+	 "the datadir's owner counts, as for sleep-forever).", 0},
 };
 /* clang-format on */
 
@@ -103,6 +104,7 @@ struct readiness_settings {
 	struct probe_settings p;
 	struct readiness_rules rules;
 	const char *datadir, *recovery_file;
+	char ignored[400]; /* bypass files there from an untrusted owner, named in the verdict */
 };
 
 static int settings_load(struct opts *o, void *settings, char *err, size_t errlen)
@@ -121,9 +123,9 @@ static int settings_load(struct opts *o, void *settings, char *err, size_t errle
 /* Manual recovery: the operator's scripts report ready so nothing restarts the pod. */
 static bool before(void *settings, struct probe_verdict *v)
 {
-	const struct readiness_settings *s = settings;
+	struct readiness_settings *s = settings;
 
-	return probe_readiness_bypass(s->recovery_file, s->datadir, v);
+	return probe_readiness_bypass(s->recovery_file, s->datadir, v, s->ignored, sizeof(s->ignored));
 }
 
 static int fetch(const void *settings, const struct probe_conn *pc, const deadline_t *dl, struct probe_fetch *f,
@@ -147,6 +149,7 @@ static void judge(void *settings, bool fetched, const struct probe_fetch *f, con
 	const struct readiness_settings *s = settings;
 
 	readiness_judge(&s->rules, fetched, f, e, pc, s->p.budget_ms, s->p.timeout_setting, v);
+	probe_verdict_note(v, s->ignored);
 }
 
 const struct probe_kind readiness_kind = {

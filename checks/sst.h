@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 #include <time.h>
 
 /* Whether the mysqld of the datadir runs, as far as /proc shows. */
@@ -17,17 +18,37 @@ enum sst_mysqld {
 
 const char *sst_mysqld_str(enum sst_mysqld m);
 
+/* Whom a bypass file (or a process, for the datadir's owner) is trusted from besides root: this
+ * process's user, and the datadir's owner, who runs mysqld and so controls it anyway. */
+struct sst_trust {
+	uid_t euid; /* this process's effective user */
+	uid_t datadir_owner; /* (uid_t)-1 when the datadir cannot be looked at */
+};
+
+/* A bypass file that is there but belongs to someone else (or is reached through someone else's
+ * symbolic link): it counts as absent, and the verdict names it. */
+struct sst_foreign {
+	char path[256];
+	uid_t owner;
+};
+
+#define SST_MAX_FOREIGN 6
+
 /* Everything a liveness verdict looks at before it asks mysqld. Plain data: the table tests fill
- * it from files, sst_gather from the system. */
+ * it from files, sst_gather from the system. A file counts (true) only when a trusted user owns
+ * it; one that is there from anyone else is in `foreign` instead. */
 struct sst_evidence {
 	bool recovery_file; /* the manual recovery file (/tmp/recovery-case) exists */
 	bool sleep_forever; /* $datadir/sleep-forever */
 	bool recovery_log; /* $datadir/wsrep_recovery_verbose.log */
 	bool sst_file; /* $datadir/sst_in_progress */
+	struct sst_trust trust;
+	int nforeign;
+	struct sst_foreign foreign[SST_MAX_FOREIGN];
 	long sst_file_age_s; /* from its mtime; 0 when the mtime is in the future */
 	enum sst_mysqld mysqld;
 	long mysqld_pid;
-	char found_by[200]; /* how mysqld was found, or why it was not ("no pid file, no mysqld with cwd ...") */
+	char found_by[320]; /* how mysqld was found, or why it was not ("no pid file, no mysqld with cwd ...") */
 	bool recovering; /* that mysqld runs --wsrep-recover */
 	long joiner_pid; /* its joiner SST script (--role joiner, this datadir); 0: none */
 	char joiner[64]; /* the script's name, "wsrep_sst_rsync" */
@@ -48,7 +69,8 @@ struct sst_verdict {
 };
 
 /* Liveness before mysqld is asked: true when the evidence decides (v filled: the node is alive
- * and v->msg says what was found), false when mysqld must answer. In order: the recovery and
+ * and v->msg says what was found, then any file ignored: sst_foreign_note), false when mysqld
+ * must answer. In order: the recovery and
  * sleep-forever files; a joiner SST process of this mysqld; mysqld running --wsrep-recover;
  * wsrep_recovery_verbose.log; sst_in_progress while younger than the grace period, trusted
  * by policy, or when mysqld's processes cannot be seen. Pure. */
@@ -59,20 +81,46 @@ bool sst_liveness_before(const struct sst_evidence *ev, const char *datadir, con
  * and no SST process of mysqld): true and `note` says so, for the verdict that follows. Pure. */
 bool sst_stale_note(const struct sst_evidence *ev, const struct sst_policy *p, char *note, size_t len);
 
+/* "PATH ignored: owned by uid N, not root or uid M" (", not root, uid M or the datadir's owner uid
+ * D" when the datadir's owner is another user) into buf: why a bypass file did not count. Pure. */
+const char *sst_ignored_line(char *buf, size_t len, const char *path, uid_t owner, const struct sst_trust *t);
+
+/* The files of ev->foreign, one sst_ignored_line each, joined with "; " into note; false (note
+ * "") when there are none. Pure. */
+bool sst_foreign_note(const struct sst_evidence *ev, char *note, size_t len);
+
 /* Gather the evidence for `datadir` at time `now`: the files, then this datadir's mysqld (the
  * pid file `pid_file`, or when NULL $datadir/<hostname>.pid, $datadir/mysqld.pid,
  * /run/mysqld/mysqld.pid and /var/run/mysqld/mysqld.pid; a pid counts only when its process is
  * a mysqld or mariadbd whose cwd is the datadir; when none does, one pass over /proc for such
  * a process), then its children and theirs (/proc/<pid>/task/<tid>/children) for a
- * wsrep_sst_<method> script with --role joiner and this datadir. `proc` is "/proc" (a test
+ * wsrep_sst_<method> script with --role joiner and this datadir. Only processes whose real and
+ * effective user (the Uid line of /proc/<pid>/status) is root, this process's user or the
+ * datadir's owner (ev->trust, filled here) are evidence: another user's is passed over, whatever its name, cwd or pid file, and an
+ * unreadable one of another user does not make mysqld "unknown". `proc` is "/proc" (a test
  * may point elsewhere). Never fails: what cannot be read is left out and found_by says why. */
 void sst_gather(const char *proc, const char *datadir, const char *pid_file, const char *recovery_file, time_t now,
 		struct sst_evidence *ev);
 
-/* sst_gather's two halves: the files of the datadir (a few stat calls; `ev` is reset first), and
- * mysqld's processes in /proc (a children file per mysqld thread: its cost grows with them). */
+/* sst_gather's two halves: the files of the datadir (a few lstat calls; `ev` is reset first), and
+ * mysqld's processes in /proc (a children file per mysqld thread: its cost grows with them).
+ * A file counts only from root, this process's user or the datadir's owner (trust_path: through
+ * symbolic links of those users only); another user's goes to ev->foreign. */
 void sst_gather_files(const char *datadir, const char *recovery_file, time_t now, struct sst_evidence *ev);
 void sst_gather_procs(const char *proc, const char *datadir, const char *pid_file, struct sst_evidence *ev);
+
+/* The bypass files only (recovery file, sleep-forever), as sst_gather_files reads them, for
+ * readiness-check; `ev` is reset first. */
+void sst_gather_bypass(const char *datadir, const char *recovery_file, struct sst_evidence *ev);
+
+/* Whom files are trusted from for `datadir` (this process's user, the datadir's owner): pass
+ * t->datadir_owner to trust_path as `also`. */
+void sst_trust_of(const char *datadir, struct sst_trust *t);
+
+/* Whether `path` is there from root, this process's user or ev's datadir owner (trust_path);
+ * another user's file is added to ev->foreign and is not. For a file outside the evidence whose
+ * content decides (mysqld's state file). */
+bool sst_trusted_file(const char *path, struct sst_evidence *ev);
 
 /* What a liveness probe knows of mysqld when it decides whether to read /proc. */
 enum sst_asked {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "sst.h"
+#include "trust.h"
 #include "util.h"
 
 #define MAX_CHILDREN 64 /* children of one process looked at */
@@ -199,6 +200,41 @@ static int children_of(const char *proc, long pid, long *out, int max)
 	return n;
 }
 
+/* The real and effective user of a process, from the Uid line of /proc/<pid>/status (readable for
+ * every process, unlike its cwd or exe); false when it is gone or cannot be read. */
+static bool proc_uids(const char *proc, long pid, uid_t *ruid, uid_t *euid)
+{
+	char path[128], buf[2048], *line;
+	unsigned long r, e;
+
+	if (!sk_fmt(path, sizeof(path), "%s/%ld/status", proc, pid) || read_small(path, buf, sizeof(buf)) < 0 ||
+	    !(line = strstr(buf, "\nUid:")) || sscanf(line + 5, "%lu %lu", &r, &e) != 2)
+		return false;
+	*ruid = (uid_t)r;
+	*euid = (uid_t)e;
+	return true;
+}
+
+static bool uid_trusted(uid_t uid, const struct sst_trust *t)
+{
+	return uid == 0 || uid == t->euid || (t->datadir_owner != (uid_t)-1 && uid == t->datadir_owner);
+}
+
+/* Whether a process may be evidence: its real and effective user are each root, the datadir's
+ * owner (mysqld's user) or this process's user (mysqld's user where the datadir is a volume
+ * root owns). Another user's process, or one whose user cannot be read, is not: anyone can name
+ * a process mysqld and chdir to a datadir they can enter. *uid gets its user. */
+static bool proc_trusted(const char *proc, long pid, const struct sst_trust *t, uid_t *uid)
+{
+	uid_t r, e;
+
+	*uid = (uid_t)-1;
+	if (!proc_uids(proc, pid, &r, &e))
+		return false;
+	*uid = r != 0 ? r : e;
+	return uid_trusted(r, t) && uid_trusted(e, t);
+}
+
 /* Walk mysqld's descendants (three levels: sh -c, the script, what it runs) for SST scripts of
  * this datadir; the deepest joiner script counts, with the number of processes it runs. */
 static void find_sst(const char *proc, long pid, const char *datadir, int depth, struct sst_evidence *ev)
@@ -208,8 +244,14 @@ static void find_sst(const char *proc, long pid, const char *datadir, int depth,
 
 	for (int i = 0; i < n; i++) {
 		char buf[4096], name[64], *argv[MAX_ARGS];
-		int argc = proc_args(proc, kids[i], buf, sizeof(buf), argv, MAX_ARGS);
-		enum role r = sst_role(argv, argc, datadir, name, sizeof(name));
+		uid_t uid;
+		int argc;
+		enum role r;
+
+		if (!proc_trusted(proc, kids[i], &ev->trust, &uid))
+			continue;
+		argc = proc_args(proc, kids[i], buf, sizeof(buf), argv, MAX_ARGS);
+		r = sst_role(argv, argc, datadir, name, sizeof(name));
 
 		if (r == ROLE_JOINER) {
 			long grand[MAX_CHILDREN];
@@ -229,20 +271,32 @@ static void find_sst(const char *proc, long pid, const char *datadir, int depth,
 	}
 }
 
-/* Is `pid` this datadir's mysqld? 1 yes, 0 no (gone, not a mysqld, another datadir), -1 it is a
- * mysqld whose cwd cannot be read. */
-static int our_mysqld(const char *proc, long pid, const char *datadir)
+/* What a pid is to this datadir. */
+enum ours {
+	OURS_NO, /* gone, not a mysqld, a zombie, or another datadir's */
+	OURS_YES, /* this datadir's mysqld */
+	OURS_UNREADABLE, /* a mysqld of a trusted user whose cwd cannot be read */
+	OURS_FOREIGN, /* a process named mysqld of another user: never evidence */
+};
+
+/* Is `pid` this datadir's mysqld, run by a user `t` trusts (proc_trusted)? *uid gets the user of
+ * a process named mysqld. */
+static enum ours our_mysqld(const char *proc, long pid, const char *datadir, const struct sst_trust *t, uid_t *uid)
 {
 	char comm[64], path[128], stat[512], *close_paren;
+	int cwd;
 
 	if (pid <= 0 || !proc_comm(proc, pid, comm, sizeof(comm)) || !is_mysqld_comm(comm))
-		return 0;
+		return OURS_NO;
+	if (!proc_trusted(proc, pid, t, uid))
+		return OURS_FOREIGN;
 	/* A zombie (exited, not yet reaped) is not a running mysqld. */
 	if (sk_fmt(path, sizeof(path), "%s/%ld/stat", proc, pid) && read_small(path, stat, sizeof(stat)) > 0 &&
 	    (close_paren = strrchr(stat, ')')) && close_paren[1] == ' ' && close_paren[2] &&
 	    strchr("ZX", close_paren[2]))
-		return 0;
-	return cwd_is(proc, pid, datadir);
+		return OURS_NO;
+	cwd = cwd_is(proc, pid, datadir);
+	return cwd < 0 ? OURS_UNREADABLE : cwd ? OURS_YES : OURS_NO;
 }
 
 /* The SST script in $datadir/wsrep_sst.pid (MariaDB's wsrep_sst_common writes it) names its
@@ -251,17 +305,20 @@ static bool sst_script_parent(const char *proc, const char *datadir, struct sst_
 {
 	char path[PATH_MAX], text[64], buf[4096], name[64], *argv[MAX_ARGS];
 	long script, parent;
+	uid_t uid;
 	int argc;
 
 	if (!sk_fmt(path, sizeof(path), "%s/wsrep_sst.pid", datadir) || read_small(path, text, sizeof(text)) < 0 ||
 	    !sk_parse_long(sk_trim(text), 1, INT_MAX, &script))
+		return false;
+	if (!proc_trusted(proc, script, &ev->trust, &uid))
 		return false;
 	argc = proc_args(proc, script, buf, sizeof(buf), argv, MAX_ARGS);
 	if (sst_role(argv, argc, datadir, name, sizeof(name)) == ROLE_NONE)
 		return false;
 	for (int i = 0; i + 1 < argc; i++) {
 		if (strcmp(argv[i], "--parent") == 0 && sk_parse_long(argv[i + 1], 1, INT_MAX, &parent) &&
-		    our_mysqld(proc, parent, datadir) == 1) {
+		    our_mysqld(proc, parent, datadir, &ev->trust, &uid) == OURS_YES) {
 			ev->mysqld = SST_MYSQLD_RUNNING;
 			ev->mysqld_pid = parent;
 			sk_fmt(ev->found_by, sizeof(ev->found_by), "the --parent of %s in %s", name, path);
@@ -303,7 +360,8 @@ static bool from_pid_files(const char *proc, const char *datadir, const char *pi
 
 	for (size_t i = 0; i < nc; i++) {
 		long pid;
-		int ours;
+		uid_t uid = 0;
+		enum ours ours;
 
 		if (read_small(candidates[i], text, sizeof(text)) < 0)
 			continue;
@@ -311,16 +369,22 @@ static bool from_pid_files(const char *proc, const char *datadir, const char *pi
 			sk_fmt(why, whylen, "pid file %s holds no pid; ", candidates[i]);
 			continue;
 		}
-		ours = our_mysqld(proc, pid, datadir);
-		if (ours == 1 || (ours < 0 && (candidates[i] == pid_file ||
-					       strncmp(candidates[i], datadir, strlen(datadir)) == 0))) {
+		ours = our_mysqld(proc, pid, datadir, &ev->trust, &uid);
+		if (ours == OURS_YES ||
+		    (ours == OURS_UNREADABLE &&
+		     (candidates[i] == pid_file || strncmp(candidates[i], datadir, strlen(datadir)) == 0))) {
 			ev->mysqld = SST_MYSQLD_RUNNING;
 			ev->mysqld_pid = pid;
 			sk_fmt(ev->found_by, sizeof(ev->found_by), "pid file %s", candidates[i]);
 			return true;
 		}
-		if (ours < 0)
+		if (ours == OURS_UNREADABLE)
 			*unreadable = pid;
+		else if (ours == OURS_FOREIGN) /* pid reuse, or a planted process: not ours */
+			sk_fmt(why, whylen,
+			       "pid file %s names pid %ld, a mysqld of uid %u, not root, the probe's user or the "
+			       "datadir's owner; ",
+			       candidates[i], pid, (unsigned)uid);
 		else
 			sk_fmt(why, whylen, "pid file %s names pid %ld, not a mysqld of this datadir; ", candidates[i],
 			       pid);
@@ -328,43 +392,52 @@ static bool from_pid_files(const char *proc, const char *datadir, const char *pi
 	return false;
 }
 
-/* One pass over /proc, reading only the name of each process and the cwd of each mysqld. */
+/* One pass over /proc, reading only the name of each process and the user and cwd of each
+ * mysqld. Another user's mysqld is passed over: it neither ends nor blocks the pass, and when no
+ * mysqld is found found_by names it. */
 static void by_cwd(const char *proc, const char *datadir, struct sst_evidence *ev, const char *why, long unreadable)
 {
 	struct dirent *d;
 	DIR *dir;
+	long foreign = 0;
+	uid_t foreign_uid = 0;
 
 	if (!(dir = opendir(proc))) {
 		ev->mysqld = SST_MYSQLD_UNKNOWN;
 		sk_fmt(ev->found_by, sizeof(ev->found_by), "%scannot read %s: %s", why, proc, strerror(errno));
 		return;
 	}
-	while ((d = readdir(dir)) != NULL) {
+	ev->mysqld = SST_MYSQLD_NONE;
+	while ((d = readdir(dir)) != NULL && ev->mysqld != SST_MYSQLD_RUNNING) {
 		long pid;
-		int ours;
+		uid_t uid = 0;
+		enum ours ours;
 
 		if (!isdigit((unsigned char)d->d_name[0]) || !sk_parse_long(d->d_name, 1, INT_MAX, &pid))
 			continue;
-		ours = our_mysqld(proc, pid, datadir);
-		if (ours == 1) {
+		ours = our_mysqld(proc, pid, datadir, &ev->trust, &uid);
+		if (ours == OURS_YES) {
 			ev->mysqld = SST_MYSQLD_RUNNING;
 			ev->mysqld_pid = pid;
 			sk_fmt(ev->found_by, sizeof(ev->found_by), "%sfound by its cwd in %s", why, proc);
-			closedir(dir);
-			return;
-		}
-		if (ours < 0)
+		} else if (ours == OURS_UNREADABLE) {
 			unreadable = pid;
+		} else if (ours == OURS_FOREIGN && cwd_is(proc, pid, datadir) != 0) {
+			foreign = pid; /* in the datadir, or cannot be told: worth naming */
+			foreign_uid = uid;
+		}
 	}
 	closedir(dir);
-	if (unreadable) {
+	if (ev->mysqld != SST_MYSQLD_RUNNING && unreadable) {
 		ev->mysqld = SST_MYSQLD_UNKNOWN;
 		sk_fmt(ev->found_by, sizeof(ev->found_by), "%sthe cwd of mysqld pid %ld cannot be read", why,
 		       unreadable);
-	} else {
-		ev->mysqld = SST_MYSQLD_NONE;
+	} else if (ev->mysqld != SST_MYSQLD_RUNNING)
 		sk_fmt(ev->found_by, sizeof(ev->found_by), "%sno mysqld process has its cwd in %s", why, datadir);
-	}
+	if (foreign && ev->mysqld != SST_MYSQLD_RUNNING)
+		sk_fmt(ev->found_by + strlen(ev->found_by), sizeof(ev->found_by) - strlen(ev->found_by),
+		       "; mysqld pid %ld of uid %u passed over: not root, the probe's user or the datadir's owner",
+		       foreign, (unsigned)foreign_uid);
 }
 
 /* mysqld chdirs to its datadir at start, before any SST: its cwd identifies it. */
@@ -382,13 +455,6 @@ static void find_mysqld(const char *proc, const char *datadir, const char *pid_f
 	by_cwd(proc, datadir, ev, why, unreadable);
 }
 
-static bool exists_in(const char *dir, const char *name, struct stat *st)
-{
-	char path[PATH_MAX];
-
-	return sk_fmt(path, sizeof(path), "%s/%s", dir, name) && stat(path, st) == 0;
-}
-
 /* The datadir as /proc shows mysqld's cwd: resolved, without trailing slashes. */
 static void real_datadir(const char *datadir, char *real, size_t len)
 {
@@ -397,17 +463,65 @@ static void real_datadir(const char *datadir, char *real, size_t len)
 	strip_slashes(real);
 }
 
-void sst_gather_files(const char *datadir, const char *recovery_file, time_t now, struct sst_evidence *ev)
+void sst_trust_of(const char *datadir, struct sst_trust *t)
+{
+	struct stat st;
+
+	t->euid = geteuid();
+	t->datadir_owner = datadir && *datadir && stat(datadir, &st) == 0 ? st.st_uid : (uid_t)-1;
+}
+
+/* Whether bypass file `path` (or `dir`/`name` when dir is set) counts: there from a trusted owner
+ * (st filled); there from another user is recorded in ev->foreign and does not count. */
+static bool trusted_file(const char *dir, const char *path, struct sst_evidence *ev, struct stat *st)
+{
+	char full[PATH_MAX];
+	uid_t owner = 0;
+
+	if (!path || !*path || (dir && !sk_fmt(full, sizeof(full), "%s/%s", dir, path)))
+		return false;
+	if (dir)
+		path = full;
+	switch (trust_path(path, ev->trust.datadir_owner, &owner)) {
+	case TRUST_OK: return stat(path, st) == 0;
+	case TRUST_FOREIGN:
+		if (ev->nforeign < SST_MAX_FOREIGN) {
+			sk_strlcpy(ev->foreign[ev->nforeign].path, path, sizeof(ev->foreign[0].path));
+			ev->foreign[ev->nforeign++].owner = owner;
+		}
+		return false;
+	default: return false;
+	}
+}
+
+bool sst_trusted_file(const char *path, struct sst_evidence *ev)
+{
+	struct stat st;
+
+	return trusted_file(NULL, path, ev, &st);
+}
+
+void sst_gather_bypass(const char *datadir, const char *recovery_file, struct sst_evidence *ev)
 {
 	char real[PATH_MAX];
 	struct stat st;
 
 	memset(ev, 0, sizeof(*ev));
 	real_datadir(datadir, real, sizeof(real));
-	ev->recovery_file = recovery_file && *recovery_file && stat(recovery_file, &st) == 0;
-	ev->sleep_forever = exists_in(real, "sleep-forever", &st);
-	ev->recovery_log = exists_in(real, "wsrep_recovery_verbose.log", &st);
-	if (exists_in(real, "sst_in_progress", &st)) {
+	sst_trust_of(real, &ev->trust);
+	ev->recovery_file = trusted_file(NULL, recovery_file, ev, &st);
+	ev->sleep_forever = trusted_file(real, "sleep-forever", ev, &st);
+}
+
+void sst_gather_files(const char *datadir, const char *recovery_file, time_t now, struct sst_evidence *ev)
+{
+	char real[PATH_MAX];
+	struct stat st;
+
+	sst_gather_bypass(datadir, recovery_file, ev);
+	real_datadir(datadir, real, sizeof(real));
+	ev->recovery_log = trusted_file(real, "wsrep_recovery_verbose.log", ev, &st);
+	if (trusted_file(real, "sst_in_progress", ev, &st)) {
 		ev->sst_file = true;
 		ev->sst_file_age_s = now > st.st_mtime ? (long)(now - st.st_mtime) : 0;
 	}
@@ -419,6 +533,7 @@ void sst_gather_procs(const char *proc, const char *datadir, const char *pid_fil
 	int argc;
 
 	real_datadir(datadir, real, sizeof(real));
+	sst_trust_of(real, &ev->trust);
 	find_mysqld(proc, real, pid_file, ev);
 	if (ev->mysqld != SST_MYSQLD_RUNNING)
 		return;

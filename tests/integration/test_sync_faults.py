@@ -834,8 +834,9 @@ def test_fault_matrix_doc():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         assert len(cells) == 4, "a row needs 4 cells (fault | how | expected | test): %r" % line
         rows.append((section, cells))
-    assert {s for s, _ in rows} == {"Consul", "ProxySQL", "Galera state transfer", "The process",
-                                    "Hostile clients on the health ports", "Whoever answers the admin port"}, \
+    assert {s for s, _ in rows} == {"Consul", "ProxySQL", "Galera state transfer", "Other users on the host",
+                                    "The process", "Hostile clients on the health ports",
+                                    "Whoever answers the admin port"}, \
         {s for s, _ in rows}
     assert "docs/probes.md" in doc or "(probes.md)" in doc, "the MySQL side's table is linked"
 

@@ -230,13 +230,18 @@ static int fk_upgrade_locked(void *ctx, const char *path, char *why, size_t whyl
 	return locked;
 }
 
-/* "sst_running = <what was found>": the datadir's mysqld receives an SST. */
+/* "sst_running = <what was found>": the datadir's mysqld receives an SST; "sst_ignored = <line>":
+ * not, and a bypass file was ignored for its owner. */
 static int fk_sst_running(void *ctx, const char *datadir, char *why, size_t whylen)
 {
 	const struct tcase *c = ctx;
 	const char *v = statusmap_get(&c->head, "sst_running");
+	const char *ignored = statusmap_get(&c->head, "sst_ignored");
 
-	snprintf(why, whylen, "%s in %s", v ? v : "nothing", datadir);
+	if (v)
+		snprintf(why, whylen, "%s in %s", v, datadir);
+	else if (ignored)
+		snprintf(why, whylen, "%s", ignored);
 	return v != NULL;
 }
 
@@ -325,7 +330,31 @@ static bool head_flag(const struct tcase *c, const char *key)
 	return head_long(c, key, 0) != 0;
 }
 
-/* The evidence and policy in the header; the verdict before asking mysqld and the stale note. */
+/* "foreign = PATH:UID,PATH:UID" (bypass files there from another user), euid and datadir_owner
+ * (whom they are trusted from) into the evidence. */
+static void sst_case_foreign(const struct tcase *c, struct sst_evidence *ev)
+{
+	const char *foreign = statusmap_get(&c->head, "foreign");
+	char list[1024], *save = NULL;
+
+	ev->trust.euid = (uid_t)head_long(c, "euid", 0);
+	ev->trust.datadir_owner = (uid_t)head_long(c, "datadir_owner", -1);
+	if (!foreign)
+		return;
+	sk_strlcpy(list, foreign, sizeof(list));
+	for (char *f = strtok_r(list, ",", &save); f && ev->nforeign < SST_MAX_FOREIGN;
+	     f = strtok_r(NULL, ",", &save)) {
+		char *colon = strrchr(f, ':');
+
+		assert_non_null(colon);
+		*colon = '\0';
+		sk_strlcpy(ev->foreign[ev->nforeign].path, sk_trim(f), sizeof(ev->foreign[0].path));
+		ev->foreign[ev->nforeign++].owner = (uid_t)strtoul(colon + 1, NULL, 10);
+	}
+}
+
+/* The evidence and policy in the header; the verdict before asking mysqld, the stale note and the
+ * note on the files ignored for their owner (expect_ignored). */
 static void run_sst_case(const char *path, struct tcase *c)
 {
 	struct sst_evidence ev = { 0 };
@@ -334,7 +363,8 @@ static void run_sst_case(const char *path, struct tcase *c)
 	const char *m = statusmap_get(&c->head, "mysqld");
 	const char *want_msg = statusmap_get(&c->head, "expect_msg");
 	const char *want_note = statusmap_get(&c->head, "expect_note");
-	char note[400] = "";
+	const char *want_ignored = statusmap_get(&c->head, "expect_ignored");
+	char note[400] = "", ignored[1024];
 	bool decided, noted;
 
 	ev.recovery_file = head_flag(c, "recovery_file");
@@ -354,9 +384,12 @@ static void run_sst_case(const char *path, struct tcase *c)
 		   sizeof(ev.joiner));
 	ev.joiner_children = (int)head_long(c, "joiner_children", 0);
 	ev.donor_pid = head_long(c, "donor_pid", 0);
+	sst_case_foreign(c, &ev);
 
 	decided = sst_liveness_before(&ev, "/var/lib/mysql", &p, &v);
 	noted = sst_stale_note(&ev, &p, note, sizeof(note));
+	if (want_ignored && strcmp(sst_foreign_note(&ev, ignored, sizeof(ignored)) ? ignored : "none", want_ignored))
+		fail_msg("%s: ignored '%s', want '%s'", path, ignored, want_ignored);
 	if ((long)decided != head_long(c, "expect_decided", -1) ||
 	    (decided && strcmp(v.reason, statusmap_get(&c->head, "expect_reason")) != 0) ||
 	    (decided && want_msg && strcmp(v.msg, want_msg) != 0) ||
@@ -392,6 +425,7 @@ static void run_sst_needs_case(const char *path, struct tcase *c)
 	files.recovery_log = head_flag(c, "recovery_log");
 	files.sst_file = statusmap_has(&c->head, "sst_file_age");
 	files.sst_file_age_s = head_long(c, "sst_file_age", 0);
+	sst_case_foreign(c, &files);
 	needed = sst_procs_needed(&files, a);
 	if ((long)needed != head_long(c, "expect_procs", -1))
 		fail_msg("%s: procs needed %d, want %ld", path, needed, head_long(c, "expect_procs", -1));
@@ -462,6 +496,22 @@ struct fake_proc {
 	char state, comm[32], cwd[512], args[512];
 };
 
+/* The user a fake process runs as: "uids = PID:UID,..." in the header, else the test's own (the
+ * owner of the fake datadir, as mysqld's user owns the real one). */
+static unsigned long fake_uid(const struct tcase *c, long pid)
+{
+	const char *uids = statusmap_get(&c->head, "uids");
+	char key[32];
+	const char *at;
+	size_t n;
+
+	n = (size_t)snprintf(key, sizeof(key), "%ld:", pid);
+	for (at = uids; at && (at = strstr(at, key)) != NULL; at += n)
+		if (at == uids || at[-1] == ',' || at[-1] == ' ')
+			return strtoul(at + n, NULL, 10);
+	return (unsigned long)geteuid();
+}
+
 static void fake_proc_tree(const struct tcase *c, const char *root, bool children_files)
 {
 	struct fake_proc p[32];
@@ -491,6 +541,10 @@ static void fake_proc_tree(const struct tcase *c, const char *root, bool childre
 		put_file(path, text, n + 1);
 		snprintf(path, sizeof(path), "%s/proc/%ld/stat", root, p[i].pid);
 		snprintf(text, sizeof(text), "%ld (%s) %c %ld 1 1 0 -1\n", p[i].pid, p[i].comm, p[i].state, p[i].ppid);
+		put_file(path, text, strlen(text));
+		snprintf(path, sizeof(path), "%s/proc/%ld/status", root, p[i].pid);
+		snprintf(text, sizeof(text), "Name:\t%s\nUid:\t%lu\t%lu\t%lu\t%lu\n", p[i].comm, fake_uid(c, p[i].pid),
+			 fake_uid(c, p[i].pid), fake_uid(c, p[i].pid), fake_uid(c, p[i].pid));
 		put_file(path, text, strlen(text));
 		if (strcmp(p[i].cwd, "-") != 0) {
 			snprintf(path, sizeof(path), "%s/proc/%ld/cwd", root, p[i].pid);
