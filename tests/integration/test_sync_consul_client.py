@@ -300,8 +300,8 @@ def test_a_dead_proxy_is_named_in_the_log(consul, px, workdir, started):
     dead = types.SimpleNamespace(url="http://127.0.0.1:%d" % free_port())
     agent = ProxyAgent(consul, px, workdir, dead, addr="%s:%d" % (NAME, consul_port(consul))).start()
     started.append(agent)
-    wait_until("the failure through the proxy", lambda: "through the proxy of HTTP_PROXY or HTTPS_PROXY"
-               in agent.logs(), timeout=30)
+    wait_until("the failure through the proxy", lambda: "through the proxy %s of HTTP_PROXY or HTTPS_PROXY"
+               % dead.url in agent.logs(), timeout=30)
     assert not agent.ready()
     stop_and_check(agent)
 

@@ -381,29 +381,25 @@ static void test_proxy_table(void **state)
 	free(text);
 }
 
-/* Each row of tests/data/consul/<name> ("a | b | c", '#' comments) given to `row` as its
- * first two fields and the third (NULL when absent). Returns the number of rows. */
-static int each_row(const char *name, void (*row)(const char *a, const char *b, const char *c))
+/* Each row of tests/data/consul/<name> ("a | b | c", '#' comments) given to the row function
+ * (ctx) as its first two fields and the third (NULL when absent). Returns the number of rows. */
+typedef void (*three_fields)(const char *a, const char *b, const char *c);
+
+static void split_row(char *line, void *ctx)
 {
-	char path[1024], *text, *line, *save = NULL;
-	int rows = 0;
+	char *cur = line, *a = table_field(&cur), *b = table_field(&cur);
 
-	snprintf(path, sizeof(path), "%s/consul/%s", testdata_dir(), name);
-	text = testdata_read(path);
-	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char *cur = line, *a, *b;
+	assert_non_null(a);
+	assert_non_null(b);
+	(*(three_fields *)ctx)(a, b, table_field(&cur));
+}
 
-		if (line[0] == '#' || !line[strspn(line, " \t")])
-			continue;
-		a = table_field(&cur);
-		b = table_field(&cur);
-		assert_non_null(a);
-		assert_non_null(b);
-		row(a, b, table_field(&cur));
-		rows++;
-	}
-	free(text);
-	return rows;
+static int each_row(const char *name, three_fields row)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "consul/%s", name);
+	return testdata_each_line(path, split_row, &row);
 }
 
 static void local_host_row(const char *host, const char *want, const char *why)
