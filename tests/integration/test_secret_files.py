@@ -210,3 +210,18 @@ def test_register_refuses_a_token_file_others_can_write(consul, tmp_path):
     assert r.returncode == 2, r
     lines = (r.stdout + r.stderr).strip().splitlines()
     assert len(lines) == 1 and token in lines[0] and "refused" in lines[0], lines
+
+
+def test_clustercheck_one_shot_warns_into_its_log_file_only(tmp_path):
+    """Under xinetd stderr is the client's socket: a world-readable password file's warning never
+    reaches stdout or stderr (the HTTP answer stays byte for byte); it goes to --log-file."""
+    path = plain_file(tmp_path, "pw-" + secrets.token_hex(4), 0o644)
+    argv = [os.path.join(pc.BIN, "clustercheck"), "--host", "127.0.0.1", "--port", "1", "--defaults-extra-file", "",
+            "--password-file", path]
+    r = pc.run(argv)
+    assert r.rc == 1 and r.out.startswith(b"HTTP/1.1 503"), r
+    assert r.err == b"" and b"other users can read" not in r.out, r
+    log = tmp_path / "cc.log"
+    r = pc.run(argv + ["--log-file", str(log)])
+    assert r.rc == 1 and r.err == b"", r
+    assert "%s: other users can read it (mode 0644" % path in log.read_text()
