@@ -530,6 +530,7 @@ def cell_argv_env(cell, target, cell_dir):
     wrong_pw = os.path.join(cell_dir, "wrong-password")
     with open(wrong_pw, "w") as f:
         f.write(WRONG_PASSWORD)
+    os.chmod(wrong_pw, 0o600)
     argv = [os.path.join(BIN, cell.binary)]
     if cell.probe == "replica":
         argv.append("--replica")

@@ -16,7 +16,7 @@ import pytest
 import probes_cases as pc
 from fakes.consul import Consul
 from fakes.proxysql import ProxySQL
-from test_sync import SYNC, Agent
+from test_sync import Agent
 
 PROBES = ("liveness-check", "readiness-check", "haproxy-check", "clustercheck", "healthcheck", "proxysql-check")
 MODE_ARGS = {"proxysql-check": ["--liveness"]}
