@@ -225,3 +225,17 @@ def test_clustercheck_one_shot_warns_into_its_log_file_only(tmp_path):
     r = pc.run(argv + ["--log-file", str(log)])
     assert r.rc == 1 and r.err == b"", r
     assert "%s: other users can read it (mode 0644" % path in log.read_text()
+
+
+def test_probe_refuses_a_file_a_foreign_group_can_write(tmp_path):
+    """0660 root:nogroup: a group the probe is not in can write it: refused; 0660 root:root (the
+    probe's own group, as a Kubernetes fsGroup is the pod's) is used."""
+    path = plain_file(tmp_path, "pw-" + secrets.token_hex(4), 0o660)
+    os.chown(path, 0, NOBODY)
+    r = probe("liveness-check", "--password-file", path)
+    assert r.rc == 2, r
+    line = one_line(r)
+    assert path in line and "group %d can write it" % NOBODY in line, line
+    os.chown(path, 0, os.getegid())
+    r = probe("liveness-check", "--password-file", path)
+    assert r.rc == 1 and r.err == b"", r
