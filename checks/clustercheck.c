@@ -670,11 +670,18 @@ static int run(void *settings, int argc, char **argv, int64_t started)
 
 	(void)argc;
 	checker_init(&s->c);
+	diag = open_diag(s);
+	/* A one-shot answer goes to stdout, and under xinetd or systemd Accept=yes stderr is the
+	 * client's socket too: a warning from reading the secrets (a password file other users can
+	 * read) goes to the log file, or to stderr only when it is a terminal. */
+	if (!s->registering && !s->listen && !isatty(STDERR_FILENO))
+		log_setup(argv[0], LOG_TEXT, diag ? LOG_WARN : LOG_OFF, diag ? diag : stderr);
 	if (probe_conn_setup(&s->p.conn, &s->c.pc, err, sizeof(err)) < 0) {
 		fprintf(stderr, "clustercheck: %s\n", err);
+		if (diag)
+			fclose(diag);
 		return 2;
 	}
-	diag = open_diag(s);
 	rc = run_mode(s, argv[0], diag, started);
 	if (diag)
 		fclose(diag);

@@ -37,7 +37,7 @@ static int read_setting(const char *dir, const char *name, char *buf, size_t len
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
 	if (!probe_file_exists(path))
 		return 0;
-	v = secret_read_file(path, why, sizeof(why));
+	v = secret_read_setting(path, why, sizeof(why));
 	if (!v)
 		return sk_err(err, errlen, "%s", why);
 	sk_strlcpy(buf, v, len);
@@ -137,7 +137,7 @@ static int nodes_load(const char *path, long *nodes, char *err, size_t errlen)
 	*nodes = 1;
 	if (!probe_file_exists(path))
 		return 0;
-	text = secret_read_file(path, err, errlen);
+	text = secret_read_setting(path, err, errlen);
 	if (!text || !sk_parse_long(sk_trim(text), 0, 100000, nodes)) {
 		if (text)
 			sk_fmt(err, errlen, "%s: '%.20s' is not a node count", path, text);

@@ -241,6 +241,16 @@ static void defaults_clear(struct hc_defaults *d)
 	d->no_defaults = false;
 }
 
+/* The datadir, and its owner (mysqld's user, whose .my-healthcheck.cnf the entrypoint writes
+ * 0600 while the probe may run as root): trusted for option files. */
+static void set_datadir(struct hc_run *r, const char *dir)
+{
+	struct stat st;
+
+	set_str(&r->datadir, dir);
+	r->defs.datadir_owner = dir && stat(dir, &st) == 0 ? st.st_uid : 0;
+}
+
 static void repl_clear(struct hc_repl *r)
 {
 	char **f[] = { &r->io, &r->sql, &r->seconds_behind_master, &r->sql_remaining_delay, &r->all, &r->name };
@@ -256,7 +266,7 @@ static void run_reset(struct hc_run *r)
 
 	repl_clear(&r->repl);
 	defaults_clear(&r->defs);
-	set_str(&r->datadir, r->default_datadir);
+	set_datadir(r, r->default_datadir);
 	r->connect_s = -1;
 	/* As the script starts: its datadir's .my-healthcheck.cnf, when it is a regular file ([ -f ]), is the
 	 * default extra file (the entrypoint writes it with the healthcheck user's password). */
@@ -397,7 +407,7 @@ static int apply_step(struct hc_run *r, const struct hc_parser *p, const struct 
 	switch (s->kind) {
 	case HC_STEP_TEST: return test_passes(r, s->test, io) ? 0 : 1;
 	case HC_STEP_REPL: repl_set(r, s->key, s->value); break;
-	case HC_STEP_DATADIR: set_str(&r->datadir, s->value); break;
+	case HC_STEP_DATADIR: set_datadir(r, s->value); break;
 	case HC_STEP_NO_DEFAULTS:
 		defaults_clear(&r->defs);
 		r->defs.no_defaults = true;
@@ -756,6 +766,7 @@ static int target_resolve(const struct hc_defaults *defs, struct hc_target *t, s
 		.extra_file = defs->extra_file,
 		.group_suffix = defs->group_suffix,
 		.home = getenv("HOME"),
+		.trusted_owner = defs->datadir_owner,
 	};
 	const char *env;
 	char why[300];

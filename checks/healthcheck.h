@@ -5,6 +5,7 @@
 #define SK_HEALTHCHECK_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -72,6 +73,7 @@ struct hc_repl {
 struct hc_defaults {
 	bool no_defaults;
 	char *file, *extra_file, *group_suffix;
+	uid_t datadir_owner; /* trusted for option files besides root and this process's user (0: none) */
 };
 
 /* What the tests need from the server; the real one (hc_dbio) talks to mysqld, the unit tests

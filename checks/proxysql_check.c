@@ -55,26 +55,29 @@ static size_t discard(char *p, size_t size, size_t n, void *ctx)
 	return size * n;
 }
 
-/* The proxy for `url`, chosen as for Consul (never one for loopback: the agent is a sidecar);
- * NULL for a direct connection or a URL libcurl cannot take apart (it then fails on its own). */
-static char *proxy_for_url(const char *url)
+/* The proxy for `url`, chosen as for Consul (never one for this machine: the agent is a sidecar)
+ * into *proxy, NULL for a direct connection or a URL libcurl cannot take apart (it then fails on
+ * its own). -1 with why set for a proxy URL that cannot be used (consul_proxy_for). */
+static int proxy_for_url(const char *url, char **proxy, char *why, size_t len)
 {
 	CURLU *u = curl_url();
-	char *scheme = NULL, *host = NULL, *port = NULL, *proxy = NULL;
+	char *scheme = NULL, *host = NULL, *port = NULL;
 	long p = 0;
+	int rc = 0;
 
+	*proxy = NULL;
 	if (u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
 	    curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
 	    curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK) {
 		if (curl_url_get(u, CURLUPART_PORT, &port, 0) != CURLUE_OK || !sk_parse_long(port, 1, 65535, &p))
 			p = 0;
-		proxy = consul_proxy_from_env(scheme, host, p);
+		rc = consul_proxy_from_env(scheme, host, p, proxy, why, len);
 	}
 	curl_free(scheme);
 	curl_free(host);
 	curl_free(port);
 	curl_url_cleanup(u);
-	return proxy;
+	return rc;
 }
 
 /* GET url within the deadline; returns the HTTP status or -1 with why set. */
@@ -89,12 +92,14 @@ static long http_status(const char *url, const deadline_t *dl, char *why, size_t
 		sk_fmt(why, len, "no time left for the request (--timeout)");
 		return -1;
 	}
+	if (proxy_for_url(url, &proxy, why, len) < 0)
+		return -1;
 	c = curl_easy_init();
 	if (!c) {
+		free(proxy);
 		sk_fmt(why, len, "cannot start libcurl");
 		return -1;
 	}
-	proxy = proxy_for_url(url);
 	curl_easy_setopt(c, CURLOPT_PROXY, proxy ? proxy : ""); /* "": direct, whatever the environment */
 	curl_easy_setopt(c, CURLOPT_NOPROXY, "");
 	curl_easy_setopt(c, CURLOPT_URL, url);

@@ -58,24 +58,40 @@ struct opts;
  * consul-tls-server-name, consul-datacenter) override it where set. Returns 0 or -1. */
 int consul_config_from_opts(struct consul_config *c, const struct opts *o, char *err, size_t errlen) SK_MUST_CHECK;
 
+/* Whether a request to `host` (a URL's host: a name, an IPv4 address in any spelling inet_aton
+ * takes, an IPv6 address with or without brackets and zone) reaches this machine, as libcurl will
+ * connect to it: 127.0.0.0/8, 0.0.0.0/8 (connects to this host on Linux), ::1, ::, their
+ * IPv4-mapped forms, "localhost" and "*.localhost" (libcurl answers these itself), in any case and
+ * with or without one trailing dot. Pure. */
+bool consul_host_is_local(const char *host);
+
 /* The proxy a request to Consul goes through, chosen as Consul's own Go client chooses it (Go's
  * http.ProxyFromEnvironment, golang.org/x/net/http/httpproxy): `http_proxy` (HTTP_PROXY, else
  * http_proxy) for an http address, `https_proxy` (HTTPS_PROXY, else https_proxy) for an https
- * one; never for "localhost" or a loopback address (127.0.0.0/8, ::1); never when `no_proxy`
- * (NO_PROXY, else no_proxy: a comma-separated list) has "*", an IP address (with an optional
- * port) equal to the host's, a CIDR block holding it, or a name that is the host or one of its
- * parent domains (".example.com" and "*.example.com": subdomains only; "name:port": that port
- * only). `host` is the address's host (an IPv6 address with or without brackets), `port` its port
- * (0: the scheme's default). Returns the proxy URL ("http://" prefixed when it has no scheme), a
- * new string the caller frees, or NULL for a direct connection. Pure. */
-char *consul_proxy_for(const char *scheme, const char *host, long port, const char *http_proxy, const char *https_proxy,
-		       const char *no_proxy);
+ * one; never for a host on this machine (consul_host_is_local: decided on the address connected
+ * to, not on its spelling, so a token for a local Consul never reaches a proxy); never when
+ * `no_proxy` (NO_PROXY, else no_proxy: a comma-separated list) has "*", an IP address (with an
+ * optional port) equal to the host's, a CIDR block holding it, or a name that is the host or one
+ * of its parent domains (".example.com" and "*.example.com": subdomains only; "name:port": that
+ * port only). `host` is the address's host, `port` its port (0: the scheme's default).
+ * On 0, *proxy is the proxy URL for libcurl (a new string the caller wipes and frees: it may hold
+ * a password; "http://" prefixed when it has no scheme, an '@' in its user or password
+ * percent-encoded) or NULL for a direct connection. -1 with err set, quoting none of the value,
+ * when the chosen proxy's user or password holds a '/', '?', '#', space or control character.
+ * Pure. */
+int consul_proxy_for(const char *scheme, const char *host, long port, const char *http_proxy, const char *https_proxy,
+		     const char *no_proxy, char **proxy, char *err, size_t errlen) SK_MUST_CHECK;
 
 /* consul_proxy_for with the proxies from the environment as Go reads them (HTTP_PROXY, else
- * http_proxy; HTTPS_PROXY, else https_proxy; NO_PROXY, else no_proxy); a proxy's credentials are
- * registered with the log redactor. For any HTTP client of the project that should pick its
- * proxy the way Consul's client does. */
-char *consul_proxy_from_env(const char *scheme, const char *host, long port);
+ * http_proxy; HTTPS_PROXY, else https_proxy; NO_PROXY, else no_proxy). The credentials of every
+ * proxy variable (ALL_PROXY and all_proxy included) are registered with the log redactor first.
+ * For any HTTP client of the project that should pick its proxy the way Consul's client does. */
+int consul_proxy_from_env(const char *scheme, const char *host, long port, char **proxy, char *err,
+			  size_t errlen) SK_MUST_CHECK;
+
+/* A proxy URL fit to show: everything from after "://" (or the start) to its last '@' becomes
+ * "***" (a user and password before "@proxy:3128" are shown as "***"). Returns false, with out "***", when it does not fit. Pure. */
+bool consul_proxy_redact(const char *url, char *out, size_t len);
 
 /* The client: one reusable connection (keep-alive). Not thread-safe: one thread at a time. */
 struct consul;

@@ -278,20 +278,92 @@ static bool no_proxy_lists(const char *no_proxy, const char *host, const char *p
 	return direct;
 }
 
-/* A proxy's credentials (scheme://user:password@host) are secrets to the log. */
-static void proxy_secrets(const char *url)
+/* The host as libcurl will connect to it, into h[256] (lower case, no brackets, no IPv6 zone,
+ * no trailing dot; an IPv4 address in any spelling inet_aton takes - "127.1", "0x7f000001",
+ * "2130706433", "0177.0.0.1", which libcurl's URL parser and the resolver take too - rewritten
+ * dotted). *is_ip and *ip say whether it is an address. False when it does not fit. */
+static bool connect_host(const char *host, char *h, struct ipaddr *ip, bool *is_ip)
 {
-	const char *a = strstr(url, "://"), *at, *slash;
-	char *userinfo, *colon;
+	size_t n = strlen(host);
+	struct in_addr a4;
+	char *zone;
+
+	if (n >= 2 && host[0] == '[' && host[n - 1] == ']')
+		host++, n -= 2;
+	if (n == 0 || n >= 256)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		h[i] = (char)tolower((unsigned char)host[i]);
+	h[n] = '\0';
+	if (strchr(h, ':') && (zone = strchr(h, '%')))
+		*zone = '\0'; /* fe80::1%25eth0: the zone picks an interface, not another host */
+	else if (n > 1 && h[n - 1] == '.')
+		h[n - 1] = '\0'; /* "localhost.", "127.0.0.1.": libcurl resolves the name without it */
+	*is_ip = ip_parse(h, ip);
+	if (!*is_ip && !strchr(h, ':') && inet_aton(h, &a4) == 1) {
+		inet_ntop(AF_INET, &a4, h, 256);
+		*is_ip = ip_parse(h, ip);
+	}
+	return true;
+}
+
+bool consul_host_is_local(const char *host)
+{
+	static const unsigned char any6[16] = { 0 };
+	char h[256];
+	struct ipaddr ip;
+	bool is_ip;
+
+	if (!host || !connect_host(host, h, &ip, &is_ip))
+		return false;
+	if (is_ip)
+		return ip_loopback(&ip) || (ip.fam == 4 ? ip.b[0] == 0 : memcmp(ip.b, any6, 16) == 0);
+	/* libcurl answers "localhost" and "*.localhost" with loopback itself, without resolving. */
+	return strcmp(h, "localhost") == 0 || ends_with(h, ".localhost");
+}
+
+/* Where the user and password of a proxy URL are: from after "://" (or the start: libcurl and Go
+ * take "user:pw@host:3128") to the LAST '@' (a password may hold '@'). False when it has none. */
+static bool proxy_userinfo(const char *url, size_t *start, size_t *end)
+{
+	const char *a = strstr(url, "://"), *at;
 
 	a = a ? a + 3 : url;
-	at = strchr(a, '@');
-	slash = strchr(a, '/');
-	if (!at || (slash && slash < at))
+	at = strrchr(a, '@');
+	if (!at)
+		return false;
+	*start = (size_t)(a - url);
+	*end = (size_t)(at - url);
+	return true;
+}
+
+bool consul_proxy_redact(const char *url, char *out, size_t len)
+{
+	size_t start, end;
+
+	bool fits;
+
+	if (!url || !proxy_userinfo(url, &start, &end))
+		fits = sk_strlcpy(out, url ? url : "", len);
+	else
+		fits = sk_fmt(out, len, "%.*s***%s", (int)start, url, url + end);
+	if (!fits)
+		sk_strlcpy(out, "***", len); /* never a cut that could end inside the password */
+	return fits;
+}
+
+/* A proxy's credentials are secrets to the log: the user and password as written and as handed
+ * to libcurl (whose messages quote the proxy URL), and the password alone. */
+static void proxy_secrets(const char *url)
+{
+	size_t start, end;
+	char *userinfo, *colon;
+
+	if (!proxy_userinfo(url, &start, &end))
 		return;
-	userinfo = xmalloc((size_t)(at - a) + 1);
-	memcpy(userinfo, a, (size_t)(at - a));
-	userinfo[at - a] = '\0';
+	userinfo = xmalloc(end - start + 1);
+	memcpy(userinfo, url + start, end - start);
+	userinfo[end - start] = '\0';
 	log_add_secret(userinfo);
 	if ((colon = strchr(userinfo, ':')))
 		log_add_secret(colon + 1);
@@ -299,48 +371,78 @@ static void proxy_secrets(const char *url)
 	free(userinfo);
 }
 
-char *consul_proxy_for(const char *scheme, const char *host, long port, const char *http_proxy, const char *https_proxy,
-		       const char *no_proxy)
+/* The proxy URL libcurl is given for `value` (HTTP_PROXY's, say): "http://" prefixed when it has
+ * no scheme (as Go reads it), and an '@' in the user or password percent-encoded (Go splits at
+ * the last '@'; libcurl refuses a second one). A '/', '?', '#', space or control character in the
+ * user or password is refused, with a message that quotes none of the value: libcurl would
+ * refuse it too, quoting the whole URL in its error. NULL with err set. */
+static char *proxy_url(const char *value, const char *var, char *err, size_t errlen)
 {
-	const char *proxy = strcmp(scheme, "https") == 0  ? https_proxy
-			    : strcmp(scheme, "http") == 0 ? http_proxy
-							  : NULL;
-	char h[256], portstr[24], *out;
-	struct ipaddr ip;
-	bool is_ip;
-	size_t n;
+	bool scheme = strstr(value, "://") != NULL;
+	size_t start = 0, end = 0, n, k;
+	char *out;
 
-	if (!proxy || !*proxy || !host)
-		return NULL;
-	n = strlen(host);
-	if (n >= 2 && host[0] == '[' && host[n - 1] == ']')
-		host++, n -= 2;
-	if (n == 0 || n >= sizeof(h))
-		return NULL;
-	for (size_t i = 0; i < n; i++)
-		h[i] = (char)tolower((unsigned char)host[i]);
-	h[n] = '\0';
-	snprintf(portstr, sizeof(portstr), "%ld", port > 0 ? port : strcmp(scheme, "https") == 0 ? 443L : 80L);
-	is_ip = ip_parse(h, &ip);
-	if (strcmp(h, "localhost") == 0 || (is_ip && ip_loopback(&ip)))
-		return NULL;
-	if (no_proxy_lists(no_proxy, h, portstr, is_ip ? &ip : NULL))
-		return NULL;
-	/* Go reads a value without a scheme ("proxy:3128") as http://. */
-	if (strstr(proxy, "://"))
-		return xstrdup(proxy);
-	n = strlen(proxy) + sizeof("http://");
+	if (proxy_userinfo(value, &start, &end)) {
+		for (size_t i = start; i < end; i++)
+			if (strchr("/?# ", value[i]) || (unsigned char)value[i] < 0x20 || value[i] == 0x7f) {
+				sk_err(err, errlen,
+				       "%s: not a proxy URL (a '/', '?', '#', space or control character in its user "
+				       "or password: percent-encode it, e.g. %%2F for '/'); the value is not shown",
+				       var);
+				return NULL;
+			}
+	}
+	n = strlen(value) + 2 * (end - start) + sizeof("http://");
 	out = xmalloc(n);
-	snprintf(out, n, "http://%s", proxy);
+	k = scheme ? 0 : (size_t)snprintf(out, n, "http://");
+	for (size_t i = 0; value[i]; i++) {
+		if (value[i] == '@' && i >= start && i < end) {
+			memcpy(out + k, "%40", 3);
+			k += 3;
+		} else {
+			out[k++] = value[i];
+		}
+	}
+	out[k] = '\0';
 	return out;
 }
 
-char *consul_proxy_from_env(const char *scheme, const char *host, long port)
+int consul_proxy_for(const char *scheme, const char *host, long port, const char *http_proxy, const char *https_proxy,
+		     const char *no_proxy, char **out, char *err, size_t errlen)
 {
-	char *proxy = consul_proxy_for(scheme, host, port, env_any("HTTP_PROXY", "http_proxy"),
-				       env_any("HTTPS_PROXY", "https_proxy"), env_any("NO_PROXY", "no_proxy"));
+	bool https = strcmp(scheme, "https") == 0;
+	const char *proxy = https ? https_proxy : strcmp(scheme, "http") == 0 ? http_proxy : NULL;
+	char h[256], portstr[24];
+	struct ipaddr ip;
+	bool is_ip;
 
-	if (proxy)
-		proxy_secrets(proxy);
-	return proxy;
+	*out = NULL;
+	/* Decided on the address libcurl will connect to, never on its spelling: "127.1",
+	 * "localhost.", "0.0.0.0", "[::1]" and the like are this machine, and a token for a Consul on
+	 * this machine is never handed to a proxy, whatever NO_PROXY says. */
+	if (!proxy || !*proxy || !host || consul_host_is_local(host) || !connect_host(host, h, &ip, &is_ip))
+		return 0;
+	snprintf(portstr, sizeof(portstr), "%ld", port > 0 ? port : https ? 443L : 80L);
+	if (no_proxy_lists(no_proxy, h, portstr, is_ip ? &ip : NULL))
+		return 0;
+	*out = proxy_url(proxy, https ? "HTTPS_PROXY (or https_proxy)" : "HTTP_PROXY (or http_proxy)", err, errlen);
+	return *out ? 0 : -1;
+}
+
+int consul_proxy_from_env(const char *scheme, const char *host, long port, char **proxy, char *err, size_t errlen)
+{
+	static const char *const vars[] = { "HTTP_PROXY",  "http_proxy", "HTTPS_PROXY",
+					    "https_proxy", "ALL_PROXY",  "all_proxy" };
+	const char *http = env_any("HTTP_PROXY", "http_proxy"), *https = env_any("HTTPS_PROXY", "https_proxy");
+
+	/* Registered before anything is decided, ALL_PROXY's too (libcurl's own variable, never read
+	 * here: CURLOPT_PROXY is always set): whatever happens next, no log line shows them. */
+	for (size_t i = 0; i < SK_ARRAY_LEN(vars); i++)
+		if (env(vars[i]))
+			proxy_secrets(env(vars[i]));
+	if (consul_proxy_for(scheme, host, port, http, https, env_any("NO_PROXY", "no_proxy"), proxy, err, errlen) < 0)
+		return -1;
+	if (*proxy)
+		proxy_secrets(*proxy);
+	return 0;
 }

@@ -77,6 +77,10 @@ static int addr_authority(const char *addr, const char *rest, char *host, size_t
 	} else {
 		char *colon = strchr(host, ':');
 
+		/* libcurl decodes "%31%32%37.1" into "127.1": a host is decided on as it is connected to. */
+		if (strchr(host, '%'))
+			return sk_err(err, errlen, "consul address '%.80s': unexpected character %% in the host", addr);
+
 		*port = colon ? colon + 1 : NULL;
 		*hlen = colon ? (size_t)(colon - host) : alen;
 	}
@@ -303,19 +307,23 @@ static void set_common(struct consul *c)
 /* The proxy is decided here, never by libcurl's own reading of the environment (which proxies
  * loopback too, and would hand the token to the proxy). "" means direct; an empty CURLOPT_NOPROXY
  * makes libcurl ignore NO_PROXY: consul_proxy_from_env already applied it. */
-static void set_proxy(struct consul *c, bool ssl, const char *req_host, long req_port)
+static int set_proxy(struct consul *c, bool ssl, const char *req_host, long req_port, char *err, size_t errlen)
 {
 	char *proxy = NULL;
 
-	if (!c->unix_path)
-		proxy = consul_proxy_from_env(ssl ? "https" : "http", req_host, req_port);
+	if (!c->unix_path && consul_proxy_from_env(ssl ? "https" : "http", req_host, req_port, &proxy, err, errlen) < 0)
+		return -1;
 	curl_easy_setopt(c->easy, CURLOPT_PROXY, proxy ? proxy : "");
 	curl_easy_setopt(c->easy, CURLOPT_NOPROXY, "");
-	c->proxied = proxy != NULL;
 	if (proxy) { /* may hold user:password */
+		char shown[256];
+
+		consul_proxy_redact(proxy, shown, sizeof(shown));
+		c->proxy_shown = xstrdup(shown);
 		sk_wipe(proxy, strlen(proxy));
 		free(proxy);
 	}
+	return 0;
 }
 
 /* Verification, the client certificate and the server name's connection entry. */
@@ -348,7 +356,8 @@ static int start_handle(struct consul *c, const struct consul_config *cfg, bool 
 	if (curl_init_rc != CURLE_OK || !(c->multi = curl_multi_init()) || !(c->easy = curl_easy_init()))
 		return sk_err(err, errlen, "cannot start libcurl");
 	set_common(c);
-	set_proxy(c, ssl, req_host, req_port);
+	if (set_proxy(c, ssl, req_host, req_port, err, errlen) < 0)
+		return -1;
 	if (c->userpwd)
 		curl_easy_setopt(c->easy, CURLOPT_USERPWD, c->userpwd);
 	return ssl ? set_tls(c, cfg, connect_to, err, errlen) : 0;
@@ -404,6 +413,7 @@ void consul_free(struct consul *c)
 	free(c->token_header);
 	free(c->userpwd);
 	free(c->base);
+	free(c->proxy_shown);
 	free(c->unix_path);
 	free(c->dc);
 	sk_wipe(c->body.data, c->body.len);
@@ -616,11 +626,14 @@ static int transfer_outcome(struct consul *c, CURLcode rc, bool cancelled, long 
 	if (rc == CURLE_OPERATION_TIMEDOUT)
 		return consul_http_fail(c, CONSUL_TIMEOUT, err, errlen, "%s: timeout after %ld ms (deadline)", what,
 					left);
-	return consul_http_fail(c, CONSUL_UNREACHABLE, err, errlen, "%s: %s%s", what,
-				c->curl_err[0] ? c->curl_err : curl_easy_strerror(rc),
-				c->proxied ? " (through the proxy of HTTP_PROXY or HTTPS_PROXY; NO_PROXY lists hosts "
-					     "reached directly)"
-					   : "");
+	if (c->proxy_shown)
+		return consul_http_fail(
+			c, CONSUL_UNREACHABLE, err, errlen,
+			"%s: %s (through the proxy %s of HTTP_PROXY or HTTPS_PROXY; NO_PROXY lists hosts "
+			"reached directly)",
+			what, c->curl_err[0] ? c->curl_err : curl_easy_strerror(rc), c->proxy_shown);
+	return consul_http_fail(c, CONSUL_UNREACHABLE, err, errlen, "%s: %s", what,
+				c->curl_err[0] ? c->curl_err : curl_easy_strerror(rc));
 }
 
 int consul_http_request(struct consul *c, const char *method, const char *path, const char *what,

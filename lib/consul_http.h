@@ -17,7 +17,7 @@ struct consul {
 	char *userpwd; /* basic auth (a secret) */
 	struct curl_slist *connect_to;
 	int cancel_fd;
-	bool proxied; /* requests go through a proxy (consul_proxy_for) */
+	char *proxy_shown; /* the proxy requests go through (consul_proxy_for), redacted; NULL: direct */
 	sk_buf body;
 	bool body_overflow;
 	size_t error_bytes; /* of a listing's error answer, for the cap */

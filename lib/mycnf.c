@@ -10,10 +10,11 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "secret.h"
 
 /* An option file's text (bounded by DEFAULTS_FILE_MAX). /dev/null reads as an empty file, as the
  * mariadb client reads it (`--defaults-file=/dev/null` means no options). */
-static int read_cnf_text(const char *path, char **text, char *err, size_t errlen)
+static int read_cnf_text(const char *path, char **text, struct secret_seen *seen, char *err, size_t errlen)
 {
 	struct stat st, null_st;
 
@@ -22,7 +23,16 @@ static int read_cnf_text(const char *path, char **text, char *err, size_t errlen
 		*text = xstrdup("");
 		return 0;
 	}
-	return sk_read_file(path, DEFAULTS_FILE_MAX, text, NULL, err, errlen);
+	return sk_read_file_checked(path, DEFAULTS_FILE_MAX, secret_check, seen, text, NULL, err, errlen);
+}
+
+/* The warning for an option file that sets a password other users can read. */
+static void warn_readable(const char *path, const struct secret_seen *seen, bool password)
+{
+	char msg[1200];
+
+	if (password && seen->finding == SECRET_FILE_READABLE)
+		log_warn("%s", secret_readable_msg(msg, sizeof(msg), path, seen->mode));
 }
 
 static void set_field(char **field, const char *v)
@@ -60,6 +70,8 @@ struct cnf_reader {
 	struct mycnf *out;
 	int depth; /* !include nesting; the mariadb client stops at 10 */
 	bool includes; /* follow !include and !includedir (the client's option files do) */
+	uid_t also; /* an owner trusted besides root and this process's user */
+	bool password_set; /* the file being read (not the ones it includes) set password= */
 };
 
 static int read_into(struct cnf_reader *r, const char *path, bool required, char *err, size_t errlen);
@@ -127,6 +139,7 @@ static int cnf_setting(struct cnf_reader *r, char *line, int lineno, char *err, 
 	if (strcmp(key, "user") == 0 && val) {
 		set_field(&out->user, val);
 	} else if (strcmp(key, "password") == 0) {
+		r->password_set = true;
 		set_field(&out->password, val ? val : "");
 		log_add_secret(out->password);
 	} else if (strcmp(key, "host") == 0 && val) {
@@ -193,17 +206,23 @@ int mycnf_parse(const char *text, const char *extra_group, struct mycnf *out, ch
 
 static int read_into(struct cnf_reader *r, const char *path, bool required, char *err, size_t errlen)
 {
+	struct secret_seen seen = { .also = r->also };
+	bool outer = r->password_set;
 	char *text;
 	char why[256];
 	int rc;
 
 	if (!required && access(path, F_OK) != 0)
 		return 0;
-	if (read_cnf_text(path, &text, err, errlen) < 0)
+	if (read_cnf_text(path, &text, &seen, err, errlen) < 0)
 		return -1;
+	r->password_set = false;
 	rc = parse_into(r, text, why, sizeof(why));
 	if (rc < 0)
 		sk_err(err, errlen, "%s: %s", path, why);
+	else
+		warn_readable(path, &seen, r->password_set);
+	r->password_set = outer;
 	sk_wipe(text, strlen(text));
 	free(text);
 	return rc;
@@ -214,7 +233,7 @@ int mycnf_load_client(const struct mycnf_sources *s, struct mycnf *out, char *er
 	static const char *const base[] = { "mysql", "mariadb-client", "client", "client-server", "client-mariadb" };
 	char suffixed[SK_ARRAY_LEN(base)][96];
 	const char *groups[2 * SK_ARRAY_LEN(base) + 1];
-	struct cnf_reader r = { .groups = groups, .out = out, .includes = true };
+	struct cnf_reader r = { .groups = groups, .out = out, .includes = true, .also = s->trusted_owner };
 	size_t n = 0;
 	int rc = 0;
 
@@ -247,16 +266,19 @@ int mycnf_load_client(const struct mycnf_sources *s, struct mycnf *out, char *er
 
 int mycnf_read(const char *path, const char *extra_group, struct mycnf *out, char *err, size_t errlen)
 {
+	struct secret_seen seen = { 0, SECRET_FILE_OK, 0 };
 	char *text;
 	char why[256];
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	if (read_cnf_text(path, &text, err, errlen) < 0)
+	if (read_cnf_text(path, &text, &seen, err, errlen) < 0)
 		return -1;
 	rc = mycnf_parse(text, extra_group, out, why, sizeof(why));
 	if (rc < 0)
 		sk_err(err, errlen, "%s: %s", path, why);
+	else
+		warn_readable(path, &seen, out->password != NULL);
 	sk_wipe(text, strlen(text));
 	free(text);
 	return rc;

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "util.h"
 
@@ -25,7 +26,10 @@ struct mycnf {
  * Returns 0 (fields the file does not set stay NULL/0) or -1 with err set. */
 int mycnf_parse(const char *text, const char *extra_group, struct mycnf *out, char *err, size_t errlen) SK_MUST_CHECK;
 
-/* Read and parse the file at `path` (bounded by DEFAULTS_FILE_MAX). */
+/* Read and parse the file at `path` (bounded by DEFAULTS_FILE_MAX). Like every option file read
+ * here, it is refused (secret_check) when another user than root or this process's could have
+ * written it (it may set password= and host=), and warned about when it sets a password that
+ * other users can read. */
 int mycnf_read(const char *path, const char *extra_group, struct mycnf *out, char *err, size_t errlen) SK_MUST_CHECK;
 
 /* Which option files a MySQL/MariaDB client reads. */
@@ -35,6 +39,7 @@ struct mycnf_sources {
 	const char *extra_file; /* --defaults-extra-file: after the global files, before ~/.my.cnf */
 	const char *group_suffix; /* --defaults-group-suffix: also [client<suffix>] and so on */
 	const char *home; /* where ~/.my.cnf is; NULL: not read */
+	uid_t trusted_owner; /* an owner trusted besides root and this process's user (the datadir's); 0: none */
 };
 
 /* Read the option files the mariadb client reads, in its order (/etc/my.cnf, /etc/mysql/my.cnf,

@@ -7,6 +7,7 @@
 
 #include "cfgnum.h"
 #include "log.h"
+#include "secret.h"
 
 #define CONFIG_FILE_MAX (1024 * 1024)
 
@@ -179,8 +180,9 @@ int opts_load_file(struct opts *o, const char *path, char *err, size_t errlen)
 	int rc = -1;
 	char why[256];
 
-	/* Read it ourselves first: bounded size, and a clear message for a missing file. */
-	if (sk_read_file(path, CONFIG_FILE_MAX, &text, NULL, why, sizeof(why)) < 0)
+	/* Read it ourselves first: bounded size, a clear message for a missing file, and refused when
+	 * another user could have written it (it may hold passwords and name the files that do). */
+	if (sk_read_file_checked(path, CONFIG_FILE_MAX, secret_check, NULL, &text, NULL, why, sizeof(why)) < 0)
 		return sk_err(err, errlen, "config file %s", why);
 	if (has_include(text)) {
 		sk_wipe(text, strlen(text));

@@ -222,25 +222,12 @@ void sk_json_delete_wiped(cJSON *doc)
 	cJSON_Delete(doc);
 }
 
-int sk_read_file(const char *path, size_t max, char **out, size_t *len, char *err, size_t errlen)
+/* Read the rest of `fd` (at most `max` bytes) into a new NUL-terminated buffer; closes fd. */
+static int read_all(int fd, const char *path, size_t max, char **out, size_t *len, char *err, size_t errlen)
 {
-	struct stat st;
-	char *buf = NULL;
+	char *buf = xmalloc(max + 1);
 	size_t got = 0;
-	int fd;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0)
-		return sk_err(err, errlen, "%s: %s", path, strerror(errno));
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return sk_err(err, errlen, "%s: not a regular file", path);
-	}
-	if ((size_t)st.st_size > max) {
-		close(fd);
-		return sk_err(err, errlen, "%s: too large (%lld bytes, at most %zu)", path, (long long)st.st_size, max);
-	}
-	buf = xmalloc(max + 1);
 	for (;;) {
 		ssize_t r = read(fd, buf + got, max + 1 - got);
 
@@ -258,6 +245,7 @@ int sk_read_file(const char *path, size_t max, char **out, size_t *len, char *er
 		got += (size_t)r;
 		if (got > max) {
 			close(fd);
+			sk_wipe(buf, got);
 			free(buf);
 			return sk_err(err, errlen, "%s: too large (more than %zu bytes)", path, max);
 		}
@@ -268,6 +256,35 @@ int sk_read_file(const char *path, size_t max, char **out, size_t *len, char *er
 	if (len)
 		*len = got;
 	return 0;
+}
+
+int sk_read_file_checked(const char *path, size_t max, sk_file_check check, void *ctx, char **out, size_t *len,
+			 char *err, size_t errlen)
+{
+	struct stat st;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return sk_err(err, errlen, "%s: %s", path, strerror(errno));
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return sk_err(err, errlen, "%s: not a regular file", path);
+	}
+	if (check && check(path, fd, &st, ctx, err, errlen) < 0) {
+		close(fd);
+		return -1;
+	}
+	if ((size_t)st.st_size > max) {
+		close(fd);
+		return sk_err(err, errlen, "%s: too large (%lld bytes, at most %zu)", path, (long long)st.st_size, max);
+	}
+	return read_all(fd, path, max, out, len, err, errlen);
+}
+
+int sk_read_file(const char *path, size_t max, char **out, size_t *len, char *err, size_t errlen)
+{
+	return sk_read_file_checked(path, max, NULL, NULL, out, len, err, errlen);
 }
 
 void sk_buf_init(sk_buf *b, size_t max)

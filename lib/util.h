@@ -63,6 +63,15 @@ void sk_json_delete_wiped(struct cJSON *doc);
  * not a regular file). The caller frees *out. */
 int sk_read_file(const char *path, size_t max, char **out, size_t *len, char *err, size_t errlen) SK_MUST_CHECK;
 
+/* A check of a file just opened for reading, on its descriptor and fstat (so it judges the very
+ * file read, whatever symbolic links led to it): 0 to read it, -1 with err set to refuse it. */
+struct stat;
+typedef int (*sk_file_check)(const char *path, int fd, const struct stat *st, void *ctx, char *err, size_t errlen);
+
+/* sk_read_file with `check` (may be NULL) run after the open and before the read. */
+int sk_read_file_checked(const char *path, size_t max, sk_file_check check, void *ctx, char **out, size_t *len,
+			 char *err, size_t errlen) SK_MUST_CHECK;
+
 /* A growing byte buffer with a hard cap; appends past the cap fail instead of growing. */
 typedef struct sk_buf {
 	char *data;

@@ -530,6 +530,7 @@ def cell_argv_env(cell, target, cell_dir):
     wrong_pw = os.path.join(cell_dir, "wrong-password")
     with open(wrong_pw, "w") as f:
         f.write(WRONG_PASSWORD)
+    os.chmod(wrong_pw, 0o600)
     argv = [os.path.join(BIN, cell.binary)]
     if cell.probe == "replica":
         argv.append("--replica")
@@ -563,6 +564,7 @@ def cell_argv_env(cell, target, cell_dir):
             cnf = os.path.join(cell_dir, "wrong.cnf")
             with open(cnf, "w") as f:
                 f.write(f"[client]\nuser={mon.user}\npassword={WRONG_PASSWORD}\n")
+            os.chmod(cnf, 0o600)
         if "--defaults-extra-file" not in given:
             argv += ["--defaults-extra-file", cnf]
         argv += ["--env-secret-dir", os.path.join(cell_dir, "envsecret"),

@@ -217,6 +217,7 @@ def agent_metrics(tmp_path, target="px", replica_prefix=None):
     with Consul() as consul, ProxySQL(admin_password="pw-" + os.urandom(4).hex()) as px:
         consul.put("mysql/master/shop", b"db1:3306")
         (tmp_path / "pw").write_text(px.admin_password)
+        (tmp_path / "pw").chmod(0o600)
         port = free_port()
         extra = ""
         if replica_prefix is not None:

@@ -245,6 +245,7 @@ def test_overlay_agent_config_is_valid(rendered, tmp_path, overlay):
     cfg = tmp_path / "proxysql-sync.conf"
     cfg.write_text(sync_config(docs).replace("/etc/proxysql-admin/admin-password", str(tmp_path / "pw")))
     (tmp_path / "pw").write_text("x")
+    (tmp_path / "pw").chmod(0o600)
     r = subprocess.run([os.path.join(STATIC, "proxysql-sync"), "--config", str(cfg), "--check-config"],
                        capture_output=True, text=True, timeout=30, env={})
     assert r.returncode == 0, r.stdout + r.stderr
@@ -340,6 +341,8 @@ def test_exec_probes_of_the_proxysql_pod(rendered, tmp_path, overlay):
     sync = [c for c in spec["containers"] if c["name"] == "proxysql-sync"][0]
     (tmp_path / "admin-password").write_text(ADMIN_PASSWORD)
     (tmp_path / "consul-token").write_text("anonymous")
+    (tmp_path / "admin-password").chmod(0o600)
+    (tmp_path / "consul-token").chmod(0o600)
     (tmp_path / "sync").mkdir()
     (tmp_path / "sync" / "proxysql-sync.conf").write_text(sync_config(docs))
     # Where each volume is mounted, as local paths.

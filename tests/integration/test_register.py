@@ -19,6 +19,7 @@ import pytest
 from fakes.consul import Consul, free_port
 from fakes.process import track
 from test_sync_faults import as_user, plant
+from test_sync_consul_client import LOOPBACK_SPELLINGS, TOKEN, RecordingProxy, loopback_consul, went_direct
 
 BIN = os.environ.get("SIDEKICK_BIN", os.path.join(os.path.dirname(__file__), "..", "..", "bin"))
 CLUSTERCHECK = os.path.join(BIN, "clustercheck")
@@ -179,6 +180,34 @@ def test_once_consul_down_exits_1(tmp_path, prefix):
     # The node is down too: the round must still reach Consul (to delete any leftover key).
     assert p.returncode == 1, p.stderr
     assert "consul http://127.0.0.1:%d" % port in p.stderr
+
+
+@pytest.mark.parametrize("host,relay_host", LOOPBACK_SPELLINGS, ids=[h for h, _ in LOOPBACK_SPELLINGS])
+def test_once_every_spelling_of_loopback_goes_direct(consul, prefix, tmp_path, host, relay_host):
+    """--register --once with Consul spelt 127.1, localhost., 0.0.0.0, [::1], 0x7f000001...: the
+    round reaches Consul directly, token and all (it deletes the down node's leftover key), and the
+    proxy named by every proxy variable sees nothing."""
+    key = "%s/127.0.0.1:1" % prefix
+    consul.put(key, b"leftover")
+    token = tmp_path / "token"
+    token.write_text(TOKEN)
+    token.chmod(0o600)
+    port, relay = loopback_consul(consul, relay_host)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONSUL_") and "proxy" not in k.lower()}
+    with RecordingProxy(("127.0.0.1", int(consul.addr.rsplit(":", 1)[1]))) as proxy:
+        env.update({name: proxy.url for name in ("http_proxy", "HTTP_PROXY", "ALL_PROXY", "all_proxy")})
+        cmd = [CLUSTERCHECK, "--register", "--once", "--host", "127.0.0.1", "--port", "1",
+               "--consul-addr", "%s:%d" % (host, port), "--consul-prefix", prefix, "--consul-token-file",
+               str(token), "--session-file", str(tmp_path / "session"), "--timeout", "2"]
+        if relay:
+            with relay:
+                p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=20)
+        else:
+            p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=20)
+        assert proxy.seen() == []
+        if went_direct(p, relay_host, relay):
+            assert p.returncode == 0, p.stderr
+            assert kv_entry(consul, key) is None, p.stderr
 
 
 # ---------------------------------------------------------------------------

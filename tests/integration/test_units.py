@@ -139,6 +139,7 @@ def etc(tmp_path, galera, clustercheck_creds):
                    % (clustercheck_creds.user, password, node.ip, node.port))
     cnf.chmod(0o600)
     (d / "proxysql-admin.password").write_text(ADMIN_PASSWORD)
+    (d / "proxysql-admin.password").chmod(0o600)
     return d
 
 

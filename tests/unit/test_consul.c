@@ -343,8 +343,10 @@ static void test_proxy_table(void **state)
 	snprintf(path, sizeof(path), "%s/consul/proxy.table", testdata_dir());
 	text = testdata_read(path);
 	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char scheme[16], host[128], *cur = line, *target, *http, *https, *no, *want, *why, *got;
+		char scheme[16], host[128], err[256], *cur = line, *target, *http, *https, *no, *want, *why, *got;
+		const char *shown;
 		long port;
+		int rc;
 
 		if (line[0] == '#' || !line[strspn(line, " \t")])
 			continue;
@@ -363,15 +365,73 @@ static void test_proxy_table(void **state)
 		assert_non_null(target);
 		assert_non_null(want);
 		assert_int_equal(sscanf(target, "%15s %127s %ld", scheme, host, &port), 3);
-		got = consul_proxy_for(scheme, host, port, http, https, no);
-		if (strcmp(got ? got : "direct", want) != 0)
-			fail_msg("%s %s %ld, NO_PROXY '%s' (%s): want %s, got %s", scheme, host, port, no ? no : "",
-				 why, want, got ? got : "direct");
+		err[0] = '\0';
+		rc = consul_proxy_for(scheme, host, port, http, https, no, &got, err, sizeof(err));
+		shown = rc < 0 ? "error" : got ? got : "direct";
+		if (strcmp(shown, want) != 0)
+			fail_msg("%s %s %ld, NO_PROXY '%s' (%s): want %s, got %s %s", scheme, host, port, no ? no : "",
+				 why, want, shown, err);
+		/* A refusal names the variable and quotes nothing of the value. */
+		if (rc < 0 && (!strstr(err, "_PROXY") || strstr(err, "@") || strstr(err, "p:3128")))
+			fail_msg("%s: the refusal '%s' quotes the value or names no variable", why, err);
 		free(got);
 		rows++;
 	}
-	assert_true(rows >= 40);
+	assert_true(rows >= 70);
 	free(text);
+}
+
+/* Each row of tests/data/consul/<name> ("a | b | c", '#' comments) given to the row function
+ * (ctx) as its first two fields and the third (NULL when absent). Returns the number of rows. */
+typedef void (*three_fields)(const char *a, const char *b, const char *c);
+
+static void split_row(char *line, void *ctx)
+{
+	char *cur = line, *a = table_field(&cur), *b = table_field(&cur);
+
+	assert_non_null(a);
+	assert_non_null(b);
+	(*(three_fields *)ctx)(a, b, table_field(&cur));
+}
+
+static int each_row(const char *name, three_fields row)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "consul/%s", name);
+	return testdata_each_line(path, split_row, &row);
+}
+
+static void local_host_row(const char *host, const char *want, const char *why)
+{
+	if (consul_host_is_local(host) != (strcmp(want, "local") == 0))
+		fail_msg("%s (%s): want %s", host, why ? why : "", want);
+}
+
+/* consul_host_is_local never follows the text: every spelling of this machine, from a table. */
+static void test_local_host_table(void **state)
+{
+	(void)state;
+	assert_true(each_row("local-host.table", local_host_row) >= 30);
+}
+
+static void redact_row(const char *url, const char *want, const char *unused)
+{
+	char out[128];
+	bool fits = consul_proxy_redact(url, out, sizeof(out));
+
+	(void)unused;
+	if (strcmp(out, want) != 0)
+		fail_msg("%s: want %s, got %s", url, want, out);
+	if (!fits)
+		assert_string_equal(want, "***");
+}
+
+/* consul_proxy_redact: a proxy URL as it may be shown, from a table (input | shown). */
+static void test_proxy_redact_table(void **state)
+{
+	(void)state;
+	assert_true(each_row("proxy-redact.table", redact_row) >= 10);
 }
 
 static void test_config_defaults(void **state)
@@ -921,6 +981,7 @@ int main(void)
 		cmocka_unit_test(test_parse_cases),          cmocka_unit_test(test_parse_item_cap),
 		cmocka_unit_test(test_stream_health_splits), cmocka_unit_test(test_stream_limits),
 		cmocka_unit_test(test_proxy_table),          cmocka_unit_test(test_next_index_table),
+		cmocka_unit_test(test_local_host_table),     cmocka_unit_test(test_proxy_redact_table),
 		cmocka_unit_test(test_config_defaults),      cmocka_unit_test(test_config_env),
 		cmocka_unit_test(test_config_env_errors),    cmocka_unit_test(test_addresses),
 		cmocka_unit_test(test_new_token_file),       cmocka_unit_test(test_consistency_names),

@@ -343,6 +343,100 @@ static void test_secret_file(void **state)
 	unlink(path);
 }
 
+/* One field of a "a | b | c" table row, trimmed; advances *cur past it. */
+static char *bar_field(char **cur)
+{
+	char *f = *cur, *bar = strchr(f, '|');
+
+	*cur = bar ? bar + 1 : f + strlen(f);
+	if (bar)
+		*bar = '\0';
+	return sk_trim(f);
+}
+
+static void secret_verdict_row(char *line, void *ctx)
+{
+	char *cur = line, *mode = bar_field(&cur), *owner = bar_field(&cur), *group = bar_field(&cur);
+	char *layout = bar_field(&cur), *want = bar_field(&cur), *why = bar_field(&cur);
+	struct secret_facts f = { 0 };
+
+	(void)ctx;
+	f.mode = (mode_t)(S_IFREG | strtol(mode, NULL, 8));
+	f.owner_trusted = strcmp(owner, "other") != 0;
+	f.owner_root = strcmp(owner, "root") == 0;
+	f.group_ours = strcmp(group, "ours") == 0;
+	f.k8s_layout = strcmp(layout, "k8s") == 0;
+	f.readonly_mount = strcmp(layout, "ro") == 0;
+	if (strcmp(secret_finding_str(secret_judge(&f)), want) != 0)
+		fail_msg("%s %s %s %s (%s): want %s, got %s", mode, owner, group, layout, why, want,
+			 secret_finding_str(secret_judge(&f)));
+	assert_true(secret_finding_refuses(secret_judge(&f)) ==
+		    (strcmp(want, "ok") != 0 && strcmp(want, "readable") != 0));
+}
+
+/* secret_judge from tests/data/secret/file-verdict.table. */
+static void test_secret_verdict_table(void **state)
+{
+	(void)state;
+	assert_true(testdata_each_line("secret/file-verdict.table", secret_verdict_row, NULL) >= 20);
+}
+
+/* secret_read_file on real files: a world-writable one refused naming it, a world-readable one
+ * read with one warning, the same behind a kubelet "..data" link read silently. */
+static void test_secret_file_modes(void **state)
+{
+	char dir[] = "/tmp/sk-secret-XXXXXX", path[256], data[256], link[256], err[512] = "", *pw, *logged = NULL;
+	size_t loglen = 0;
+	FILE *log = open_memstream(&logged, &loglen);
+	int fd;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	log_setup("test", LOG_TEXT, LOG_INFO, log);
+	snprintf(path, sizeof(path), "%s/plain", dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	assert_int_equal(write(fd, "s3cr3t-value\n", 13), 13);
+	close(fd);
+	assert_int_equal(chmod(path, 0666), 0);
+	assert_null(secret_read_file(path, err, sizeof(err)));
+	assert_non_null(strstr(err, path));
+	assert_non_null(strstr(err, "refused: other users can write it (mode 0666"));
+	assert_int_equal(chmod(path, 0644), 0);
+	pw = secret_read_file(path, err, sizeof(err));
+	assert_non_null(pw);
+	free(pw);
+	fflush(log);
+	assert_non_null(strstr(logged, "other users can read it (mode 0644"));
+	assert_non_null(strstr(logged, path));
+
+	/* The kubelet's layout: name -> ..data/name, ..data -> ..2024_01_01_00_00_00.1 */
+	snprintf(data, sizeof(data), "%s/..2024_01_01_00_00_00.1", dir);
+	assert_int_equal(mkdir(data, 0755), 0);
+	snprintf(data, sizeof(data), "%s/..2024_01_01_00_00_00.1/password", dir);
+	assert_int_equal(rename(path, data), 0);
+	snprintf(link, sizeof(link), "%s/..data", dir);
+	assert_int_equal(symlink("..2024_01_01_00_00_00.1", link), 0);
+	snprintf(path, sizeof(path), "%s/password", dir);
+	assert_int_equal(symlink("..data/password", path), 0);
+	loglen = 0;
+	fseek(log, 0, SEEK_SET);
+	pw = secret_read_file(path, err, sizeof(err));
+	assert_non_null(pw);
+	assert_string_equal(pw, "s3cr3t-value");
+	free(pw);
+	fflush(log);
+	assert_int_equal(loglen, 0);
+	log_setup("test", LOG_TEXT, LOG_INFO, stderr);
+	fclose(log);
+	free(logged);
+	unlink(path);
+	unlink(link);
+	unlink(data);
+	*strrchr(data, '/') = '\0';
+	rmdir(data);
+	rmdir(dir);
+}
+
 /* Read a field of a .cases file: \n \r \t \\ \xHH; anything else after a backslash is an error. */
 static char *unescape(const char *s, size_t *len)
 {
@@ -910,6 +1004,8 @@ int main(void)
 		cmocka_unit_test(test_mycnf_table),
 		cmocka_unit_test(test_mycnf_too_large),
 		cmocka_unit_test(test_mycnf_load_client),
+		cmocka_unit_test(test_secret_verdict_table),
+		cmocka_unit_test(test_secret_file_modes),
 		cmocka_unit_test(test_secret_file),
 		cmocka_unit_test(test_redaction),
 		cmocka_unit_test(test_log_lines),

@@ -56,4 +56,23 @@ static inline char *testdata_read(const char *path)
 	return text;
 }
 
+/* Call row(line, ctx) for each line of testdata_dir()/name that is neither blank nor a '#'
+ * comment; returns how many. */
+static inline int testdata_each_line(const char *name, void (*row)(char *line, void *ctx), void *ctx)
+{
+	char path[1024], *text, *line, *save = NULL;
+	int rows = 0;
+
+	snprintf(path, sizeof(path), "%s/%s", testdata_dir(), name);
+	text = testdata_read(path);
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (line[0] == '#' || !line[strspn(line, " \t")])
+			continue;
+		row(line, ctx);
+		rows++;
+	}
+	free(text);
+	return rows;
+}
+
 #endif
