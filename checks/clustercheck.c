@@ -636,6 +636,20 @@ static void checker_init(struct cc_checker *c)
 	c->logged = CC_SYNCED;
 }
 
+/* --listen's address as the server will read it: a bad one is a usage error (one line, exit 2),
+ * like any other bad option, not a log line from the server that could not start. */
+static bool listen_spec_ok(const char *spec)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	char why[256];
+
+	if (http_parse_listen(spec, &ss, &len, why, sizeof(why)) == 0)
+		return true;
+	fprintf(stderr, "clustercheck: --listen: %s\n", why);
+	return false;
+}
+
 /* One of the modes: one-shot, --register or --listen. */
 static int run_mode(struct clustercheck_settings *s, const char *prog, FILE *diag, int64_t started)
 {
@@ -650,6 +664,8 @@ static int run_mode(struct clustercheck_settings *s, const char *prog, FILE *dia
 		fprintf(stderr, "clustercheck: --register and --listen are separate modes: run two processes\n");
 		return 2;
 	}
+	if (s->listen && !listen_spec_ok(s->listen))
+		return 2;
 	if (!s->registering && !s->listen)
 		return one_shot(&s->c, s->p.json, diag, started);
 	log_setup(prog, s->log_format, s->log_level, stderr);

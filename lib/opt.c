@@ -154,8 +154,14 @@ static int load_setting(struct opts *o, config_setting_t *s, const char *path, c
 	case CONFIG_TYPE_GROUP:
 	case CONFIG_TYPE_LIST:
 	case CONFIG_TYPE_ARRAY:
-		if (o->file_hook)
-			return o->file_hook(o->hook_ctx, s, err, errlen) < 0 ? -1 : 0;
+		if (o->file_hook) {
+			char why[512];
+
+			/* The hook's error is "LINE: setting: problem"; the path goes in front. */
+			if (o->file_hook(o->hook_ctx, s, why, sizeof(why)) == 0)
+				return 0;
+			return sk_err(err, errlen, "%s:%s", path, why);
+		}
 		return sk_err(err, errlen, "%s: unknown setting", source);
 	default: break;
 	}
@@ -171,6 +177,11 @@ static int load_setting(struct opts *o, config_setting_t *s, const char *path, c
 	}
 	return set_value(o, i, vtext, source, err, errlen);
 }
+
+/* libconfig says no more than "syntax error": what it expects, in one line. */
+#define SYNTAX_HINT                                                                                             \
+	" (libconfig expects name = value; with a value that is a number, true or false, a \"quoted string\", " \
+	"a list ( ... ) or a group { ... })"
 
 int opts_load_file(struct opts *o, const char *path, char *err, size_t errlen)
 {
@@ -191,7 +202,8 @@ int opts_load_file(struct opts *o, const char *path, char *err, size_t errlen)
 	}
 	config_init(&cfg);
 	if (config_read_string(&cfg, text) != CONFIG_TRUE) {
-		sk_err(err, errlen, "config file %s:%d: %s", path, config_error_line(&cfg), config_error_text(&cfg));
+		sk_err(err, errlen, "%s:%d: %s%s", path, config_error_line(&cfg), config_error_text(&cfg),
+		       strcmp(config_error_text(&cfg), "syntax error") == 0 ? SYNTAX_HINT : "");
 		goto out;
 	}
 	if (cfgnum_check(text, path, err, errlen) < 0)

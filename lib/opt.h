@@ -61,7 +61,8 @@ struct opts {
 	/* Maximum number of positional arguments (0: none accepted). */
 	int max_args;
 	/* Called for a config-file setting that is a group or list (structured settings);
-	 * returns 0 or -1 with err set. NULL: such settings are errors. */
+	 * returns 0 or -1 with err set to "LINE: setting: problem" (the loader puts the file's path
+	 * in front). NULL: such settings are errors. */
 	int (*file_hook)(void *ctx, struct config_setting_t *s, char *err, size_t errlen);
 	void *hook_ctx;
 

@@ -217,15 +217,36 @@ int sync_settings_load(struct sync_settings *s, const struct opts *o, char *err,
 	return 0;
 }
 
+/* An error in a list of the config file: "LINE: SETTING: problem" (the config loader puts the
+ * file's path in front). */
+SK_PRINTF(5, 6) static int at_line(char *err, size_t errlen, int line, const char *setting, const char *fmt, ...)
+{
+	char msg[400];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return sk_err(err, errlen, "%d: %s: %s", line, setting, msg);
+}
+
+/* The line of member `name` of s, else of s itself. */
+static int line_of(config_setting_t *s, const char *name)
+{
+	config_setting_t *m = config_setting_get_member(s, name);
+
+	return config_setting_source_line(m ? m : s);
+}
+
 static int setting_str(config_setting_t *s, const char *name, bool required, char **out, char *err, size_t errlen)
 {
 	const char *v = NULL;
 
 	if (!config_setting_lookup_string(s, name, &v)) {
 		if (config_setting_get_member(s, name))
-			return sk_err(err, errlen, "line %d: %s must be a string", config_setting_source_line(s), name);
+			return at_line(err, errlen, line_of(s, name), name, "must be a string");
 		if (required)
-			return sk_err(err, errlen, "line %d: %s is missing", config_setting_source_line(s), name);
+			return at_line(err, errlen, config_setting_source_line(s), name, "is missing");
 		return 0;
 	}
 	*out = xstrdup(v);
@@ -244,17 +265,14 @@ static int setting_long(config_setting_t *s, const char *name, bool required, lo
 			v = iv;
 		} else {
 			if (config_setting_get_member(s, name))
-				return sk_err(err, errlen, "line %d: %s must be a whole number",
-					      config_setting_source_line(s), name);
+				return at_line(err, errlen, line_of(s, name), name, "must be a whole number");
 			if (required)
-				return sk_err(err, errlen, "line %d: %s is missing", config_setting_source_line(s),
-					      name);
+				return at_line(err, errlen, config_setting_source_line(s), name, "is missing");
 			return 0;
 		}
 	}
 	if (v < min || v > max)
-		return sk_err(err, errlen, "line %d: %s %lld is out of range (%ld..%ld)", config_setting_source_line(s),
-			      name, v, min, max);
+		return at_line(err, errlen, line_of(s, name), name, "%lld is out of range (%ld..%ld)", v, min, max);
 	*out = (long)v;
 	return 0;
 }
@@ -269,8 +287,8 @@ static int check_members(config_setting_t *s, const char *const *allowed, size_t
 			if (strcmp(config_setting_name(m), allowed[k]) == 0)
 				break;
 		if (k == n)
-			return sk_err(err, errlen, "line %d: unknown setting '%s'", config_setting_source_line(m),
-				      config_setting_name(m));
+			return at_line(err, errlen, config_setting_source_line(m), config_setting_name(m),
+				       "unknown setting");
 	}
 	return 0;
 }
@@ -285,13 +303,13 @@ static int string_list(config_setting_t *s, const char *name, char ***out, size_
 	if (!l)
 		return 0;
 	if (!config_setting_is_aggregate(l))
-		return sk_err(err, errlen, "line %d: %s is a list of strings", config_setting_source_line(l), name);
+		return at_line(err, errlen, config_setting_source_line(l), name, "is a list of strings");
 	for (int i = 0; i < config_setting_length(l); i++) {
 		const char *v = config_setting_get_string_elem(l, i);
 
 		if (!v || !*v || strlen(v) > 200)
-			return sk_err(err, errlen, "line %d: %s holds something other than short strings",
-				      config_setting_source_line(l), name);
+			return at_line(err, errlen, config_setting_source_line(l), name,
+				       "holds something other than short strings");
 		*out = xrealloc(*out, (*n + 1) * sizeof(char *));
 		(*out)[(*n)++] = xstrdup(v);
 	}
@@ -313,9 +331,9 @@ static int load_service_role(struct layout_service *sv, config_setting_t *s, lon
 	if (setting_str(s, "role", false, &role, err, errlen) < 0)
 		return -1;
 	if (role && (hostgroup >= 0 || (strcmp(role, "writer") != 0 && strcmp(role, "reader") != 0))) {
-		sk_err(err, errlen, "line %d: %s", config_setting_source_line(s),
-		       hostgroup >= 0 ? "a cluster's service takes its role from the cluster; no role here"
-				      : "role is \"writer\" or \"reader\"");
+		at_line(err, errlen, line_of(s, "role"), "role", "%s",
+			hostgroup >= 0 ? "a cluster's service takes its role from the cluster; no role here"
+				       : "must be \"writer\" or \"reader\"");
 		free(role);
 		return -1;
 	}
@@ -336,9 +354,10 @@ static int load_service(struct layout_service *sv, config_setting_t *s, long hos
 	int b = 0;
 
 	if (!config_setting_is_group(s))
-		return sk_err(err, errlen, "line %d: a service is a group { name = ...; }",
-			      config_setting_source_line(s));
+		return at_line(err, errlen, config_setting_source_line(s), hostgroup < 0 ? "services" : what,
+			       "a service is a group { name = ...; }");
 	sv->hostgroup = hostgroup;
+	sv->line = config_setting_source_line(s);
 	if (check_members(s, allowed, SK_ARRAY_LEN(allowed), err, errlen) < 0 ||
 	    setting_str(s, "name", true, &sv->name, err, errlen) < 0 ||
 	    string_list(s, "tags", &sv->tags, &sv->ntags, err, errlen) < 0 ||
@@ -352,20 +371,19 @@ static int load_service(struct layout_service *sv, config_setting_t *s, long hos
 		if (setting_long(s, "hostgroup", true, 0, 2147483647L, &sv->hostgroup, err, errlen) < 0)
 			return -1;
 	} else if (config_setting_get_member(s, "hostgroup")) {
-		return sk_err(err, errlen, "line %d: %s takes the cluster's hostgroup; no hostgroup here",
-			      config_setting_source_line(s), what);
+		return at_line(err, errlen, line_of(s, "hostgroup"), "hostgroup",
+			       "%s takes the cluster's hostgroup; no hostgroup here", what);
 	}
 	if (config_setting_lookup_bool(s, "weights", &b))
 		sv->weights = b;
 	if (load_service_role(sv, s, hostgroup, what, err, errlen) < 0)
 		return -1;
 	if (!service_name_ok(sv->name))
-		return sk_err(err, errlen, "line %d: service name '%s' is not a Consul service name",
-			      config_setting_source_line(s), sv->name);
+		return at_line(err, errlen, line_of(s, "name"), "name", "'%s' is not a Consul service name", sv->name);
 	for (size_t i = 0; i < sv->nnode_meta; i++)
 		if (!strchr(sv->node_meta[i], ':'))
-			return sk_err(err, errlen, "line %d: node_meta '%s' is not key:value",
-				      config_setting_source_line(s), sv->node_meta[i]);
+			return at_line(err, errlen, line_of(s, "node_meta"), "node_meta", "'%s' is not key:value",
+				       sv->node_meta[i]);
 	snprintf(label, sizeof(label), "service %s%s%s%s", sv->name, sv->ntags ? " [" : "",
 		 sv->ntags ? sv->tags[0] : "", sv->ntags ? (sv->ntags > 1 ? ",...]" : "]") : "");
 	sv->label = xstrdup(label);
@@ -387,7 +405,7 @@ static int load_cluster_roles(struct layout_cluster *cl, config_setting_t *s, ch
 	if (setting_str(s, "roles", false, &roles, err, errlen) < 0)
 		return -1;
 	if (roles && strcmp(roles, "kv") != 0 && strcmp(roles, "monitor") != 0) {
-		sk_err(err, errlen, "line %d: roles '%s' is not kv or monitor", config_setting_source_line(s), roles);
+		at_line(err, errlen, line_of(s, "roles"), "roles", "'%s' is not kv or monitor", roles);
 		free(roles);
 		return -1;
 	}
@@ -408,11 +426,10 @@ static int load_cluster_services(struct layout_config *l, struct layout_cluster 
 		if (!svc)
 			continue;
 		if (hg < 0)
-			return sk_err(err, errlen, "line %d: reader_service needs a reader_hostgroup",
-				      config_setting_source_line(svc));
+			return at_line(err, errlen, config_setting_source_line(svc), name, "needs a reader_hostgroup");
 		if (l->nservices >= LAYOUT_MAX_SERVICES)
-			return sk_err(err, errlen, "line %d: more than %d services", config_setting_source_line(svc),
-				      LAYOUT_MAX_SERVICES);
+			return at_line(err, errlen, config_setting_source_line(svc), name, "more than %d services",
+				       LAYOUT_MAX_SERVICES);
 		if (load_service(add_service(l), svc, hg, name, err, errlen) < 0)
 			return -1;
 		*(role ? &cl->reader_from_service : &cl->writer_from_service) = true;
@@ -428,8 +445,8 @@ static int load_remote_readers(struct layout_cluster *cl, config_setting_t *s, c
 	if (!remote)
 		return 0;
 	if (!config_setting_is_list(remote))
-		return sk_err(err, errlen, "line %d: remote_readers is a list ( { region = ...; hostgroup = ...; } )",
-			      config_setting_source_line(remote));
+		return at_line(err, errlen, config_setting_source_line(remote), "remote_readers",
+			       "is a list ( { region = ...; hostgroup = ...; } )");
 	cl->nremote = (size_t)config_setting_length(remote);
 	cl->remote = xcalloc(cl->nremote, sizeof(*cl->remote));
 	for (size_t i = 0; i < cl->nremote; i++) {
@@ -452,9 +469,10 @@ static int load_cluster(struct layout_config *l, struct layout_cluster *cl, conf
 	int b = 0;
 
 	cl->reader_hostgroup = -1;
+	cl->line = config_setting_source_line(s);
 	if (!config_setting_is_group(s))
-		return sk_err(err, errlen, "line %d: each cluster is a group { alias = ...; }",
-			      config_setting_source_line(s));
+		return at_line(err, errlen, config_setting_source_line(s), "clusters",
+			       "each cluster is a group { alias = ...; }");
 	if (check_members(s, allowed, SK_ARRAY_LEN(allowed), err, errlen) < 0 ||
 	    setting_str(s, "alias", true, &cl->alias, err, errlen) < 0 ||
 	    setting_long(s, "writer_hostgroup", true, 0, 2147483647L, &cl->writer_hostgroup, err, errlen) < 0 ||
@@ -466,8 +484,8 @@ static int load_cluster(struct layout_config *l, struct layout_cluster *cl, conf
 	    load_remote_readers(cl, s, err, errlen) < 0)
 		return -1;
 	if (!cl->alias[0] || strchr(cl->alias, '/'))
-		return sk_err(err, errlen, "line %d: alias '%s' must be a non-empty KV path segment",
-			      config_setting_source_line(s), cl->alias);
+		return at_line(err, errlen, line_of(s, "alias"), "alias", "'%s' must be a non-empty KV path segment",
+			       cl->alias);
 	return 0;
 }
 
@@ -494,7 +512,7 @@ static int load_target_login(struct sync_target *t, config_setting_t *s, const c
 	const char *bad;
 
 	if ((bad = split_target_address(t, addr)) != NULL)
-		return sk_err(err, errlen, "line %d: target address '%s' %s", config_setting_source_line(s), addr, bad);
+		return at_line(err, errlen, line_of(s, "address"), "address", "'%s' %s", addr, bad);
 	if (!t->name)
 		t->name = xstrdup(addr);
 	if (!t->user)
@@ -503,8 +521,8 @@ static int load_target_login(struct sync_target *t, config_setting_t *s, const c
 		free(t->password);
 		t->password = secret_read_file(pwfile, why, sizeof(why));
 		if (!t->password)
-			return sk_err(err, errlen, "line %d: target %s: password_file %s",
-				      config_setting_source_line(s), t->name, why);
+			return at_line(err, errlen, line_of(s, "password_file"), "password_file", "%s (target %s)", why,
+				       t->name);
 	}
 	if (!t->password)
 		t->password = xstrdup("");
@@ -521,9 +539,10 @@ static int load_target(struct sync_target *t, config_setting_t *s, char *err, si
 	char *addr = NULL, *pwfile = NULL;
 	int b = 0, rc = -1, mode;
 
+	t->line = config_setting_source_line(s);
 	if (!config_setting_is_group(s))
-		return sk_err(err, errlen, "line %d: each target is a group { address = ...; }",
-			      config_setting_source_line(s));
+		return at_line(err, errlen, config_setting_source_line(s), "targets",
+			       "each target is a group { address = ...; }");
 	if (check_members(s, allowed, SK_ARRAY_LEN(allowed), err, errlen) < 0 ||
 	    setting_str(s, "address", true, &addr, err, errlen) < 0 ||
 	    setting_str(s, "name", false, &t->name, err, errlen) < 0 ||
@@ -542,8 +561,8 @@ static int load_target(struct sync_target *t, config_setting_t *s, char *err, si
 	t->allow_plaintext_password = config_setting_lookup_bool(s, "allow_plaintext_password", &b) && b;
 	mode = t->cluster_mode ? name_index(t->cluster_mode, cluster_modes, SK_ARRAY_LEN(cluster_modes)) : 0;
 	if (mode < 0) {
-		sk_err(err, errlen, "line %d: cluster_mode '%s' is not refuse, disable-pull or single-writer",
-		       config_setting_source_line(s), t->cluster_mode);
+		at_line(err, errlen, line_of(s, "cluster_mode"), "cluster_mode",
+			"'%s' is not refuse, disable-pull or single-writer", t->cluster_mode);
 		goto out;
 	}
 	t->mode = (enum sync_cluster_mode)mode; /* without cluster_mode: the top-level one, once loaded */
@@ -568,7 +587,7 @@ static int file_hook(void *ctx, config_setting_t *s, char *err, size_t errlen)
 			c->layout.nclusters = i + 1;
 			if (load_cluster(&c->layout, &c->layout.clusters[i], config_setting_get_elem(s, (unsigned)i),
 					 why, sizeof(why)) < 0)
-				return sk_err(err, errlen, "config file clusters: %s", why);
+				return sk_err(err, errlen, "%s", why);
 		}
 		return 0;
 	}
@@ -579,23 +598,23 @@ static int file_hook(void *ctx, config_setting_t *s, char *err, size_t errlen)
 		for (size_t i = 0; i < n; i++) {
 			c->ntargets = i + 1;
 			if (load_target(&c->targets[i], config_setting_get_elem(s, (unsigned)i), why, sizeof(why)) < 0)
-				return sk_err(err, errlen, "config file targets: %s", why);
+				return sk_err(err, errlen, "%s", why);
 		}
 		return 0;
 	}
 	if (strcmp(name, "services") == 0 && config_setting_is_list(s)) {
 		for (int i = 0; i < config_setting_length(s); i++) {
 			if (c->layout.nservices >= LAYOUT_MAX_SERVICES)
-				return sk_err(err, errlen, "config file services: more than %d services",
-					      LAYOUT_MAX_SERVICES);
+				return at_line(err, errlen, config_setting_source_line(s), "services",
+					       "more than %d services", LAYOUT_MAX_SERVICES);
 			if (load_service(add_service(&c->layout), config_setting_get_elem(s, (unsigned)i), -1,
 					 "a service", why, sizeof(why)) < 0)
-				return sk_err(err, errlen, "config file services: %s", why);
+				return sk_err(err, errlen, "%s", why);
 		}
 		return 0;
 	}
-	return sk_err(err, errlen, "config file line %d: unknown setting '%s' (lists: clusters, targets, services)",
-		      config_setting_source_line(s), name);
+	return at_line(err, errlen, config_setting_source_line(s), name,
+		       "unknown setting (lists: clusters, targets, services)");
 }
 
 static int parse_id_list(const char *s, long **out, size_t *n)
@@ -745,6 +764,23 @@ static bool is_loopback(const char *host)
 }
 
 /* At least one target; TLS settings that go together; no password in clear text over the network. */
+/* An error about an entry of a list in the config file (a cluster, a service, a target): "PATH:LINE:
+ * LIST: problem" when the file gave it, else "problem". */
+SK_PRINTF(6, 7)
+static int entry_err(const struct sync_config *c, int line, const char *list, char *err, size_t errlen, const char *fmt,
+		     ...)
+{
+	char msg[400];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (c->path && line > 0)
+		return sk_err(err, errlen, "%s:%d: %s: %s", c->path, line, list, msg);
+	return sk_err(err, errlen, "%s", msg);
+}
+
 static int check_targets(const struct sync_config *c, char *err, size_t errlen)
 {
 	if (c->ntargets == 0)
@@ -753,15 +789,17 @@ static int check_targets(const struct sync_config *c, char *err, size_t errlen)
 		const struct sync_target *t = &c->targets[i];
 
 		if ((t->tls_ca || t->tls_cert || t->tls_key || t->tls_verify_given) && !t->tls)
-			return sk_err(err, errlen,
-				      "target %s: tls_ca, tls_cert, tls_key and tls_verify need tls = true", t->name);
+			return entry_err(c, t->line, "targets", err, errlen,
+					 "target %s: tls_ca, tls_cert, tls_key and tls_verify need tls = true",
+					 t->name);
 		/* Its INSERTs carry mysql_users passwords too, not only the login. */
 		if (*t->password && !t->tls && !t->allow_plaintext_password && !is_loopback(t->host))
-			return sk_err(err, errlen,
-				      "target %s: the admin password (and the users' passwords the agent writes) would "
-				      "cross the network in clear text to %s: set tls = true (--admin-tls), or "
-				      "allow_plaintext_password = true (--admin-allow-plaintext-password)",
-				      t->name, t->host);
+			return entry_err(
+				c, t->line, "targets", err, errlen,
+				"target %s: the admin password (and the users' passwords the agent writes) "
+				"would cross the network in clear text to %s: set tls = true (--admin-tls), or "
+				"allow_plaintext_password = true (--admin-allow-plaintext-password)",
+				t->name, t->host);
 	}
 	return 0;
 }
@@ -805,47 +843,56 @@ static int check_sources(const struct layout_config *l, char *err, size_t errlen
 
 /* A remote hostgroup that is also a writer, reader or managed one would put replicas of another
  * region into it (a replica in the writer hostgroup). */
-static int check_remote_readers(const struct layout_config *l, const struct layout_cluster *a, char *err, size_t errlen)
+static int check_remote_readers(const struct sync_config *c, const struct layout_cluster *a, char *err, size_t errlen)
 {
+	const struct layout_config *l = &c->layout;
+
 	for (size_t r = 0; r < a->nremote; r++) {
 		const char *who = hostgroup_user(l, a->remote[r].hostgroup);
 
 		if (who)
-			return sk_err(err, errlen,
-				      "cluster %s: remote_readers hostgroup %ld (region %s) is also a hostgroup of %s",
-				      a->alias, a->remote[r].hostgroup, a->remote[r].region, who);
+			return entry_err(
+				c, a->line, "clusters", err, errlen,
+				"cluster %s: remote_readers hostgroup %ld (region %s) is also a hostgroup of %s",
+				a->alias, a->remote[r].hostgroup, a->remote[r].region, who);
 		if (strcmp(a->remote[r].region, l->region) == 0)
-			return sk_err(err, errlen,
-				      "cluster %s: remote_readers region %s is this ProxySQL's own region (region)",
-				      a->alias, l->region);
+			return entry_err(c, a->line, "clusters", err, errlen,
+					 "cluster %s: remote_readers region %s is this ProxySQL's own region (region)",
+					 a->alias, l->region);
 	}
 	return 0;
 }
 
 /* Each cluster once, with hostgroups of its own. */
-static int check_clusters(const struct layout_config *l, char *err, size_t errlen)
+static int check_clusters(const struct sync_config *c, char *err, size_t errlen)
 {
+	const struct layout_config *l = &c->layout;
+
 	for (size_t i = 0; i < l->nclusters; i++) {
 		const struct layout_cluster *a = &l->clusters[i];
 
 		if (a->reader_hostgroup == a->writer_hostgroup)
-			return sk_err(err, errlen, "cluster %s: reader_hostgroup equals writer_hostgroup", a->alias);
+			return entry_err(c, a->line, "clusters", err, errlen,
+					 "cluster %s: reader_hostgroup equals writer_hostgroup", a->alias);
 		if (a->monitor_roles && a->writer_is_reader)
-			return sk_err(
-				err, errlen,
-				"cluster %s: writer_is_reader with roles = \"monitor\": the monitor decides who reads",
+			return entry_err(
+				c, a->line, "clusters", err, errlen,
+				"cluster %s: writer_is_reader with roles = \"monitor\": the monitor decides who "
+				"reads",
 				a->alias);
 		for (size_t j = 0; j < i; j++) {
 			const struct layout_cluster *b = &l->clusters[j];
 
 			if (strcmp(a->alias, b->alias) == 0)
-				return sk_err(err, errlen, "cluster %s is listed twice", a->alias);
+				return entry_err(c, a->line, "clusters", err, errlen, "cluster %s is listed twice",
+						 a->alias);
 			if (a->writer_hostgroup == b->writer_hostgroup || a->writer_hostgroup == b->reader_hostgroup ||
 			    (a->reader_hostgroup >= 0 && (a->reader_hostgroup == b->writer_hostgroup ||
 							  a->reader_hostgroup == b->reader_hostgroup)))
-				return sk_err(err, errlen, "clusters %s and %s share a hostgroup", b->alias, a->alias);
+				return entry_err(c, a->line, "clusters", err, errlen,
+						 "clusters %s and %s share a hostgroup", b->alias, a->alias);
 		}
-		if (check_remote_readers(l, a, err, errlen) < 0)
+		if (check_remote_readers(c, a, err, errlen) < 0)
 			return -1;
 	}
 	for (size_t i = 0; i < l->nmanaged; i++)
@@ -868,8 +915,10 @@ static bool of_cluster(const struct layout_config *l, const struct layout_servic
 }
 
 /* A hostgroup has exactly one source: a service of the services list owns its hostgroup alone. */
-static int check_services(const struct layout_config *l, char *err, size_t errlen)
+static int check_services(const struct sync_config *c, char *err, size_t errlen)
 {
+	const struct layout_config *l = &c->layout;
+
 	for (size_t i = 0; i < l->nservices; i++) {
 		const struct layout_service *a = &l->services[i];
 		const char *who;
@@ -877,19 +926,20 @@ static int check_services(const struct layout_config *l, char *err, size_t errle
 		if (a->fleet || of_cluster(l, a))
 			continue; /* the ProxySQL fleet, not a hostgroup; or the cluster's own */
 		if ((who = hostgroup_user(l, a->hostgroup)) != NULL)
-			return sk_err(err, errlen,
-				      "%s: hostgroup %ld is also a hostgroup of %s (one source per hostgroup)",
-				      a->label, a->hostgroup, who);
+			return entry_err(c, a->line, "services", err, errlen,
+					 "%s: hostgroup %ld is also a hostgroup of %s (one source per hostgroup)",
+					 a->label, a->hostgroup, who);
 		for (size_t k = 0; k < l->nclusters; k++)
 			for (size_t r = 0; r < l->clusters[k].nremote; r++)
 				if (l->clusters[k].remote[r].hostgroup == a->hostgroup)
-					return sk_err(err, errlen,
-						      "%s: hostgroup %ld is also a remote_readers hostgroup of %s",
-						      a->label, a->hostgroup, l->clusters[k].alias);
+					return entry_err(c, a->line, "services", err, errlen,
+							 "%s: hostgroup %ld is also a remote_readers hostgroup of %s",
+							 a->label, a->hostgroup, l->clusters[k].alias);
 		for (size_t j = 0; j < i; j++)
 			if (l->services[j].hostgroup == a->hostgroup)
-				return sk_err(err, errlen, "%s and %s share hostgroup %ld (one source per hostgroup)",
-					      l->services[j].label, a->label, a->hostgroup);
+				return entry_err(c, a->line, "services", err, errlen,
+						 "%s and %s share hostgroup %ld (one source per hostgroup)",
+						 l->services[j].label, a->label, a->hostgroup);
 	}
 	return 0;
 }
@@ -958,8 +1008,8 @@ static int check_whole(const struct sync_config *c, char *err, size_t errlen)
 	const struct layout_config *l = &c->layout;
 
 	if (check_targets(c, err, errlen) < 0 || check_announce(&c->settings, err, errlen) < 0 ||
-	    check_sources(l, err, errlen) < 0 || check_clusters(l, err, errlen) < 0 ||
-	    check_services(l, err, errlen) < 0 || check_owned(l, err, errlen) < 0 || check_timing(c, err, errlen) < 0 ||
+	    check_sources(l, err, errlen) < 0 || check_clusters(c, err, errlen) < 0 ||
+	    check_services(c, err, errlen) < 0 || check_owned(l, err, errlen) < 0 || check_timing(c, err, errlen) < 0 ||
 	    check_health(&c->settings, err, errlen) < 0)
 		return -1;
 	return 0;
@@ -1081,6 +1131,7 @@ enum opts_result sync_config_load(struct sync_config *c, int argc, char **argv, 
 	r = parse_options(c, argc, argv, err, errlen);
 	if (r != OPTS_OK)
 		return r;
+	c->path = opt_str(&c->o, "config");
 	if (sync_settings_load(&c->settings, &c->o, err, errlen) < 0 || load_layout(c, err, errlen) < 0 ||
 	    load_admin_target(c, err, errlen) < 0)
 		return OPTS_ERROR;

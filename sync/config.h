@@ -25,6 +25,7 @@ const char *sync_cluster_mode_str(enum sync_cluster_mode m);
 /* One ProxySQL admin interface to keep in the desired state. */
 struct sync_target {
 	char *name;
+	int line; /* where the config file's targets list has it (0: --admin-addr) */
 	char *host;
 	long port;
 	bool port_explicit; /* the address named its port ("localhost:6032": TCP, not the socket) */
@@ -100,6 +101,7 @@ struct sync_config {
 	/* The Consul client's settings (environment, then options), with the token already read
 	 * from its file: token_file is NULL. */
 	struct consul_config consul;
+	const char *path; /* the config file (c->o owns it), or NULL */
 };
 
 /* Parse argv, the environment and the config file into `c`, then check the whole: at least one

@@ -27,6 +27,7 @@ struct layout_remote {
 /* A health-checked Consul service as a source of servers (the instances whose checks all pass). */
 struct layout_service {
 	char *name;
+	int line; /* where the config file lists it (0: not from a file) */
 	char **tags; /* every one must match */
 	size_t ntags;
 	char **node_meta; /* "key:value" */
@@ -43,6 +44,7 @@ struct layout_service {
 /* One orchestrator cluster alias and where its servers go. */
 struct layout_cluster {
 	char *alias;
+	int line; /* where the config file lists it (0: not from a file) */
 	long writer_hostgroup;
 	long reader_hostgroup; /* < 0: the local region's replicas are not used */
 	bool writer_is_reader; /* the writer also serves reads in reader_hostgroup */

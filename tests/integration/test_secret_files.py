@@ -195,7 +195,7 @@ def test_register_refuses_a_token_file_others_can_write(consul, tmp_path):
     token = plain_file(tmp_path, "tok-" + secrets.token_hex(8), 0o666, "token")
     r = subprocess.run([os.path.join(pc.BIN, "clustercheck"), "--register", "--once", "--host", "127.0.0.1",
                         "--port", "1", "--consul-addr", consul.addr, "--consul-prefix", "p", "--consul-token-file",
-                        token, "--state-file", str(tmp_path / "state"), "--timeout", "2"],
+                        token, "--session-file", str(tmp_path / "session"), "--timeout", "2"],
                        capture_output=True, text=True, timeout=30,
                        env={k: v for k, v in os.environ.items() if not k.startswith("CONSUL_")})
     assert r.returncode == 2, r

@@ -339,8 +339,8 @@ def all_outputs(consul, px, workdir, proxy_url):
         out["proxysql-sync " + args[0]] = (r.returncode, r.stdout + r.stderr)
     bindir = os.path.dirname(SYNC)
     r = subprocess.run([os.path.join(bindir, "clustercheck"), "--register", "--once", "--host", "127.0.0.1",
-                        "--port", "1", "--consul-addr", addr, "--consul-prefix", "p", "--state-file",
-                        os.path.join(workdir, "cc-state"), "--timeout", "2"],
+                        "--port", "1", "--consul-addr", addr, "--consul-prefix", "p", "--session-file",
+                        os.path.join(workdir, "cc-session"), "--timeout", "2"],
                        capture_output=True, text=True, timeout=30, env=env)
     out["clustercheck --register"] = (r.returncode, r.stdout + r.stderr)
     conn = px.connect()      # an ONLINE writer, so that the probe goes on to ask --sync-readyz

@@ -220,4 +220,4 @@ def test_check_config_warns_of_a_writer_hostgroup_service_without_the_role(consu
         assert (line in r.stdout) == warned, r.stdout
     agent = Agent(consul, [px], workdir, extra=base + 'services = ( { name = "a"; hostgroup = 40; role = "boss"; } );\n')
     r = agent.run("--check-config")
-    assert r.returncode == 2 and 'role is "writer" or "reader"' in r.stderr, r.stderr
+    assert r.returncode == 2 and 'role: must be "writer" or "reader"' in r.stderr, r.stderr
