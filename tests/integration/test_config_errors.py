@@ -86,3 +86,19 @@ def test_clustercheck_listen_is_a_usage_error():
                        timeout=10, stdin=subprocess.DEVNULL)
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr == "clustercheck: --listen: 'abc': port is not a number from 0 to 65535\n"
+
+
+def test_one_config_path_everywhere():
+    """The agent's config file is /etc/sidekick/proxysql-sync.conf in every doc, unit, cron line,
+    image and manifest (an /etc path ending in proxysql-sync.cfg or .conf names no other)."""
+    import re
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    listed = subprocess.run(["git", "-C", root, "ls-files", "README.md", "docs", "dist", "k8s", "containers",
+                             "sync", "tests/demo.py"], capture_output=True, text=True, check=True).stdout.split()
+    pattern = re.compile(r"/etc/[\w./-]*proxysql-sync\.(?:cfg|conf)\b")
+    seen = {}
+    for name in listed:
+        with open(os.path.join(root, name), errors="replace") as f:
+            for path in pattern.findall(f.read()):
+                seen.setdefault(path, []).append(name)
+    assert set(seen) == {"/etc/sidekick/proxysql-sync.conf"}, seen

@@ -225,7 +225,7 @@ targets = ( { name = "px1"; address = "%s"; user = "%s"; password_file = "/run/s
     consul.put("mysql/replica/shop/eu/db2:3306", b"db2:3306")
     name = "sk-sync-test-" + os.urandom(4).hex()
     podman(*RUN, "-d", "--name", name, "--network=host", "--read-only",
-           "-v", "%s:/etc/proxysql-sync/proxysql-sync.conf:ro" % (tmp_path / "proxysql-sync.conf"),
+           "-v", "%s:/etc/sidekick/proxysql-sync.conf:ro" % (tmp_path / "proxysql-sync.conf"),
            "-v", "%s:/run/secrets/admin-password:ro" % (tmp_path / "admin-password"), SYNC_IMAGE)
     try:
         deadline = time.monotonic() + 20

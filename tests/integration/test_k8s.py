@@ -348,7 +348,7 @@ def test_exec_probes_of_the_proxysql_pod(rendered, tmp_path, overlay):
     # Where each volume is mounted, as local paths.
     mounts = {"/opt/sidekick": STATIC, "/etc/proxysql-admin/admin-password": str(tmp_path / "admin-password"),
               "/etc/consul-agent/token": str(tmp_path / "consul-token"),
-              "/etc/proxysql-sync": str(tmp_path / "sync")}
+              "/etc/sidekick": str(tmp_path / "sync")}
     conf = (tmp_path / "sync" / "proxysql-sync.conf")
     conf.write_text(conf.read_text().replace("/etc/proxysql-admin/admin-password", str(tmp_path / "admin-password")))
     ns = NetNS()
