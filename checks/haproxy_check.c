@@ -239,7 +239,8 @@ static const struct probe_kind haproxy_kind = {
 		.summary =
 			"HAProxy external-check for a PXC/Galera node (check_pxc.sh): up when Primary, Synced (or a\n"
 			"donor that is the last node or allowed), pxc_maint_mode=DISABLED, wsrep_reject_queries=NONE\n"
-			"and the donor does not reject queries. Logs JSON lines on stdout; exit 0 up, 1 down.",
+			"and the donor does not reject queries. Logs JSON lines on stdout; exit 0 up, 1 down.\n"
+			"SERVER_PORT is accepted and ignored, as check_pxc.sh does: mysqld's port is --port.",
 		.defs = options,
 		.ndefs = SK_ARRAY_LEN(options),
 		.config_opt = "config",
