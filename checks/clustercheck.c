@@ -62,7 +62,9 @@ static void finish_socket(void)
 	}
 }
 
-static int one_shot(struct cc_checker *c, bool json, FILE *diag, int64_t started)
+/* The classic check once: the script's HTTP answer on stdout, the reason in the log file and, for a
+ * person (`tell`: --verbose, or stdout is a terminal), on stderr as well. */
+static int one_shot(struct cc_checker *c, bool json, bool tell, FILE *diag, int64_t started)
 {
 	struct cc_result r;
 	char out[512];
@@ -81,6 +83,8 @@ static int one_shot(struct cc_checker *c, bool json, FILE *diag, int64_t started
 	n = format_response(r.answer, out, sizeof(out));
 	if (fwrite(out, 1, (size_t)n, stdout) != (size_t)n || fflush(stdout) != 0)
 		return 1;
+	if (tell)
+		fprintf(stderr, "clustercheck: %s\n", r.detail);
 	finish_socket();
 	return r.answer == CC_SYNCED ? 0 : 1;
 }
@@ -536,6 +540,7 @@ struct clustercheck_settings {
 	const char *log_file;
 	const char *listen; /* --listen; NULL: one-shot or --register */
 	bool registering, once;
+	bool verbose; /* one-shot: the reason on stderr too */
 	enum log_level log_level; /* --log-level and --log-format, for --listen and --register */
 	enum log_format log_format;
 	struct http_limits limits;
@@ -569,6 +574,7 @@ static int settings_load(struct opts *o, void *settings, char *err, size_t errle
 	s->listen = opt_str(o, "listen");
 	s->registering = opt_flag(o, "register");
 	s->once = opt_flag(o, "once");
+	s->verbose = opt_flag(o, "verbose");
 	if (!log_level_parse(opt_str(o, "log-level"), &s->log_level) ||
 	    !log_format_parse(opt_str(o, "log-format"), &s->log_format))
 		s->log_level = LOG_INFO, s->log_format = LOG_TEXT;
@@ -667,7 +673,7 @@ static int run_mode(struct clustercheck_settings *s, const char *prog, FILE *dia
 	if (s->listen && !listen_spec_ok(s->listen))
 		return 2;
 	if (!s->registering && !s->listen)
-		return one_shot(&s->c, s->p.json, diag, started);
+		return one_shot(&s->c, s->p.json, s->verbose || isatty(STDOUT_FILENO), diag, started);
 	log_setup(prog, s->log_format, s->log_level, stderr);
 	if (s->listen)
 		return serve(&s->c, s->listen, &s->limits);

@@ -18,6 +18,9 @@ static const struct opt_def options[] = {
 	 "A read_only=ON node counts as available; 0 answers 503 'read-only'.", 0},
 	{"log-file", 0, OPT_STRING, "PATH", "/dev/null", "ERR_FILE", 0, 0, NULL,
 	 "Where the one-line reason and warnings go (stderr may be the client socket under xinetd).", 0},
+	{"verbose", 'v', OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,
+	 "One-shot: also print the reason line on stderr (done anyway when stdout is a terminal; under xinetd "
+	 "stderr is the client's socket).", 0},
 	{"disabled-file", 0, OPT_STRING, "PATH", "/var/tmp/clustercheck.disabled", NULL, 0, 0, NULL,
 	 "While this file exists the node answers 503 'manually disabled' (only a file of root, this user or the "
 	 "--datadir's owner counts).", 0},

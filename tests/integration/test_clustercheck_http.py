@@ -473,3 +473,20 @@ def test_no_password_in_listener_logs():
     for argv, out, err in pc.OUTPUTS:
         pc.assert_no_secret(out, f"output of {argv}")
         pc.assert_no_secret(err, f"stderr of {argv}")
+
+
+def test_one_shot_tells_a_person_the_reason(tmp_path):
+    """--verbose also prints the reason line on stderr; stdout keeps the script's bytes, and without
+    it (stdout not a terminal: xinetd's socket) stderr stays empty and the reason goes to --log-file."""
+    log = tmp_path / "log"
+    base = [os.path.join(pc.BIN, "clustercheck"), "--host", "127.0.0.1", "--port", "1", "--timeout", "1",
+            "--defaults-extra-file", "", "--log-file", str(log)]
+    with open(os.path.join(pc.ROOT, "tests", "data", "http", "clustercheck-not-synced.bytes"), "rb") as f:
+        want = f.read()
+    reason = "not synced: connection refused (127.0.0.1:1)"
+    quiet = subprocess.run(base, capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
+    assert quiet.returncode == 1 and quiet.stdout == want and quiet.stderr == b""
+    assert reason in log.read_text()
+    told = subprocess.run(base + ["--verbose"], capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
+    assert told.returncode == 1 and told.stdout == want
+    assert told.stderr.decode().startswith("clustercheck: " + reason) and told.stderr.count(b"\n") == 1
