@@ -425,15 +425,43 @@ static int apply_step(struct hc_run *r, const struct hc_parser *p, const struct 
 	return 0;
 }
 
+const char *healthcheck_trailing_setting(int argc, char **argv)
+{
+	struct hc_parser p;
+	struct hc_step s;
+	const char *unused = NULL;
+
+	healthcheck_parser_init(&p, argc, argv);
+	for (const char *arg = argc > 1 ? argv[1] : NULL; healthcheck_parser_next(&p, &s);
+	     arg = p.i < argc ? argv[p.i] : NULL) {
+		if (s.msg[0] || s.kind == HC_STEP_ERROR)
+			return NULL; /* the run ends there with its own message */
+		if (s.kind == HC_STEP_TEST || s.kind == HC_STEP_SU)
+			unused = NULL; /* --su starts afresh */
+		else if (s.kind == HC_STEP_REPL || s.kind == HC_STEP_DATADIR || s.kind == HC_STEP_DEFAULTS ||
+			 s.kind == HC_STEP_NO_DEFAULTS)
+			unused = arg;
+	}
+	return unused;
+}
+
 int healthcheck_run_args(struct hc_run *r, int argc, char **argv, const struct hc_io *io)
 {
 	struct hc_parser p;
 	struct hc_step s;
 	char reason[400], line[600];
+	const char *unused;
 	int rc;
 
 	if (argc <= 1)
 		return fail_line(r, "arguments", "At least one argument required");
+	if ((unused = healthcheck_trailing_setting(argc, argv)) != NULL) {
+		snprintf(line, sizeof(line),
+			 "healthcheck warning: %.200s has no test after it and changes nothing (an option applies to "
+			 "the tests that follow it, as in healthcheck.sh)",
+			 unused);
+		say(r, line);
+	}
 	healthcheck_parser_init(&p, argc, argv);
 	while (healthcheck_parser_next(&p, &s)) {
 		if ((rc = apply_step(r, &p, &s, io)) != 0)

@@ -64,6 +64,10 @@ void healthcheck_parser_init(struct hc_parser *p, int argc, char **argv);
 /* Fill `s` with the next step; false at the end of the arguments. Pure: reads argv only. */
 bool healthcheck_parser_next(struct hc_parser *p, struct hc_step *s);
 
+/* The argument of the last setting (--replication_*, --datadir, --defaults-*, --no-defaults) that no
+ * test follows, so that it changes nothing; NULL when every setting has a test after it. Pure. */
+const char *healthcheck_trailing_setting(int argc, char **argv);
+
 /* The replication settings (--replication_*); NULL or "" means unset, as in the script. */
 struct hc_repl {
 	char *io, *sql, *seconds_behind_master, *sql_remaining_delay, *all, *name;

@@ -227,7 +227,9 @@ STATES = {
         R(1, D, "--password", "s3cr3t-on-argv", "--connect", stderr=[PASSWORD_ARGV]),
         R(0, D, "--", "--connect"),
         R(1, D, "--replication_io", stderr=["healthcheck: --replication_io needs a value (the last argument)"]),
-        R(1, "--connect", D, stderr=[failed("connect", "socket: connection refused (/run/mysqld/mysqld.sock): …")]),
+        R(1, "--connect", D, stderr=["healthcheck warning: --defaults-file=… has no test after it and changes "
+                                     "nothing (an option applies to the tests that follow it, as in healthcheck.sh)",
+                                     failed("connect", "socket: connection refused (/run/mysqld/mysqld.sock): …")]),
         R(1, "--no-connect", "--no-defaults", "--innodb_initialized",
           stderr=[failed("innodb_initialized", "connection refused (/run/mysqld/mysqld.sock): …")]),
     ],

@@ -750,11 +750,44 @@ done:
 	statusmap_free(&c.row2);
 }
 
+/* healthcheck_trailing_setting: a setting that no test follows is named (the warning's subject). */
+static void test_healthcheck_trailing_setting(void **state)
+{
+	static const struct {
+		const char *args[6];
+		const char *want;
+	} cases[] = {
+		{ { "--connect", "--replication_io=1" }, "--replication_io=1" },
+		{ { "--replication_io=1", "--replication" }, NULL },
+		{ { "--datadir", "/d", "--connect" }, NULL },
+		{ { "--connect", "--datadir", "/d" }, "--datadir" },
+		{ { "--connect", "--defaults-extra-file=/x", "--no-defaults" }, "--no-defaults" },
+		{ { "--connect", "--replication_io=1", "--su=mysql", "--connect" }, NULL },
+		{ { "--connect", "--timeout", "3" }, NULL },
+		{ { "--connect" }, NULL },
+		{ { "--no-connect", "--replication_seconds_behind_master" }, NULL }, /* an error ends it first */
+	};
+
+	(void)state;
+	for (size_t i = 0; i < SK_ARRAY_LEN(cases); i++) {
+		char *argv[8] = { "healthcheck" };
+		int argc = 1;
+		const char *got;
+
+		for (; argc <= 6 && cases[i].args[argc - 1]; argc++)
+			argv[argc] = (char *)cases[i].args[argc - 1];
+		got = healthcheck_trailing_setting(argc, argv);
+		if (cases[i].want ? !got || strcmp(got, cases[i].want) != 0 : got != NULL)
+			fail_msg("case %zu: got %s, want %s", i, got ? got : "NULL",
+				 cases[i].want ? cases[i].want : "NULL");
+	}
+}
+
 int main(void)
 {
 	char **files;
 	size_t n = testdata_list("checks", ".case", &files);
-	struct CMUnitTest *tests = xcalloc(n ? n : 1, sizeof(*tests));
+	struct CMUnitTest *tests = xcalloc(n + 1, sizeof(*tests));
 	int rc;
 
 	if (n == 0) {
@@ -766,7 +799,9 @@ int main(void)
 		tests[i].test_func = run_case;
 		tests[i].initial_state = files[i];
 	}
-	rc = _cmocka_run_group_tests("checks", tests, n, NULL, NULL);
+	tests[n].name = "healthcheck_trailing_setting";
+	tests[n].test_func = test_healthcheck_trailing_setting;
+	rc = _cmocka_run_group_tests("checks", tests, n + 1, NULL, NULL);
 	for (size_t i = 0; i < n; i++)
 		free(files[i]);
 	free(files);
