@@ -18,6 +18,7 @@ are found) or the project's test doubles.
 Everything listens on loopback and is stopped at the end (Ctrl-C is fine).
 """
 
+import contextlib
 import json
 import os
 import shutil
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -97,6 +99,27 @@ def users_table(px, note=""):
     say("  ProxySQL runtime_mysql_users%s:" % note)
     table(["username", "default_hostgroup", "frontend", "backend", "comment"],
           [list(r) for r in rows] or [["(empty)", "", "", "", ""]])
+    if rows:
+        say("  (ProxySQL's runtime keeps each user twice: frontend = 1, how clients log in to ProxySQL;")
+        say("   backend = 1, how ProxySQL logs in to MariaDB. Its main table has one row.)")
+
+
+@contextlib.contextmanager
+def ticking(what, every=5.0):
+    """Print `what` and the seconds so far every `every` seconds while the block runs."""
+    done = threading.Event()
+    t0 = time.monotonic()
+
+    def tick():
+        while not done.wait(every):
+            say("%s: %.0f s" % (what, time.monotonic() - t0))
+    t = threading.Thread(target=tick, daemon=True)
+    t.start()
+    try:
+        yield
+    finally:
+        done.set()
+        t.join()
 
 
 APP_USER, APP_PASSWORD = "app", "app-" + os.urandom(4).hex()
@@ -152,7 +175,8 @@ def main():
         t0 = time.monotonic()
         cluster = servers.GaleraCluster(ws)
         cleanup.insert(0, cluster.stop)
-        cluster.start()
+        with ticking("  ... the cluster is starting (node1 bootstraps, node2 and node3 join by SST)"):
+            cluster.start()
         say("  all nodes Synced in %.1f s" % (time.monotonic() - t0))
         creds = ws.creds["monitor"]
 
@@ -223,7 +247,7 @@ def main():
         agent_log = os.path.join(work, "proxysql-sync.log")
         procs.append(subprocess.Popen([os.path.join(BIN, "proxysql-sync"), "-c", cfg],
                                       stdout=open(agent_log, "ab"), stderr=subprocess.STDOUT))
-        say("  proxysql-sync started (log: %s)" % agent_log)
+        say("  proxysql-sync started (its log is shown at the end)")
 
         def readers():
             return {r[1] for r in px.query("SELECT hostgroup_id, hostname FROM runtime_mysql_servers")
