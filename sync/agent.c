@@ -497,13 +497,27 @@ static int start_threads(struct agent *ag, char *err, size_t errlen)
 	return 0;
 }
 
+/* One line for what the agent watches: every prefix (and service), where, and for how many targets. */
+static void log_watching(const struct agent *ag)
+{
+	char list[600] = "";
+	size_t used = 0;
+
+	for (size_t i = 0; i < ag->nwatches && used < sizeof(list); i++) {
+		int w = snprintf(list + used, sizeof(list) - used, "%s%s", i ? ", " : "", ag->watches[i].prefix);
+
+		used += w > 0 ? (size_t)w : 0;
+	}
+	log_info("watching %s at %s (%s consistency) for %zu target%s", list, consul_url(ag->watches[0].c),
+		 consul_consistency_str(ag->mode), ag->ntargets, ag->ntargets == 1 ? "" : "s");
+}
+
 int agent_start(struct agent *ag, struct sync_config *cfg, char *err, size_t errlen)
 {
 	agent_init(ag, cfg);
 	if (open_clients(ag, err, errlen) < 0)
 		goto fail;
-	log_info("watching %s at %s (%s consistency); %zu target(s)", ag->watches[0].prefix,
-		 consul_url(ag->watches[0].c), consul_consistency_str(ag->mode), ag->ntargets);
+	log_watching(ag);
 	if (start_threads(ag, err, errlen) < 0)
 		goto fail;
 	return 0;

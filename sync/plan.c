@@ -589,6 +589,55 @@ void plan_drop_text(struct plan *p)
 	p->after_exact = false;
 }
 
+/* ", N THING(s) WHAT" onto buf when n is not 0. */
+static void describe_count(char *buf, size_t len, size_t n, const char *thing, const char *what)
+{
+	size_t used = strlen(buf);
+
+	if (n)
+		snprintf(buf + used, len - used, "%s%zu %s%s %s", used ? ", " : "", n, thing, n == 1 ? "" : "s", what);
+}
+
+/* A plan with no row changed: which of LOAD and SAVE it sends. */
+static const char *describe_owed(const struct plan *p)
+{
+	bool load = false, save = false;
+
+	for (size_t i = 0; i < p->n; i++) {
+		const char *sql = p->steps[i].shown ? p->steps[i].shown : p->steps[i].sql;
+
+		load = load || (sql && strncmp(sql, "LOAD ", 5) == 0);
+		save = save || (sql && strncmp(sql, "SAVE ", 5) == 0);
+	}
+	if (save && !load)
+		return "no row changed: saved to disk what was loaded before (a SAVE put off by save-delay, or owed)";
+	if (load && save)
+		return "no row changed: loaded to runtime and saved to disk what memory already held";
+	if (load)
+		return "no row changed: loaded to runtime what memory already held";
+	return "no row changed";
+}
+
+const char *plan_describe(const struct plan *p, char *buf, size_t len)
+{
+	if (!len)
+		return buf;
+	buf[0] = '\0';
+	describe_count(buf, len, p->server_inserts, "server", "added");
+	describe_count(buf, len, p->server_updates, "server", "changed");
+	describe_count(buf, len, p->server_drains, "server", "set OFFLINE_SOFT to drain");
+	describe_count(buf, len, p->server_deletes, "server", "removed");
+	describe_count(buf, len, p->user_inserts, "user", "added");
+	describe_count(buf, len, p->user_updates, "user", "changed");
+	describe_count(buf, len, p->user_deletes, "user", "removed");
+	describe_count(buf, len, p->peer_inserts, "ProxySQL peer", "added");
+	describe_count(buf, len, p->peer_updates, "ProxySQL peer", "changed");
+	describe_count(buf, len, p->peer_deletes, "ProxySQL peer", "removed");
+	if (!buf[0])
+		snprintf(buf, len, "%s", describe_owed(p));
+	return buf;
+}
+
 void plan_free(struct plan *p)
 {
 	plan_drop_text(p);

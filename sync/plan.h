@@ -149,6 +149,11 @@ char *plan_text(const struct plan *p);
  * has run and whose text is no longer needed holds no memory that grows with the rows. */
 void plan_drop_text(struct plan *p);
 
+/* What the plan changes, in an operator's words, into buf: "1 server added, 2 users changed", or
+ * for a plan of LOADs and SAVEs only, what those do ("saved to disk what was loaded before (a
+ * SAVE put off by save-delay)"). Pure. Returns buf. */
+const char *plan_describe(const struct plan *p, char *buf, size_t len);
+
 void plan_free(struct plan *p);
 
 #endif

@@ -749,7 +749,8 @@ static void report_facts(struct agent *ag, struct target *t, const struct tstate
 	if (!t->facts_logged || monitor_rows != t->monitor_rows || st->facts.cluster_peers != t->cluster_peers) {
 		t->facts_logged = true;
 		log_info("target %s: %zu monitor hostgroup row(s) over the agent's hostgroups; %ld ProxySQL Cluster "
-			 "peer(s) (pull: mysql_servers %ld, mysql_users %ld)",
+			 "peer(s), pulling mysql_servers after %ld differing check(s) and mysql_users after %ld "
+			 "(0: never; admin-cluster_*_diffs_before_sync)",
 			 t->pt.name, monitor_rows, st->facts.cluster_peers, st->facts.servers_diffs_before_sync,
 			 st->facts.users_diffs_before_sync);
 		t->monitor_rows = monitor_rows;
@@ -1237,6 +1238,7 @@ static void record_apply(struct pass *r)
 	const struct plan *p = &r->plan;
 	double ms = (double)(deadline_now_us() - r->started) / 1000.0;
 	size_t b = 0;
+	char what[400];
 
 	while (b < AGENT_HIST_BUCKETS && ms > metrics_hist_bounds_ms[b])
 		b++;
@@ -1244,10 +1246,8 @@ static void record_apply(struct pass *r)
 	t->hist_sum_us += (unsigned long)(ms * 1000.0);
 	t->hist_count++;
 	t->applies++;
-	log_info("target %s: applied %zu statement(s) in %.1f ms: servers +%zu ~%zu drain %zu -%zu, "
-		 "users +%zu ~%zu -%zu",
-		 t->pt.name, p->n, ms, p->server_inserts, p->server_updates, p->server_drains, p->server_deletes,
-		 p->user_inserts, p->user_updates, p->user_deletes);
+	log_info("target %s: applied %zu statement%s in %.1f ms: %s", t->pt.name, p->n, p->n == 1 ? "" : "s", ms,
+		 plan_describe(p, what, sizeof(what)));
 }
 
 /* Held, refused or guarded although the apply went well: not in sync, and why. Returns 1 (look

@@ -526,7 +526,7 @@ def test_save_delay_0_saves_with_each_load(consul, px, workdir):
             consul.put("mysql/replica/shop/eu/db2:3306", json.dumps({"weight": w}).encode())
             wait_until("db2 at weight %d on disk" % w, lambda: disk_weight(px, "db2") == str(w))
         wait_until("two applies of UPDATE, LOAD and SAVE",
-                   lambda: len(re.findall(r"applied 3 statement\(s\)", agent.logs())) == 2)
+                   lambda: len(re.findall(r"applied 3 statements", agent.logs())) == 2)
     finally:
         stop_and_check(agent)
 

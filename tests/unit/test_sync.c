@@ -337,6 +337,42 @@ static void run_case(void **state)
 
 /* ---- a target's TLS and address settings ------------------------------------------------ */
 
+/* plan_describe: the apply's log line says what changed in words, and what a plan of LOADs and SAVEs
+ * only does (a put-off SAVE). */
+static void plan_described_in_words(void **state)
+{
+	struct plan_step save = { .sql = "SAVE MYSQL SERVERS TO DISK" },
+			 load = { .sql = "LOAD MYSQL USERS TO RUNTIME" };
+	struct plan_step both[] = { { .sql = "LOAD MYSQL SERVERS TO RUNTIME" },
+				    { .sql = "SAVE MYSQL SERVERS TO DISK" } };
+	struct plan p = { 0 };
+	char buf[400];
+
+	(void)state;
+	p.server_inserts = 1;
+	p.server_drains = 2;
+	p.user_updates = 3;
+	assert_string_equal(plan_describe(&p, buf, sizeof(buf)),
+			    "1 server added, 2 servers set OFFLINE_SOFT to drain, 3 users changed");
+	memset(&p, 0, sizeof(p));
+	p.steps = &save;
+	p.n = 1;
+	assert_string_equal(
+		plan_describe(&p, buf, sizeof(buf)),
+		"no row changed: saved to disk what was loaded before (a SAVE put off by save-delay, or owed)");
+	p.steps = &load;
+	assert_string_equal(plan_describe(&p, buf, sizeof(buf)),
+			    "no row changed: loaded to runtime what memory already held");
+	p.steps = both;
+	p.n = 2;
+	assert_string_equal(plan_describe(&p, buf, sizeof(buf)),
+			    "no row changed: loaded to runtime and saved to disk what memory already held");
+	p.n = 0;
+	p.user_deletes = 1;
+	p.peer_inserts = 2;
+	assert_string_equal(plan_describe(&p, buf, sizeof(buf)), "1 user removed, 2 ProxySQL peers added");
+}
+
 /* Certificates are verified unless tls_verify = false is written out, which warns; localhost with
  * a port is TCP (port_explicit), without one the socket. */
 static void target_tls_and_address(void **state)
@@ -768,7 +804,7 @@ int main(void)
 	}
 	free(ents);
 	ncases = n;
-	tests = xrealloc(tests, (n + 7) * sizeof(*tests));
+	tests = xrealloc(tests, (n + 8) * sizeof(*tests));
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(drift_hash_keeps_columns_apart);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(scale_duplicates_first_stands);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(scale_order_independent);
@@ -776,6 +812,7 @@ int main(void)
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(vouchers_need_every_row_unchanged);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(facts_equal_compares_what_plans_read);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(target_tls_and_address);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(plan_described_in_words);
 	rc = _cmocka_run_group_tests("sync", tests, n, NULL, NULL);
 	for (size_t i = 0; i < ncases; i++)
 		free(paths[i]);
