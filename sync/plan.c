@@ -603,6 +603,9 @@ static const char *describe_owed(const struct plan *p)
 {
 	bool load = false, save = false;
 
+	if (!p->steps) /* the text was dropped once the statements ran (plan_drop_text) */
+		return "no row changed: a LOAD or SAVE owed from earlier (a SAVE put off by save-delay, or a runtime "
+		       "behind memory)";
 	for (size_t i = 0; i < p->n; i++) {
 		const char *sql = p->steps[i].shown ? p->steps[i].shown : p->steps[i].sql;
 

@@ -135,7 +135,7 @@ def test_monitor_roles_without_a_monitor_row_are_refused(consul, px, workdir):
 
 
 @pytest.mark.parametrize("bad, want", [
-    ('roles = "auto";', "roles 'auto' is not kv or monitor"),
+    ('roles = "auto";', "roles: 'auto' is not kv or monitor"),
     ('roles = "monitor"; writer_is_reader = true;', "writer_is_reader with roles"),
 ])
 def test_bad_roles_are_refused_by_check_config(consul, px, workdir, bad, want):

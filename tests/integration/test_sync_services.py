@@ -131,7 +131,7 @@ def test_one_source_per_hostgroup(consul, px, workdir):
             ('services = ( { name = "mysql"; hostgroup = 11; } );\n', "one source per hostgroup"),
             ('services = ( { name = "a"; hostgroup = 40; }, { name = "b"; hostgroup = 40; } );\n', "share hostgroup 40"),
             ('services = ( { name = "a/b"; hostgroup = 40; } );\n', "not a Consul service name"),
-            ('services = ( { name = "a"; } );\n', "hostgroup is missing")):
+            ('services = ( { name = "a"; } );\n', "hostgroup: is missing")):
         agent = Agent(consul, [px], workdir, extra=extra)
         r = agent.run("--check-config")
         assert r.returncode == 2 and want in r.stderr and len(r.stderr.strip().splitlines()) == 1, (extra, r.stderr)

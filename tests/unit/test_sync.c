@@ -367,6 +367,11 @@ static void plan_described_in_words(void **state)
 	p.n = 2;
 	assert_string_equal(plan_describe(&p, buf, sizeof(buf)),
 			    "no row changed: loaded to runtime and saved to disk what memory already held");
+	p.steps = NULL; /* the text dropped after the apply, as when the line is logged */
+	assert_string_equal(
+		plan_describe(&p, buf, sizeof(buf)),
+		"no row changed: a LOAD or SAVE owed from earlier (a SAVE put off by save-delay, or a runtime "
+		"behind memory)");
 	p.n = 0;
 	p.user_deletes = 1;
 	p.peer_inserts = 2;
