@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fuzz.h"
@@ -57,7 +58,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argc;
 	(void)argv;
 	log_setup("fuzz", LOG_TEXT, LOG_OFF, stderr);
-	if (fd < 0 || write(fd, config_text, sizeof(config_text) - 1) != (ssize_t)(sizeof(config_text) - 1))
+	if (fd < 0 || fchmod(fd, 0600) < 0 ||
+	    write(fd, config_text, sizeof(config_text) - 1) != (ssize_t)(sizeof(config_text) - 1))
 		abort();
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	if (sync_config_load(&cfg, 3, args, err, sizeof(err)) != OPTS_OK) {
