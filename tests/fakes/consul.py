@@ -9,6 +9,10 @@ when CONSUL_BIN is set, the real binary.
         r.status, r.header("X-Consul-Index"), r.json()
         c.fault("fail", count=2, code=503)   # double only; skips the test on real Consul
 
+    with Consul(servers=3) as c:             # three servers over one state (the double only)
+        c.session_create(server=2)           # through server 2: bound to its node
+        c.restart_server(2, down=1.0)        # server 2 away for a second
+
 The real binary runs as a single non-dev server (bootstrap_expect = 1, a data
 dir of its own, raft_multiplier = 1) rather than with -dev: -dev keeps data
 only in memory (no restart with data) and pretty-prints every JSON answer,
@@ -88,9 +92,11 @@ class Consul(ServerProcess):
 
     def __init__(self, *, dc="dc1", node="consul-test", acl_master_token=None,
                  session_ttl_min=None, binary=None, use_double=False, workdir=None,
-                 extra_args=()):
+                 extra_args=(), servers=1, client_agent=False):
         """binary: the consul executable (default $CONSUL_BIN; unset = the
-        double). use_double=True always runs the double, e.g. to test it."""
+        double). use_double=True always runs the double, e.g. to test it.
+        servers > 1: that many servers sharing one state, each with its own address and node
+        (<node>-1..N); client_agent: /v1/agent/self says a client agent (both the double only)."""
         if use_double:
             binary = None
         elif binary is None:
@@ -103,7 +109,9 @@ class Consul(ServerProcess):
         self._own_workdir = workdir is None
         self.workdir = workdir or tempfile.mkdtemp(prefix="consul-test-")
         self.datadir = os.path.join(self.workdir, "data")
+        self.servers, self.client_agent = servers, client_agent
         self.port = None
+        self.ports = []             # one per server; ports[0] == port
         self._ports = None
         self._accessors = {}
         super().__init__()
@@ -121,6 +129,11 @@ class Consul(ServerProcess):
     @property
     def url(self):
         return "http://" + self.addr
+
+    @property
+    def addrs(self):
+        """Every server's HTTP address (the double with servers > 1), server 1 first."""
+        return ["127.0.0.1:%d" % p for p in self.ports] or [self.addr]
 
     @property
     def log_path(self):
@@ -141,6 +154,9 @@ class Consul(ServerProcess):
         if self.is_fake:
             self._start_fake(timeout)
         else:
+            if self.servers > 1 or self.client_agent:
+                import pytest
+                pytest.skip("several servers or a client agent: the Consul double only (CONSUL_BIN is set)")
             self._start_real(timeout)
         return self
 
@@ -148,9 +164,14 @@ class Consul(ServerProcess):
         port_file = os.path.join(self.workdir, "port")
         if os.path.exists(port_file):
             os.unlink(port_file)
-        cmd = [PYTHON, DOUBLE, "--listen", "127.0.0.1:%d" % (self.port or 0),
-               "--port-file", port_file, "--datadir", self.datadir, "--dc", self.dc,
-               "--node", self.node]
+        if self.ports:                              # a restart: the same addresses again
+            listen = [x for p in self.ports for x in ("--listen", "127.0.0.1:%d" % p)]
+        else:
+            listen = ["--listen", "127.0.0.1:0", "--servers", str(self.servers)]
+        cmd = [PYTHON, DOUBLE] + listen + ["--port-file", port_file, "--datadir", self.datadir,
+                                           "--dc", self.dc, "--node", self.node]
+        if self.client_agent:
+            cmd += ["--client-agent"]
         if self.acl_master_token:
             cmd += ["--acl-master-token", self.acl_master_token]
         if self.session_ttl_min:
@@ -165,8 +186,8 @@ class Consul(ServerProcess):
                 raise RuntimeError("Consul double did not start in %.0fs; log: %s" % (timeout, self.log_path))
             time.sleep(0.01)
         with open(port_file, encoding="utf-8") as f:
-            line = f.read().strip()
-        self.port = int(line.rsplit(":", 1)[1])
+            self.ports = [int(line.rsplit(":", 1)[1]) for line in f.read().split()]
+        self.port = self.ports[0]
 
     def _consul_version(self):
         out = subprocess.run([self.binary, "version"], capture_output=True, text=True, timeout=30).stdout
@@ -229,9 +250,10 @@ class Consul(ServerProcess):
     # -- HTTP ------------------------------------------------------------------
 
     def request(self, method, path, *, params=None, body=None, headers=None, token=None,
-                timeout=30.0):
-        """One HTTP request; never raises for an HTTP status, only for I/O."""
-        url = self.url + path
+                timeout=30.0, server=None):
+        """One HTTP request (to server n, 1-based, of several); never raises for an HTTP status,
+        only for I/O."""
+        url = ("http://" + self.addrs[server - 1] if server else self.url) + path
         q = encode_params(params)
         if q:
             url += ("&" if "?" in url else "?") + q
@@ -271,8 +293,8 @@ class Consul(ServerProcess):
     def txn(self, ops, token=None, **params):
         return self.request("PUT", "/v1/txn", params=params, body=json.dumps(ops), token=token)
 
-    def session_create(self, token=None, **fields):
-        r = self.request("PUT", "/v1/session/create", body=json.dumps(fields), token=token)
+    def session_create(self, token=None, server=None, **fields):
+        r = self.request("PUT", "/v1/session/create", body=json.dumps(fields), token=token, server=server)
         if r.status != 200:
             raise RuntimeError("session create failed: %r" % r)
         return r.json()["ID"]
@@ -321,3 +343,39 @@ class Consul(ServerProcess):
                          token=self.acl_master_token)
         if r.status != 200:
             raise RuntimeError("ACL token delete failed: %r" % r)
+
+    # -- several servers -------------------------------------------------------------
+
+    def restart_server(self, n, down=1.0):
+        """Restart server n of the double: refused for `down` seconds, its node's serfHealth
+        critical meanwhile (its sessions invalidated), then back."""
+        return self.fault("restart-server", n=n, down=down)
+
+    # -- ACL login ---------------------------------------------------------------------
+
+    def login_method(self, name, bearers, max_token_ttl=None):
+        """An auth method of type kubernetes: bearers maps a JWT to what the TokenReview and the
+        binding rules make of it, {"service_account": SA, "rules": [(rule, name, policy), ...]}
+        (a role with that policy) or {"service_account": SA, "service_identity": NAME}, or no
+        grant at all. The double only: a real kubernetes auth method needs a Kubernetes API to
+        review the JWTs."""
+        if not self.is_fake:
+            import pytest
+            pytest.skip("a kubernetes auth method needs a Kubernetes API server: the Consul double only")
+        body = {"name": name, "type": "kubernetes", "bearers": bearers}
+        if max_token_ttl:
+            body["max_token_ttl"] = max_token_ttl
+        r = self.request("PUT", "/_fake/auth-method", body=json.dumps(body))
+        if r.status != 200:
+            raise RuntimeError("auth method setup failed: %r" % r)
+        return r.json()
+
+    def login(self, method, bearer, meta=None, server=None):
+        """POST /v1/acl/login; the Response (its json() is the token on success)."""
+        body = {"AuthMethod": method, "BearerToken": bearer}
+        if meta:
+            body["Meta"] = meta
+        return self.request("POST", "/v1/acl/login", body=json.dumps(body), server=server)
+
+    def logout(self, secret, server=None):
+        return self.request("POST", "/v1/acl/logout", token=secret, server=server)

@@ -163,6 +163,14 @@ def format_go_duration(ns):
     return sign + s
 
 
+def go_time(unix):
+    """A time.Time as encoding/json writes it (RFC 3339 with nanoseconds, UTC)."""
+    whole = int(unix)
+    nanos = int(round((unix - whole) * 1e9))
+    text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+    return text + ("." + ("%09d" % nanos).rstrip("0") if nanos else "") + "Z"
+
+
 def go_quote(s):
     """Roughly Go's %q for strings (enough for keys and ids)."""
     return json.dumps(s, ensure_ascii=False)
@@ -348,6 +356,8 @@ class Watch:
     target: str = ""
     node: tuple = ()     # radix: (watched node path, its parent's path)
     fired: bool = False
+    thread: object = None      # the connection thread that waits on it
+    cancelled: bool = False    # its server went away (/_fake/restart-server): drop the connection
 
     def matches(self, store, keys, sessions_changed, services_changed):
         if self.kind == "sessions":
@@ -595,10 +605,35 @@ RESOURCES = ("key", "session", "agent", "node", "service")
 POLICIES = ("read", "write", "deny")
 
 
-class Authorizer:
-    """What one resolved token may do. rules: {resource: {prefix: policy}}.
+def rules_from_policy(triples):
+    """[(rule, name, policy), ...] in the words of Consul's policy language ("key_prefix",
+    "key", "service", "node_prefix", ...: a bare resource is an exact rule) -> Authorizer rules."""
+    rules = {}
+    for rule, name, policy in triples:
+        resource, _, prefix = rule.partition("_")
+        if resource not in RESOURCES or prefix not in ("", "prefix") or policy not in POLICIES:
+            raise ValueError("bad rule %r: want key|session|agent|node|service[_prefix] and read|write|deny"
+                             % ([rule, name, policy],))
+        if prefix:
+            rules.setdefault(resource, {})[name] = policy
+        else:
+            rules.setdefault("exact", {}).setdefault(resource, {})[name] = policy
+    return rules
 
-    Like Consul's *_prefix rules the longest matching prefix wins; with no
+
+def service_identity_rules(name):
+    """The policy a service identity stands for (acl/policy_templates: service-identity):
+    write on the service and its sidecar, read on every service and node."""
+    return rules_from_policy([("service", name, "write"), ("service", name + "-sidecar-proxy", "write"),
+                              ("service_prefix", "", "read"), ("node_prefix", "", "read")])
+
+
+class Authorizer:
+    """What one resolved token may do. rules: {resource: {prefix: policy}, "exact": {resource:
+    {name: policy}}}.
+
+    As in Consul's policy language an exact rule (`key "a"`) wins over prefix rules
+    (`key_prefix "a"`); among prefix rules the longest matching prefix wins; with no
     matching rule the default policy (deny) applies.
     """
 
@@ -608,6 +643,9 @@ class Authorizer:
         self.management, self.enabled = management, enabled
 
     def _policy(self, resource, name):
+        exact = self.rules.get("exact", {}).get(resource, {})
+        if name in exact:
+            return exact[name]
         best, policy = -1, None
         for prefix, pol in self.rules.get(resource, {}).items():
             if name.startswith(prefix) and len(prefix) > best:
@@ -628,8 +666,8 @@ class Authorizer:
             return True
         if self._policy("key", prefix) != "write":
             return False
-        return all(pol == "write" for p, pol in self.rules.get("key", {}).items()
-                   if p.startswith(prefix))
+        below = list(self.rules.get("key", {}).items()) + list(self.rules.get("exact", {}).get("key", {}).items())
+        return all(pol == "write" for p, pol in below if p.startswith(prefix))
 
     def denied(self, resource, level, name):
         """acl.PermissionDeniedError text (acl/errors.go)."""
@@ -660,8 +698,13 @@ class Store:
     def __init__(self, datadir=None, dc="dc1", node="fake-node", acl_master=None,
                  session_ttl_min=SESSION_TTL_MIN_DEFAULT, tombstone_ttl=TOMBSTONE_TTL_DEFAULT,
                  version=FAKE_CONSUL_VERSION, check_reap_interval=CHECK_REAP_INTERVAL_DEFAULT,
-                 deregister_critical_min=DEREGISTER_CRITICAL_MIN_DEFAULT):
+                 deregister_critical_min=DEREGISTER_CRITICAL_MIN_DEFAULT, agent_nodes=None):
+        """agent_nodes: the node names of the agents (servers) that share this state, each
+        registered in the catalog with its own serfHealth; default [node]."""
         self.datadir, self.dc, self.node = datadir, dc, node
+        self.agent_nodes = list(agent_nodes or [node])
+        self.auth_methods = {}    # name -> auth method (see FakeControl.do_auth_method)
+        self.acl_counts = {"logins": 0, "login_failures": 0, "logouts": 0}
         self.check_reap_interval, self.deregister_critical_min = check_reap_interval, deregister_critical_min
         self.next_reap = time.monotonic() + check_reap_interval / SECOND
         self.version = version
@@ -730,6 +773,7 @@ class Store:
         self.tombstones = {k: [i, now + self.tombstone_ttl / SECOND] for k, i in d["tombstones"].items()}
         self.sessions = {s["ID"]: Session.from_disk(s) for s in d["sessions"]}
         self.acl_tokens = d.get("acl_tokens", {})
+        self.auth_methods = d.get("auth_methods", {})
         cat = d.get("catalog", {})
         self.nodes = {n["Node"]: n for n in cat.get("nodes", [])}
         self.services = {(v["Node"], v["ID"]): v for v in cat.get("services", [])}
@@ -792,7 +836,7 @@ class Store:
              "table_index": self.table_index,
              "tombstones": {k: v[0] for k, v in self.tombstones.items()},
              "sessions": [s.to_api() for s in self.sessions.values()],
-             "acl_tokens": self.acl_tokens,
+             "acl_tokens": self.acl_tokens, "auth_methods": self.auth_methods,
              "catalog": {"nodes": list(self.nodes.values()), "services": list(self.services.values()),
                          "checks": list(self.checks.values()), "service_index": self.service_index,
                          "ttl": {"%s\x00%s" % k: v[0] for k, v in self.check_ttl.items()},
@@ -856,6 +900,7 @@ class Store:
                 if res.index > min_index:
                     return res
                 w = watch() if callable(watch) else Watch(*watch)
+                w.thread = threading.current_thread()
                 self.watches.add(w)
                 try:
                     while not w.fired and self.epoch == epoch and not self.stopping:
@@ -865,7 +910,7 @@ class Store:
                         self.changed.wait(remaining)
                 finally:
                     self.watches.discard(w)
-                if self.stopping:
+                if self.stopping or w.cancelled:
                     raise Stopping()
                 if self.epoch != epoch:
                     return res
@@ -1216,23 +1261,25 @@ class Store:
         return True
 
     def register_agent_node(self):
-        """The agent's own node and its serfHealth check, as the leader
+        """Each agent's own node and its serfHealth check, as the leader
         registers every LAN member (leader.go reconcileMember)."""
         with self.lock:
             self._register_agent_node()
 
     def _register_agent_node(self):
-        if self.node in self.nodes and (self.node, SERF_HEALTH) in self.checks:
-            return
-        idx = self.next_index()
-        self.ensure_node(idx, {
-            "ID": self.node_id, "Node": self.node, "Address": "127.0.0.1", "Datacenter": self.dc,
-            "TaggedAddresses": {"lan": "127.0.0.1", "lan_ipv4": "127.0.0.1",
-                                "wan": "127.0.0.1", "wan_ipv4": "127.0.0.1"},
-            "Meta": {"consul-network-segment": "", "consul-version": self.version}})
-        self.ensure_check(idx, health_check(self.node, SERF_HEALTH, "Serf Health Status",
-                                            "passing", output="Agent alive and reachable"))
-        self.commit()
+        for node in self.agent_nodes:
+            if node in self.nodes and (node, SERF_HEALTH) in self.checks:
+                continue
+            idx = self.next_index()
+            self.ensure_node(idx, {
+                "ID": str(uuid.uuid5(uuid.NAMESPACE_DNS, node)), "Node": node, "Address": "127.0.0.1",
+                "Datacenter": self.dc,
+                "TaggedAddresses": {"lan": "127.0.0.1", "lan_ipv4": "127.0.0.1",
+                                    "wan": "127.0.0.1", "wan_ipv4": "127.0.0.1"},
+                "Meta": {"consul-network-segment": "", "consul-version": self.version}})
+            self.ensure_check(idx, health_check(node, SERF_HEALTH, "Serf Health Status",
+                                                "passing", output="Agent alive and reachable"))
+            self.commit()
 
     def set_check_status(self, idx, node, check_id, status, output=None):
         c = self.checks[(node, check_id)]
@@ -1284,8 +1331,8 @@ class Store:
             return Authorizer(str(uuid.uuid5(uuid.NAMESPACE_URL, "master:" + token)), token,
                               management=True)
         t = self.acl_tokens.get(token)
-        if t is None:
-            raise ApiError(403, "ACL not found")
+        if t is None or t.get("expires", float("inf")) <= time.time():
+            raise ApiError(403, "ACL not found")    # an expired token is not found (structs.ACLToken.IsExpired)
         return Authorizer(t["accessor"], token, t["rules"])
 
 
@@ -1479,17 +1526,24 @@ class ConsulAPI:
         "/v1/agent/check/warn/": ("PUT",),
         "/v1/agent/check/fail/": ("PUT",),
         "/v1/agent/check/update/": ("PUT",),
+        "/v1/acl/login": ("POST",),
+        "/v1/acl/logout": ("POST",),
     }
 
     def __init__(self, store, faults, kv_max_value_size=KV_MAX_VALUE_SIZE,
                  txn_max_ops=TXN_MAX_OPS_DEFAULT, version=FAKE_CONSUL_VERSION,
-                 rpc_hold_timeout=RPC_HOLD_TIMEOUT_DEFAULT, key_validation="none", default_token=""):
+                 rpc_hold_timeout=RPC_HOLD_TIMEOUT_DEFAULT, key_validation="none", default_token="",
+                 node=None, server=True):
+        """One agent's HTTP API over the shared store: node is this agent's node name (default the
+        store's), server False makes it a client agent (/v1/agent/self Config.Server)."""
         self.store, self.faults = store, faults
+        self.node, self.server = node or store.node, server
         self.rpc_hold_timeout = rpc_hold_timeout
         self.key_validation, self.default_token = key_validation, default_token
         self.kv_max_value_size, self.txn_max_ops = kv_max_value_size, txn_max_ops
         self.version = version
-        self.node_id = str(uuid.uuid5(uuid.NAMESPACE_DNS, store.node))
+        self.node_id = str(uuid.uuid5(uuid.NAMESPACE_DNS, self.node))
+        self.peers = ["127.0.0.1:8300"]     # server RPC addresses, the leader first (set by the cluster)
         self.handlers = {
             "/v1/kv/": self.kv, "/v1/txn": self.txn,
             "/v1/session/create": self.session_create, "/v1/session/destroy/": self.session_destroy,
@@ -1503,6 +1557,7 @@ class ConsulAPI:
             "/v1/agent/service/deregister/": self.agent_service_deregister,
             "/v1/agent/check/pass/": self.agent_check_update, "/v1/agent/check/warn/": self.agent_check_update,
             "/v1/agent/check/fail/": self.agent_check_update, "/v1/agent/check/update/": self.agent_check_update,
+            "/v1/acl/login": self.acl_login, "/v1/acl/logout": self.acl_logout,
         }
 
     # -- routing (net/http ServeMux + agent/http.go wrap) ----------------------
@@ -2090,7 +2145,7 @@ class ConsulAPI:
     def session_create(self, req):
         opts = self.parse(req)
         body = req.body()
-        sess = {"name": "", "node": self.store.node, "lock_delay": DEFAULT_LOCK_DELAY,
+        sess = {"name": "", "node": self.node, "lock_delay": DEFAULT_LOCK_DELAY,
                 "behavior": "release", "ttl": "", "checks": [SERF_HEALTH]}
         if body:
             try:
@@ -2451,36 +2506,36 @@ class ConsulAPI:
         checks = []
         for i, d in enumerate(defs):
             cid = "service:%s" % svc["ID"] + (":%d" % (i + 1) if len(defs) > 1 else "")
-            checks.append(self.check_def(self.store.node, svc, d, cid, "Service '%s' check" % svc["Service"]))
+            checks.append(self.check_def(self.node, svc, d, cid, "Service '%s' check" % svc["Service"]))
         authz = self.write_rpc(req)
         authz.require("service", "write", svc["Service"])
         store = self.store
         with store.lock:
             idx = store.next_index()
-            old = store.services.get((store.node, svc["ID"]))
-            store.ensure_service(idx, store.node, svc)
+            old = store.services.get((self.node, svc["ID"]))
+            store.ensure_service(idx, self.node, svc)
             keep = {c["CheckID"] for c, _, _ in checks}
             if req.has("replace-existing-checks") or old is None:
                 for (n, cid), c in list(store.checks.items()):
-                    if n == store.node and c["ServiceID"] == svc["ID"] and cid not in keep:
+                    if n == self.node and c["ServiceID"] == svc["ID"] and cid not in keep:
                         store.delete_check(idx, n, cid)
             for d, (c, ttl, reap) in zip(defs, checks):
-                prev = store.checks.get((store.node, c["CheckID"]))
+                prev = store.checks.get((self.node, c["CheckID"]))
                 if prev is not None and not self.field(d, "Status", str):
                     c = dict(c, Status=prev["Status"], Output=prev["Output"])   # a re-registration keeps the state
                 store.ensure_check(idx, c)
                 if ttl:
-                    store.check_ttl[(store.node, c["CheckID"])] = [ttl, time.monotonic() + ttl / SECOND]
+                    store.check_ttl[(self.node, c["CheckID"])] = [ttl, time.monotonic() + ttl / SECOND]
                     store.timers.notify_all()
                 else:
-                    store.check_ttl.pop((store.node, c["CheckID"]), None)
+                    store.check_ttl.pop((self.node, c["CheckID"]), None)
                 if reap:
-                    state = store.check_reap.get((store.node, c["CheckID"]))
-                    store.check_reap[(store.node, c["CheckID"])] = [reap, state[1] if state else None]
+                    state = store.check_reap.get((self.node, c["CheckID"]))
+                    store.check_reap[(self.node, c["CheckID"])] = [reap, state[1] if state else None]
                     if c["Status"] == "critical" and not state:
-                        store.check_reap[(store.node, c["CheckID"])][1] = time.monotonic()
+                        store.check_reap[(self.node, c["CheckID"])][1] = time.monotonic()
                 else:
-                    store.check_reap.pop((store.node, c["CheckID"]), None)
+                    store.check_reap.pop((self.node, c["CheckID"]), None)
             store.commit()
         return Response(200)
 
@@ -2489,12 +2544,12 @@ class ConsulAPI:
         authz = self.write_rpc(req)
         store = self.store
         with store.lock:
-            svc = store.services.get((store.node, sid))
+            svc = store.services.get((self.node, sid))
             if svc is None:
                 raise ApiError(404, "Unknown service ID %s. Ensure that the service ID is passed, "
                                     "not the service name." % go_quote(sid))
             authz.require("service", "write", svc["Service"])
-            store.delete_service(store.next_index(), store.node, sid)
+            store.delete_service(store.next_index(), self.node, sid)
             store.commit()
         return Response(200)
 
@@ -2513,7 +2568,7 @@ class ConsulAPI:
         authz = self.write_rpc(req)
         store = self.store
         with store.lock:
-            key = (store.node, cid)
+            key = (self.node, cid)
             # agent.go vetCheckUpdateWithAuthorizer: an unknown check is a 404 in current releases
             # (older ones: a 500 "Unknown check"); updateTTLCheck: a check without a TTL, a 500.
             if key not in store.checks:
@@ -2523,11 +2578,11 @@ class ConsulAPI:
                 raise ApiError(500, "CheckID %s does not have associated TTL" % go_quote(cid))
             c = store.checks[key]
             authz.require("service" if c["ServiceID"] else "node", "write",
-                          c["ServiceName"] if c["ServiceID"] else store.node)
+                          c["ServiceName"] if c["ServiceID"] else self.node)
             ttl = store.check_ttl[key][0]
             store.check_ttl[key][1] = time.monotonic() + ttl / SECOND
             store.timers.notify_all()
-            store.set_check_status(store.next_index(), store.node, cid, status, output)
+            store.set_check_status(store.next_index(), self.node, cid, status, output)
             store.commit()
         return Response(200)
 
@@ -2590,13 +2645,98 @@ class ConsulAPI:
             store.commit()
         return json_response(True, req)
 
+    # -- ACL login (agent/acl_endpoint.go ACLLogin/ACLLogout, agent/consul/acl_endpoint.go
+    #    Login/Logout, agent/consul/auth/token_writer.go Delete, acl/errors.go) ---------------
+
+    def acl_login(self, req):
+        """POST /v1/acl/login {AuthMethod, BearerToken, Meta}: a new local token for the
+        identity the auth method vouches for, through its binding rules."""
+        store = self.store
+        if store.acl_master is None:
+            raise ApiError(401, "ACL support disabled")
+        try:
+            body = json.loads(req.body().decode("utf-8") or "null")
+            if not isinstance(body, dict):
+                raise ValueError("json: cannot unmarshal %s into Go value of type structs.ACLLoginParams"
+                                 % json_type(body))
+        except (ValueError, UnicodeDecodeError) as e:
+            raise ApiError(400, "Failed to decode request body: %s" % e)
+        f = self.field
+        name, bearer = f(body, "AuthMethod", str, ""), f(body, "BearerToken", str, "")
+        meta = f(body, "Meta", dict, {})
+        opts = QueryOptions(req.get("dc") or store.dc, "", False, False, 0, 0)
+        self.rpc(opts, write=True)            # the request carries no token (Login refuses one)
+        with store.lock:
+            method = store.auth_methods.get(name)
+            binding = None
+            try:
+                if method is None:
+                    raise ApiError(403, "ACL not found: auth method %s not found" % go_quote(name))
+                who = method["bearers"].get(bearer)
+                if who is None:
+                    # kubeauth ValidateLogin: the TokenReview did not authenticate the JWT (a plain error: 500)
+                    raise ApiError(500, "lookup failed: service account jwt not valid")
+                if who.get("rules") is not None:
+                    binding = ("role", rules_from_policy(who["rules"]))
+                elif who.get("service_identity"):
+                    binding = ("service", service_identity_rules(who["service_identity"]))
+                else:
+                    raise ApiError(403, "Permission denied")    # no binding rule matched: no privileges
+            except ApiError:
+                store.acl_counts["login_failures"] += 1
+                raise
+            idx = store.next_index()
+            now = time.time()
+            accessor, secret = str(uuid.uuid4()), str(uuid.uuid4())
+            description = "token created via login"
+            if meta:                             # auth.BuildTokenDescription
+                description += ": " + json.dumps(meta, separators=(",", ":"), sort_keys=True)
+            token = {"AccessorID": accessor, "SecretID": secret, "Description": description}
+            if binding[0] == "role":
+                role = "%s-%s" % (name, who["service_account"])
+                token["Roles"] = [{"ID": str(uuid.uuid5(uuid.NAMESPACE_URL, "role:" + role)), "Name": role}]
+            else:
+                token["ServiceIdentities"] = [{"ServiceName": who["service_identity"]}]
+            token.update({"Local": True, "AuthMethod": name})
+            record = {"accessor": accessor, "rules": binding[1], "auth_method": name}
+            if method.get("max_token_ttl"):
+                record["expires"] = now + method["max_token_ttl"] / SECOND
+                token["ExpirationTime"] = go_time(record["expires"])
+            token.update({"CreateTime": go_time(now),
+                          "Hash": base64.b64encode(uuid.uuid5(uuid.NAMESPACE_URL, secret).bytes * 2).decode(),
+                          "CreateIndex": idx, "ModifyIndex": idx})
+            record["token"] = token
+            store.acl_tokens[secret] = record
+            store.acl_counts["logins"] += 1
+            store.commit()
+        return json_response(token, req)
+
+    def acl_logout(self, req):
+        """POST /v1/acl/logout: delete the request's token, if login made it."""
+        store = self.store
+        if store.acl_master is None:
+            raise ApiError(401, "ACL support disabled")
+        token = self.parse_token(req)
+        if token == "":
+            raise ApiError(401, "Supplied token does not exist")
+        self.write_rpc(req)                  # an unknown or expired token: 403 "ACL not found"
+        with store.lock:
+            t = store.acl_tokens.get(token)
+            if t is None or not t.get("auth_method"):
+                raise ApiError(403, "Permission denied: token wasn't created via login")
+            del store.acl_tokens[token]
+            store.next_index()
+            store.acl_counts["logouts"] += 1
+            store.commit()
+        return json_response(True, req)
+
     # -- status, agent, catalog ------------------------------------------------
 
     def status_leader(self, req):
-        return json_response("127.0.0.1:8300" if self.faults.leader_known else "", req)
+        return json_response(self.peers[0] if self.faults.leader_known else "", req)
 
     def status_peers(self, req):
-        return json_response(["127.0.0.1:8300"], req)
+        return json_response(list(self.peers), req)
 
     def catalog_dcs(self, req):
         return json_response([self.store.dc], req)
@@ -2605,26 +2745,30 @@ class ConsulAPI:
         token = self.parse_token(req)
         with self.store.lock:
             authz = self.store.resolve_token(token)
-        authz.require("agent", "read", self.store.node)
+        authz.require("agent", "read", self.node)
         s = self.store
         build = "%s:fake" % self.version
+        if self.server:
+            stats = {"server": "true", "leader": str(self.faults.leader_known).lower(), "known_datacenters": "1"}
+        else:
+            stats = {"server": "false", "known_servers": str(len(self.peers))}
         return json_response({
-            "Config": {"Datacenter": s.dc, "PrimaryDatacenter": s.dc, "NodeName": s.node,
+            "Config": {"Datacenter": s.dc, "PrimaryDatacenter": s.dc, "NodeName": self.node,
                        "NodeID": self.node_id, "Partition": "", "Revision": "fake",
-                       "Server": True, "Version": self.version, "BuildDate": "2024-01-01T00:00:00Z"},
-            "DebugConfig": {"Datacenter": s.dc, "NodeName": s.node, "ServerMode": True,
+                       "Server": self.server, "Version": self.version, "BuildDate": "2024-01-01T00:00:00Z"},
+            "DebugConfig": {"Datacenter": s.dc, "NodeName": self.node, "ServerMode": self.server,
                             "ACLsEnabled": s.acl_master is not None,
                             "SessionTTLMin": format_go_duration(s.session_ttl_min),
                             "RPCHoldTimeout": format_go_duration(self.rpc_hold_timeout)},
             "Coord": {"Vec": [0, 0, 0, 0, 0, 0, 0, 0], "Error": 1.5, "Adjustment": 0, "Height": 1e-05},
-            "Member": {"Name": s.node, "Addr": "127.0.0.1", "Port": 8301,
+            "Member": {"Name": self.node, "Addr": "127.0.0.1", "Port": 8301,
                        "Tags": {"acls": "1" if s.acl_master is not None else "0", "build": build,
-                                "dc": s.dc, "id": self.node_id, "port": "8300", "role": "consul",
+                                "dc": s.dc, "id": self.node_id, "port": "8300",
+                                "role": "consul" if self.server else "node",
                                 "vsn": "2", "vsn_max": "3", "vsn_min": "2"},
                        "Status": 1, "ProtocolMin": 1, "ProtocolMax": 5, "ProtocolCur": 2,
                        "DelegateMin": 2, "DelegateMax": 5, "DelegateCur": 4},
-            "Stats": {"consul": {"server": "true", "leader": str(self.faults.leader_known).lower(),
-                                 "known_datacenters": "1"}},
+            "Stats": {"consul": stats},
             "Meta": {"consul-network-segment": "", "consul-version": self.version},
             "xDS": None,
         }, req)
@@ -2635,8 +2779,9 @@ class ConsulAPI:
 # ---------------------------------------------------------------------------
 
 class FakeControl:
-    def __init__(self, api):
+    def __init__(self, api, cluster=None):
         self.api, self.store, self.faults = api, api.store, api.faults
+        self.cluster = cluster
 
     def serve(self, req):
         name = req.path[len("/_fake/"):].strip("/")
@@ -2769,12 +2914,69 @@ class FakeControl:
                 return self.reply({"revoked": True})
             resource = req.get("resource", "key")
             policy = req.get("policy")
-            if resource not in RESOURCES or policy not in POLICIES or not req.has("prefix"):
-                raise ValueError("need prefix, policy=read|write|deny, resource=key|session|agent|node")
+            if resource not in RESOURCES or policy not in POLICIES or req.has("prefix") == req.has("exact"):
+                raise ValueError("need prefix (a prefix rule) or exact (an exact rule), policy=read|write|deny, "
+                                 "resource=key|session|agent|node|service")
             t = s.acl_tokens.setdefault(token, {"accessor": str(uuid.uuid4()), "rules": {}})
-            t["rules"].setdefault(resource, {})[req.get("prefix")] = policy
+            if req.has("prefix"):
+                t["rules"].setdefault(resource, {})[req.get("prefix")] = policy
+            else:
+                t["rules"].setdefault("exact", {}).setdefault(resource, {})[req.get("exact")] = policy
             s._persist()
             return self.reply({"accessor": t["accessor"] if token != "anonymous" else ANONYMOUS_ACCESSOR})
+
+    def do_auth_method(self, req):
+        """PUT: an auth method (a stand-in for a kubernetes one and its binding rules), body
+        {"name", "type" (default kubernetes), "max_token_ttl" (Go duration, optional),
+         "bearers": {JWT: {"service_account": NAME, "rules": [[rule, name, policy], ...]} or
+                          {"service_account": NAME, "service_identity": SERVICE} or
+                          {"service_account": NAME} (no binding rule matches it)}}.
+        DELETE ?name=: remove it. GET: the methods and the login counts."""
+        s = self.store
+        if req.method == "GET":
+            with s.lock:
+                return self.reply({"methods": sorted(s.auth_methods), "counts": dict(s.acl_counts)})
+        if req.method == "DELETE":
+            with s.lock:
+                s.auth_methods.pop(req.get("name"), None)
+                s._persist()
+            return self.reply({"deleted": True})
+        body = json.loads(req.body().decode("utf-8"))
+        name = body.get("name", "")
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", name):     # AuthMethodSet's validAuthMethod
+            raise ValueError("name: only alphanumeric characters, '-' and '_'")
+        bearers = body.get("bearers", {})
+        for who in bearers.values():
+            if not who.get("service_account"):
+                raise ValueError("each bearer needs a service_account")
+            if who.get("rules") is not None:
+                rules_from_policy(who["rules"])            # refuse a bad rule now
+        ttl = parse_go_duration(body["max_token_ttl"]) if body.get("max_token_ttl") else 0
+        with s.lock:
+            s.auth_methods[name] = {"type": body.get("type", "kubernetes"), "max_token_ttl": ttl,
+                                    "bearers": bearers}
+            s._persist()
+        return self.reply({"name": name, "max_token_ttl": format_go_duration(ttl)})
+
+    def do_restart_server(self, req):
+        """Restart server n (1-based): refused for `down` seconds (default 1), its serfHealth
+        critical meanwhile (its sessions invalidated), then back and passing."""
+        if self.cluster is None:
+            raise ValueError("no cluster")
+        slot = self.cluster.slot(self.int_param(req, "n"))
+        down = float(req.get("down", "1"))
+        if not 0 <= down <= 600:
+            raise ValueError("down must be between 0 and 600 seconds")
+        handler = getattr(req, "handler", None)
+        if handler is not None and handler.slot is slot:
+            handler.close_connection = True          # this answer is its last
+        slot.restart(down, keep=handler)
+        return self.reply({"server": slot.n, "node": slot.api.node, "down": down})
+
+    def do_servers(self, req):
+        """The servers: n, node, address, whether it is restarting."""
+        return self.reply([{"n": x.n, "node": x.api.node, "addr": x.addr(), "down": x.restarting,
+                            "server": x.api.server} for x in self.cluster.slots])
 
     def do_requests(self, req):
         with self.faults.lock:
@@ -2832,7 +3034,8 @@ class FakeControl:
         with s.lock:
             return self.reply({"raft_index": s.raft_index, "table_index": s.table_index,
                                "keys": len(s.kv), "tombstones": len(s.tombstones),
-                               "sessions": len(s.sessions), "blocked_queries": len(s.watches)})
+                               "sessions": len(s.sessions), "blocked_queries": len(s.watches),
+                               "acl": dict(s.acl_counts), "tokens": len(s.acl_tokens)})
 
 
 # ---------------------------------------------------------------------------
@@ -2848,7 +3051,19 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "consul-double"
     api = None          # set on the class by make_server()
     control = None
+    slot = None         # the ServerSlot this listener belongs to
     verbose = False
+
+    def setup(self):
+        super().setup()
+        self.thread = threading.current_thread()
+        self.slot.opened(self)
+
+    def finish(self):
+        try:
+            super().finish()
+        finally:
+            self.slot.closed(self)
 
     def do_GET(self):
         self.dispatch()
@@ -2889,13 +3104,16 @@ class Handler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         raw_path = parts.path or "/"
         req = Request(self.command, raw_path, parts.query, self.headers, self.read_body)
+        req.handler = self
         faults = self.api.faults
         stopping = lambda: self.api.store.stopping  # noqa: E731
 
         if req.path.startswith("/_fake/"):
             resp = self.control.serve(req)
         else:
-            faults.log(self.log_record(req))
+            record = self.log_record(req)
+            record["server"] = self.slot.n
+            faults.log(record)
             hang = faults.take_hang()
             if hang:
                 seconds, then, gen = hang
@@ -2999,28 +3217,178 @@ def parse_listen(text):
     return host, port, ip.version
 
 
+class ServerSlot:
+    """One server agent of the double: its HTTP API (its own node), its listener and the
+    connections open on it. All slots share one Store (the replicated state) and one Faults."""
+
+    def __init__(self, cluster, n, api, host, port, family):
+        self.cluster, self.n, self.api = cluster, n, api
+        self.host, self.port, self.family = host, port, family
+        self.lock = threading.Lock()
+        self.handlers = set()           # open connections (their Handler)
+        self.httpd = None
+        self.restarting = False
+
+    def listen(self):
+        handler = type("BoundHandler", (Handler,), {"api": self.api, "control": self.cluster.control,
+                                                    "slot": self, "verbose": self.cluster.verbose})
+        server_cls = type("ServerN", (Server,), {"address_family": self.family})
+        self.httpd = server_cls((self.host, self.port), handler)
+        self.port = self.httpd.server_address[1]
+        # The serving thread is a daemon: an idle double wakes up for nothing (no poll interval);
+        # stop_listening() wakes it with a connection of its own.
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 3600},
+                         name="http-%d" % self.n, daemon=True).start()
+
+    def addr(self):
+        return "%s:%d" % (self.host if ":" not in self.host else "[%s]" % self.host, self.port)
+
+    def opened(self, handler):
+        with self.lock:
+            self.handlers.add(handler)
+
+    def closed(self, handler):
+        with self.lock:
+            self.handlers.discard(handler)
+
+    def stop_listening(self):
+        """Close the listener (connections are then refused): shutdown() waits for
+        serve_forever's loop, which a connection of our own wakes."""
+        httpd, self.httpd = self.httpd, None
+        stopper = threading.Thread(target=httpd.shutdown, daemon=True)
+        stopper.start()
+        while stopper.is_alive():
+            try:
+                socket.create_connection((self.host, self.port), timeout=1).close()
+            except OSError:
+                pass
+            stopper.join(0.05)
+        httpd.server_close()
+
+    def drop_connections(self, keep=None):
+        """Reset every open connection but `keep`; blocking queries waiting on them give up."""
+        with self.lock:
+            doomed = [h for h in self.handlers if h is not keep]
+        threads = set()
+        for h in doomed:
+            threads.add(h.thread)
+            h.close_connection = True
+            try:
+                h.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        store = self.cluster.store
+        with store.lock:
+            for w in store.watches:
+                if w.thread in threads:
+                    w.cancelled = w.fired = True
+            store.changed.notify_all()
+
+    def restart(self, down, keep=None):
+        """/_fake/restart-server: the agent stops (listener closed, connections reset), the leader
+        marks its node's serfHealth critical (leader.go handleFailedMember), which invalidates the
+        sessions bound to it; after `down` seconds it serves again and serfHealth passes
+        (handleAliveMember). Its services and checks stay: agents persist what the API registered
+        in their data dir (agent.go persistService / persistCheck) and load it at start."""
+        with self.lock:
+            if self.restarting:
+                raise ValueError("server %d is already restarting" % self.n)
+            self.restarting = True
+        self.stop_listening()
+        self.drop_connections(keep)
+        self.cluster.set_serf(self.api.node, "critical", "Agent not live or unreachable")
+        self.cluster.update_peers()
+        timer = threading.Timer(down, self.come_back)
+        timer.daemon = True
+        timer.start()
+
+    def come_back(self):
+        if self.cluster.store.stopping:
+            return
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                self.listen()
+                break
+            except OSError:
+                if time.monotonic() > deadline or self.cluster.store.stopping:
+                    raise
+                time.sleep(0.05)
+        self.cluster.set_serf(self.api.node, "passing", "Agent alive and reachable")
+        with self.lock:
+            self.restarting = False
+        self.cluster.update_peers()
+
+
+class Cluster:
+    """N server agents over one shared state (--servers N, or several --listen)."""
+
+    def __init__(self, store, faults, verbose=False):
+        self.store, self.faults, self.verbose = store, faults, verbose
+        self.slots = []
+        self.control = None
+
+    def update_peers(self):
+        """Every server's /v1/status/peers: all servers' RPC addresses, the leader first (the
+        first server that is up; the double elects at once)."""
+        rpc = ["127.0.0.%d:8300" % s.n for s in self.slots]
+        up = [s for s in self.slots if not s.restarting] or self.slots
+        leader = rpc[up[0].n - 1]
+        for s in self.slots:
+            s.api.peers = [leader] + [a for a in rpc if a != leader]
+
+    def set_serf(self, node, status, output):
+        store = self.store
+        with store.lock:
+            if (node, SERF_HEALTH) in store.checks:
+                store.set_check_status(store.next_index(), node, SERF_HEALTH, status, output)
+                store.commit()
+
+    def slot(self, n):
+        if not 1 <= n <= len(self.slots):
+            raise ValueError("n must be between 1 and %d" % len(self.slots))
+        return self.slots[n - 1]
+
+
 def make_server(args):
-    host, port, version = parse_listen(args.listen)
+    """The shared state and one ServerSlot per listener, not yet listening: a Cluster."""
+    listens = args.listen or ["127.0.0.1:0"]
+    if len(listens) > 1 and args.servers not in (1, len(listens)):
+        raise ValueError("--servers %d with %d --listen addresses" % (args.servers, len(listens)))
+    count = max(args.servers, len(listens))
+    if count < 1:
+        raise ValueError("--servers must be at least 1")
+    if args.client_agent and count > 1:
+        raise ValueError("--client-agent is for a single listener")
+    parsed = [parse_listen(x) for x in listens]
+    if len(parsed) == 1 and count > 1:
+        if parsed[0][1] != 0:
+            raise ValueError("--servers %d needs port 0 or one --listen per server" % count)
+        parsed = parsed * count
+    nodes = [args.node] if count == 1 else ["%s-%d" % (args.node, i + 1) for i in range(count)]
     if args.datadir:
         os.makedirs(args.datadir, exist_ok=True)
-    store = Store(datadir=args.datadir, dc=args.dc, node=args.node, version=args.consul_version,
+    store = Store(datadir=args.datadir, dc=args.dc, node=nodes[0], version=args.consul_version,
                   acl_master=args.acl_master_token,
                   check_reap_interval=parse_go_duration(args.check_reap_interval),
                   deregister_critical_min=parse_go_duration(args.check_deregister_interval_min),
                   session_ttl_min=parse_go_duration(args.session_ttl_min),
-                  tombstone_ttl=parse_go_duration(args.tombstone_ttl))
+                  tombstone_ttl=parse_go_duration(args.tombstone_ttl), agent_nodes=nodes)
     faults = Faults()
-    api = ConsulAPI(store, faults, kv_max_value_size=args.kv_max_value_size,
-                    txn_max_ops=args.txn_max_ops, version=args.consul_version,
-                    rpc_hold_timeout=parse_go_duration(args.rpc_hold_timeout),
-                    key_validation=args.kv_key_validation, default_token=args.acl_default_token)
-    handler = type("BoundHandler", (Handler,), {"api": api, "control": FakeControl(api),
-                                                "verbose": args.verbose})
-    server_cls = Server
-    if version == 6:
-        server_cls = type("Server6", (Server,), {"address_family": socket.AF_INET6})
-    server = server_cls((host, port), handler)
-    return server, store, faults
+    cluster = Cluster(store, faults, args.verbose)
+    for i, (host, port, version) in enumerate(parsed):
+        api = ConsulAPI(store, faults, kv_max_value_size=args.kv_max_value_size,
+                        txn_max_ops=args.txn_max_ops, version=args.consul_version,
+                        rpc_hold_timeout=parse_go_duration(args.rpc_hold_timeout),
+                        key_validation=args.kv_key_validation, default_token=args.acl_default_token,
+                        node=nodes[i], server=not args.client_agent)
+        family = socket.AF_INET6 if version == 6 else socket.AF_INET
+        cluster.slots.append(ServerSlot(cluster, i + 1, api, host, port, family))
+    cluster.control = FakeControl(cluster.slots[0].api, cluster)
+    cluster.update_peers()
+    if args.client_agent:
+        cluster.slots[0].api.peers = ["127.0.0.1:8300"]
+    return cluster
 
 
 def write_port_file(path, line):
@@ -3032,9 +3400,14 @@ def write_port_file(path, line):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description="Consul KV HTTP API test double")
-    p.add_argument("--listen", default="127.0.0.1:0", help="HOST:PORT (loopback only; port 0 = any)")
+    p.add_argument("--listen", action="append",
+                   help="HOST:PORT (loopback only; port 0 = any; default 127.0.0.1:0); repeat for several servers")
+    p.add_argument("--servers", type=int, default=1,
+                   help="server agents sharing one state, each with its own listener and node <node>-N (default 1)")
+    p.add_argument("--client-agent", action="store_true",
+                   help="answer /v1/agent/self as a client agent (Config.Server false); one listener only")
     p.add_argument("--datadir", help="persist KV, sessions and index here (restart with data)")
-    p.add_argument("--port-file", help='write "http=HOST:PORT" here once listening')
+    p.add_argument("--port-file", help='write "http=HOST:PORT" here once listening (one line per server)')
     p.add_argument("--dc", default="dc1", help="datacenter name (default dc1)")
     p.add_argument("--node", default=socket.gethostname() or "fake-node", help="node name")
     p.add_argument("--acl-master-token", help="enable ACLs (default deny) with this management token")
@@ -3071,28 +3444,27 @@ def main(argv=None):
     # 180-205 ms against 200-345 ms, tests/bench/fanout_bench.py).
     sys.setswitchinterval(0.0005)
     try:
-        server, store, faults = make_server(args)
+        cluster = make_server(args)
+        for slot in cluster.slots:
+            slot.listen()
     except (ValueError, OSError) as e:
         print("consul_kv: %s" % e, file=sys.stderr)
         return 2
+    store, faults = cluster.store, cluster.faults
 
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    # The serving thread is a daemon and is never asked to shut down, so it
-    # needs no poll interval: an idle double wakes up for nothing.
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 3600},
-                              name="http", daemon=True)
-    thread.start()
-    host, port = server.server_address[:2]
-    line = "http=%s:%d" % (host if ":" not in host else "[%s]" % host, port)
+    line = "\n".join("http=" + slot.addr() for slot in cluster.slots)
     if args.port_file:
         write_port_file(args.port_file, line)
     print(line, flush=True)
     stop.wait()
     store.shutdown()          # waits for a write in progress; wakes blocked queries
     faults.release()
-    server.server_close()
+    for slot in cluster.slots:
+        if slot.httpd is not None:
+            slot.httpd.server_close()
     return 0                  # daemon threads (open connections) end with the process
 
 

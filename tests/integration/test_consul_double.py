@@ -1724,3 +1724,324 @@ def test_restart_keeps_services_and_checks(fresh, svc):
     assert row["Service"]["Tags"] == ["t"] and r.index == idx
     assert [c["Output"] for c in row["Checks"] if c["CheckID"] == "service:" + sid] == ["before"]
     check_pass(fresh, "service:" + sid, "warn")
+
+
+# ---------------------------------------------------------------------------
+# Several servers over one state, restarts, a client agent
+# ---------------------------------------------------------------------------
+
+@pytest.fixture
+def trio():
+    """Three servers sharing one state (the double only), session_ttl_min 1s."""
+    with Consul(servers=3, session_ttl_min="1s") as c:
+        yield c
+
+
+def test_servers_share_the_replicated_state(trio, ns):
+    """consul-facts.md "Server-side vs agent-local state": KV, sessions and the catalog go
+    through raft, so every server answers the same; each server is an agent of its own
+    (agent/agent_endpoint.go AgentSelf: its NodeName, Config.Server true) with its own node
+    and serfHealth in the catalog (leader.go reconcileMember)."""
+    c = trio
+    assert len(c.addrs) == 3 and len(set(c.addrs)) == 3
+    assert c.request("PUT", c.key_path(ns + "k"), body=b"v", server=2).json() is True
+    for n in (1, 2, 3):
+        r = c.request("GET", c.key_path(ns + "k"), params={"raw": True}, server=n)
+        assert r.status == 200 and r.body == b"v"
+        me = c.request("GET", "/v1/agent/self", server=n).json()
+        assert me["Config"]["NodeName"] == "consul-test-%d" % n and me["Config"]["Server"] is True
+    peers = c.request("GET", "/v1/status/peers", server=3).json()
+    assert len(peers) == 3 and c.request("GET", "/v1/status/leader", server=3).json() == peers[0]
+    rows = c.request("GET", "/v1/catalog/service/consul").json()   # the double does not list itself
+    assert rows == []
+    nodes = {s["Node"] for s in c.request("GET", "/v1/session/list").json()}
+    assert nodes <= {"consul-test-1", "consul-test-2", "consul-test-3"}
+
+
+def test_agent_services_and_checks_belong_to_the_receiving_server(trio, svc):
+    """agent_endpoint.go: /v1/agent/service/register registers with the agent that receives it
+    (under its node); another agent does not know the check: check/pass answers 404 "Unknown
+    check ID" (agent.go vetCheckUpdateWithAuthorizer, current releases) and deregister 404
+    "Unknown service ID"."""
+    c = trio
+    body = {"Name": svc, "ID": svc, "Check": {"TTL": "30s", "Status": "passing"}}
+    assert c.request("PUT", "/v1/agent/service/register", body=json.dumps(body), server=1).status == 200
+    [row] = c.request("GET", "/v1/health/service/" + svc, server=3).json()
+    assert row["Node"]["Node"] == "consul-test-1"
+    assert {x["CheckID"]: x["Node"] for x in row["Checks"]} == {
+        "serfHealth": "consul-test-1", "service:" + svc: "consul-test-1"}
+    r = c.request("PUT", "/v1/agent/check/pass/service:" + svc, server=2)
+    assert r.status == 404 and r.text.startswith('Unknown check ID "service:%s"' % svc)
+    r = c.request("PUT", "/v1/agent/service/deregister/" + svc, server=3)
+    assert r.status == 404 and r.text.startswith('Unknown service ID "%s"' % svc)
+    assert c.request("PUT", "/v1/agent/check/pass/service:" + svc, server=1).status == 200
+    assert c.request("PUT", "/v1/agent/service/deregister/" + svc, server=1).status == 200
+    assert c.request("GET", "/v1/health/service/" + svc, server=2).json() == []
+
+
+def test_sessions_bind_to_the_receiving_servers_node(trio, ns):
+    """session.mdx: Node defaults to the agent's node and NodeChecks to ["serfHealth"]; a
+    session created through server 2 names server 2's node (session_endpoint.go fills
+    args.Session.Node from the agent's config)."""
+    c = trio
+    for n in (1, 2, 3):
+        sid = c.session_create(server=n)
+        [info] = c.request("GET", "/v1/session/info/" + sid, server=1).json()
+        assert info["Node"] == "consul-test-%d" % n and info["NodeChecks"] == ["serfHealth"]
+
+
+def test_restarting_a_server_invalidates_its_nodes_sessions(trio, ns):
+    """A restarted server's node fails its serfHealth (leader.go handleFailedMember: critical,
+    "Agent not live or unreachable"): every session bound to it is invalidated, its locks
+    released or its keys deleted (Behavior); sessions of other nodes and sessions with
+    NodeChecks [] and a TTL stay. Meanwhile the server refuses connections; then it is back
+    and its serfHealth passes (handleAliveMember)."""
+    c = trio
+    on2_del = c.session_create(server=2, Behavior="delete", LockDelay="0s")
+    on2_rel = c.session_create(server=2, LockDelay="0s")
+    on2_ttl = c.session_create(server=2, NodeChecks=[], TTL="10s", Behavior="delete")
+    on1 = c.session_create(server=1, Behavior="delete")
+    for key, sid in (("del", on2_del), ("rel", on2_rel), ("ttl", on2_ttl), ("one", on1)):
+        assert c.put(ns + key, b"x", acquire=sid).json() is True
+    idx = c.get(ns, recurse=True).index
+    fut = in_background(c.request, "GET", c.key_path(ns), params={"recurse": True, "index": idx,
+                                                                  "wait": "30s"}, server=3)
+    time.sleep(0.2)
+    assert c.restart_server(2, down=1.5) == {"server": 2, "node": "consul-test-2", "down": 1.5}
+    t0 = time.monotonic()
+    elapsed, r = fut.result(timeout=10)
+    assert elapsed < 5 and r.status == 200
+    assert c.get(ns + "del").status == 404
+    assert "Session" not in entry(c, ns + "rel")
+    assert entry(c, ns + "ttl")["Session"] == on2_ttl and entry(c, ns + "one")["Session"] == on1
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", c.ports[1]), timeout=2).close()
+    r = c.request("PUT", "/v1/session/create", body="{}", server=1)
+    assert r.status == 200                      # server 1's node is fine
+    r = c.request("PUT", "/v1/session/create", body=json.dumps({"Node": "consul-test-2"}), server=1)
+    assert r.status == 500 and r.text == "Check 'serfHealth' is in critical state"
+    while time.monotonic() - t0 < 1.4:
+        time.sleep(0.1)
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            r = c.request("GET", "/v1/agent/self", server=2, timeout=2)
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "server 2 did not come back"
+            time.sleep(0.05)
+    assert time.monotonic() - t0 >= 1.4 and r.json()["Config"]["NodeName"] == "consul-test-2"
+    assert c.session_create(server=2)           # serfHealth passing again
+
+
+def test_restart_drops_open_connections_and_keeps_agent_services(trio, svc):
+    """A restarting agent closes its connections: a blocking query held open on it ends without
+    an answer (the client sees the connection closed). What was registered through its agent
+    API stays: agents persist services and checks in their data dir (agent.go persistService,
+    persistCheck) and load them at start, so after the restart check/pass through it works."""
+    c = trio
+    body = {"Name": svc, "ID": svc, "Check": {"TTL": "30s", "Status": "passing"}}
+    assert c.request("PUT", "/v1/agent/service/register", body=json.dumps(body), server=2).status == 200
+    idx = c.request("GET", "/v1/health/service/" + svc, server=2).index
+    fut = in_background(c.request, "GET", "/v1/health/service/" + svc,
+                        params={"index": idx + 1000, "wait": "30s"}, server=2)
+    time.sleep(0.2)
+    c.restart_server(2, down=0.5)
+    with pytest.raises((OSError, http.client.HTTPException)):
+        fut.result(timeout=5)[1]
+    [row] = c.request("GET", "/v1/health/service/" + svc, server=1).json()
+    assert {x["CheckID"]: x["Status"] for x in row["Checks"]}["serfHealth"] == "critical"
+    assert [x["Output"] for x in row["Checks"] if x["CheckID"] == "serfHealth"] == ["Agent not live or unreachable"]
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            r = c.request("PUT", "/v1/agent/check/pass/service:" + svc, server=2, timeout=2)
+            break
+        except OSError:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    assert r.status == 200
+    [row] = c.request("GET", "/v1/health/service/" + svc, params={"passing": True}).json()
+    assert row["Node"]["Node"] == "consul-test-2"
+
+
+def test_restart_server_through_itself_answers_first(trio):
+    """/_fake/restart-server sent to the server it restarts answers before that server goes."""
+    r = trio.request("POST", "/_fake/restart-server", params={"n": 1, "down": 0.3}, server=1)
+    assert r.status == 200 and r.json()["node"] == "consul-test-1"
+    r = trio.request("POST", "/_fake/restart-server", params={"n": 4}, server=2)
+    assert r.status == 400
+
+
+def test_client_agent_says_so_in_agent_self():
+    """agent_endpoint.go AgentSelf: Config.Server false on a client agent (--client-agent), the
+    member role "node"; a server says true (what consul-agent = "auto" tells apart)."""
+    with Consul(client_agent=True) as c:
+        need_fake(c, "--client-agent")
+        me = c.request("GET", "/v1/agent/self").json()
+        assert me["Config"]["Server"] is False and me["DebugConfig"]["ServerMode"] is False
+        assert me["Member"]["Tags"]["role"] == "node" and me["Config"]["NodeName"] == "consul-test"
+        assert me["Stats"]["consul"]["server"] == "false"
+
+
+def test_cli_several_servers_and_their_port_file(tmp_path):
+    """--servers N: N listeners, one http= line each in the port file (a single server keeps
+    the one-line form); port 0 only; --client-agent with one listener only."""
+    pf = tmp_path / "port"
+    p = subprocess.Popen([PYTHON, DOUBLE, "--servers", "2", "--port-file", str(pf), "--node", "n"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        while not pf.exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        lines = pf.read_text().split()
+        assert len(lines) == 2 and all(re.fullmatch(r"http=127\.0\.0\.1:\d+", x) for x in lines)
+    finally:
+        p.terminate()
+        assert p.wait(5) == 0
+    for args in (["--servers", "2", "--listen", "127.0.0.1:5555"], ["--servers", "2", "--client-agent"]):
+        r = subprocess.run([PYTHON, DOUBLE] + args, capture_output=True, text=True, timeout=10)
+        assert r.returncode == 2 and r.stderr.startswith("consul_kv: "), r.stderr
+
+
+# ---------------------------------------------------------------------------
+# ACL login and logout, exact rules
+# ---------------------------------------------------------------------------
+
+JWT_OK = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6ZGVmYXVsdDpzeW5jIn0.c2ln"
+JWT_SVC = "eyJhbGciOiJSUzI1NiJ9.c3ZjLWlkZW50aXR5.c2ln"
+JWT_NOBODY = "eyJhbGciOiJSUzI1NiJ9.bm9iaW5kaW5n.c2ln"
+
+
+@pytest.fixture
+def k8s(tmp_path):
+    """ACLs on and a kubernetes auth method "k8s" (max token TTL 2s): JWT_OK is service account
+    sync, whose binding rule grants a role that reads "cfg/" and writes session on every node;
+    JWT_SVC gets a service identity "proxysql"; JWT_NOBODY matches no binding rule."""
+    with Consul(acl_master_token=MASTER, servers=2) as c:
+        c.login_method("k8s", {
+            JWT_OK: {"service_account": "sync", "rules": [("key_prefix", "cfg/", "read"),
+                                                          ("session_prefix", "", "write")]},
+            JWT_SVC: {"service_account": "px", "service_identity": "proxysql"},
+            JWT_NOBODY: {"service_account": "nobody"}}, max_token_ttl="2s")
+        yield c
+
+
+def test_login_answers_a_token(k8s, ns):
+    """api-docs/acl/index.mdx "Login to Auth Method": POST /v1/acl/login {AuthMethod,
+    BearerToken, Meta} answers the new token: AccessorID, SecretID, Description "token created
+    via login" (with the Meta as JSON: auth.BuildTokenDescription), Roles or
+    ServiceIdentities from the binding rules, Local true, AuthMethod, ExpirationTime from the
+    method's MaxTokenTTL, CreateTime, Hash, CreateIndex, ModifyIndex. The token works on
+    every server (ACL tokens are replicated state)."""
+    c = k8s
+    r = c.login("k8s", JWT_OK, meta={"pod": "px-0"}, server=2)
+    assert r.status == 200, r
+    t = r.json()
+    assert list(t) == ["AccessorID", "SecretID", "Description", "Roles", "Local", "AuthMethod",
+                       "ExpirationTime", "CreateTime", "Hash", "CreateIndex", "ModifyIndex"]
+    assert t["Description"] == 'token created via login: {"pod":"px-0"}'
+    assert t["Local"] is True and t["AuthMethod"] == "k8s" and t["Roles"][0]["Name"] == "k8s-sync"
+    assert t["CreateIndex"] == t["ModifyIndex"] > 0
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z", t["ExpirationTime"])
+    c.put("cfg/a", b"1", token=MASTER)
+    assert c.request("GET", c.key_path("cfg/a"), token=t["SecretID"], server=1).status == 200
+    r = c.request("PUT", c.key_path("cfg/a"), body=b"2", token=t["SecretID"], server=1)
+    assert r.status == 403 and "lacks permission 'key:write'" in r.text
+    assert c.session_create(token=t["SecretID"], server=1)
+    s = c.login("k8s", JWT_SVC).json()
+    assert s["ServiceIdentities"] == [{"ServiceName": "proxysql"}] and "Roles" not in s
+    assert s["Description"] == "token created via login"
+
+
+def test_login_errors(k8s):
+    """acl_endpoint.go Login: an unknown auth method is acl.ErrNotFound wrapped, so 403
+    `ACL not found: auth method "x" not found` (http.go: ErrNotFound and ErrPermissionDenied
+    answer 403); a JWT the TokenReview does not accept is a plain error, 500 "lookup failed:
+    service account jwt not valid" (kubeauth/k8s.go ValidateLogin); an identity no binding rule
+    matches gets 403 "Permission denied" (no privileges: acl.ErrPermissionDenied). A body that
+    does not decode: 400 "Failed to decode request body: ..."."""
+    c = k8s
+    r = c.login("nope", JWT_OK)
+    assert r.status == 403 and r.text == 'ACL not found: auth method "nope" not found'
+    r = c.login("k8s", "not-a-known-jwt")
+    assert r.status == 500 and r.text == "lookup failed: service account jwt not valid"
+    r = c.login("k8s", JWT_NOBODY)
+    assert r.status == 403 and r.text == "Permission denied"
+    r = c.request("POST", "/v1/acl/login", body="[1]")
+    assert r.status == 400 and r.text.startswith("Failed to decode request body: ")
+    assert c.request("GET", "/v1/acl/login").status == 405
+    counts = c.request("GET", "/_fake/auth-method").json()["counts"]
+    assert counts == {"logins": 0, "login_failures": 3, "logouts": 0}
+
+
+def test_login_tokens_expire_and_logout_destroys_them(k8s, ns):
+    """A token minted with an ExpirationTime stops working then: 403 "ACL not found"
+    (ACLToken.IsExpired: resolved as absent). POST /v1/acl/logout with the token in
+    X-Consul-Token deletes it and answers true; then it is not found. Logout of a token login
+    did not make: 403 "Permission denied: token wasn't created via login"
+    (auth/token_writer.go Delete); of an unknown one: 403 "ACL not found"; without a token:
+    401 "Supplied token does not exist" (agent/acl_endpoint.go ACLLogout). A login token
+    revoked by control (DELETE /_fake/acl) is gone too. Logins and logouts are counted."""
+    c = k8s
+    a = c.login("k8s", JWT_OK).json()["SecretID"]
+    b = c.login("k8s", JWT_OK).json()["SecretID"]
+    d = c.login("k8s", JWT_OK).json()["SecretID"]
+    assert c.get("cfg/", token=a, keys=True).status in (200, 404)
+    r = c.logout(a, server=2)
+    assert r.status == 200 and r.json() is True
+    r = c.get("cfg/", token=a, keys=True)
+    assert r.status == 403 and r.text == "ACL not found"
+    assert c.logout(a).text == "ACL not found"
+    r = c.logout(MASTER)
+    assert r.status == 403 and r.text == "Permission denied: token wasn't created via login"
+    r = c.request("POST", "/v1/acl/logout")
+    assert r.status == 401 and r.text == "Supplied token does not exist"
+    c.fault("acl", method="DELETE", token=d)
+    assert c.get("cfg/", token=d, keys=True).text == "ACL not found"
+    time.sleep(2.1)
+    r = c.get("cfg/", token=b, keys=True)
+    assert r.status == 403 and r.text == "ACL not found"
+    counts = c.request("GET", "/_fake/auth-method").json()["counts"]
+    assert counts["logins"] == 3 and counts["logouts"] == 1
+
+
+def test_login_without_acls_is_401(consul):
+    """agent/acl_endpoint.go: with ACLs disabled the ACL endpoints answer 401 "ACL support disabled"."""
+    need_fake(consul, "a double without ACLs")
+    for path in ("/v1/acl/login", "/v1/acl/logout"):
+        r = consul.request("POST", path, body="{}")
+        assert r.status == 401 and r.text == "ACL support disabled"
+
+
+def test_acl_exact_rules_and_resources(acl, ns, svc):
+    """acl/policy rules: an exact rule (`key "a"`) wins over any prefix rule (`key_prefix
+    "a"`), for every resource; /v1/agent/service/register needs service:write on the name
+    (agent_endpoint.go), /v1/catalog/register node:write and service:write, session create
+    session:write on the node, health reads drop rows without service:read and node:read."""
+    c = acl
+    tok = str(uuid.uuid4())
+    for params in ({"prefix": ns, "policy": "write"}, {"exact": ns + "ro", "policy": "read"},
+                   {"prefix": ns + "ro", "policy": "deny", "resource": "key"},
+                   {"exact": svc, "policy": "write", "resource": "service"},
+                   {"prefix": "", "policy": "read", "resource": "service"},
+                   {"exact": "consul-test", "policy": "write", "resource": "session"},
+                   {"prefix": "", "policy": "read", "resource": "node"}):
+        c.fault("acl", token=tok, **params)
+    assert c.put(ns + "rw", b"1", token=tok).json() is True
+    c.put(ns + "ro", b"1", token=MASTER)
+    c.put(ns + "rox", b"1", token=MASTER)
+    assert c.get(ns + "ro", token=tok).status == 200          # the exact read rule wins
+    assert c.put(ns + "ro", b"2", token=tok).status == 403
+    assert c.get(ns + "rox", token=tok).status == 403         # the longer prefix denies
+    assert register(c, svc, token=tok)
+    r = c.request("PUT", "/v1/agent/service/register", body=json.dumps({"Name": svc + "x"}), token=tok)
+    assert r.status == 403 and "lacks permission 'service:write' on \"%sx\"" % svc in r.text
+    r = c.request("PUT", "/v1/catalog/register", token=tok,
+                  body=json.dumps({"Node": "n9", "Address": "10.0.0.9", "Service": {"Service": svc}}))
+    assert r.status == 403 and "'node:write'" in r.text
+    assert c.session_create(token=tok)
+    r = c.request("PUT", "/v1/session/create", body=json.dumps({"Node": "other"}), token=tok)
+    assert r.status == 403 and "'session:write' on \"other\"" in r.text
+    assert [x["Service"]["ID"] for x in health(c, svc, token=tok).json()] == [svc]
