@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""A faithful test double of Consul's HTTP API for KV and health clients (one server, stdlib only).
+"""A faithful test double of Consul's HTTP API for KV and health clients (one server or several
+over one state, stdlib only).
 
 It implements what a KV or service-health client sees from one Consul server agent:
 
@@ -19,8 +20,13 @@ It implements what a KV or service-health client sees from one Consul server age
                       blocking, passing, tag, node-meta, filter (a go-bexpr
                       subset), the agent node's serfHealth check
   ACLs                optional (--acl-master-token), default deny, simple
-                      per-token prefix rules set through the control API;
-                      --acl-default-token for requests without one
+                      per-token prefix and exact rules set through the control API;
+                      --acl-default-token for requests without one;
+                      /v1/acl/login and /v1/acl/logout against auth methods
+                      set through the control API (tokens that expire)
+  Several servers     --servers N: N server agents over one shared state, each
+                      with its own node, agent-local services and checks;
+                      /_fake/restart-server restarts one (serfHealth critical)
   Version differences --rpc-hold-timeout, --kv-key-validation
 
 and the fault hooks under /_fake/ (see docs/consul-double.md).
