@@ -43,25 +43,25 @@ static bool meta_pair_add(cJSON *obj, const char *pair, size_t n, char *err, siz
 	char key[128], value[512];
 
 	if (!eq || eq == pair) {
-		sk_err(err, errlen, "consul-login-meta: '%.*s' is not key=value", (int)(n > 60 ? 60 : n), pair);
+		sk_err(err, errlen, "'%.*s' is not key=value", (int)(n > 60 ? 60 : n), pair);
 		return false;
 	}
 	if ((size_t)(eq - pair) >= sizeof(key) || n - (size_t)(eq - pair) - 1 >= sizeof(value)) {
-		sk_err(err, errlen, "consul-login-meta: a pair longer than %zu characters", sizeof(value));
+		sk_err(err, errlen, "a pair longer than %zu characters", sizeof(value));
 		return false;
 	}
 	snprintf(key, sizeof(key), "%.*s", (int)(eq - pair), pair);
 	snprintf(value, sizeof(value), "%.*s", (int)(n - (size_t)(eq - pair) - 1), eq + 1);
 	if (sk_has_ctl(key) || sk_has_ctl(value)) {
-		sk_err(err, errlen, "consul-login-meta: '%s' holds a control character", key);
+		sk_err(err, errlen, "'%s' holds a control character", key);
 		return false;
 	}
 	if (cJSON_GetObjectItemCaseSensitive(obj, key)) {
-		sk_err(err, errlen, "consul-login-meta: '%s' is given twice", key);
+		sk_err(err, errlen, "'%s' is given twice", key);
 		return false;
 	}
 	if (cJSON_GetArraySize(obj) >= CONSUL_LOGIN_META_MAX) {
-		sk_err(err, errlen, "consul-login-meta: more than %d pairs", CONSUL_LOGIN_META_MAX);
+		sk_err(err, errlen, "more than %d pairs", CONSUL_LOGIN_META_MAX);
 		return false;
 	}
 	return cJSON_AddStringToObject(obj, key, value) != NULL;
@@ -77,20 +77,20 @@ int consul_login_meta_json(const char *meta, sk_buf *out, char *err, size_t errl
 		size_t n = strcspn(p, ",");
 
 		if (n == 0) {
-			sk_err(err, errlen, "consul-login-meta: an empty pair (two commas, or one at an end)");
+			sk_err(err, errlen, "an empty pair (two commas, or one at an end)");
 			goto out;
 		}
 		if (!meta_pair_add(obj, p, n, err, errlen))
 			goto out;
 		p += n;
 		if (*p == ',' && !*++p) {
-			sk_err(err, errlen, "consul-login-meta: an empty pair (two commas, or one at an end)");
+			sk_err(err, errlen, "an empty pair (two commas, or one at an end)");
 			goto out;
 		}
 	}
 	text = obj ? cJSON_PrintUnformatted(obj) : NULL;
 	if (!text || !sk_buf_add(out, text, strlen(text))) {
-		sk_err(err, errlen, "consul-login-meta: too long");
+		sk_err(err, errlen, "too long");
 		goto out;
 	}
 	ret = 0;
@@ -263,6 +263,7 @@ struct consul_login *consul_login_new(const char *method, const char *bearer_fil
 				      size_t errlen)
 {
 	struct consul_login *l;
+	char why[300];
 	sk_buf json;
 
 	if (!method || !*method || sk_has_ctl(method)) {
@@ -270,7 +271,8 @@ struct consul_login *consul_login_new(const char *method, const char *bearer_fil
 		return NULL;
 	}
 	sk_buf_init(&json, 16384);
-	if (consul_login_meta_json(meta, &json, err, errlen) < 0) {
+	if (consul_login_meta_json(meta, &json, why, sizeof(why)) < 0) {
+		sk_err(err, errlen, "consul-login-meta: %s", why);
 		sk_buf_free(&json);
 		return NULL;
 	}

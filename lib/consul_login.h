@@ -26,7 +26,7 @@ struct consul;
 
 /* consul-login-meta ("key=value,key2=value2", as `consul login -meta` takes them one by one) as
  * the JSON object of the login's "Meta" into `out` ("{}" for NULL or ""). Refused, with err
- * naming the pair: a pair without '=', an empty key, a control character, a repeated key, more
+ * naming the pair (not the setting): a pair without '=', an empty key, a control character, a repeated key, more
  * than CONSUL_LOGIN_META_MAX pairs. Returns 0 or -1. */
 int consul_login_meta_json(const char *meta, sk_buf *out, char *err, size_t errlen) SK_MUST_CHECK;
 
@@ -62,8 +62,8 @@ struct consul_login;
 
 /* A login with auth method `method`, the bearer token read from `bearer_file` (NULL: the
  * Kubernetes default path) at each login, and `meta` (consul-login-meta). No traffic here.
- * NULL with err set when meta is refused or the method name is empty or holds a control
- * character. Thread-safe once built; free it after every client that uses it. */
+ * NULL with err set, naming the setting, when meta is refused or the method name is empty or
+ * holds a control character. Thread-safe once built; free it after every client that uses it. */
 struct consul_login *consul_login_new(const char *method, const char *bearer_file, const char *meta, char *err,
 				      size_t errlen);
 

@@ -649,12 +649,18 @@ static int load_consul_login(struct sync_config *c, char *err, size_t errlen)
 	struct consul_login *l;
 	char why[300];
 
+	sk_buf meta;
+	int rc;
+
 	if (!cc->login_method)
 		return 0;
-	l = consul_login_new(cc->login_method, cc->login_bearer_file, cc->login_meta, why, sizeof(why));
-	if (!l)
-		return sk_err(err, errlen, "%s", why);
-	consul_login_free(l);
+	sk_buf_init(&meta, 16384);
+	rc = consul_login_meta_json(cc->login_meta, &meta, why, sizeof(why));
+	sk_buf_free(&meta);
+	if (rc < 0)
+		return sk_err(err, errlen, "%s: %s", opt_source(&c->o, "consul-login-meta"), why);
+	if (sk_has_ctl(cc->login_method))
+		return sk_err(err, errlen, "%s: holds a control character", opt_source(&c->o, "consul-login-method"));
 	if (cc->token)
 		log_warn("consul-login-method is set: the token of %s is not used",
 			 opt_str(&c->o, "consul-token-file") ? "consul-token-file" : "CONSUL_HTTP_TOKEN(_FILE)");
