@@ -646,9 +646,7 @@ static int parse_id_list(const char *s, long **out, size_t *n)
 static int load_consul_login(struct sync_config *c, char *err, size_t errlen)
 {
 	const struct consul_config *cc = &c->consul;
-	struct consul_login *l;
 	char why[300];
-
 	sk_buf meta;
 	int rc;
 
