@@ -17,6 +17,21 @@
 #define WAIT_MARGIN_MS 3000
 #define CONSUL_DEFAULT_WAIT_MS 300000 /* what Consul waits when a blocking query gives no wait */
 
+/* An answer with another status than the one expected: the reason by its status, err with the
+ * first line of its body. */
+static int status_error(struct consul *c, const char *what, char *err, size_t errlen)
+{
+	enum consul_reason r = c->meta.http_status == 403   ? CONSUL_FORBIDDEN
+			       : c->meta.http_status == 404 ? CONSUL_NOT_FOUND
+							    : CONSUL_HTTP_ERROR;
+	char line[256];
+
+	consul_http_body_line(c, line, sizeof(line));
+	if (*line)
+		return consul_http_fail(c, r, err, errlen, "%s: HTTP %ld: %s", what, c->meta.http_status, line);
+	return consul_http_fail(c, r, err, errlen, "%s: HTTP %ld", what, c->meta.http_status);
+}
+
 /* One request with the client's token: with a login (consul_set_login), its current token,
  * logging in first when needed; an answer 403 "ACL not found" (Consul no longer knows the token)
  * logs in again and sends the request once more. */
@@ -58,7 +73,7 @@ int consul_logout(struct consul *c, const deadline_t *dl, char *err, size_t errl
 	sk_wipe(secret, sizeof(secret));
 	if (rc < 0)
 		return -1;
-	return c->meta.http_status == 200 ? 0 : consul_http_status_error(c, what, err, errlen);
+	return c->meta.http_status == 200 ? 0 : status_error(c, what, err, errlen);
 }
 
 const char *consul_consistency_str(enum consul_consistency mode)
@@ -165,7 +180,7 @@ static int blocking_list(struct consul *c, const char *path, const char *what, b
 	if (rc < 0)
 		goto out;
 	if (c->meta.http_status != 200 && !(empty_404 && c->meta.http_status == 404)) {
-		consul_http_status_error(c, what, err, errlen);
+		status_error(c, what, err, errlen);
 		goto out;
 	}
 	if (!c->index_seen) {
@@ -233,7 +248,7 @@ static int kv_write(struct consul *c, const char *method, const char *key, const
 		    errlen) < 0)
 		goto out;
 	if (c->meta.http_status != 200) {
-		consul_http_status_error(c, what, err, errlen);
+		status_error(c, what, err, errlen);
 		goto out;
 	}
 	ret = bool_answer(c, what, done, err, errlen);
@@ -308,7 +323,7 @@ int consul_session_create(struct consul *c, const char *name, long ttl_s, const 
 	if (request(c, "PUT", "/v1/session/create", what, "application/json", body.data, body.len, dl, err, errlen) < 0)
 		goto out;
 	if (c->meta.http_status != 200) {
-		consul_http_status_error(c, what, err, errlen);
+		status_error(c, what, err, errlen);
 		goto out;
 	}
 	doc = cJSON_ParseWithLength(c->body.data ? c->body.data : "", c->body.len);
@@ -376,7 +391,7 @@ int consul_session_renew(struct consul *c, const char *id, const deadline_t *dl,
 		return 0;
 	}
 	if (c->meta.http_status != 200)
-		return consul_http_status_error(c, what, err, errlen);
+		return status_error(c, what, err, errlen);
 	return 0;
 }
 
@@ -388,7 +403,7 @@ int consul_session_destroy(struct consul *c, const char *id, const deadline_t *d
 	if (session_op(c, "destroy", id, dl, what, sizeof(what), err, errlen) < 0)
 		return -1;
 	if (c->meta.http_status != 200)
-		return consul_http_status_error(c, what, err, errlen);
+		return status_error(c, what, err, errlen);
 	if (bool_answer(c, what, &ok, err, errlen) < 0)
 		return -1;
 	if (!ok)
@@ -403,7 +418,7 @@ int consul_agent_service_register(struct consul *c, const char *json, size_t len
 
 	if (request(c, "PUT", "/v1/agent/service/register", what, "application/json", json, len, dl, err, errlen) < 0)
 		return -1;
-	return c->meta.http_status == 200 ? 0 : consul_http_status_error(c, what, err, errlen);
+	return c->meta.http_status == 200 ? 0 : status_error(c, what, err, errlen);
 }
 
 int consul_agent_service_deregister(struct consul *c, const char *id, const deadline_t *dl, char *err, size_t errlen)
@@ -412,7 +427,7 @@ int consul_agent_service_deregister(struct consul *c, const char *id, const dead
 
 	if (put_named(c, "/v1/agent/service/deregister/", id, NULL, dl, what, sizeof(what), err, errlen) < 0)
 		return -1;
-	return c->meta.http_status == 200 ? 0 : consul_http_status_error(c, what, err, errlen);
+	return c->meta.http_status == 200 ? 0 : status_error(c, what, err, errlen);
 }
 
 int consul_agent_check_pass(struct consul *c, const char *check_id, const char *note, const deadline_t *dl,
@@ -432,7 +447,7 @@ int consul_agent_check_pass(struct consul *c, const char *check_id, const char *
 		*unknown = true;
 		return 0;
 	}
-	return consul_http_status_error(c, what, err, errlen);
+	return status_error(c, what, err, errlen);
 }
 
 int consul_leader(struct consul *c, const deadline_t *dl, char *out, size_t len, char *err, size_t errlen)
@@ -446,7 +461,7 @@ int consul_leader(struct consul *c, const deadline_t *dl, char *out, size_t len,
 	if (request(c, "GET", "/v1/status/leader", what, NULL, NULL, 0, dl, err, errlen) < 0)
 		return -1;
 	if (c->meta.http_status != 200)
-		return consul_http_status_error(c, what, err, errlen);
+		return status_error(c, what, err, errlen);
 	doc = cJSON_ParseWithLength(c->body.data ? c->body.data : "", c->body.len);
 	if (!cJSON_IsString(doc))
 		consul_http_fail(c, CONSUL_BAD_ANSWER, err, errlen, "%s: answer is not a JSON string", what);

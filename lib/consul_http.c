@@ -728,18 +728,3 @@ void consul_http_body_line(const struct consul *c, char *out, size_t len)
 	}
 	out[i] = '\0';
 }
-
-/* An answer with another status than the one expected: the reason by its status, err with the
- * first line of its body. */
-int consul_http_status_error(struct consul *c, const char *what, char *err, size_t errlen)
-{
-	enum consul_reason r = c->meta.http_status == 403   ? CONSUL_FORBIDDEN
-			       : c->meta.http_status == 404 ? CONSUL_NOT_FOUND
-							    : CONSUL_HTTP_ERROR;
-	char line[256];
-
-	consul_http_body_line(c, line, sizeof(line));
-	if (*line)
-		return consul_http_fail(c, r, err, errlen, "%s: HTTP %ld: %s", what, c->meta.http_status, line);
-	return consul_http_fail(c, r, err, errlen, "%s: HTTP %ld", what, c->meta.http_status);
-}

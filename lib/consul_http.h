@@ -48,10 +48,6 @@ bool consul_http_acl_not_found(const struct consul *c);
 /* The first line of the answer's body, printable (at most 200 characters), for error messages. */
 void consul_http_body_line(const struct consul *c, char *out, size_t len);
 
-/* An answer with another status than the one expected: the reason by its status (403 forbidden,
- * 404 not found, else http_error), err "WHAT: HTTP N: <the first line of the body>". Returns -1. */
-int consul_http_status_error(struct consul *c, const char *what, char *err, size_t errlen);
-
 /* Fail with a reason: c->meta.reason = r, err formatted. Returns -1. */
 int consul_http_fail(struct consul *c, enum consul_reason r, char *err, size_t errlen, const char *fmt, ...)
 	SK_PRINTF(5, 6);

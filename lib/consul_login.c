@@ -339,6 +339,17 @@ static int64_t unix_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The login was answered with another status than 200: Consul's reason, and what it means. */
+static int refused(const struct consul_login *l, struct consul *c, const char *what, char *err, size_t errlen)
+{
+	char line[256];
+
+	consul_http_body_line(c, line, sizeof(line));
+	return consul_http_fail(c, c->meta.http_status == 403 ? CONSUL_FORBIDDEN : CONSUL_HTTP_ERROR, err, errlen,
+				"%s: HTTP %ld: %s (auth method %s, bearer token of %s)", what, c->meta.http_status,
+				*line ? line : "no reason given", l->method, l->bearer_file);
+}
+
 /* One login through `c` (no lock held): the answer into *a. A listing the client is reading
  * waits for its own answer: the login's is not fed to it. */
 static int login_post(const struct consul_login *l, struct consul *c, const deadline_t *dl,
@@ -360,7 +371,7 @@ static int login_post(const struct consul_login *l, struct consul *c, const dead
 				   err, errlen) < 0)
 		goto out;
 	if (c->meta.http_status != 200) {
-		consul_http_status_error(c, what, err, errlen);
+		refused(l, c, what, err, errlen);
 		goto out;
 	}
 	if (consul_login_parse_answer(c->body.data, c->body.len, unix_now_ms(), a, why, sizeof(why)) < 0) {
