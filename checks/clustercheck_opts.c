@@ -82,6 +82,12 @@ static const struct opt_def options[] = {
 	{"consul-tls-server-name", 0, OPT_STRING, "NAME", NULL, NULL, 0, 0, NULL,
 	 "Server name to verify on Consul's certificate [default: CONSUL_TLS_SERVER_NAME].", 0},
 	{"consul-datacenter", 0, OPT_STRING, "DC", NULL, NULL, 0, 0, NULL, "Consul datacenter [default: the agent's].", 0},
+	{"consul-login-method", 0, OPT_STRING, "NAME", NULL, NULL, 0, 0, NULL,
+	 "With --register: log in to Consul with this ACL auth method (as consul login does) instead of using consul-token-file; logged out at exit.", 0},
+	{"consul-login-bearer-token-file", 0, OPT_STRING, "PATH", "/var/run/secrets/kubernetes.io/serviceaccount/token", NULL, 0, 0, NULL,
+	 "With --consul-login-method: the bearer token to log in with (a Kubernetes service-account token), read at each login.", 0},
+	{"consul-login-meta", 0, OPT_STRING, "KEY=VALUE[,...]", NULL, NULL, 0, 0, NULL,
+	 "With --consul-login-method: metadata for the token Consul makes (consul login -meta).", 0},
 };
 /* clang-format on */
 

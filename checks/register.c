@@ -13,6 +13,7 @@
 
 #include "clustercheck.h"
 #include "consul.h"
+#include "consul_login.h"
 #include "log.h"
 #include "proc.h"
 #include "runfile.h"
@@ -23,6 +24,7 @@ struct registrar {
 	struct cc_checker *c;
 	const struct register_settings *r;
 	struct consul *consul;
+	struct consul_login *login; /* --consul-login-method: the token the client carries; NULL: none */
 	char key[1024]; /* <consul-prefix>/<advertise> */
 	char advertise[300];
 	char session_name[400];
@@ -598,6 +600,36 @@ static int session_file_pick(struct registrar *g)
 	return 0;
 }
 
+/* --consul-login-method: the client carries the login's token (logged in at the first request). */
+static int register_login(struct registrar *g, char *err, size_t errlen)
+{
+	const struct consul_config *cc = &g->r->consul;
+
+	if (!cc->login_method)
+		return 0;
+	g->login = consul_login_new(cc->login_method, cc->login_bearer_file, cc->login_meta, err, errlen);
+	if (!g->login)
+		return -1;
+	consul_set_login(g->consul, g->login);
+	return 0;
+}
+
+/* At exit the login's token is destroyed (bounded by the Consul timeout; the cancel descriptor,
+ * a signal that may have ended the loop, is turned off for it). */
+static void register_logout(struct registrar *g)
+{
+	deadline_t dl = deadline_in_ms(g->consul_ms);
+	char err[400];
+
+	if (!g->login)
+		return;
+	consul_set_cancel_fd(g->consul, -1);
+	if (consul_logout(g->consul, &dl, err, sizeof(err)) < 0)
+		log_warn("consul: logout: %s", err);
+	consul_login_free(g->login);
+	g->login = NULL;
+}
+
 /* --register: check and update Consul every --interval, or once (--once). */
 int register_run(struct cc_checker *c, const struct register_settings *r, bool *abandoned)
 {
@@ -623,11 +655,13 @@ int register_run(struct cc_checker *c, const struct register_settings *r, bool *
 	if (g.once && session_file_pick(&g) < 0)
 		return 2;
 	g.consul = r->consul_rc == 0 ? consul_new(&r->consul, err, sizeof(err)) : NULL;
-	if (!g.consul) {
+	if (!g.consul || register_login(&g, err, sizeof(err)) < 0) {
 		log_error("%s", r->consul_rc == 0 ? err : r->consul_err);
+		consul_free(g.consul);
 		return 2;
 	}
 	rc = g.once ? register_once(&g) : register_loop(&g, abandoned);
+	register_logout(&g);
 	consul_free(g.consul);
 	return rc;
 }

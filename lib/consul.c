@@ -11,9 +11,70 @@
 #include <string.h>
 
 #include "consul_http.h"
+#include "consul_login.h"
+#include "log.h"
 
 #define WAIT_MARGIN_MS 3000
 #define CONSUL_DEFAULT_WAIT_MS 300000 /* what Consul waits when a blocking query gives no wait */
+
+/* An answer with another status than the one expected: the reason by its status, err with the
+ * first line of its body. */
+static int status_error(struct consul *c, const char *what, char *err, size_t errlen)
+{
+	enum consul_reason r = c->meta.http_status == 403   ? CONSUL_FORBIDDEN
+			       : c->meta.http_status == 404 ? CONSUL_NOT_FOUND
+							    : CONSUL_HTTP_ERROR;
+	char line[256];
+
+	consul_http_body_line(c, line, sizeof(line));
+	if (*line)
+		return consul_http_fail(c, r, err, errlen, "%s: HTTP %ld: %s", what, c->meta.http_status, line);
+	return consul_http_fail(c, r, err, errlen, "%s: HTTP %ld", what, c->meta.http_status);
+}
+
+/* One request with the client's token: with a login (consul_set_login), its current token,
+ * logging in first when needed; an answer 403 "ACL not found" (Consul no longer knows the token)
+ * logs in again and sends the request once more. */
+static int request(struct consul *c, const char *method, const char *path, const char *what, const char *content_type,
+		   const void *body, size_t len, const deadline_t *dl, char *err, size_t errlen)
+{
+	char secret[CONSUL_LOGIN_SECRET_MAX];
+	uint64_t gen;
+	int rc;
+
+	if (!c->login)
+		return consul_http_request(c, method, path, what, content_type, body, len, dl, err, errlen);
+	for (int attempt = 0;; attempt++) {
+		if (consul_login_token(c->login, c, dl, secret, sizeof(secret), &gen, err, errlen) < 0)
+			return -1;
+		rc = consul_http_request_as(c, secret, method, path, what, content_type, body, len, dl, err, errlen);
+		sk_wipe(secret, sizeof(secret));
+		if (rc < 0 || attempt > 0 || !consul_http_acl_not_found(c))
+			return rc;
+		consul_login_lost(c->login, gen);
+	}
+}
+
+void consul_set_login(struct consul *c, struct consul_login *l)
+{
+	c->login = l;
+}
+
+int consul_logout(struct consul *c, const deadline_t *dl, char *err, size_t errlen)
+{
+	const char *what = "POST /v1/acl/logout";
+	char secret[CONSUL_LOGIN_SECRET_MAX];
+	int rc;
+
+	if (!c->login || !consul_login_take(c->login, secret, sizeof(secret)))
+		return 0;
+	rc = consul_http_request_as(c, secret, "POST", "/v1/acl/logout", what, NULL, NULL, 0, dl, err, errlen);
+	log_forget_secret(secret);
+	sk_wipe(secret, sizeof(secret));
+	if (rc < 0)
+		return -1;
+	return c->meta.http_status == 200 ? 0 : status_error(c, what, err, errlen);
+}
 
 const char *consul_consistency_str(enum consul_consistency mode)
 {
@@ -60,36 +121,6 @@ static int check_key(struct consul *c, const char *key, bool allow_empty, char *
 		seg += n + 1;
 	}
 	return 0;
-}
-
-/* The first line of the body, printable, for error messages. */
-static void body_line(const struct consul *c, char *out, size_t len)
-{
-	size_t i = 0;
-
-	for (size_t k = 0; k < c->body.len && i + 1 < len && i < 200; k++) {
-		unsigned char ch = (unsigned char)c->body.data[k];
-
-		if (ch == '\n' || ch == '\r')
-			break;
-		out[i++] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
-	}
-	out[i] = '\0';
-}
-
-/* An answer with another status than the one expected: the reason by its status, err with the
- * first line of its body. */
-static int status_error(struct consul *c, const char *what, char *err, size_t errlen)
-{
-	enum consul_reason r = c->meta.http_status == 403   ? CONSUL_FORBIDDEN
-			       : c->meta.http_status == 404 ? CONSUL_NOT_FOUND
-							    : CONSUL_HTTP_ERROR;
-	char line[256];
-
-	body_line(c, line, sizeof(line));
-	if (*line)
-		return consul_http_fail(c, r, err, errlen, "%s: HTTP %ld: %s", what, c->meta.http_status, line);
-	return consul_http_fail(c, r, err, errlen, "%s: HTTP %ld", what, c->meta.http_status);
 }
 
 /* A "true"/"false" answer (KV writes, session destroy). */
@@ -144,7 +175,7 @@ static int blocking_list(struct consul *c, const char *path, const char *what, b
 	int ret = -1, rc;
 
 	c->listing = l;
-	rc = consul_http_request(c, "GET", path, what, NULL, NULL, 0, dl, err, errlen);
+	rc = request(c, "GET", path, what, NULL, NULL, 0, dl, err, errlen);
 	c->listing = NULL;
 	if (rc < 0)
 		goto out;
@@ -213,8 +244,8 @@ static int kv_write(struct consul *c, const char *method, const char *key, const
 		consul_http_refuse(c, err, errlen, "%s: key too long", what);
 		goto out;
 	}
-	if (consul_http_request(c, method, path.data, what, value ? "application/octet-stream" : NULL, value, len, dl,
-				err, errlen) < 0)
+	if (request(c, method, path.data, what, value ? "application/octet-stream" : NULL, value, len, dl, err,
+		    errlen) < 0)
 		goto out;
 	if (c->meta.http_status != 200) {
 		status_error(c, what, err, errlen);
@@ -289,8 +320,7 @@ int consul_session_create(struct consul *c, const char *name, long ttl_s, const 
 		consul_http_refuse(c, err, errlen, "%s: session name too long", what);
 		goto out;
 	}
-	if (consul_http_request(c, "PUT", "/v1/session/create", what, "application/json", body.data, body.len, dl, err,
-				errlen) < 0)
+	if (request(c, "PUT", "/v1/session/create", what, "application/json", body.data, body.len, dl, err, errlen) < 0)
 		goto out;
 	if (c->meta.http_status != 200) {
 		status_error(c, what, err, errlen);
@@ -329,7 +359,7 @@ static int put_named(struct consul *c, const char *path, const char *id, const c
 		consul_http_refuse(c, err, errlen, "%s: too long", what);
 		goto out;
 	}
-	ret = consul_http_request(c, "PUT", url.data, what, NULL, NULL, 0, dl, err, errlen);
+	ret = request(c, "PUT", url.data, what, NULL, NULL, 0, dl, err, errlen);
 out:
 	sk_buf_free(&url);
 	return ret;
@@ -386,8 +416,7 @@ int consul_agent_service_register(struct consul *c, const char *json, size_t len
 {
 	const char *what = "PUT /v1/agent/service/register";
 
-	if (consul_http_request(c, "PUT", "/v1/agent/service/register", what, "application/json", json, len, dl, err,
-				errlen) < 0)
+	if (request(c, "PUT", "/v1/agent/service/register", what, "application/json", json, len, dl, err, errlen) < 0)
 		return -1;
 	return c->meta.http_status == 200 ? 0 : status_error(c, what, err, errlen);
 }
@@ -411,7 +440,7 @@ int consul_agent_check_pass(struct consul *c, const char *check_id, const char *
 		return -1;
 	if (c->meta.http_status == 200)
 		return 0;
-	body_line(c, line, sizeof(line));
+	consul_http_body_line(c, line, sizeof(line));
 	if (c->meta.http_status == 404 ||
 	    (c->meta.http_status == 500 &&
 	     (strstr(line, "does not have associated TTL") || strstr(line, "Unknown check")))) {
@@ -429,7 +458,7 @@ int consul_leader(struct consul *c, const deadline_t *dl, char *out, size_t len,
 
 	if (len)
 		out[0] = '\0';
-	if (consul_http_request(c, "GET", "/v1/status/leader", what, NULL, NULL, 0, dl, err, errlen) < 0)
+	if (request(c, "GET", "/v1/status/leader", what, NULL, NULL, 0, dl, err, errlen) < 0)
 		return -1;
 	if (c->meta.http_status != 200)
 		return status_error(c, what, err, errlen);

@@ -32,6 +32,9 @@ struct consul_config {
 	bool ssl; /* https even when addr carries no scheme */
 	bool ssl_verify; /* verify the server certificate (default true) */
 	char *datacenter; /* ?dc= on every request, or NULL for the agent's own */
+	char *login_method; /* consul-login-method: log in with this auth method (consul_login.h) */
+	char *login_bearer_file; /* consul-login-bearer-token-file (NULL: the Kubernetes default) */
+	char *login_meta; /* consul-login-meta: "key=value,..." */
 	size_t max_response; /* a larger answer is an error, never an allocation */
 };
 
@@ -100,6 +103,19 @@ struct consul;
  * (secret_read_file) when one is set. Returns NULL with err set (bad address, unreadable token
  * file, client cert without key, libcurl failure). The config may be freed afterwards. */
 struct consul *consul_new(const struct consul_config *cfg, char *err, size_t errlen);
+
+struct consul_login;
+
+/* Let the client's requests carry the token of a login (consul_login.h) instead of its own: the
+ * login is borrowed (free it after the client) and may be shared by the clients of every thread.
+ * A request answered 403 "ACL not found" logs in again and is sent once more. NULL: back to the
+ * client's own token. */
+void consul_set_login(struct consul *c, struct consul_login *l);
+
+/* Log the login's token out (POST /v1/acl/logout: Consul destroys it), at exit. Without a login,
+ * or when it has no token, does nothing and returns 0. The login forgets the token either way.
+ * Returns 0 or -1 with err set. */
+int consul_logout(struct consul *c, const deadline_t *dl, char *err, size_t errlen) SK_MUST_CHECK;
 
 /* Close the connection and free the client (NULL is fine). */
 void consul_free(struct consul *c);

@@ -28,8 +28,11 @@ void consul_config_set(char **field, const char *value)
 
 void consul_config_free(struct consul_config *c)
 {
-	char **fields[] = { &c->addr,   &c->token,       &c->token_file, &c->http_auth,       &c->cacert,
-			    &c->capath, &c->client_cert, &c->client_key, &c->tls_server_name, &c->datacenter };
+	char **fields[] = { &c->addr,        &c->token,        &c->token_file,
+			    &c->http_auth,   &c->cacert,       &c->capath,
+			    &c->client_cert, &c->client_key,   &c->tls_server_name,
+			    &c->datacenter,  &c->login_method, &c->login_bearer_file,
+			    &c->login_meta };
 
 	for (size_t i = 0; i < SK_ARRAY_LEN(fields); i++)
 		consul_config_set(fields[i], NULL);
@@ -110,6 +113,9 @@ int consul_config_from_opts(struct consul_config *c, const struct opts *o, char 
 		{ "consul-client-key", offsetof(struct consul_config, client_key) },
 		{ "consul-tls-server-name", offsetof(struct consul_config, tls_server_name) },
 		{ "consul-datacenter", offsetof(struct consul_config, datacenter) },
+		{ "consul-login-method", offsetof(struct consul_config, login_method) },
+		{ "consul-login-bearer-token-file", offsetof(struct consul_config, login_bearer_file) },
+		{ "consul-login-meta", offsetof(struct consul_config, login_meta) },
 	};
 
 	if (consul_config_from_env(c, err, errlen) < 0)

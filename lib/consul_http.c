@@ -559,14 +559,14 @@ static void reset_answer(struct consul *c)
 
 /* The request's headers: the token, no "Expect: 100-continue", the content type. False when out
  * of memory (what was added is in *hdrs all the same, for the caller to wipe and free). */
-static bool add_headers(const struct consul *c, const char *content_type, struct curl_slist **hdrs)
+static bool add_headers(const char *token_header, const char *content_type, struct curl_slist **hdrs)
 {
 	const char *lines[3];
 	char ctype[64];
 	size_t n = 0;
 
-	if (c->token_header)
-		lines[n++] = c->token_header;
+	if (token_header)
+		lines[n++] = token_header;
 	lines[n++] = "Expect:";
 	if (content_type) {
 		snprintf(ctype, sizeof(ctype), "Content-Type: %s", content_type);
@@ -592,10 +592,10 @@ static void set_request(struct consul *c, const char *url, struct curl_slist *hd
 	curl_easy_setopt(c->easy, CURLOPT_CONNECTTIMEOUT_MS, left);
 	curl_easy_setopt(c->easy, CURLOPT_HTTPGET, 1L);
 	curl_easy_setopt(c->easy, CURLOPT_CUSTOMREQUEST, NULL);
-	if (strcmp(method, "PUT") == 0) {
+	if (strcmp(method, "PUT") == 0 || strcmp(method, "POST") == 0) {
 		curl_easy_setopt(c->easy, CURLOPT_POSTFIELDS, body ? body : "");
 		curl_easy_setopt(c->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-		curl_easy_setopt(c->easy, CURLOPT_CUSTOMREQUEST, "PUT");
+		curl_easy_setopt(c->easy, CURLOPT_CUSTOMREQUEST, method);
 	} else if (strcmp(method, "GET") != 0) {
 		curl_easy_setopt(c->easy, CURLOPT_CUSTOMREQUEST, method);
 	}
@@ -636,9 +636,9 @@ static int transfer_outcome(struct consul *c, CURLcode rc, bool cancelled, long 
 				c->curl_err[0] ? c->curl_err : curl_easy_strerror(rc));
 }
 
-int consul_http_request(struct consul *c, const char *method, const char *path, const char *what,
-			const char *content_type, const void *body, size_t len, const deadline_t *dl, char *err,
-			size_t errlen)
+static int request_with(struct consul *c, const char *token_header, const char *method, const char *path,
+			const char *what, const char *content_type, const void *body, size_t len, const deadline_t *dl,
+			char *err, size_t errlen)
 {
 	struct curl_slist *hdrs = NULL;
 	sk_buf url;
@@ -661,7 +661,7 @@ int consul_http_request(struct consul *c, const char *method, const char *path, 
 				 what);
 		goto out;
 	}
-	if (!add_headers(c, content_type, &hdrs)) {
+	if (!add_headers(token_header, content_type, &hdrs)) {
 		consul_http_fail(c, CONSUL_CLIENT_ERROR, err, errlen, "%s: out of memory", what);
 		goto out;
 	}
@@ -675,4 +675,56 @@ out:
 	curl_slist_free_all(hdrs);
 	sk_buf_free(&url);
 	return ret;
+}
+
+int consul_http_request(struct consul *c, const char *method, const char *path, const char *what,
+			const char *content_type, const void *body, size_t len, const deadline_t *dl, char *err,
+			size_t errlen)
+{
+	return request_with(c, c->token_header, method, path, what, content_type, body, len, dl, err, errlen);
+}
+
+int consul_http_request_as(struct consul *c, const char *token, const char *method, const char *path, const char *what,
+			   const char *content_type, const void *body, size_t len, const deadline_t *dl, char *err,
+			   size_t errlen)
+{
+	sk_buf hdr;
+	int rc;
+
+	if (!token)
+		return request_with(c, NULL, method, path, what, content_type, body, len, dl, err, errlen);
+	if (sk_has_ctl(token))
+		return consul_http_refuse(c, err, errlen, "%s: the consul token contains a control character", what);
+	sk_buf_init(&hdr, 4096);
+	if (!sk_buf_addf(&hdr, "X-Consul-Token: %s", token)) {
+		sk_buf_free(&hdr);
+		return consul_http_refuse(c, err, errlen, "%s: the consul token is too long", what);
+	}
+	rc = request_with(c, hdr.data, method, path, what, content_type, body, len, dl, err, errlen);
+	sk_wipe(hdr.data, hdr.len);
+	sk_buf_free(&hdr);
+	return rc;
+}
+
+bool consul_http_acl_not_found(const struct consul *c)
+{
+	static const char text[] = "ACL not found";
+
+	return c->meta.http_status == 403 && c->body.data && c->body.len >= sizeof(text) - 1 &&
+	       memmem(c->body.data, c->body.len < 256 ? c->body.len : 256, text, sizeof(text) - 1) != NULL;
+}
+
+/* The first line of the body, printable, for error messages. */
+void consul_http_body_line(const struct consul *c, char *out, size_t len)
+{
+	size_t i = 0;
+
+	for (size_t k = 0; k < c->body.len && i + 1 < len && i < 200; k++) {
+		unsigned char ch = (unsigned char)c->body.data[k];
+
+		if (ch == '\n' || ch == '\r')
+			break;
+		out[i++] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
+	}
+	out[i] = '\0';
 }

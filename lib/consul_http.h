@@ -14,6 +14,7 @@ struct consul {
 	char *unix_path;
 	char *dc;
 	char *token_header; /* "X-Consul-Token: ..." (a secret) */
+	struct consul_login *login; /* borrowed: its token replaces token_header (consul_set_login) */
 	char *userpwd; /* basic auth (a secret) */
 	struct curl_slist *connect_to;
 	int cancel_fd;
@@ -35,6 +36,17 @@ struct consul {
 int consul_http_request(struct consul *c, const char *method, const char *path, const char *what,
 			const char *content_type, const void *body, size_t len, const deadline_t *dl, char *err,
 			size_t errlen) SK_MUST_CHECK;
+
+/* consul_http_request with `token` (NULL: none) instead of the client's own token. */
+int consul_http_request_as(struct consul *c, const char *token, const char *method, const char *path, const char *what,
+			   const char *content_type, const void *body, size_t len, const deadline_t *dl, char *err,
+			   size_t errlen) SK_MUST_CHECK;
+
+/* The answer is 403 "ACL not found": Consul does not know the token sent (revoked, expired). */
+bool consul_http_acl_not_found(const struct consul *c);
+
+/* The first line of the answer's body, printable (at most 200 characters), for error messages. */
+void consul_http_body_line(const struct consul *c, char *out, size_t len);
 
 /* Fail with a reason: c->meta.reason = r, err formatted. Returns -1. */
 int consul_http_fail(struct consul *c, enum consul_reason r, char *err, size_t errlen, const char *fmt, ...)

@@ -84,6 +84,23 @@ void log_add_secret(const char *secret)
 	pthread_mutex_unlock(&lg_lock);
 }
 
+void log_forget_secret(const char *secret)
+{
+	if (!secret || strlen(secret) < 3)
+		return;
+	pthread_mutex_lock(&lg_lock);
+	for (size_t i = 0; i < lg.nsecrets && i < LOG_MAX_SECRETS; i++) {
+		if (strcmp(lg.secrets[i], secret) != 0)
+			continue;
+		sk_wipe(lg.secrets[i], strlen(lg.secrets[i]));
+		free(lg.secrets[i]);
+		lg.nsecrets = lg.nsecrets > LOG_MAX_SECRETS ? LOG_MAX_SECRETS : lg.nsecrets;
+		lg.secrets[i] = lg.secrets[--lg.nsecrets];
+		break;
+	}
+	pthread_mutex_unlock(&lg_lock);
+}
+
 void log_clear_secrets(void)
 {
 	pthread_mutex_lock(&lg_lock);

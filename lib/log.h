@@ -22,6 +22,9 @@ const char *log_level_str(enum log_level level);
  * in its place. The string is copied; empty strings and strings shorter than 3 bytes are
  * ignored (too likely to occur by chance). */
 void log_add_secret(const char *secret);
+/* Stop redacting a secret that is no longer in use (a login token replaced by the next one), so
+ * that rotation never fills the redactor. */
+void log_forget_secret(const char *secret);
 
 /* Forget all registered secrets (config reload). */
 void log_clear_secrets(void);

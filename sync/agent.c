@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "consul_login.h"
 #include "log.h"
 
 /* ---- coordinator: snapshot -> desired ------------------------------------------------- */
@@ -368,8 +369,48 @@ static void agent_init(struct agent *ag, struct sync_config *cfg)
 		init_target(ag, &ag->targets[i], &cfg->targets[i]);
 }
 
+/* A Consul client for one of the agent's threads, carrying the login's token when the config logs
+ * in with an auth method (one login, shared by every client). NULL with err set. */
+static struct consul *agent_client(struct agent *ag, char *err, size_t errlen)
+{
+	const struct consul_config *cc = &ag->cfg->consul;
+	struct consul *c;
+
+	if (cc->login_method && !ag->login) {
+		ag->login = consul_login_new(cc->login_method, cc->login_bearer_file, cc->login_meta, err, errlen);
+		if (!ag->login)
+			return NULL;
+	}
+	c = consul_new(cc, err, errlen);
+	if (c && ag->login)
+		consul_set_login(c, ag->login);
+	return c;
+}
+
+/* At the end, the login's token is destroyed (POST /v1/acl/logout) through a client no thread uses
+ * any more, with its cancel descriptor (already written) turned off. */
+static void agent_logout(struct agent *ag)
+{
+	struct consul *c = ag->lock.c ? ag->lock.c : ag->announce_c ? ag->announce_c : NULL;
+	deadline_t dl = deadline_in_ms(2000);
+	char err[400];
+
+	for (size_t i = 0; !c && i < ag->nwatches; i++)
+		c = ag->watches[i].c;
+	if (!ag->login)
+		return;
+	if (c) {
+		consul_set_cancel_fd(c, -1);
+		if (consul_logout(c, &dl, err, sizeof(err)) < 0)
+			log_warn("consul: logout: %s", err);
+	}
+	consul_login_free(ag->login);
+	ag->login = NULL;
+}
+
 static void agent_release(struct agent *ag)
 {
+	agent_logout(ag);
 	for (size_t i = 0; i < ag->nwatches; i++) {
 		if (ag->watches[i].c)
 			consul_free(ag->watches[i].c);
@@ -453,7 +494,7 @@ static int open_clients(struct agent *ag, char *err, size_t errlen)
 	for (size_t i = 0; i < ag->nwatches; i++) {
 		struct watch *w = &ag->watches[i];
 
-		w->c = consul_new(&ag->cfg->consul, err, errlen);
+		w->c = agent_client(ag, err, errlen);
 		if (!w->c)
 			return -1;
 		/* Its own descriptor: written at stop, and when a guard wants a fresh read now. */
@@ -463,14 +504,14 @@ static int open_clients(struct agent *ag, char *err, size_t errlen)
 		consul_set_cancel_fd(w->c, w->wake_fd);
 	}
 	if (*ag->cfg->settings.announce_address) {
-		ag->announce_c = consul_new(&ag->cfg->consul, err, errlen);
+		ag->announce_c = agent_client(ag, err, errlen);
 		if (!ag->announce_c)
 			return -1;
 		consul_set_cancel_fd(ag->announce_c, ag->cancel_fd);
 	}
 	if (lock_single_writer(ag)) {
 		ag->lock.enabled = true;
-		ag->lock.c = consul_new(&ag->cfg->consul, err, errlen);
+		ag->lock.c = agent_client(ag, err, errlen);
 		if (!ag->lock.c)
 			return -1;
 		consul_set_cancel_fd(ag->lock.c, ag->cancel_fd);
@@ -574,10 +615,10 @@ static bool read_all(struct agent *ag)
 
 		consul_kv_list_free(&w->kv);
 		if (!w->c)
-			w->c = consul_new(&ag->cfg->consul, err, sizeof(err));
+			w->c = agent_client(ag, err, sizeof(err));
 		if (!w->c ||
 		    consul_kv_list(w->c, w->prefix, 0, 0, ag->mode, &dl, &w->kv, &meta, err, sizeof(err)) < 0) {
-			log_error("consul: %s: %s", w->prefix, w->c ? err : "cannot start a client");
+			log_error("consul: %s: %s", w->prefix, err);
 			return false;
 		}
 		if (!meta.known_leader) {

@@ -169,6 +169,7 @@ struct agent {
 	pthread_t coordinator;
 	struct cluster_lock lock;
 	struct consul *announce_c; /* announce-address: announce.c's client; NULL: not announcing */
+	struct consul_login *login; /* consul-login-method: the token every client carries; NULL: none */
 	pthread_t announce_tid;
 	pthread_t *started; /* the threads running, for a start that fails halfway */
 	size_t nstarted;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "http.h"
+#include "consul_login.h"
 #include "log.h"
 #include "secret.h"
 
@@ -31,6 +32,9 @@ const struct opt_def sync_options[] = {
 	{"consul-client-key", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "Client key [default: CONSUL_CLIENT_KEY].", 0},
 	{"consul-tls-server-name", 0, OPT_STRING, "NAME", NULL, NULL, 0, 0, NULL, "Server name to verify [default: CONSUL_TLS_SERVER_NAME].", 0},
 	{"consul-datacenter", 0, OPT_STRING, "DC", NULL, NULL, 0, 0, NULL, "Datacenter to read [default: the agent's].", 0},
+	{"consul-login-method", 0, OPT_STRING, "NAME", NULL, NULL, 0, 0, NULL, "Log in to Consul with this ACL auth method (POST /v1/acl/login, as consul login does) and use the token it gives instead of consul-token-file; logged in again before the token expires and when Consul no longer knows it, logged out at exit.", 0},
+	{"consul-login-bearer-token-file", 0, OPT_STRING, "PATH", "/var/run/secrets/kubernetes.io/serviceaccount/token", NULL, 0, 0, NULL, "With consul-login-method: the bearer token to log in with (a Kubernetes service-account token), read again at each login.", 0},
+	{"consul-login-meta", 0, OPT_STRING, "KEY=VALUE[,...]", NULL, NULL, 0, 0, NULL, "With consul-login-method: metadata for the token Consul makes (consul login -meta).", 0},
 	{"consistency", 0, OPT_ENUM, "MODE", "default", NULL, 0, 0, "default|stale|consistent", "Consul read consistency.", 0},
 	{"max-stale", 0, OPT_NUMBER, "SECONDS", "5", NULL, 0, 3600, NULL, "With consistency=stale: ignore answers whose server last heard from the leader longer ago.", 0},
 	{"wait", 0, OPT_NUMBER, "SECONDS", "60", NULL, 1, 600, NULL, "Blocking query wait (Consul caps it at 600).", 0},
@@ -638,6 +642,29 @@ static int parse_id_list(const char *s, long **out, size_t *n)
 	return rc;
 }
 
+/* consul-login-method's settings, checked as the agent will build its login. */
+static int load_consul_login(struct sync_config *c, char *err, size_t errlen)
+{
+	const struct consul_config *cc = &c->consul;
+	char why[300];
+	sk_buf meta;
+	int rc;
+
+	if (!cc->login_method)
+		return 0;
+	sk_buf_init(&meta, 16384);
+	rc = consul_login_meta_json(cc->login_meta, &meta, why, sizeof(why));
+	sk_buf_free(&meta);
+	if (rc < 0)
+		return sk_err(err, errlen, "%s: %s", opt_source(&c->o, "consul-login-meta"), why);
+	if (sk_has_ctl(cc->login_method))
+		return sk_err(err, errlen, "%s: holds a control character", opt_source(&c->o, "consul-login-method"));
+	if (cc->token)
+		log_warn("consul-login-method is set: the token of %s is not used",
+			 opt_str(&c->o, "consul-token-file") ? "consul-token-file" : "CONSUL_HTTP_TOKEN(_FILE)");
+	return 0;
+}
+
 /* The Consul client's settings, with the token file read now, checked by making (and dropping) a
  * client: what the agent would refuse at start is refused here. */
 static int load_consul(struct sync_config *c, char *err, size_t errlen)
@@ -666,7 +693,7 @@ static int load_consul(struct sync_config *c, char *err, size_t errlen)
 	if (!probe)
 		return sk_err(err, errlen, "consul: %s", why);
 	consul_free(probe);
-	return 0;
+	return load_consul_login(c, err, errlen);
 }
 
 /* True when `hg` is a writer or reader hostgroup of a cluster or a managed hostgroup. */

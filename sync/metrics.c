@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "consul_login.h"
 #include "log.h"
 
 const double metrics_hist_bounds_ms[AGENT_HIST_BUCKETS] = { 1, 2.5, 5, 10, 25, 50, 100, 250, 1000, 5000 };
@@ -189,6 +190,22 @@ static bool target_facts(struct agent *ag, sk_buf *b)
 	       owed_and_cluster_metrics(ag, b) && per_target(ag, b, TM_MONITOR_ROWS) && refused_metrics(ag, b);
 }
 
+/* consul-login-method: the logins so far, by result (nothing without a login). */
+static bool login_metrics(const struct agent *ag, sk_buf *b)
+{
+	uint64_t ok, failed;
+
+	if (!ag->login)
+		return true;
+	consul_login_counts(ag->login, &ok, &failed);
+	return sk_buf_addf(b,
+			   "# HELP proxysql_sync_consul_logins_total Logins with consul-login-method, by result.\n"
+			   "# TYPE proxysql_sync_consul_logins_total counter\n"
+			   "proxysql_sync_consul_logins_total{result=\"ok\"} %llu\n"
+			   "proxysql_sync_consul_logins_total{result=\"failed\"} %llu\n",
+			   (unsigned long long)ok, (unsigned long long)failed);
+}
+
 /* Per watch: the last index, whether it is up, the answers refused for their size. */
 static bool watch_metrics(const struct agent *ag, sk_buf *b)
 {
@@ -210,7 +227,7 @@ static bool watch_metrics(const struct agent *ag, sk_buf *b)
 	for (size_t i = 0; i < ag->nwatches; i++)
 		ok = ok && sk_buf_addf(b, "proxysql_sync_consul_too_large_total{prefix=\"%s\"} %lu\n",
 				       ag->watches[i].label, (unsigned long)ag->watches[i].too_large);
-	return ok;
+	return ok && login_metrics(ag, b);
 }
 
 /* Rejections, guards and errors. */

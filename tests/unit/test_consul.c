@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "consul.h"
+#include "consul_login.h"
 #include "log.h"
 #include "testdata.h"
 
@@ -975,6 +977,253 @@ static void test_connection_refused(void **state)
 	consul_free(c);
 }
 
+/* -- the login (consul_login.h) -------------------------------------------------------------- */
+
+static void meta_row(const char *input, const char *want, const char *unused)
+{
+	sk_buf out;
+	char err[256] = "";
+	int rc;
+
+	(void)unused;
+	sk_buf_init(&out, 4096);
+	rc = consul_login_meta_json(input, &out, err, sizeof(err));
+	if (strncmp(want, "error: ", 7) == 0) {
+		if (rc == 0 || !strstr(err, want + 7))
+			fail_msg("%s: want %s, got rc %d '%s'", input ? input : "(none)", want, rc, err);
+	} else if (rc != 0 || strcmp(out.data, want) != 0) {
+		fail_msg("%s: want %s, got rc %d '%s' %s", input ? input : "(none)", want, rc, out.data ? out.data : "",
+			 err);
+	}
+	sk_buf_free(&out);
+}
+
+/* consul-login-meta into the login's Meta object, from a table. */
+static void test_login_meta_table(void **state)
+{
+	(void)state;
+	assert_true(each_row("login-meta.table", meta_row) >= 10);
+}
+
+static void time_row(const char *input, const char *want, const char *unused)
+{
+	int64_t ms = 0;
+	bool ok = consul_login_parse_time(input, &ms);
+
+	(void)unused;
+	if (strcmp(want, "bad") == 0 ? ok : !ok || ms != strtoll(want, NULL, 10))
+		fail_msg("%s: want %s, got %s %lld", input, want, ok ? "ok" : "bad", (long long)ms);
+}
+
+/* ExpirationTime and CreateTime as RFC 3339 times, from a table. */
+static void test_login_time_table(void **state)
+{
+	(void)state;
+	assert_true(each_row("login-time.table", time_row) >= 10);
+}
+
+static void renew_row(const char *life, const char *want, const char *unused)
+{
+	(void)unused;
+	if (consul_login_renew_after_ms(strtoll(life, NULL, 10)) != strtoll(want, NULL, 10))
+		fail_msg("life %s: want %s, got %lld", life, want,
+			 (long long)consul_login_renew_after_ms(strtoll(life, NULL, 10)));
+}
+
+/* When a login is renewed: at 3/4 of the token's life, 5 s before its end at the latest, never
+ * within 1 s; and the backoff after a failed login. */
+static void test_login_renew_table(void **state)
+{
+	long b = 0;
+
+	(void)state;
+	assert_true(each_row("login-renew.table", renew_row) >= 5);
+	for (int i = 0; i < 10; i++)
+		b = consul_login_next_backoff_ms(b);
+	assert_int_equal(b, CONSUL_LOGIN_BACKOFF_MAX_MS);
+	assert_int_equal(consul_login_next_backoff_ms(0), CONSUL_LOGIN_BACKOFF_MIN_MS);
+	assert_int_equal(consul_login_next_backoff_ms(1000), 2000);
+}
+
+static void answer_row(const char *body, const char *want, const char *unused)
+{
+	struct consul_login_answer a;
+	char err[256] = "", got[256];
+	int rc = consul_login_parse_answer(body, strlen(body), 1796342399000LL, &a, err, sizeof(err));
+
+	(void)unused;
+	if (strncmp(want, "error: ", 7) == 0) {
+		if (rc == 0 || !strstr(err, want + 7))
+			fail_msg("%s: want %s, got rc %d '%s'", body, want, rc, err);
+		if (strstr(err, "45a3bd52"))
+			fail_msg("%s: the error quotes the SecretID: %s", body, err);
+		return;
+	}
+	if (rc != 0)
+		fail_msg("%s: want %s, got '%s'", body, want, err);
+	snprintf(got, sizeof(got), "ok %s %lld", a.accessor, (long long)a.life_ms);
+	if (strcmp(got, want) != 0)
+		fail_msg("%s: want %s, got %s", body, want, got);
+	assert_string_equal(a.secret, "45a3bd52-07c7-47a4-52fd-0745e0cfe967");
+}
+
+/* The answer of POST /v1/acl/login, from a table. */
+static void test_login_answer_table(void **state)
+{
+	(void)state;
+	assert_true(each_row("login-answer.table", answer_row) >= 10);
+}
+
+/* A server that answers `n` connections in turn with answers[i], keeping each request. */
+struct canned_seq {
+	struct canned s;
+	const char *const *answers;
+	size_t n;
+	char requests[6][16384];
+};
+
+static void *serve_seq(void *arg)
+{
+	struct canned_seq *q = arg;
+
+	for (size_t i = 0; i < q->n; i++) {
+		q->s.response = q->answers[i];
+		serve_one(&q->s);
+		snprintf(q->requests[i], sizeof(q->requests[i]), "%s", q->s.request);
+	}
+	return NULL;
+}
+
+#define LOGIN_OK(secret)                                                                 \
+	"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n" \
+	"{\"AccessorID\":\"6a1253d2-1785-24fd-91c2-f8e78c745511\",\"SecretID\":\"" secret "\",\"AuthMethod\":\"k8s\"}"
+
+/* Write `text` as the whole content of the file at `path`. */
+static void put_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_TRUNC);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+}
+
+/* A login (auth method "k8s", bearer token file `path` holding `jwt`, `meta`) and a client that
+ * carries it, against a server answering q's answers in turn (its thread in *t). */
+static struct consul *login_rig(struct canned_seq *q, char *path, const char *jwt, const char *meta,
+				struct consul_login **l, pthread_t *t)
+{
+	char err[256] = "";
+	struct consul *c;
+	int fd = mkstemp(path);
+
+	assert_true(fd >= 0);
+	close(fd);
+	put_file(path, jwt);
+	*l = consul_login_new("k8s", path, meta, err, sizeof(err));
+	assert_non_null(*l);
+	canned_start(&q->s);
+	assert_int_equal(pthread_create(t, NULL, serve_seq, q), 0);
+	c = client_for(&q->s, "static-token", NULL, 0);
+	consul_set_login(c, *l);
+	return c;
+}
+
+/* The login as the clients see it: the first request logs in (the bearer token file's content in
+ * the body, no token header), requests carry the SecretID, an answer 403 "ACL not found" logs in
+ * again (the file read anew) and sends the request once more, and the logout sends the token it
+ * destroys. Nothing of either secret reaches an error. */
+static void test_login_flow(void **state)
+{
+	static const char kv_ok[] = "HTTP/1.1 200 OK\r\nX-Consul-Index: 9\r\nX-Consul-Knownleader: true\r\n"
+				    "Connection: close\r\nContent-Length: 2\r\n\r\n[]";
+	static const char *const answers[] = {
+		LOGIN_OK("11111111-1111-1111-1111-111111111111"),
+		kv_ok,
+		"HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Length: 13\r\n\r\nACL not found",
+		LOGIN_OK("22222222-2222-2222-2222-222222222222"),
+		kv_ok,
+		"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 4\r\n\r\ntrue",
+	};
+	struct canned_seq q = { .answers = answers, .n = SK_ARRAY_LEN(answers) };
+	char path[] = "/tmp/sk-login-XXXXXX", err[512] = "", secret[128];
+	struct consul_login *l;
+	struct consul_kv_list kv;
+	struct consul_meta m;
+	deadline_t dl = deadline_in_ms(5000);
+	pthread_t t;
+	uint64_t ok, failed;
+	struct consul *c = login_rig(&q, path, "jwt-one\n", "pod=p-0", &l, &t);
+
+	(void)state;
+	if (consul_kv_list(c, "p", 0, 0, CONSUL_DEFAULT, &dl, &kv, &m, err, sizeof(err)) < 0)
+		fail_msg("first read: %s", err);
+	consul_kv_list_free(&kv);
+	put_file(path, "jwt-two"); /* kubelet rotated it: the next login reads this */
+	if (consul_kv_list(c, "p", 0, 0, CONSUL_DEFAULT, &dl, &kv, &m, err, sizeof(err)) < 0)
+		fail_msg("read after the token was revoked: %s", err);
+	consul_kv_list_free(&kv);
+	assert_int_equal(consul_logout(c, &dl, err, sizeof(err)), 0);
+	pthread_join(t, NULL);
+
+	assert_non_null(strstr(q.requests[0], "POST /v1/acl/login "));
+	assert_non_null(strstr(q.requests[0],
+			       "{\"AuthMethod\":\"k8s\",\"BearerToken\":\"jwt-one\",\"Meta\":{\"pod\":\"p-0\"}}"));
+	assert_null(strcasestr(q.requests[0], "X-Consul-Token"));
+	assert_non_null(strstr(q.requests[1], "GET /v1/kv/p?recurse"));
+	assert_non_null(strstr(q.requests[1], "X-Consul-Token: 11111111-1111-1111-1111-111111111111\r\n"));
+	assert_non_null(strstr(q.requests[2], "X-Consul-Token: 11111111-1111-1111-1111-111111111111\r\n"));
+	assert_non_null(strstr(q.requests[3], "\"BearerToken\":\"jwt-two\""));
+	assert_null(strcasestr(q.requests[3], "X-Consul-Token"));
+	assert_non_null(strstr(q.requests[4], "X-Consul-Token: 22222222-2222-2222-2222-222222222222\r\n"));
+	assert_non_null(strstr(q.requests[5], "POST /v1/acl/logout "));
+	assert_non_null(strstr(q.requests[5], "X-Consul-Token: 22222222-2222-2222-2222-222222222222\r\n"));
+	for (size_t i = 0; i < q.n; i++)
+		assert_null(strstr(q.requests[i], "static-token"));
+	consul_login_counts(l, &ok, &failed);
+	assert_int_equal(ok, 2);
+	assert_int_equal(failed, 0);
+	assert_false(consul_login_take(l, secret, sizeof(secret)));
+	consul_free(c);
+	consul_login_free(l);
+	close(q.s.lfd);
+	unlink(path);
+}
+
+/* A login refused (403 from /v1/acl/login) fails the request with the reason "forbidden" and sets
+ * a backoff: the next request fails at once, sending nothing. */
+static void test_login_refused(void **state)
+{
+	static const char *const answers[] = {
+		"HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Length: 17\r\n\r\nPermission denied",
+	};
+	struct canned_seq q = { .answers = answers, .n = SK_ARRAY_LEN(answers) };
+	char path[] = "/tmp/sk-login-XXXXXX", err[512] = "";
+	struct consul_login *l;
+	struct consul_kv_list kv;
+	struct consul_meta m;
+	deadline_t dl = deadline_in_ms(5000);
+	pthread_t t;
+	uint64_t ok, failed;
+	struct consul *c = login_rig(&q, path, "jwt-secret-value", NULL, &l, &t);
+
+	(void)state;
+	assert_int_equal(consul_kv_list(c, "p", 0, 0, CONSUL_DEFAULT, &dl, &kv, &m, err, sizeof(err)), -1);
+	pthread_join(t, NULL);
+	assert_non_null(strstr(err, "POST /v1/acl/login: HTTP 403: Permission denied"));
+	assert_int_equal(consul_last_meta(c)->reason, CONSUL_FORBIDDEN);
+	assert_int_equal(consul_kv_list(c, "p", 0, 0, CONSUL_DEFAULT, &dl, &kv, &m, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "failed; next try in"));
+	assert_null(strstr(err, "jwt-secret-value"));
+	consul_login_counts(l, &ok, &failed);
+	assert_int_equal(ok, 0);
+	assert_int_equal(failed, 1);
+	consul_free(c);
+	consul_login_free(l);
+	close(q.s.lfd);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -987,7 +1236,10 @@ int main(void)
 		cmocka_unit_test(test_new_token_file),       cmocka_unit_test(test_consistency_names),
 		cmocka_unit_test(test_kv_list_request),      cmocka_unit_test(test_kv_list_answers),
 		cmocka_unit_test(test_deadline_and_cancel),  cmocka_unit_test(test_writes_and_sessions),
-		cmocka_unit_test(test_connection_refused),
+		cmocka_unit_test(test_connection_refused),   cmocka_unit_test(test_login_meta_table),
+		cmocka_unit_test(test_login_time_table),     cmocka_unit_test(test_login_renew_table),
+		cmocka_unit_test(test_login_answer_table),   cmocka_unit_test(test_login_flow),
+		cmocka_unit_test(test_login_refused),
 	};
 
 	log_setup("test_consul", LOG_TEXT, LOG_OFF, stderr);
