@@ -2909,7 +2909,13 @@ class FakeControl:
         return self.reply({"reaped": n})
 
     def do_acl(self, req):
+        """?token=T&resource=&prefix=|exact=&policy=: a rule for token T (created when new);
+        DELETE ?token=T revokes it. ?auth_method=NAME: the secrets of the tokens that method's
+        logins minted and Consul still holds (GET), or revoke them all (DELETE), for tests that
+        must reach a token nobody prints."""
         s = self.store
+        if req.has("auth_method"):
+            return self.acl_by_method(req)
         token = req.get("token")
         if not token:
             raise ValueError("missing parameter token")
@@ -2930,6 +2936,19 @@ class FakeControl:
                 t["rules"].setdefault("exact", {}).setdefault(resource, {})[req.get("exact")] = policy
             s._persist()
             return self.reply({"accessor": t["accessor"] if token != "anonymous" else ANONYMOUS_ACCESSOR})
+
+    def acl_by_method(self, req):
+        s, method = self.store, req.get("auth_method")
+        with s.lock:
+            now = time.time()
+            secrets = sorted(k for k, t in s.acl_tokens.items()
+                             if t.get("auth_method") == method and t.get("expires", now + 1) > now)
+            if req.method == "DELETE":
+                for k in secrets:
+                    del s.acl_tokens[k]
+                s._persist()
+                return self.reply({"revoked": len(secrets)})
+            return self.reply({"tokens": secrets})
 
     def do_auth_method(self, req):
         """PUT: an auth method (a stand-in for a kubernetes one and its binding rules), body
