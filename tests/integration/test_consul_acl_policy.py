@@ -165,3 +165,38 @@ def test_cluster_lock_policy(acl, px, workdir):
         assert "this agent is the writer" not in agent.logs()
     finally:
         stop_and_check(agent)
+
+
+SERVICES = 'services = ( { name = "mysql"; tags = ["replica"]; hostgroup = 31; } );\n'
+
+
+def register_mysql(consul, sid, addr):
+    body = {"ID": sid, "Name": "mysql", "Address": addr, "Port": 3306, "Tags": ["replica"],
+            "Check": {"CheckID": "chk-" + sid, "Name": "mysql " + sid, "TTL": "3600s", "Status": "passing"}}
+    r = consul.request("PUT", "/v1/agent/service/register", body=json.dumps(body), token=consul.master)
+    assert r.status == 200, r
+
+
+@pytest.mark.parametrize("missing", [None, "service", "node"])
+def test_services_policy(acl, px, workdir, missing):
+    """proxysql-sync-kv + proxysql-sync-services: the passing instances fill their hostgroup. Without
+    the service rule, or without the node rule (a health answer lists nodes too), the answer is
+    filtered, logged as such, and the hostgroup stays empty."""
+    put_topology(acl, users=False)
+    register_mysql(acl, "r1", "10.0.0.1")
+    register_mysql(acl, "r2", "10.0.0.2")
+    rules = [r for r in documented("proxysql-sync-kv", "proxysql-sync-services") if r.resource != missing]
+    agent = start(acl, px, workdir, rules, SERVICES)
+    served = lambda: sorted(r[1] for r in runtime_servers(px) if r[0] == "31")  # noqa: E731
+    try:
+        if missing is None:
+            wait_until("the instances", lambda: served() == ["10.0.0.1", "10.0.0.2"], timeout=15)
+            assert "filtered by ACLs" not in agent.logs(), agent.logs()
+        else:
+            line = wait_until("the filtered answer", lambda: [ln for ln in agent.logs().splitlines()
+                                                              if "answer filtered by ACLs" in ln], timeout=15)
+            assert "mysql" in line[0], line
+            time.sleep(1)
+            assert served() == [], runtime_servers(px)
+    finally:
+        stop_and_check(agent)
