@@ -601,6 +601,35 @@ def test_users_add_change_remove_and_foreign_users_untouched(consul, px, agent):
     assert ("human",) in [tuple(r) for r in px.query("SELECT username FROM main.mysql_users")]
 
 
+def test_user_with_a_hashed_password_reaches_proxysql_unchanged(consul, px, agent):
+    """A KV user whose password is a mysql_native_password hash ("*" + 40 hex digits, what
+    docs/from-consul-template.md advises keeping in KV): main, runtime (both rows) and disk hold
+    that hash exactly, and a client logs in through ProxySQL's MySQL port with the clear password,
+    which is nowhere in Consul or in the agent's output."""
+    import hashlib
+
+    import pymysql
+    clear = "app-" + os.urandom(8).hex()
+    digest = "*" + hashlib.sha1(hashlib.sha1(clear.encode()).digest()).hexdigest().upper()
+    put_topology(consul, users=False)
+    consul.put("proxysql/users/hashed", json.dumps({"password": digest, "default_hostgroup": 10}).encode())
+    agent.start()
+    first_sync(px, agent)
+    wait_until("the hashed user in runtime", lambda: ("hashed", "1", "0", "10") in runtime_users(px))
+    for table in ("main.mysql_users", "runtime_mysql_users", "disk.mysql_users"):
+        rows = [tuple(r) for r in px.query("SELECT password FROM %s WHERE username = 'hashed'" % table)]
+        assert rows and all(r == (digest,) for r in rows), (table, rows)
+    assert len([r for r in runtime_users(px) if r[0] == "hashed"]) == 2      # frontend and backend
+    c = pymysql.connect(host=px.host, port=px.mysql_port, user="hashed", password=clear, connect_timeout=5)
+    c.close()
+    with pytest.raises(pymysql.err.OperationalError):
+        pymysql.connect(host=px.host, port=px.mysql_port, user="hashed", password=clear + "x", connect_timeout=5)
+    assert consul.value("proxysql/users/hashed") == json.dumps({"password": digest, "default_hostgroup": 10}).encode()
+    assert clear not in agent.logs() and digest not in agent.logs()
+    dry = agent.run("--dry-run")
+    assert clear not in dry.stdout + dry.stderr and digest not in dry.stdout + dry.stderr
+
+
 @pytest.mark.fault
 def test_empty_answer_is_confirmed_before_it_empties_readers(consul, px, agent):
     """A stale empty answer changes nothing; a real emptying is believed after `confirmations` reads."""
