@@ -586,3 +586,38 @@ def test_session_survives_a_failing_serf_check(healthy_galera, clustercheck_cred
     time.sleep(1)
     assert kv_entry(consul, r.key) is not None, "the key went with the serfHealth check"
     consul.fault("check", node=consul.node, id="serfHealth", status="passing")
+
+
+def test_logs_in_with_an_auth_method_and_out(healthy_galera, clustercheck_creds, prefix, registrars, tmp_path):
+    """--consul-login-method: --once logs in with the bearer token file (no static token), registers
+    with the token Consul handed out and logs out at exit; so does a running registrar at SIGTERM.
+    Neither the JWT nor a SecretID appears in the output."""
+    node = healthy_galera[1]
+    master, jwt = "root-" + uuid.uuid4().hex, "jwt-" + uuid.uuid4().hex
+    with Consul(acl_master_token=master) as c:
+        c.login_method("k8s", {jwt: {"service_account": "galera", "rules": [("key_prefix", prefix, "write"),
+                                                                               ("session_prefix", "", "write")]}})
+        bearer = tmp_path / "sa-token"
+        bearer.write_text(jwt + "\n")
+        bearer.chmod(0o600)
+        login = ("--consul-login-method", "k8s", "--consul-login-bearer-token-file", str(bearer),
+                 "--consul-login-meta", "pod=galera-1", "--log-level", "debug")
+        once = Registrar(tmp_path, node, clustercheck_creds, c.addr, prefix, *login)
+        assert once.run_once("--session-file", str(tmp_path / "session")) == 0, once.output
+        assert kv_entry(c, once.key, token=master) is not None
+        counts = c.request("GET", "/_fake/auth-method").json()["counts"]
+        assert (counts["logins"], counts["logouts"]) == (1, 1), counts
+
+        r = registrars(tmp_path, node, clustercheck_creds, c.addr, prefix, *login).start()
+        wait_for("a login token in use", lambda: c.request(
+            "GET", "/_fake/acl", params={"auth_method": "k8s"}).json()["tokens"])
+        secrets = c.request("GET", "/_fake/acl", params={"auth_method": "k8s"}).json()["tokens"]
+        rc, _ = r.terminate()
+        assert rc == 0
+        counts = c.request("GET", "/_fake/auth-method").json()["counts"]
+        assert (counts["logins"], counts["logouts"]) == (2, 2), counts
+        for text in (once.output, r.output):
+            assert "logged in with auth method k8s" in text, text
+            assert jwt not in text
+            for s in secrets:
+                assert s not in text
