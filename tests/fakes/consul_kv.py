@@ -13,7 +13,9 @@ It implements what a KV or service-health client sees from one Consul server age
   /v1/catalog/datacenters
   /v1/agent/service/register, /v1/agent/service/deregister/<id>,
   /v1/agent/check/pass|warn|fail|update/<id> (TTL checks that expire;
-                      DeregisterCriticalServiceAfter reaps a service critical too long),
+                      HTTP and TCP checks run as an agent runs them, on
+                      loopback targets only; DeregisterCriticalServiceAfter
+                      reaps a service critical too long),
   /v1/catalog/register, /v1/catalog/deregister
   /v1/health/service/<name>, /v1/catalog/service/<name>
                       blocking, passing, tag, node-meta, filter (a go-bexpr
@@ -30,12 +32,14 @@ session.mdx, txn.mdx, features/blocking.mdx, features/consistency.mdx) and,
 where the docs are silent, the server code (agent/kvs_endpoint.go,
 agent/http.go, agent/consul/kvs_endpoint.go, agent/consul/state/kvs.go,
 agent/consul/state/txn.go, agent/session_endpoint.go, agent/blockingquery,
-agent/health_endpoint.go, agent/consul/state/catalog.go, agent/structs, and
+agent/health_endpoint.go, agent/consul/state/catalog.go, agent/structs,
+agent/checks/check.go and agent/local/state.go for the checks it runs, and
 go-immutable-radix for the watch of a prefix without keys).
 Comments name the source of each rule.
 
 Run:  /usr/bin/python3 tests/fakes/consul_kv.py --listen 127.0.0.1:0 \
           [--datadir DIR] [--port-file FILE] [--dc dc1] [--acl-master-token T]
+          [--check-reap-interval D] [--check-update-interval D]
 """
 
 import argparse
@@ -1403,6 +1407,8 @@ def run_http_check(d):
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https"):
         return fail("unsupported protocol scheme %s" % go_quote(parts.scheme))
+    if not parts.hostname:
+        return fail("http: no Host in request URL")
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:

@@ -1632,6 +1632,16 @@ def test_deregistered_check_stops_and_non_loopback_targets_are_not_run(consul, s
     assert status == "critical" and "not a loopback address" in out
 
 
+def test_run_checks_run_again_after_a_restart(fresh, svc, target):
+    """agent.go persists a service's checks in the data dir (persistCheck) and starts them
+    again at boot (loadChecks): a restarted agent keeps running an HTTP check."""
+    sid = register(fresh, svc, Check={"HTTP": target.url, "Interval": "1s"})
+    wait_check(fresh, svc, "service:" + sid, "passing")
+    fresh.restart(keep_data=True)
+    target.code = 503
+    wait_check(fresh, svc, "service:" + sid, "critical", timeout=15)
+
+
 def test_sigterm_stops_promptly_with_a_check_in_flight(tmp_path, target):
     """A check waiting on a slow target does not hold the double up at SIGTERM."""
     target.delay = 8.0
