@@ -1274,8 +1274,8 @@ class Store:
         for k in due:
             self.check_ttl[k][1] = None
             last = self.check_ttl[k][2]     # CheckTTL.getExpiredOutput
-            self.set_check_status(idx, k[0], k[1], "critical",
-                                  "TTL expired (last output before timeout follows): %s" % last if last else "TTL expired")
+            output = "TTL expired (last output before timeout follows): %s" % last if last else "TTL expired"
+            self.set_check_status(idx, k[0], k[1], "critical", output)
 
     def reap_critical_services(self, now):
         """agent.go reapServicesInternal, every check_reap_interval: a service one of whose checks
@@ -2832,7 +2832,7 @@ class ConsulAPI:
         status = f(body, "Status", str, "") or "critical"
         if status not in ("passing", "warning", "critical"):
             raise ApiError(400, "Invalid check status: \"%s\"" % status)
-        kind = "ttl" if f(body, "TTL", str) else ("http" if f(body, "HTTP", str) else "tcp" if f(body, "TCP", str) else "")
+        kind = next((k.lower() for k in ("TTL", "HTTP", "TCP") if f(body, k, str)), "")
         return health_check(node, f(body, "CheckID", str) or f(body, "ID", str) or "", f(body, "Name", str) or "",
                             status, service_id=svc["ID"] if svc else "", service_name=svc["Service"] if svc else "",
                             tags=svc["Tags"] if svc else None, check_type=kind,
