@@ -14,7 +14,9 @@ It implements what a KV or service-health client sees from one Consul server age
   /v1/catalog/datacenters
   /v1/agent/service/register, /v1/agent/service/deregister/<id>,
   /v1/agent/check/pass|warn|fail|update/<id> (TTL checks that expire;
-                      DeregisterCriticalServiceAfter reaps a service critical too long),
+                      HTTP and TCP checks run as an agent runs them, on
+                      loopback targets only; DeregisterCriticalServiceAfter
+                      reaps a service critical too long),
   /v1/catalog/register, /v1/catalog/deregister
   /v1/health/service/<name>, /v1/catalog/service/<name>
                       blocking, passing, tag, node-meta, filter (a go-bexpr
@@ -36,12 +38,14 @@ session.mdx, txn.mdx, features/blocking.mdx, features/consistency.mdx) and,
 where the docs are silent, the server code (agent/kvs_endpoint.go,
 agent/http.go, agent/consul/kvs_endpoint.go, agent/consul/state/kvs.go,
 agent/consul/state/txn.go, agent/session_endpoint.go, agent/blockingquery,
-agent/health_endpoint.go, agent/consul/state/catalog.go, agent/structs, and
+agent/health_endpoint.go, agent/consul/state/catalog.go, agent/structs,
+agent/checks/check.go and agent/local/state.go for the checks it runs, and
 go-immutable-radix for the watch of a prefix without keys).
 Comments name the source of each rule.
 
 Run:  /usr/bin/python3 tests/fakes/consul_kv.py --listen 127.0.0.1:0 \
           [--datadir DIR] [--port-file FILE] [--dc dc1] [--acl-master-token T]
+          [--check-reap-interval D] [--check-update-interval D]
 """
 
 import argparse
@@ -49,14 +53,17 @@ import base64
 import bisect
 import dataclasses
 import gzip
+import http.client
 import ipaddress
 import json
 import os
+import queue
 import random
 import re
 import resource
 import signal
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -81,6 +88,13 @@ SESSION_TTL_MIN_DEFAULT = 10 * SECOND       # session.mdx: TTL between 10s ...
 SESSION_TTL_MAX = 86400 * SECOND            # ... and 86400s
 CHECK_REAP_INTERVAL_DEFAULT = 30 * SECOND     # agent config check_reap_interval
 DEREGISTER_CRITICAL_MIN_DEFAULT = 60 * SECOND  # check_deregister_interval_min: "1m"
+CHECK_MIN_INTERVAL = SECOND                 # agent/checks MinInterval: shorter intervals are raised to it
+CHECK_TIMEOUT_DEFAULT = 10 * SECOND         # CheckHTTP's http.Client and CheckTCP's net.Dialer Timeout
+CHECK_OUTPUT_MAX = 4 * 1024                 # agent/checks DefaultBufSize (check_output_max_size)
+CHECK_USER_AGENT = "Consul Health Check"    # agent/checks UserAgent
+CHECK_UPDATE_INTERVAL_DEFAULT = 5 * 60 * SECOND  # agent config check_update_interval
+CHECK_RUN_MAX = 512                         # HTTP and TCP checks the double runs at once (its own bound)
+CHECK_WORKERS = 4                           # threads that run due checks
 SESSION_TTL_MULTIPLIER = 2                  # session.mdx: "may not be reaped for up to double this TTL"
 DEFAULT_LOCK_DELAY = 15 * SECOND            # session.mdx: LockDelay default "15s"
 MAX_LOCK_DELAY = 60 * SECOND                # structs.MaxLockDelay
@@ -704,7 +718,8 @@ class Store:
     def __init__(self, datadir=None, dc="dc1", node="fake-node", acl_master=None,
                  session_ttl_min=SESSION_TTL_MIN_DEFAULT, tombstone_ttl=TOMBSTONE_TTL_DEFAULT,
                  version=FAKE_CONSUL_VERSION, check_reap_interval=CHECK_REAP_INTERVAL_DEFAULT,
-                 deregister_critical_min=DEREGISTER_CRITICAL_MIN_DEFAULT, agent_nodes=None):
+                 deregister_critical_min=DEREGISTER_CRITICAL_MIN_DEFAULT,
+                 check_update_interval=CHECK_UPDATE_INTERVAL_DEFAULT, agent_nodes=None):
         """agent_nodes: the node names of the agents (servers) that share this state, each
         registered in the catalog with its own serfHealth; default [node]."""
         self.datadir, self.dc, self.node = datadir, dc, node
@@ -712,6 +727,8 @@ class Store:
         self.auth_methods = {}    # name -> auth method (see FakeControl.do_auth_method)
         self.acl_counts = {"logins": 0, "login_failures": 0, "logouts": 0}
         self.check_reap_interval, self.deregister_critical_min = check_reap_interval, deregister_critical_min
+        self.check_update_interval = check_update_interval
+        self.runner = CheckRunner(self)
         self.next_reap = time.monotonic() + check_reap_interval / SECOND
         self.version = version
         self.node_id = str(uuid.uuid5(uuid.NAMESPACE_DNS, node))
@@ -747,8 +764,9 @@ class Store:
         self.nodes = {}             # node name -> structs.Node as JSON
         self.services = {}          # (node, service ID) -> service record (see ensure_service)
         self.checks = {}            # (node, check ID) -> structs.HealthCheck as JSON
-        self.check_ttl = {}         # (node, check ID) -> [TTL ns, monotonic expiry or None]
+        self.check_ttl = {}         # (node, check ID) -> [TTL ns, monotonic expiry or None, last output]
         self.check_reap = {}        # (node, check ID) -> [DeregisterCriticalServiceAfter ns, critical since or None]
+        self.check_run = {}         # (node, check ID) -> CheckRun: the HTTP and TCP checks the agent runs
         self.service_index = {}     # service name -> index of its last change ("service.<name>")
         self._changed_keys = set()
         self._changed_services = set()
@@ -786,11 +804,14 @@ class Store:
         self.checks = {(c["Node"], c["CheckID"]): c for c in cat.get("checks", [])}
         self.service_index = cat.get("service_index", {})
         now = time.monotonic()
-        self.check_ttl = {tuple(k.split("\x00", 1)): [t, now + t / SECOND] for k, t in cat.get("ttl", {}).items()
+        self.check_ttl = {tuple(k.split("\x00", 1)): [t, now + t / SECOND, ""] for k, t in cat.get("ttl", {}).items()
                           if tuple(k.split("\x00", 1)) in self.checks}
         # A restarted agent rebuilds checkReapAfter from its check definitions; criticality counts anew.
         self.check_reap = {tuple(k.split("\x00", 1)): [t, None] for k, t in cat.get("reap", {}).items()
                            if tuple(k.split("\x00", 1)) in self.checks}
+        # ... and starts its HTTP and TCP checks again
+        self.check_run = {tuple(k.split("\x00", 1)): CheckRun(d, now) for k, d in cat.get("run", {}).items()
+                          if tuple(k.split("\x00", 1)) in self.checks}
 
     def _kv_file(self):
         return os.path.join(self.datadir, "consul-double-kv.jsonl")
@@ -846,7 +867,8 @@ class Store:
              "catalog": {"nodes": list(self.nodes.values()), "services": list(self.services.values()),
                          "checks": list(self.checks.values()), "service_index": self.service_index,
                          "ttl": {"%s\x00%s" % k: v[0] for k, v in self.check_ttl.items()},
-                         "reap": {"%s\x00%s" % k: v[0] for k, v in self.check_reap.items()}}}
+                         "reap": {"%s\x00%s" % k: v[0] for k, v in self.check_reap.items()},
+                         "run": {"%s\x00%s" % k: v.definition for k, v in self.check_run.items()}}}
         tmp = path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(d, f)
@@ -884,6 +906,7 @@ class Store:
             self.stopping = True
             self.changed.notify_all()
             self.timers.notify_all()
+            self.runner.stop()
 
     # -- blocking queries (agent/blockingquery/blockingquery.go) ---------------
 
@@ -1121,7 +1144,7 @@ class Store:
         return len(doomed)
 
     def _run_timers(self):
-        """Session TTL expiry and tombstone reaping, sleeping until the next due time."""
+        """Session TTL expiry, tombstone reaping and running checks, sleeping until the next due time."""
         with self.lock:
             while not self.stopping:
                 now = time.monotonic()
@@ -1130,9 +1153,11 @@ class Store:
                 self.expire_ttl_checks(now)
                 self.reap_critical_services(now)
                 self.reap_tombstones()
+                self.runner.dispatch(now)
                 self.commit()
                 dues = list(self.session_deadline.values()) + [t[1] for t in self.tombstones.values()]
                 dues += [t[1] for t in self.check_ttl.values() if t[1] is not None]
+                dues += self.runner.due_times()
                 if any(r[1] is not None for r in self.check_reap.values()):
                     dues.append(self.next_reap)
                 timeout = (min(dues) - time.monotonic()) if dues else None
@@ -1229,6 +1254,7 @@ class Store:
         c = self.checks.pop((node, check_id), None)
         self.check_ttl.pop((node, check_id), None)
         self.check_reap.pop((node, check_id), None)
+        self.check_run.pop((node, check_id), None)      # its runner stops (a result in flight is dropped)
         if c is None:
             return False
         self.table_index["checks"] = idx
@@ -1292,14 +1318,17 @@ class Store:
         self.ensure_check(idx, dict(c, Status=status, Output=c["Output"] if output is None else output))
 
     def expire_ttl_checks(self, now):
-        """A TTL check not updated within its TTL turns critical (agent/checks CheckTTL)."""
-        due = [k for k, (_, at) in self.check_ttl.items() if at is not None and at <= now]
+        """A TTL check not updated within its TTL turns critical (agent/checks CheckTTL), its output
+        "TTL expired", followed by the last output a pass, warn, fail or update gave."""
+        due = [k for k, (_, at, _) in self.check_ttl.items() if at is not None and at <= now]
         if not due:
             return
         idx = self.next_index()
         for k in due:
             self.check_ttl[k][1] = None
-            self.set_check_status(idx, k[0], k[1], "critical", "TTL expired")
+            last = self.check_ttl[k][2]     # CheckTTL.getExpiredOutput
+            output = "TTL expired (last output before timeout follows): %s" % last if last else "TTL expired"
+            self.set_check_status(idx, k[0], k[1], "critical", output)
 
     def reap_critical_services(self, now):
         """agent.go reapServicesInternal, every check_reap_interval: a service one of whose checks
@@ -1340,6 +1369,265 @@ class Store:
         if t is None or t.get("expires", float("inf")) <= time.time():
             raise ApiError(403, "ACL not found")    # an expired token is not found (structs.ACLToken.IsExpired)
         return Authorizer(t["accessor"], token, t["rules"])
+
+
+# ---------------------------------------------------------------------------
+# HTTP and TCP checks run as an agent runs them (agent/checks/check.go CheckHTTP,
+# CheckTCP, StatusHandler; agent/local/state.go UpdateCheck). One timer thread
+# (the Store's) says when a check is due; a few worker threads run it; the
+# result is written through Store.set_check_status, so indexes move and
+# blocking health queries wake as for any other check change. Only loopback
+# addresses are contacted: tests send traffic to loopback alone.
+# ---------------------------------------------------------------------------
+
+class CheckRun:
+    """One HTTP or TCP check the agent runs: its definition (plain JSON, persisted) and schedule."""
+
+    def __init__(self, definition, now):
+        self.definition = definition
+        self.interval = max(definition["Interval"], CHECK_MIN_INTERVAL) / SECOND
+        self.due = now + random.uniform(0, self.interval)    # lib.RandomStagger(Interval)
+        self.in_flight = False
+        # checks.NewStatusHandler: counters start at their thresholds, so the first result counts
+        self.successes = definition["SuccessBeforePassing"]
+        self.failures = definition["FailuresBeforeCritical"]
+        self.pending_output, self.pending_due = None, None  # an output-only change not yet written
+
+
+def loopback_refusal(definition):
+    """Why the double will not run this check (its target is not a loopback address), or None."""
+    if definition.get("HTTP"):
+        try:
+            host = urlsplit(definition["HTTP"]).hostname
+        except ValueError:
+            return None                     # an unparsable URL fails as Consul's would, at run time
+        target = definition["HTTP"]
+    else:
+        host, target = split_host_port(definition["TCP"])[0], definition["TCP"]
+    if host is None or host == "localhost":
+        return None
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return None
+    except ValueError:
+        pass
+    return ("consul double: check not run: %s is not a loopback address (the double contacts "
+            "127.0.0.0/8, ::1 and localhost only)" % target)
+
+
+def split_host_port(text):
+    """net.SplitHostPort, roughly: "h:p" or "[v6]:p" -> (host, port text); no port -> (text, None)."""
+    m = re.fullmatch(r"\[([^\]]*)\]:([^:]*)|([^:]*):([^:]*)", text)
+    if not m:
+        return text, None
+    return (m.group(1), m.group(2)) if m.group(1) is not None else (m.group(3), m.group(4))
+
+
+def dial_tcp(host, port, timeout):
+    """net.Dialer.Dial("tcp", ...) within timeout seconds: a socket, or ConnectionError with Go's text."""
+    ip = "127.0.0.1" if host in ("localhost", "") else host
+    shown = "[%s]:%s" % (ip, port) if ":" in ip else "%s:%s" % (ip, port)
+    try:
+        return socket.create_connection((ip, int(port)), timeout=timeout)
+    except socket.timeout:
+        raise ConnectionError("dial tcp %s: i/o timeout" % shown)
+    except OSError as e:
+        why = os.strerror(e.errno).lower() if e.errno else str(e)
+        raise ConnectionError("dial tcp %s: connect: %s" % (shown, why))
+
+
+def run_tcp_check(d):
+    """CheckTCP.check: a connection within the timeout passes, anything else is critical."""
+    host, port = split_host_port(d["TCP"])
+    if port is None:
+        return "critical", "dial tcp: address %s: missing port in address" % d["TCP"]
+    if not port.isdigit() or int(port) > 65535:
+        return "critical", "dial tcp: address %s: invalid port" % d["TCP"]
+    try:
+        dial_tcp(host, port, (d["Timeout"] or CHECK_TIMEOUT_DEFAULT) / SECOND).close()
+    except ConnectionError as e:
+        return "critical", str(e)
+    return "passing", "TCP connect %s: Success" % d["TCP"]
+
+
+def run_http_check(d):
+    """CheckHTTP.check: 2xx passing, 429 warning, any other answer or an error critical; the output
+    is "HTTP <method> <url>: <status> Output: <body>", the body cut to its last OutputMaxSize bytes
+    (a circular buffer). The timeout covers connecting, the request and the body."""
+    method, url = d["Method"] or "GET", d["HTTP"]
+    fail = lambda why: ("critical", "%s %s: %s" % (method[:1] + method[1:].lower(), go_quote(url), why))  # noqa: E731
+    deadline = time.monotonic() + (d["Timeout"] or CHECK_TIMEOUT_DEFAULT) / SECOND
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        return fail("unsupported protocol scheme %s" % go_quote(parts.scheme))
+    if not parts.hostname:
+        return fail("http: no Host in request URL")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return fail("invalid port in URL")
+    headers = d["Header"] or {}
+    conn = None
+    try:
+        sock = dial_tcp(parts.hostname or "", port, max(deadline - time.monotonic(), 0.001))
+        if parts.scheme == "https":
+            ctx = ssl.create_default_context()
+            if d["TLSSkipVerify"]:
+                ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+            sock = ctx.wrap_socket(sock, server_hostname=d["TLSServerName"] or parts.hostname)
+        conn = http.client.HTTPConnection(parts.hostname, port)
+        conn.sock = sock
+        target = (parts.path or "/") + ("?" + parts.query if parts.query else "")
+        conn.putrequest(method, target, skip_host="Host" in headers, skip_accept_encoding=True)
+        for name, values in headers.items():
+            for v in values:
+                conn.putheader(name, v)
+        if "User-Agent" not in headers:
+            conn.putheader("User-Agent", CHECK_USER_AGENT)
+        if "Accept" not in headers:
+            conn.putheader("Accept", "text/plain, text/*, */*")
+        conn.putheader("Connection", "close")           # the check's transport disables keep-alives
+        body = d["Body"].encode()
+        if body or method in ("POST", "PUT", "PATCH"):
+            conn.putheader("Content-Length", str(len(body)))
+        sock.settimeout(max(deadline - time.monotonic(), 0.001))
+        conn.endheaders(body or None)
+        resp = conn.getresponse()
+        output = bytearray()
+        limit = min(d["OutputMaxSize"] or CHECK_OUTPUT_MAX, CHECK_OUTPUT_MAX)
+        while not resp.isclosed():      # the body until EOF or the deadline (Consul logs a read error)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                sock.settimeout(left)
+                chunk = resp.read(8192)
+            except (OSError, http.client.HTTPException):
+                break
+            if not chunk:
+                break
+            output += chunk
+            del output[:-limit]
+    except ConnectionError as e:
+        return fail(str(e))
+    except socket.timeout:
+        return fail("context deadline exceeded (Client.Timeout exceeded while awaiting headers)")
+    except http.client.RemoteDisconnected:
+        return fail("EOF")
+    except (OSError, http.client.HTTPException) as e:
+        return fail(str(e) or type(e).__name__)
+    finally:
+        if conn is not None:
+            conn.close()
+    text = "HTTP %s %s: %s Output: %s" % (method, url, ("%d %s" % (resp.status, resp.reason)).rstrip(),
+                                          output.decode("utf-8", "replace"))
+    if 200 <= resp.status <= 299:
+        return "passing", text
+    return ("warning" if resp.status == 429 else "critical"), text
+
+
+class CheckRunner:
+    """Runs a Store's HTTP and TCP checks (store.check_run). Everything here but the probes
+    themselves runs with store.lock held; the Store's timer thread calls dispatch() and sleeps
+    until the earliest of due_times()."""
+
+    def __init__(self, store):
+        self.store = store
+        self.jobs = queue.Queue()       # at most one job per check: bounded by CHECK_RUN_MAX
+        self.workers = []
+
+    def start(self, key, definition, check):
+        """A check (re)registered through the agent: stop its old runner, start a new one.
+        Returns the check to store: critical, saying why, when the double will not run it."""
+        s = self.store
+        s.check_run.pop(key, None)
+        if definition is None:
+            return check
+        why = loopback_refusal(definition)
+        if why is None and len(s.check_run) >= CHECK_RUN_MAX:
+            why = "consul double: check not run: %d checks run already (its bound)" % CHECK_RUN_MAX
+        if why:
+            return dict(check, Status="critical", Output=why)
+        s.check_run[key] = CheckRun(definition, time.monotonic())
+        s.timers.notify_all()
+        return check
+
+    def due_times(self):
+        runs = self.store.check_run.values()
+        return [r.due for r in runs if not r.in_flight] + [r.pending_due for r in runs if r.pending_due]
+
+    def dispatch(self, now):
+        """Hand every due check to a worker; write output-only changes whose time has come."""
+        s = self.store
+        for key, run in s.check_run.items():
+            if not run.in_flight and run.due <= now:
+                run.in_flight = True
+                if len(self.workers) < CHECK_WORKERS:
+                    t = threading.Thread(target=self._work, name="check-runner", daemon=True)
+                    self.workers.append(t)
+                    t.start()
+                self.jobs.put((key, run))
+            if run.pending_due is not None and run.pending_due <= now:
+                output, run.pending_output, run.pending_due = run.pending_output, None, None
+                if key in s.checks:
+                    s.set_check_status(s.next_index(), key[0], key[1], s.checks[key]["Status"], output)
+
+    def stop(self):
+        for _ in self.workers:
+            self.jobs.put(None)
+
+    def _work(self):
+        s = self.store
+        while True:
+            job = self.jobs.get()
+            if job is None:
+                return
+            key, run = job
+            try:
+                status, output = (run_http_check if run.definition.get("HTTP") else run_tcp_check)(run.definition)
+            except Exception as e:          # a bug in the double: say so, loudly
+                traceback.print_exc()
+                status, output = "critical", "consul double internal error: %r" % e
+            with s.lock:
+                if s.stopping:
+                    return
+                if s.check_run.get(key) is not run:
+                    continue                # deregistered or registered anew meanwhile
+                run.in_flight = False
+                run.due = time.monotonic() + run.interval
+                self._update(key, run, status, output)
+                s.commit()
+                s.timers.notify_all()
+
+    def _update(self, key, run, status, output):
+        """StatusHandler.updateCheck, then the agent's local state UpdateCheck: a status change is
+        written at once; an output-only change is written check_update_interval/2 plus up to
+        check_update_interval later (or at once when that is 0)."""
+        s, d = self.store, run.definition
+        if status in ("passing", "warning"):
+            run.successes, run.failures = run.successes + 1, 0
+            if run.successes < d["SuccessBeforePassing"]:
+                return
+        else:
+            run.failures, run.successes = run.failures + 1, 0
+            if run.failures < d["FailuresBeforeCritical"]:
+                if run.failures < (d["FailuresBeforeWarning"] or d["FailuresBeforeCritical"]):
+                    return
+                status = "warning"
+        c = s.checks.get(key)
+        if c is None:
+            return
+        if c["Status"] == status and c["Output"] == output:
+            run.pending_output = run.pending_due = None
+            return
+        if c["Status"] == status and s.check_update_interval > 0:
+            run.pending_output = output
+            if run.pending_due is None:
+                half = s.check_update_interval / SECOND / 2
+                run.pending_due = time.monotonic() + half + random.uniform(0, 2 * half)
+            return
+        run.pending_output = run.pending_due = None
+        s.set_check_status(s.next_index(), key[0], key[1], status, output)
 
 
 # ---------------------------------------------------------------------------
@@ -2466,35 +2754,151 @@ class ConsulAPI:
                 "Meta": meta, "Weights": weights,
                 "EnableTagOverride": bool(f(body, "EnableTagOverride", bool, False))}
 
-    def check_def(self, node, svc, body, default_id, default_name):
-        """A check definition -> (structs.HealthCheck JSON, TTL ns or 0, DeregisterCriticalServiceAfter ns or 0)."""
-        f = self.field
-        ttl_text = f(body, "TTL", str, "")
-        ttl = 0
-        if ttl_text:
-            try:
-                ttl = parse_go_duration(ttl_text)
-            except ValueError as e:
-                raise ApiError(400, "Invalid check: %s" % e)
-        status = f(body, "Status", str, "") or "critical"       # checks start critical
-        if status not in ("passing", "warning", "critical"):
-            raise ApiError(400, "Invalid check status: \"%s\"" % status)
-        reap = 0
-        reap_text = f(body, "DeregisterCriticalServiceAfter", str, "")
-        if reap_text:
-            try:
-                reap = parse_go_duration(reap_text)
-            except ValueError as e:
-                raise ApiError(400, "Invalid check: %s" % e)
+    # structs.CheckType as the agent's decoder reads it (lib.DecodeJSON and CheckType.UnmarshalJSON in
+    # agent/structs/check_type.go): field names match case-insensitively (encoding/json), snake_case
+    # aliases stand in for some, unknown fields are refused (DisallowUnknownFields); Interval, Timeout,
+    # TTL and DeregisterCriticalServiceAfter are Go duration strings or numbers of nanoseconds.
+    CHECK_TYPE_FIELDS = {
+        "CheckID": str, "Name": str, "Status": str, "Notes": str, "ScriptArgs": list, "HTTP": str,
+        "H2PING": str, "H2PingUseTLS": bool, "Header": dict, "Method": str, "Body": str,
+        "DisableRedirects": bool, "TCP": str, "UDP": str, "Interval": "duration", "AliasNode": str,
+        "AliasService": str, "DockerContainerID": str, "Shell": str, "GRPC": str, "GRPCUseTLS": bool,
+        "OSService": str, "TLSServerName": str, "TLSSkipVerify": bool, "Timeout": "duration",
+        "TTL": "duration", "SuccessBeforePassing": int, "FailuresBeforeWarning": int,
+        "FailuresBeforeCritical": int, "ProxyHTTP": str, "ProxyGRPC": str,
+        "DeregisterCriticalServiceAfter": "duration", "OutputMaxSize": int, "ServiceID": str}
+    CHECK_TYPE_ALIASES = {
+        "args": "ScriptArgs", "script_args": "ScriptArgs",
+        "deregister_critical_service_after": "DeregisterCriticalServiceAfter",
+        "docker_container_id": "DockerContainerID", "tls_server_name": "TLSServerName",
+        "tls_skip_verify": "TLSSkipVerify", "grpc_use_tls": "GRPCUseTLS", "h2ping_use_tls": "H2PingUseTLS",
+        "service_id": "ServiceID"}
+    _CHECK_TYPE_LOWER = {k.lower(): k for k in CHECK_TYPE_FIELDS}
+    _ZERO = {str: "", list: [], dict: {}, bool: False, int: 0, "duration": 0}
+
+    def check_type(self, body):
+        """A check of a service definition -> {CheckType field: value}, every field present (zero
+        values for those not given), durations in ns; a field given twice (names differing in case
+        only) takes the later value, as encoding/json does, and a snake_case alias counts only when
+        its field is not given."""
+        given, alias = {}, {}
+        for k, v in body.items():
+            name = self._CHECK_TYPE_LOWER.get(k.lower())
+            into = given
+            if name is None:
+                name, into = self.CHECK_TYPE_ALIASES.get(k.lower()), alias
+            if name is None:
+                raise ApiError(400, "Request decode failed: json: unknown field %s" % go_quote(k))
+            into[name] = v
+        out = {}
+        for name, kind in self.CHECK_TYPE_FIELDS.items():
+            v = given.get(name)
+            if v is None or v is False or v == "":
+                v = alias.get(name, v)
+            out[name] = self._check_field(name, kind, v)
+        return out
+
+    def _check_field(self, name, kind, v):
+        if v is None:
+            return self._ZERO[kind]
+        if kind == "duration":      # a string is parsed, a number is nanoseconds, anything else ignored
+            if isinstance(v, str):
+                try:
+                    return parse_go_duration(v)
+                except ValueError as e:
+                    raise ApiError(400, "Request decode failed: %s" % e)
+            return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
+        ok = (isinstance(v, int) and not isinstance(v, bool)) if kind is int else isinstance(v, kind)
+        if ok and kind is dict:     # Header: map[string][]string
+            ok = all(isinstance(x, list) and all(isinstance(y, str) for y in x) for x in v.values())
+        if ok and kind is list:
+            ok = all(isinstance(x, str) for x in v)
+        if not ok:
+            raise ApiError(400, "Request decode failed: json: cannot unmarshal %s into Go struct field "
+                                "CheckType.%s" % (json_type(v), name))
+        return v
+
+    @staticmethod
+    def check_kind(t):
+        """CheckType.Type(), in its order."""
+        run = t["Interval"] > 0
+        for kind, on in (("grpc", t["GRPC"] and run), ("http", t["HTTP"] and run), ("ttl", t["TTL"] > 0),
+                         ("tcp", t["TCP"] and run), ("udp", t["UDP"] and run),
+                         ("alias", t["AliasNode"] or t["AliasService"]),
+                         ("docker", t["ScriptArgs"] and t["DockerContainerID"] and run),
+                         ("script", t["ScriptArgs"]), ("h2ping", t["H2PING"] and run),
+                         ("os_service", t["OSService"] and run)):
+            if on:
+                return kind
+        return ""
+
+    @staticmethod
+    def validate_check_type(t):
+        """CheckType.Validate, as ServiceDefinition.CheckTypes() reports it (400 "Invalid check: ...");
+        then the agent's addCheck, which refuses script checks registered over HTTP (a 500)."""
+        interval_check = bool(t["ScriptArgs"] or t["HTTP"] or t["TCP"] or t["UDP"] or t["GRPC"]
+                              or t["H2PING"] or t["OSService"])
+        alias = bool(t["AliasNode"] or t["AliasService"])
+        why = None
+        if t["Interval"] > 0 and t["TTL"] > 0:
+            why = "Interval and TTL cannot both be specified"
+        elif interval_check and t["Interval"] <= 0:
+            why = "Interval must be > 0 for Script, HTTP, H2PING, TCP, UDP or OSService checks"
+        elif interval_check and alias:
+            why = "Interval cannot be set for Alias checks"
+        elif alias and t["TTL"] > 0:
+            why = "TTL must be not be set for Alias checks"
+        elif not interval_check and not alias and t["TTL"] <= 0:
+            why = "TTL must be > 0 for TTL checks"
+        elif t["OutputMaxSize"] < 0:
+            why = "MaxOutputMaxSize must be positive"
+        elif t["FailuresBeforeWarning"] > t["FailuresBeforeCritical"]:
+            why = "FailuresBeforeWarning can't be higher than FailuresBeforeCritical"
+        if why:
+            raise ApiError(400, "Invalid check: " + why)
+        if t["Status"] and t["Status"] not in ("passing", "warning", "critical"):
+            raise ApiError(400, "Status for checks must 'passing', 'warning', 'critical'")
+        if t["ScriptArgs"]:
+            raise ApiError(500, "Scripts are disabled on this agent from remote calls; to enable, "
+                                "configure 'enable_script_checks' to true")
+
+    def check_def(self, node, svc, t, default_id, default_name):
+        """A decoded check (check_type()) of service svc -> (structs.HealthCheck JSON, TTL ns or 0,
+        DeregisterCriticalServiceAfter ns or 0, what the runner needs for an HTTP or TCP check or
+        None). agent.go addServiceInternal: critical unless Status says otherwise; Interval and
+        Timeout shown as Go durations ("" when not set)."""
+        reap = t["DeregisterCriticalServiceAfter"]
+        if reap > 0:
             # agent.go addCheck: shorter than check_deregister_interval_min is raised to it (a warning)
             reap = max(reap, self.store.deregister_critical_min)
-        kind = "ttl" if ttl else ("http" if f(body, "HTTP", str) else "tcp" if f(body, "TCP", str) else "")
-        return health_check(node, f(body, "CheckID", str) or f(body, "ID", str) or default_id,
-                            f(body, "Name", str) or default_name, status,
-                            service_id=svc["ID"] if svc else "", service_name=svc["Service"] if svc else "",
+        kind = self.check_kind(t)
+        run = None
+        if kind in ("http", "tcp"):
+            run = {k: t[k] for k in ("HTTP", "TCP", "Method", "Header", "Body", "TLSSkipVerify",
+                                     "TLSServerName", "Interval", "Timeout", "OutputMaxSize",
+                                     "SuccessBeforePassing", "FailuresBeforeCritical", "FailuresBeforeWarning")}
+            if kind == "http":
+                run["TCP"] = ""
+        fmt = lambda ns: format_go_duration(ns) if ns else ""  # noqa: E731
+        check = health_check(node, t["CheckID"] or default_id, t["Name"] or default_name,
+                             t["Status"] or "critical",
+                             service_id=svc["ID"] if svc else "", service_name=svc["Service"] if svc else "",
+                             tags=svc["Tags"] if svc else None, check_type=kind, notes=t["Notes"],
+                             interval=fmt(t["Interval"]), timeout=fmt(t["Timeout"]))
+        return check, (t["TTL"] if kind == "ttl" else 0), max(reap, 0), run
+
+    def catalog_check(self, node, svc, body):
+        """A check of /v1/catalog/register (structs.HealthCheck, stored as given, never run)."""
+        f = self.field
+        status = f(body, "Status", str, "") or "critical"
+        if status not in ("passing", "warning", "critical"):
+            raise ApiError(400, "Invalid check status: \"%s\"" % status)
+        kind = next((k.lower() for k in ("TTL", "HTTP", "TCP") if f(body, k, str)), "")
+        return health_check(node, f(body, "CheckID", str) or f(body, "ID", str) or "", f(body, "Name", str) or "",
+                            status, service_id=svc["ID"] if svc else "", service_name=svc["Service"] if svc else "",
                             tags=svc["Tags"] if svc else None, check_type=kind,
                             notes=f(body, "Notes", str, ""), output=f(body, "Output", str, ""),
-                            interval=f(body, "Interval", str, ""), timeout=f(body, "Timeout", str, "")), ttl, reap
+                            interval=f(body, "Interval", str, ""), timeout=f(body, "Timeout", str, ""))
 
     def write_rpc(self, req):
         opts = QueryOptions(req.get("dc") or self.store.dc, self.parse_token(req), False, False, 0, 0)
@@ -2504,15 +2908,18 @@ class ConsulAPI:
         body = self.decode_object(req, "structs.ServiceDefinition")
         svc = self.service_def(body)
         defs = []
-        one = self.field(body, "Check", dict)
-        many = self.field(body, "Checks", list, [])
-        if one:
-            defs.append(one)
-        defs.extend(many)
+        for d in [self.field(body, "Check", dict, {})] + self.field(body, "Checks", list, []):
+            if not isinstance(d, dict):
+                raise ApiError(400, "Request decode failed: json: cannot unmarshal %s into Go struct field "
+                                    "ServiceDefinition.Checks of type structs.CheckType" % json_type(d))
+            t = self.check_type(d)
+            if any(t.values()):             # ServiceDefinition.CheckTypes skips an empty check
+                self.validate_check_type(t)
+                defs.append(t)
         checks = []
-        for i, d in enumerate(defs):
+        for i, t in enumerate(defs):
             cid = "service:%s" % svc["ID"] + (":%d" % (i + 1) if len(defs) > 1 else "")
-            checks.append(self.check_def(self.node, svc, d, cid, "Service '%s' check" % svc["Service"]))
+            checks.append(self.check_def(self.node, svc, t, cid, "Service '%s' check" % svc["Service"]))
         authz = self.write_rpc(req)
         authz.require("service", "write", svc["Service"])
         store = self.store
@@ -2520,18 +2927,18 @@ class ConsulAPI:
             idx = store.next_index()
             old = store.services.get((self.node, svc["ID"]))
             store.ensure_service(idx, self.node, svc)
-            keep = {c["CheckID"] for c, _, _ in checks}
+            keep = {c["CheckID"] for c, _, _, _ in checks}
             if req.has("replace-existing-checks") or old is None:
                 for (n, cid), c in list(store.checks.items()):
                     if n == self.node and c["ServiceID"] == svc["ID"] and cid not in keep:
                         store.delete_check(idx, n, cid)
-            for d, (c, ttl, reap) in zip(defs, checks):
+            for t, (c, ttl, reap, run) in zip(defs, checks):
                 prev = store.checks.get((self.node, c["CheckID"]))
-                if prev is not None and not self.field(d, "Status", str):
+                if prev is not None and not t["Status"]:
                     c = dict(c, Status=prev["Status"], Output=prev["Output"])   # a re-registration keeps the state
-                store.ensure_check(idx, c)
+                store.ensure_check(idx, store.runner.start((self.node, c["CheckID"]), run, c))
                 if ttl:
-                    store.check_ttl[(self.node, c["CheckID"])] = [ttl, time.monotonic() + ttl / SECOND]
+                    store.check_ttl[(self.node, c["CheckID"])] = [ttl, time.monotonic() + ttl / SECOND, ""]
                     store.timers.notify_all()
                 else:
                     store.check_ttl.pop((self.node, c["CheckID"]), None)
@@ -2585,8 +2992,13 @@ class ConsulAPI:
             c = store.checks[key]
             authz.require("service" if c["ServiceID"] else "node", "write",
                           c["ServiceName"] if c["ServiceID"] else self.node)
+            # CheckTTL.SetStatus: a long output is cut to check_output_max_size (bytes) and noted
+            raw = output.encode()
+            if len(raw) > CHECK_OUTPUT_MAX:
+                output = "%s ... (captured %d of %d bytes)" % (raw[:CHECK_OUTPUT_MAX].decode("utf-8", "replace"),
+                                                               CHECK_OUTPUT_MAX, len(raw))
             ttl = store.check_ttl[key][0]
-            store.check_ttl[key][1] = time.monotonic() + ttl / SECOND
+            store.check_ttl[key][1:] = [time.monotonic() + ttl / SECOND, output]
             store.timers.notify_all()
             store.set_check_status(store.next_index(), self.node, cid, status, output)
             store.commit()
@@ -2624,10 +3036,7 @@ class ConsulAPI:
                 if sid and target is None:
                     raise ApiError(500, "Unknown service ID %s for check ID %s" % (
                         go_quote(sid), go_quote(f(cb, "CheckID", str, ""))))
-                c, _ = self.check_def(node, target, cb, f(cb, "CheckID", str, ""), f(cb, "Name", str, ""))
-                if not f(cb, "Status", str):
-                    c["Status"] = "critical"
-                store.ensure_check(idx, c)
+                store.ensure_check(idx, self.catalog_check(node, target, cb))
             store.commit()
         return json_response(True, req)
 
@@ -3397,6 +3806,7 @@ def make_server(args):
                   acl_master=args.acl_master_token,
                   check_reap_interval=parse_go_duration(args.check_reap_interval),
                   deregister_critical_min=parse_go_duration(args.check_deregister_interval_min),
+                  check_update_interval=parse_go_duration(args.check_update_interval),
                   session_ttl_min=parse_go_duration(args.session_ttl_min),
                   tombstone_ttl=parse_go_duration(args.tombstone_ttl), agent_nodes=nodes)
     faults = Faults()
@@ -3442,6 +3852,8 @@ def main(argv=None):
                    help="how often services whose check stayed critical too long are deregistered (default 30s)")
     p.add_argument("--check-deregister-interval-min", default="1m",
                    help="the least DeregisterCriticalServiceAfter honoured (default 1m)")
+    p.add_argument("--check-update-interval", default="5m",
+                   help="how long a run check's output-only change waits to be written (default 5m, 0 = at once)")
     p.add_argument("--txn-max-ops", type=int, default=TXN_MAX_OPS_DEFAULT,
                    help="operations allowed in one /v1/txn (default 64; Consul >= 1.x uses 128)")
     p.add_argument("--kv-max-value-size", type=int, default=KV_MAX_VALUE_SIZE)

@@ -19,14 +19,17 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from fakes.consul import DOUBLE, PYTHON, Consul  # noqa: E402
+from fakes.process import free_port  # noqa: E402
 
 MASTER = "root-" + uuid.uuid4().hex
 POOL = concurrent.futures.ThreadPoolExecutor(max_workers=64)
@@ -1218,7 +1221,8 @@ def test_health_passing_and_ttl_check_states(consul, svc):
 
 def test_ttl_check_expires_to_critical(fast, svc):
     """agent/check.mdx TTL: "if the check is not set to the passing state
-    before the TTL expires, the check is set to critical" (output "TTL expired")."""
+    before the TTL expires, the check is set to critical" (output "TTL expired",
+    followed by the last output given, agent/checks/check.go getExpiredOutput)."""
     sid = register(fast, svc, Check={"TTL": "1s"})
     check_pass(fast, "service:" + sid)
     assert len(health(fast, svc, passing=True).json()) == 1
@@ -1226,6 +1230,11 @@ def test_ttl_check_expires_to_critical(fast, svc):
     [row] = health(fast, svc).json()
     [c] = [c for c in row["Checks"] if c["CheckID"] == "service:" + sid]
     assert c["Status"] == "critical" and c["Output"] == "TTL expired"
+    check_pass(fast, "service:" + sid, note="replica lag 0")
+    time.sleep(1.6)
+    [row] = health(fast, svc).json()
+    [c] = [c for c in row["Checks"] if c["CheckID"] == "service:" + sid]
+    assert (c["Status"], c["Output"]) == ("critical", "TTL expired (last output before timeout follows): replica lag 0")
 
 
 def test_service_critical_too_long_is_deregistered(svc):
@@ -1418,6 +1427,238 @@ def test_register_weights_and_bad_bodies(consul, svc):
     sid = register(consul, svc, svc + "-tcp", Check={"TCP": "127.0.0.1:1", "Interval": "10s"})
     r = consul.request("PUT", "/v1/agent/check/pass/service:" + sid)
     assert r.status == 500 and "does not have associated TTL" in r.text
+
+
+# ---------------------------------------------------------------------------
+# Checks the agent runs (agent/check.mdx HTTP and TCP checks; agent/checks/check.go
+# CheckHTTP and CheckTCP, agent/structs/check_type.go, agent/local/state.go)
+# ---------------------------------------------------------------------------
+
+class Target:
+    """A tiny HTTP server on 127.0.0.1 for HTTP checks: answers `code` with `body` after `delay`
+    seconds, and remembers each request's method, path and headers."""
+
+    def __init__(self, code=200, body=b"all good\n"):
+        self.code, self.body, self.delay, self.requests = code, body, 0.0, []
+        target = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                target.requests.append((self.command, self.path, dict(self.headers)))
+                time.sleep(target.delay)
+                try:
+                    self.send_response(target.code)
+                    self.send_header("Content-Length", str(len(target.body)))
+                    self.end_headers()
+                    self.wfile.write(target.body)
+                except OSError:
+                    pass                    # the check gave up (its timeout)
+            do_POST = do_GET
+
+            def log_message(self, *args):
+                pass
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = "http://127.0.0.1:%d/health" % self.server.server_port
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def target():
+    t = Target()
+    yield t
+    t.close()
+
+
+def check_of(c, name, check_id):
+    """(Status, Output) of one check of the only instance of service `name`."""
+    [row] = health(c, name).json()
+    [chk] = [x for x in row["Checks"] if x["CheckID"] == check_id]
+    return chk["Status"], chk["Output"]
+
+
+def wait_check(c, name, check_id, status, timeout=6.0):
+    """Until the check has `status`; returns its output."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check_of(c, name, check_id)
+        if got[0] == status:
+            return got[1]
+        assert time.monotonic() < deadline, "check %s still %r, not %s" % (check_id, got, status)
+        time.sleep(0.1)
+
+
+def test_http_check_runs_and_passes(consul, svc, target):
+    """agent/check.mdx HTTP check: the agent requests the URL every Interval; a 2xx answer is
+    passing; it starts critical (agent.go addServiceInternal). check.go CheckHTTP: method GET by
+    default, User-Agent "Consul Health Check", Accept "text/plain, text/*, */*", the Header map
+    sent, output "HTTP GET <url>: <status> Output: <body>"; Interval and Timeout shown as Go
+    durations (addServiceInternal)."""
+    target.delay = 1.0                          # the first answer cannot have come yet below
+    sid = register(consul, svc, Check={"HTTP": target.url, "Interval": "1s", "Header": {"X-Probe": ["a"]}})
+    cid = "service:" + sid
+    [row] = health(consul, svc).json()
+    [chk] = [x for x in row["Checks"] if x["CheckID"] == cid]
+    assert (chk["Status"], chk["Type"], chk["Interval"], chk["Timeout"]) == ("critical", "http", "1s", "")
+    target.delay = 0.0
+    out = wait_check(consul, svc, cid, "passing")
+    assert out == "HTTP GET %s: 200 OK Output: all good\n" % target.url
+    method, path, headers = target.requests[0]
+    assert (method, path) == ("GET", "/health")
+    assert headers["User-Agent"] == "Consul Health Check" and headers["Accept"] == "text/plain, text/*, */*"
+    assert headers["X-Probe"] == "a"
+    seen = len(target.requests)
+    time.sleep(2.2)
+    assert 1 <= len(target.requests) - seen <= 3      # every Interval (1s), not faster
+
+
+def test_http_check_429_is_warning_and_503_critical(consul, svc, target):
+    """check.go CheckHTTP: "The check is warning if the response code is 429", critical for any
+    other code outside 2xx; a status change is written at once (agent/local/state.go UpdateCheck)."""
+    target.code = 429
+    sid = register(consul, svc, Check={"HTTP": target.url, "Interval": "1s", "Status": "passing"})
+    out = wait_check(consul, svc, "service:" + sid, "warning")
+    assert out == "HTTP GET %s: 429 Too Many Requests Output: all good\n" % target.url
+    target.code, target.body = 503, b"Percona XtraDB Cluster Node is not synced.\r\n"
+    out = wait_check(consul, svc, "service:" + sid, "critical")
+    assert out == "HTTP GET %s: 503 Service Unavailable Output: %s" % (target.url, target.body.decode())
+    assert health(consul, svc, passing=True).json() == []
+
+
+def test_http_check_timeout_is_critical(consul, svc, target):
+    """check.go CheckHTTP: the request gets Timeout (default 10s) as its http.Client timeout; an
+    answer that does not come in time is an error, so critical, the output being Go's error."""
+    target.delay = 3.0
+    sid = register(consul, svc, Check={"HTTP": target.url, "Interval": "1s", "Timeout": "500ms",
+                                       "Status": "passing"})
+    t0 = time.monotonic()
+    out = wait_check(consul, svc, "service:" + sid, "critical")
+    assert time.monotonic() - t0 < 4
+    assert out.startswith('Get "%s": ' % target.url) and "Client.Timeout exceeded" in out
+
+
+def test_tcp_check_passes_when_it_connects_and_fails_when_refused(consul, svc):
+    """agent/check.mdx TCP check: "If the connection is successful, the check status is success,
+    otherwise it is critical"; check.go CheckTCP: output "TCP connect <addr>: Success", else Go's
+    dial error."""
+    with socket.socket() as lsock:
+        lsock.bind(("127.0.0.1", 0))
+        lsock.listen(16)
+        addr = "127.0.0.1:%d" % lsock.getsockname()[1]
+        sid = register(consul, svc, Check={"TCP": addr, "Interval": "1s"})
+        assert wait_check(consul, svc, "service:" + sid, "passing") == "TCP connect %s: Success" % addr
+    out = wait_check(consul, svc, "service:" + sid, "critical")
+    assert out == "dial tcp %s: connect: connection refused" % addr
+
+
+def test_python_consul_lower_case_check_keys(consul, svc, target):
+    """agent/structs/check_type.go: the check of a service definition is read by encoding/json
+    (names match whatever their case, as python-consul 0.7.1 sends them: Patroni's
+    {"http", "interval", "DeregisterCriticalServiceAfter"}), snake_case aliases such as
+    deregister_critical_service_after count, lib.DecodeJSON refuses unknown fields (400), and
+    CheckType.Validate refuses an HTTP check without an interval (400 "Invalid check: ...")."""
+    body = {"name": svc, "id": svc + "/node1", "address": "127.0.0.1", "port": 8008, "tags": ["master"],
+            "check": {"http": target.url, "interval": "1s", "DeregisterCriticalServiceAfter": "150s"}}
+    r = consul.request("PUT", "/v1/agent/service/register", body=json.dumps(body))
+    assert r.status == 200, r
+    wait_check(consul, svc, "service:%s/node1" % svc, "passing")
+    [row] = health(consul, svc, passing=True).json()
+    assert (row["Service"]["ID"], row["Service"]["Port"], row["Service"]["Tags"]) == (svc + "/node1", 8008, ["master"])
+    snake = {"name": svc, "id": svc + "/node2",
+             "check": {"tcp": "127.0.0.1:1", "interval": "1s", "deregister_critical_service_after": "1m",
+                       "tls_skip_verify": True}}
+    assert consul.request("PUT", "/v1/agent/service/register", body=json.dumps(snake)).status == 200
+    for check, status, text in (({"http": target.url, "interval": "1s", "bogus": 1}, 400,
+                                 'Request decode failed: json: unknown field "bogus"'),
+                                ({"http": target.url}, 400, "Invalid check: Interval must be > 0"),
+                                ({"ttl": "10s", "interval": "1s"}, 400,
+                                 "Invalid check: Interval and TTL cannot both be specified"),
+                                ({"http": target.url, "interval": "soon"}, 400,
+                                 'Request decode failed: time: invalid duration "soon"')):
+        r = consul.request("PUT", "/v1/agent/service/register",
+                           body=json.dumps({"name": svc, "id": svc + "/bad", "check": check}))
+        assert (r.status, r.text[:len(text)]) == (status, text), (check, r)
+
+
+def test_run_check_critical_too_long_deregisters_the_service(svc):
+    """agent/check.mdx DeregisterCriticalServiceAfter holds for checks the agent runs: an HTTP
+    check that keeps failing (nothing listens) gets its service reaped (agent.go
+    reapServicesInternal; here the reaper's interval and minimum are shortened)."""
+    with Consul(extra_args=["--check-reap-interval", "200ms", "--check-deregister-interval-min", "1s"]) as c:
+        need_fake(c, "--check-reap-interval")
+        dead = "http://127.0.0.1:%d/" % free_port()
+        sid = register(c, svc, Check={"HTTP": dead, "Interval": "1s", "Status": "passing",
+                                      "DeregisterCriticalServiceAfter": "1s"})
+        wait_check(c, svc, "service:" + sid, "critical")
+        deadline = time.monotonic() + 5
+        while health(c, svc).json() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert health(c, svc).json() == []
+
+
+def test_blocking_health_query_wakes_on_a_run_checks_change(consul, svc, target):
+    """blocking.mdx with a check the agent runs: a blocking /v1/health/service query wakes when
+    the check's status changes because of what its target answered, with a higher index."""
+    sid = register(consul, svc, Check={"HTTP": target.url, "Interval": "1s"})
+    wait_check(consul, svc, "service:" + sid, "passing")
+    idx = health(consul, svc).index
+    fut = in_background(health, consul, svc, index=idx, wait="30s")
+    time.sleep(1.5)
+    assert not fut.done()                       # passing again and again changes nothing
+    target.code = 503
+    elapsed, r = fut.result(timeout=10)
+    assert elapsed < 5 and r.index > idx
+    assert [x["Status"] for x in r.json()[0]["Checks"] if x["CheckID"] == "service:" + sid] == ["critical"]
+
+
+def test_deregistered_check_stops_and_non_loopback_targets_are_not_run(consul, svc, target):
+    """A deregistered service's checks stop (agent.go removeServiceLocked); the double contacts
+    loopback addresses only: a check on another address is stored critical, saying so."""
+    need_fake(consul, "the loopback rule of the double")
+    sid = register(consul, svc, Check={"HTTP": target.url, "Interval": "1s"})
+    wait_check(consul, svc, "service:" + sid, "passing")
+    assert consul.request("PUT", "/v1/agent/service/deregister/" + sid).status == 200
+    time.sleep(0.3)
+    seen = len(target.requests)
+    time.sleep(1.5)
+    assert len(target.requests) == seen
+    sid = register(consul, svc, svc + "-far", Check={"HTTP": "http://192.0.2.1/", "Interval": "1s",
+                                                    "Status": "passing"})
+    status, out = check_of(consul, svc, "service:" + sid)
+    assert status == "critical" and "not a loopback address" in out
+
+
+def test_run_checks_run_again_after_a_restart(fresh, svc, target):
+    """agent.go persists a service's checks in the data dir (persistCheck) and starts them
+    again at boot (loadChecks): a restarted agent keeps running an HTTP check."""
+    sid = register(fresh, svc, Check={"HTTP": target.url, "Interval": "1s"})
+    wait_check(fresh, svc, "service:" + sid, "passing")
+    fresh.restart(keep_data=True)
+    target.code = 503
+    wait_check(fresh, svc, "service:" + sid, "critical", timeout=15)
+
+
+def test_sigterm_stops_promptly_with_a_check_in_flight(tmp_path, target):
+    """A check waiting on a slow target does not hold the double up at SIGTERM."""
+    target.delay = 8.0
+    c = Consul(use_double=True, workdir=str(tmp_path))
+    c.start()
+    try:
+        register(c, "slow", Check={"HTTP": target.url, "Interval": "1s"})
+        deadline = time.monotonic() + 5
+        while not target.requests and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert target.requests
+        t0 = time.monotonic()
+        c.proc.send_signal(signal.SIGTERM)
+        assert c.proc.wait(5) == 0
+        assert time.monotonic() - t0 < 2
+    finally:
+        c.stop()
 
 
 def test_300_concurrent_blocking_queries_wake_on_one_write(consul, ns, svc):
