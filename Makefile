@@ -47,7 +47,7 @@ PROGRAMS := $(PROBES:%=$(BIN)/%) $(BIN)/proxysql-sync
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all help test unit unit-asan integration deps demo lint install clean docs check-docs shape check-shape
+.PHONY: all help test unit unit-asan integration deps build-deps demo lint install clean docs check-docs shape check-shape
 all: $(PROGRAMS) ## build every binary into bin/
 
 help: ## this list
@@ -125,8 +125,11 @@ integration-proxysql-3.0: all ## the sync suites with the double playing ProxySQ
 # Everything CI runs (.ci/run is `make deps test`), in this order.
 test: lint check-docs check-shape unit unit-asan integration fuzz-test test-asan test-tsan ## every test (what CI runs)
 
-deps: ## install what the build and the tests need (Debian, apt; idempotent)
-	@tests/deps.sh
+deps: ## install what the build and the tests need (Debian, apt; idempotent; a development machine only)
+	@tests/deps.sh build test
+
+build-deps: ## install only what make all, static and deb need (compilers, -dev packages; no server)
+	@tests/deps.sh build
 
 demo: all ## a local Galera cluster, the probes and proxysql-sync at work
 	$(PYTHON) tests/demo.py
