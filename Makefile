@@ -47,7 +47,7 @@ PROGRAMS := $(PROBES:%=$(BIN)/%) $(BIN)/proxysql-sync
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all help test unit unit-asan integration deps build-deps demo lint install clean docs check-docs shape check-shape
+.PHONY: all help test unit unit-asan integration deps build-deps deb demo lint install clean docs check-docs shape check-shape
 all: $(PROGRAMS) ## build every binary into bin/
 
 help: ## this list
@@ -155,6 +155,14 @@ install: all install-dist ## binaries, docs, systemd units and examples (PREFIX,
 	ln -sf healthcheck $(DESTDIR)$(PREFIX)/bin/healthcheck.sh
 	install -d $(DESTDIR)$(PREFIX)/share/doc/sidekick
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/sidekick/
+
+# Debian packages sidekick-probes and proxysql-sync in build/deb/ (dist/deb/build.sh; docs/packages.md):
+# the binaries built again in build/deb-build with Debian's hardening flags (dpkg-buildflags), about 15 s.
+DEB_FLAGS = DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get
+deb: ## Debian packages in build/deb (sidekick-probes, proxysql-sync)
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/deb-build BIN=$(BUILD)/deb-build/bin \
+		CFLAGS="$$($(DEB_FLAGS) CFLAGS) $$($(DEB_FLAGS) CPPFLAGS)" LDFLAGS="$$($(DEB_FLAGS) LDFLAGS)" all
+	@dist/deb/build.sh $(BUILD)/deb-build/bin $(BUILD)/deb $(VERSION)
 
 clean: ## remove build/ and bin/
 	rm -rf $(BUILD) $(BIN)
