@@ -105,8 +105,9 @@ unit-asan: ## the unit tests under ASan+UBSan
 	$(MAKE) --no-print-directory BUILD=build/asan SAN="$(call UBSAN,$(CC))" CFLAGS="-O1 -g" unit
 
 # The integration suites against real MariaDB/Galera and the doubles; they run the static binaries
-# and the images too (test_static.py, test_images.py), then the ProxySQL 3.0 run.
-integration: all static images ## pytest tests/integration, then integration-proxysql-3.0
+# and the images too (test_static.py, test_images.py), install the Debian packages into the images'
+# debootstrapped root (test_packages.py), then the ProxySQL 3.0 run.
+integration: all static images deb ## pytest tests/integration, then integration-proxysql-3.0
 	SIDEKICK_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q tests/integration $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory integration-proxysql-3.0
 
