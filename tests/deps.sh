@@ -11,7 +11,7 @@ set -eu
 build_packages="
 gcc make pkg-config
 libmariadb-dev libmariadb-dev-compat libconfig-dev libcurl4-openssl-dev libcjson-dev libmicrohttpd-dev
-musl-tools cmake dpkg-dev binutils perl
+musl-tools cmake dpkg-dev binutils perl git
 "
 test_packages="
 clang clang-format libcmocka-dev valgrind
