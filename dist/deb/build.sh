@@ -39,7 +39,7 @@ dist_sed() { # SRC DEST DOCDIR
 	chmod 0644 "$2"
 }
 
-# The binaries (stripped) into ROOT/usr/bin.
+# The binaries (stripped) into ROOT/usr/bin, each with a manual page made from its --help.
 bins() { # ROOT NAME...
 	root=$1
 	shift
@@ -48,6 +48,9 @@ bins() { # ROOT NAME...
 		[ -x "$BIN/$b" ] || { echo "deb: $BIN/$b missing (make all)" >&2; exit 2; }
 		install -m 0755 "$BIN/$b" "$root/usr/bin/$b"
 		strip --remove-section=.comment --remove-section=.note --strip-unneeded "$root/usr/bin/$b"
+		install -d "$root/usr/share/man/man1"
+		$DEB/manpage.sh "$BIN/$b" "$VERSION" | gzip -9n >"$root/usr/share/man/man1/$b.1.gz"
+		chmod 0644 "$root/usr/share/man/man1/$b.1.gz"
 	done
 }
 

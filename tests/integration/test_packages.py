@@ -153,6 +153,7 @@ def test_installed_files(root):
         path = root.p("/usr/bin/" + b)
         assert os.path.isfile(path) and not os.path.islink(path), b
         assert mode_owner(path) == (0o755, 0, 0), b
+        assert mode_owner(root.p("/usr/share/man/man1/%s.1.gz" % b)) == (0o644, 0, 0), b
     for unit in PROBE_UNITS + ["proxysql-sync.service"]:
         path = root.p("/lib/systemd/system/" + unit)
         assert mode_owner(path) == (0o644, 0, 0), unit
