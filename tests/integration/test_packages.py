@@ -50,7 +50,8 @@ CONF = "etc/sidekick/proxysql-sync.conf"
 DROP_IN = "usr/share/proxysql-sync/proxysql.service.d/sidekick-drain.conf"
 # What a maintainer script could use to start, stop, enable or disable a service.
 SERVICE_TOOLS = ["systemctl", "invoke-rc.d", "deb-systemd-invoke", "deb-systemd-helper", "service", "update-rc.d"]
-SERVERS = re.compile(r"^(mariadb-server.*|mysql-server.*|percona-.*|galera-.*|proxysql|proxysql2|systemd|systemd-sysv)$")
+SERVERS = re.compile(r"^(mariadb-server.*|mysql-server.*|percona-.*|galera-.*|proxysql|proxysql2|"
+                     r"systemd|systemd-sysv)$")
 
 
 def debs():
@@ -243,8 +244,8 @@ def test_remove_then_purge(root):
 
 
 def test_no_service_started_stopped_enabled_or_disabled(root):
-    # Last in the module: install, reinstall, remove and purge have all run. systemd may reload its
-    # unit files (so it sees the package's units, then forgets them); nothing else.
+    # After test_remove_then_purge: install, reinstall, remove and purge have all run. systemd may
+    # reload its unit files (so it sees the package's units, then forgets them); nothing else.
     calls = root.calls()
     assert calls and set(calls) == {"systemctl --system daemon-reload"}, calls
 
