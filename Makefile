@@ -47,7 +47,7 @@ PROGRAMS := $(PROBES:%=$(BIN)/%) $(BIN)/proxysql-sync
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all help test unit unit-asan integration deps demo lint install clean docs check-docs shape check-shape
+.PHONY: all help test unit unit-asan integration deps build-deps deb demo lint install clean docs check-docs shape check-shape
 all: $(PROGRAMS) ## build every binary into bin/
 
 help: ## this list
@@ -105,8 +105,9 @@ unit-asan: ## the unit tests under ASan+UBSan
 	$(MAKE) --no-print-directory BUILD=build/asan SAN="$(call UBSAN,$(CC))" CFLAGS="-O1 -g" unit
 
 # The integration suites against real MariaDB/Galera and the doubles; they run the static binaries
-# and the images too (test_static.py, test_images.py), then the ProxySQL 3.0 run.
-integration: all static images ## pytest tests/integration, then integration-proxysql-3.0
+# and the images too (test_static.py, test_images.py), install the Debian packages into the images'
+# debootstrapped root (test_packages.py), then the ProxySQL 3.0 run.
+integration: all static images deb ## pytest tests/integration, then integration-proxysql-3.0
 	SIDEKICK_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q tests/integration $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory integration-proxysql-3.0
 
@@ -125,8 +126,11 @@ integration-proxysql-3.0: all ## the sync suites with the double playing ProxySQ
 # Everything CI runs (.ci/run is `make deps test`), in this order.
 test: lint check-docs check-shape unit unit-asan integration fuzz-test test-asan test-tsan ## every test (what CI runs)
 
-deps: ## install what the build and the tests need (Debian, apt; idempotent)
-	@tests/deps.sh
+deps: ## install what the build and the tests need (Debian, apt; idempotent; a development machine only)
+	@tests/deps.sh build test
+
+build-deps: ## install only what make all, static and deb need (compilers, -dev packages; no server)
+	@tests/deps.sh build
 
 demo: all ## a local Galera cluster, the probes and proxysql-sync at work
 	$(PYTHON) tests/demo.py
@@ -152,6 +156,14 @@ install: all install-dist ## binaries, docs, systemd units and examples (PREFIX,
 	ln -sf healthcheck $(DESTDIR)$(PREFIX)/bin/healthcheck.sh
 	install -d $(DESTDIR)$(PREFIX)/share/doc/sidekick
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/sidekick/
+
+# Debian packages sidekick-probes and proxysql-sync in build/deb/ (dist/deb/build.sh; docs/packages.md):
+# the binaries built again in build/deb-build with Debian's hardening flags (dpkg-buildflags), about 15 s.
+DEB_FLAGS = DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get
+deb: ## Debian packages in build/deb (sidekick-probes, proxysql-sync)
+	@$(MAKE) --no-print-directory BUILD=$(BUILD)/deb-build BIN=$(BUILD)/deb-build/bin \
+		CFLAGS="$$($(DEB_FLAGS) CFLAGS) $$($(DEB_FLAGS) CPPFLAGS)" LDFLAGS="$$($(DEB_FLAGS) LDFLAGS)" all
+	@dist/deb/build.sh $(BUILD)/deb-build/bin $(BUILD)/deb $(VERSION)
 
 clean: ## remove build/ and bin/
 	rm -rf $(BUILD) $(BIN)

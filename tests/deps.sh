@@ -1,21 +1,46 @@
 #!/bin/sh
-# Install what the build and the tests need on Debian/Ubuntu (`make deps`). Idempotent: when
-# everything is present it only runs dpkg-query and exits.
+# Install what the build and the tests need on Debian/Ubuntu. Idempotent: when everything is
+# present it only runs dpkg-query and exits.
+#
+#   tests/deps.sh build        what `make all`, `make static` and `make deb` need (compiler, -dev
+#                              packages, musl, dpkg-dev): `make build-deps`; no server, no service touched
+#   tests/deps.sh test         what the tests need besides (MariaDB and Galera, podman, prometheus,
+#                              valgrind, clang, npm, lintian, ...): a development machine only
+#   tests/deps.sh              both (`make deps`)
 set -eu
-packages="
-gcc make pkg-config clang clang-format
+build_packages="
+gcc make pkg-config
 libmariadb-dev libmariadb-dev-compat libconfig-dev libcurl4-openssl-dev libcjson-dev libmicrohttpd-dev
-libcmocka-dev valgrind
+musl-tools cmake dpkg-dev binutils perl git
+"
+test_packages="
+clang clang-format libcmocka-dev valgrind
 mariadb-server mariadb-client galera-4 rsync iproute2 iptables procps psmisc strace time
 python3 python3-pytest python3-pymysql
-musl-tools cmake dpkg-dev binutils
-systemd yamllint buildah podman runc debootstrap
+systemd yamllint buildah podman runc debootstrap lintian
 prometheus python3-yaml
 "
+[ $# -gt 0 ] || set -- build test
+packages=""
+want_test=""
+for part in "$@"; do
+	case $part in
+	build) packages="$packages $build_packages" ;;
+	test)
+		packages="$packages $test_packages"
+		want_test=1
+		;;
+	*)
+		echo "usage: tests/deps.sh [build] [test]" >&2
+		exit 2
+		;;
+	esac
+done
 # Node.js and npm for the manifest tests: Debian's npm unless a node install brings its own.
-command -v npm >/dev/null 2>&1 || packages="$packages npm"
+[ -z "$want_test" ] || command -v npm >/dev/null 2>&1 || packages="$packages npm"
 # npm packages of the manifest tests (tests/k8s/package.json, pinned by its package-lock.json).
 npm_deps() {
+	[ -n "$want_test" ] || return 0
 	k8s=$(dirname "$0")/k8s
 	[ -d "$k8s/node_modules/kubernetes-models" ] && [ -d "$k8s/node_modules/yaml" ] && return 0
 	echo "deps: npm packages for tests/k8s"
@@ -63,12 +88,13 @@ apt_get() {
 echo "deps: installing:$missing"
 apt_get update -qq
 apt_get install -y -qq --no-install-recommends $missing >/dev/null
-# The packaged mariadb service is not used by the tests; they start their own servers on loopback.
-if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet mariadb 2>/dev/null; then
+# Test set-up only, never reached by `tests/deps.sh build`: the packaged mariadb service is not used
+# by the tests; they start their own servers on loopback.
+if [ -n "$want_test" ] && command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet mariadb 2>/dev/null; then
 	$SUDO systemctl disable --now mariadb >/dev/null 2>&1 || true
 fi
 # Package prometheus is there for promtool (tests/integration/test_alerts.py); its service is not used.
-if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet prometheus 2>/dev/null; then
+if [ -n "$want_test" ] && command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet prometheus 2>/dev/null; then
 	$SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true
 fi
 npm_deps
