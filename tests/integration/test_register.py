@@ -511,7 +511,9 @@ def test_secrets_stay_out_of_argv_and_logs(healthy_galera, clustercheck_creds, p
         other = Registrar(tmp_path, node, clustercheck_creds, c.addr, "forbidden/prefix",
                           "--log-level", "debug", env={"CONSUL_HTTP_TOKEN": token})
         assert other.run_once("--session-file", str(tmp_path / "state2")) == 1, other.output
-        assert "403" in other.output or "Permission denied" in other.output, other.output
+        # One line naming the endpoint and the rule the token lacks.
+        assert re.search(r'(GET|PUT) /v1/kv/forbidden/prefix/\S+ denied: the token needs key_prefix '
+                         r'"forbidden/prefix/[^"]+" (read|write) \(see docs/consul-acl.md\)', other.output), other.output
 
         rc, _ = r.terminate()
         assert rc == 0
