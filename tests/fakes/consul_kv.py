@@ -1308,6 +1308,7 @@ class Faults:
         self.pad_count, self.pad_bytes, self.pad_path, self.pad_shape = 0, 0, "", "numbers"
         self.stale_empty_count, self.stale_empty_index = 0, 1
         self.leader_known, self.leaderless_since, self.leaderless_reads = True, 0.0, "fail"
+        self.stale_lag_ms = 0                 # X-Consul-LastContact of stale reads while a leader is known
         self.consistent_reads = "ok"          # ok | verifying | lost
         self.counts = {}                      # API requests by endpoint (first two path segments after /v1/)
         self.requests = []
@@ -1483,8 +1484,10 @@ class ConsulAPI:
 
     def __init__(self, store, faults, kv_max_value_size=KV_MAX_VALUE_SIZE,
                  txn_max_ops=TXN_MAX_OPS_DEFAULT, version=FAKE_CONSUL_VERSION,
-                 rpc_hold_timeout=RPC_HOLD_TIMEOUT_DEFAULT, key_validation="none", default_token=""):
+                 rpc_hold_timeout=RPC_HOLD_TIMEOUT_DEFAULT, key_validation="none", default_token="",
+                 client_agent=False):
         self.store, self.faults = store, faults
+        self.client_agent = client_agent  # /v1/agent/self answers a client agent (Config.Server false)
         self.rpc_hold_timeout = rpc_hold_timeout
         self.key_validation, self.default_token = key_validation, default_token
         self.kv_max_value_size, self.txn_max_ops = kv_max_value_size, txn_max_ops
@@ -1659,16 +1662,17 @@ class ConsulAPI:
         h = resp.headers
         h["X-Consul-Index"] = str(index if index > 0 else 1)   # never 0 (busy loops)
         h["X-Consul-Knownleader"] = "true" if self.faults.leader_known else "false"
-        h["X-Consul-Lastcontact"] = str(self.last_contact_ms())
+        h["X-Consul-Lastcontact"] = str(self.last_contact_ms(opts))
         h["X-Consul-Effective-Consistency"] = opts.consistency()
         h["X-Consul-Query-Backend"] = "blocking-query"
         # maskResultsFilteredByACLs: only shown to requests that carry a token.
         if filtered and opts.token:
             h["X-Consul-Results-Filtered-By-Acls"] = "true"
 
-    def last_contact_ms(self):
+    def last_contact_ms(self, opts=None):
         if self.faults.leader_known:
-            return 0
+            # A stale read may be a follower's (/_fake/lag); other reads are the leader's.
+            return self.faults.stale_lag_ms if opts is not None and opts.stale else 0
         return int((time.monotonic() - self.faults.leaderless_since) * 1000)
 
     # -- /v1/kv ----------------------------------------------------------------
@@ -2608,22 +2612,24 @@ class ConsulAPI:
         authz.require("agent", "read", self.store.node)
         s = self.store
         build = "%s:fake" % self.version
+        server = not self.client_agent
         return json_response({
             "Config": {"Datacenter": s.dc, "PrimaryDatacenter": s.dc, "NodeName": s.node,
                        "NodeID": self.node_id, "Partition": "", "Revision": "fake",
-                       "Server": True, "Version": self.version, "BuildDate": "2024-01-01T00:00:00Z"},
-            "DebugConfig": {"Datacenter": s.dc, "NodeName": s.node, "ServerMode": True,
+                       "Server": server, "Version": self.version, "BuildDate": "2024-01-01T00:00:00Z"},
+            "DebugConfig": {"Datacenter": s.dc, "NodeName": s.node, "ServerMode": server,
                             "ACLsEnabled": s.acl_master is not None,
                             "SessionTTLMin": format_go_duration(s.session_ttl_min),
                             "RPCHoldTimeout": format_go_duration(self.rpc_hold_timeout)},
             "Coord": {"Vec": [0, 0, 0, 0, 0, 0, 0, 0], "Error": 1.5, "Adjustment": 0, "Height": 1e-05},
             "Member": {"Name": s.node, "Addr": "127.0.0.1", "Port": 8301,
                        "Tags": {"acls": "1" if s.acl_master is not None else "0", "build": build,
-                                "dc": s.dc, "id": self.node_id, "port": "8300", "role": "consul",
+                                "dc": s.dc, "id": self.node_id, "port": "8300",
+                                "role": "consul" if server else "node",
                                 "vsn": "2", "vsn_max": "3", "vsn_min": "2"},
                        "Status": 1, "ProtocolMin": 1, "ProtocolMax": 5, "ProtocolCur": 2,
                        "DelegateMin": 2, "DelegateMax": 5, "DelegateCur": 4},
-            "Stats": {"consul": {"server": "true", "leader": str(self.faults.leader_known).lower(),
+            "Stats": {"consul": {"server": str(server).lower(), "leader": str(self.faults.leader_known).lower(),
                                  "known_datacenters": "1"}},
             "Meta": {"consul-network-segment": "", "consul-version": self.version},
             "xDS": None,
@@ -2705,6 +2711,15 @@ class FakeControl:
             f.stale_empty_count = self.int_param(req, "count", 1)
             f.stale_empty_index = self.int_param(req, "index", 1)
         return self.reply({"stale_empty": f.stale_empty_count, "index": f.stale_empty_index})
+
+    def do_lag(self, req):
+        """Stale reads answered by a follower this far behind the leader (X-Consul-LastContact)."""
+        ms = self.int_param(req, "ms")
+        if ms < 0:
+            raise ValueError("ms must be >= 0")
+        with self.faults.lock:
+            self.faults.stale_lag_ms = ms
+        return self.reply({"stale_lag_ms": ms})
 
     def do_leader(self, req):
         f = self.faults
@@ -3013,7 +3028,8 @@ def make_server(args):
     api = ConsulAPI(store, faults, kv_max_value_size=args.kv_max_value_size,
                     txn_max_ops=args.txn_max_ops, version=args.consul_version,
                     rpc_hold_timeout=parse_go_duration(args.rpc_hold_timeout),
-                    key_validation=args.kv_key_validation, default_token=args.acl_default_token)
+                    key_validation=args.kv_key_validation, default_token=args.acl_default_token,
+                    client_agent=args.client_agent)
     handler = type("BoundHandler", (Handler,), {"api": api, "control": FakeControl(api),
                                                 "verbose": args.verbose})
     server_cls = Server
@@ -3055,6 +3071,8 @@ def main(argv=None):
                         "character regex), relaxed (#22850: no traversal, no leading/trailing space)")
     p.add_argument("--acl-default-token", default="",
                    help="the agent's default token, used for requests that carry none")
+    p.add_argument("--client-agent", action="store_true",
+                   help="/v1/agent/self answers as a client agent (Config.Server false), not a server")
     p.add_argument("--verbose", action="store_true", help="log every request to stderr")
     args = p.parse_args(argv)
     # A few hundred blocking clients each hold a connection (a thread and a

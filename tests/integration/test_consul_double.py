@@ -851,6 +851,37 @@ def test_status_and_agent_self(consul):
     assert me["Member"]["Name"] == consul.node
 
 
+def test_agent_self_as_a_client_agent(tmp_path):
+    """--client-agent: /v1/agent/self answers as a client agent beside the workload (Config.Server
+    false, DebugConfig.ServerMode false, Member.Tags.role "node", Stats.consul.server "false"),
+    as consul-k8s's client DaemonSet did before 1.14."""
+    c = double_with(tmp_path, "--client-agent")
+    try:
+        me = c.request("GET", "/v1/agent/self").json()
+        assert me["Config"]["Server"] is False and me["DebugConfig"]["ServerMode"] is False
+        assert me["Member"]["Tags"]["role"] == "node" and me["Stats"]["consul"]["server"] == "false"
+    finally:
+        c.close()
+
+
+def test_stale_reads_of_a_lagging_follower(fresh, ns):
+    """consistency.mdx: a stale read may be answered by a follower, X-Consul-LastContact saying how
+    long ago it heard from the leader; default and consistent reads go to the leader (0).
+    /_fake/lag sets the follower's lag for stale reads."""
+    fresh.put(ns + "k", b"v")
+    fresh.fault("lag", ms=12000)
+    try:
+        stale = fresh.get(ns, recurse=True, stale=True)
+        assert stale.status == 200 and stale.header("X-Consul-LastContact") == "12000"
+        assert stale.header("X-Consul-KnownLeader") == "true"
+        for params in ({}, {"consistent": True}):
+            r = fresh.get(ns, recurse=True, **params)
+            assert r.status == 200 and r.header("X-Consul-LastContact") == "0", params
+    finally:
+        fresh.fault("lag", ms=0)
+    assert fresh.get(ns, recurse=True, stale=True).header("X-Consul-LastContact") == "0"
+
+
 # ---------------------------------------------------------------------------
 # Restart, crash, persistence
 # ---------------------------------------------------------------------------
