@@ -527,8 +527,8 @@ int consul_agent_detect(struct consul *c, const deadline_t *dl, enum consul_agen
 		return -1;
 	*mode = CONSUL_AGENT_NONE;
 	snprintf(why, whylen,
-		 "the token may not read GET /v1/agent/self (agent_prefix \"\" read), so taken as Consul servers "
-		 "(consul-agent = local says otherwise)");
+		 "the token may not read GET /v1/agent/self (agent_prefix \"\" read): taken as Consul servers; set "
+		 "consul-agent to local if a client agent runs here");
 	return 0;
 }
 

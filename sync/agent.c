@@ -356,6 +356,7 @@ static void agent_init(struct agent *ag, struct sync_config *cfg)
 	ag->cancel_fd = -1;
 	pthread_mutex_init(&ag->mu, NULL);
 	pthread_mutex_init(&ag->pub_mu, NULL);
+	pthread_mutex_init(&ag->agent_mu, NULL);
 	pthread_cond_init(&ag->cv, NULL);
 	ag->nowned = layout_owned_hostgroups(&cfg->layout, ag->owned, SK_ARRAY_LEN(ag->owned));
 	if (ag->nowned > SK_ARRAY_LEN(ag->owned)) /* --check-config refuses that; never read past the array */
@@ -400,6 +401,7 @@ static void agent_release(struct agent *ag)
 	if (ag->cancel_fd >= 0)
 		close(ag->cancel_fd);
 	pthread_cond_destroy(&ag->cv);
+	pthread_mutex_destroy(&ag->agent_mu);
 	pthread_mutex_destroy(&ag->pub_mu);
 	pthread_mutex_destroy(&ag->mu);
 }
@@ -661,6 +663,10 @@ bool agent_ready(struct agent *ag, char *why, size_t len)
 						 : "not synced yet");
 			ready = false;
 		}
+	}
+	if (ready && ag->announce_why[0]) {
+		snprintf(why, len, "announce: %s", ag->announce_why);
+		ready = false;
 	}
 	if (ready)
 		snprintf(why, len, "ready");

@@ -132,6 +132,7 @@ struct cluster_lock {
 	char session[CONSUL_SESSION_ID_MAX];
 	atomic_bool holder;
 	_Atomic int64_t valid_until_us; /* the holder writes only until then */
+	bool put_failing; /* the last try to take the lock failed (logged once while it lasts) */
 	atomic_ulong takeovers;
 };
 
@@ -169,6 +170,10 @@ struct agent {
 	pthread_t coordinator;
 	struct cluster_lock lock;
 	struct consul *announce_c; /* announce-address: announce.c's client; NULL: not announcing */
+	char announce_why[300]; /* why announcing is impossible ("": it is not), for /readyz (under pub_mu) */
+	/* consul-agent resolved (shared_consul_agent; AUTO until then), under agent_mu. */
+	pthread_mutex_t agent_mu;
+	enum consul_agent_mode consul_agent;
 	pthread_t announce_tid;
 	pthread_t *started; /* the threads running, for a start that fails halfway */
 	size_t nstarted;

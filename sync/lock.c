@@ -75,12 +75,16 @@ static long keep_session(struct agent *ag, const char *name)
 	deadline_t dl = deadline_in_ms(5000);
 	char delay[32], err[400];
 	bool gone = false;
+	enum consul_agent_mode agent;
 
 	if (!k->session[0]) {
 		snprintf(delay, sizeof(delay), "%lds", (long)s->cluster_lock_delay_s);
-		/* Tied to the node's serfHealth too: a holder whose node dies loses it. */
-		if (consul_session_create(k->c, name, s->cluster_lock_ttl_s, "release", delay, true, &dl, k->session,
-					  sizeof(k->session), err, sizeof(err)) < 0) {
+		/* With a local agent, tied to its node's serfHealth too: a holder whose node dies loses it.
+		 * Without, to its TTL only (a server's restart must not end it). */
+		if (shared_consul_agent(ag, k->c, &agent, err, sizeof(err)) < 0 ||
+		    consul_session_create(k->c, name, s->cluster_lock_ttl_s, "release", delay,
+					  agent == CONSUL_AGENT_LOCAL, &dl, k->session, sizeof(k->session), err,
+					  sizeof(err)) < 0) {
 			lose(ag, err);
 			log_warn("cluster lock %s: %s (retrying)", s->cluster_lock_key, err);
 			return 5000;
@@ -119,9 +123,12 @@ static void hold_or_take(struct agent *ag, const char *name)
 		return;
 	if (consul_kv_put(k->c, s->cluster_lock_key, name, strlen(name), k->session, &dl, &done, err, sizeof(err)) <
 	    0) {
-		log_warn("cluster lock %s: %s", s->cluster_lock_key, err);
+		if (!k->put_failing) /* once while it lasts: the others try every second */
+			log_warn("cluster lock %s: %s", s->cluster_lock_key, err);
+		k->put_failing = true;
 		return;
 	}
+	k->put_failing = false;
 	if (!done)
 		return;
 	k->valid_until_us = deadline_now_us() + ttl_us;
