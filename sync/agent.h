@@ -132,7 +132,9 @@ struct cluster_lock {
 	char session[CONSUL_SESSION_ID_MAX];
 	atomic_bool holder;
 	_Atomic int64_t valid_until_us; /* the holder writes only until then */
-	bool put_failing; /* the last try to take the lock failed (logged once while it lasts) */
+	int64_t renewed_us; /* when the session's last renew (or its create) that succeeded was sent */
+	bool node_health; /* the session is bound to the local agent's node health too */
+	bool put_failing, create_failing; /* the last try to take the lock, to make a session, failed (logged once) */
 	atomic_ulong takeovers;
 };
 

@@ -67,7 +67,9 @@ static void release(struct agent *ag, const char *why)
 
 /* This agent's session on the lock: created when there is none, else renewed. Returns 0 while it
  * lives, else the cap of the backoff before the next try (the lock is lost when the session could
- * not be created, has ended, or could not be renewed before the lock's validity ran out). */
+ * not be created, has ended, or could not be renewed before the lock's validity ran out; bound to
+ * the local agent's node health, at the first renew that fails: that node may be failing, and Consul
+ * would then end the session before its TTL). */
 static long keep_session(struct agent *ag, const char *name)
 {
 	struct cluster_lock *k = &ag->lock;
@@ -76,6 +78,7 @@ static long keep_session(struct agent *ag, const char *name)
 	char delay[32], err[400];
 	bool gone = false;
 	enum consul_agent_mode agent;
+	int64_t sent_us = deadline_now_us();
 
 	if (!k->session[0]) {
 		snprintf(delay, sizeof(delay), "%lds", (long)s->cluster_lock_delay_s);
@@ -86,17 +89,24 @@ static long keep_session(struct agent *ag, const char *name)
 					  agent == CONSUL_AGENT_LOCAL, &dl, k->session, sizeof(k->session), err,
 					  sizeof(err)) < 0) {
 			lose(ag, err);
-			log_warn("cluster lock %s: %s (retrying)", s->cluster_lock_key, err);
+			if (!k->create_failing) /* once while it lasts */
+				log_warn("cluster lock %s: %s (retrying)", s->cluster_lock_key, err);
+			k->create_failing = true;
 			return 5000;
 		}
+		k->create_failing = false;
+		k->node_health = agent == CONSUL_AGENT_LOCAL;
+		k->renewed_us = sent_us;
 		return 0;
 	}
-	if (consul_session_renew(k->c, k->session, &dl, &gone, err, sizeof(err)) == 0 && !gone)
+	if (consul_session_renew(k->c, k->session, &dl, &gone, err, sizeof(err)) == 0 && !gone) {
+		k->renewed_us = sent_us;
 		return 0;
+	}
 	if (gone) {
 		k->session[0] = '\0';
 		lose(ag, "its session ended");
-	} else if (deadline_now_us() >= k->valid_until_us) {
+	} else if (k->node_health || deadline_now_us() >= k->valid_until_us) {
 		lose(ag, err);
 	}
 	return 2000;
@@ -113,8 +123,12 @@ static void hold_or_take(struct agent *ag, const char *name)
 	char err[400];
 	bool done = false;
 
+	/* Valid a TTL from when the last renew (or the create) was sent, not answered: Consul's timer
+	 * restarted no earlier than that, so it cannot end the session (and give the lock away) before
+	 * the holder stops writing, however long the answer took (see docs/internals.md, "Fencing
+	 * without node health"). */
 	if (k->holder) {
-		k->valid_until_us = deadline_now_us() + ttl_us;
+		k->valid_until_us = k->renewed_us + ttl_us;
 		if (target_gone(ag, s->cluster_leader_grace_us))
 			release(ag, "its own ProxySQL has been unreachable longer than cluster-leader-grace");
 		return;
@@ -131,7 +145,7 @@ static void hold_or_take(struct agent *ag, const char *name)
 	k->put_failing = false;
 	if (!done)
 		return;
-	k->valid_until_us = deadline_now_us() + ttl_us;
+	k->valid_until_us = k->renewed_us + ttl_us;
 	k->holder = true;
 	k->takeovers++;
 	log_info("cluster lock %s: this agent is the writer of its ProxySQL Cluster", s->cluster_lock_key);
