@@ -564,6 +564,20 @@ bool agent_stop(struct agent *ag, bool wait_targets)
 	return true;
 }
 
+/* --once with consistency = stale: an answer past max-stale is replaced by one read with the default
+ * consistency (the leader's), as the watches do. */
+static int reread_fresh(struct watch *w, struct consul_meta *meta, char *err, size_t errlen)
+{
+	deadline_t dl = deadline_in_ms(10000);
+
+	log_info("consul: %s: the server that answered was %ld ms behind the leader (max-stale %.0f ms): reading "
+		 "again from the leader",
+		 w->prefix, meta->last_contact_ms, w->ag->cfg->settings.max_stale_ms);
+	w->ag->stale_rereads++;
+	consul_kv_list_free(&w->kv);
+	return watch_read(w, 0, 0, CONSUL_DEFAULT, &dl, &w->kv, meta, err, errlen);
+}
+
 /* --once: read every prefix once (a read that fails or has no known leader: false). */
 static bool read_all(struct agent *ag)
 {
@@ -577,8 +591,9 @@ static bool read_all(struct agent *ag)
 		consul_kv_list_free(&w->kv);
 		if (!w->c)
 			w->c = consul_new(&ag->cfg->consul, err, sizeof(err));
-		if (!w->c ||
-		    consul_kv_list(w->c, w->prefix, 0, 0, ag->mode, &dl, &w->kv, &meta, err, sizeof(err)) < 0) {
+		if (!w->c || watch_read(w, 0, 0, ag->mode, &dl, &w->kv, &meta, err, sizeof(err)) < 0 ||
+		    (ag->mode == CONSUL_STALE && (double)meta.last_contact_ms > ag->cfg->settings.max_stale_ms &&
+		     reread_fresh(w, &meta, err, sizeof(err)) < 0)) {
 			log_error("consul: %s: %s", w->prefix, w->c ? err : "cannot start a client");
 			return false;
 		}

@@ -1,7 +1,7 @@
 """consul-agent (auto, local, none): what answers at consul-addr decides what the announce and
-cluster-lock sessions are bound to and whether announce-service may register; a 403 names the rule
-the token lacks. Needs the Consul double's options (--client-agent, /_fake/acl): skipped with
-CONSUL_BIN."""
+cluster-lock sessions are bound to and whether announce-service may register; stale answers past
+max-stale are read again from the leader; a 403 names the rule the token lacks. Needs the Consul
+double's options (--client-agent, /_fake/lag, /_fake/acl): skipped with CONSUL_BIN."""
 
 import os
 import subprocess
@@ -176,6 +176,34 @@ def test_announce_service_with_servers_found_at_run_time(px, workdir):
         wait_until("/readyz says why", lambda: want in agent.http("/readyz")[1])
         assert agent.http("/readyz")[0] == 503
         assert c.request("GET", "/v1/catalog/service/proxysql").json() == []
+        stop_and_check(agent)
+    finally:
+        c.close()
+
+
+def test_stale_answers_past_max_stale_are_read_again(px, workdir):
+    """consistency = stale: an answer from a server further behind the leader than max-stale is read
+    again at once with the default consistency (the leader's) and believed; one line per episode,
+    counted in proxysql_sync_consul_stale_rereads_total; the stale reads are taken again when fresh."""
+    c = double()
+    try:
+        put_topology(c, users=False)
+        agent = Agent(c, [px], workdir, extra='consistency = "stale"\nmax-stale = 1.0\nwait = 2.0\n').start()
+        first_sync(px, agent)
+        c.fault("lag", ms=5000)
+        c.put("mysql/replica/shop/eu/db5:3306", b"db5:3306")
+        wait_until("db5 from the leader's answer", lambda: ("11", "db5", "3306", "ONLINE") in runtime_servers(px))
+        assert metric(agent, "proxysql_sync_consul_stale_rereads_total") >= 1
+        c.put("mysql/replica/shop/eu/db6:3306", b"db6:3306")
+        wait_until("db6 too", lambda: ("11", "db6", "3306", "ONLINE") in runtime_servers(px))
+        said = lines(agent, "consul: mysql/replica/: the server that answered was 5000 ms behind the leader")
+        assert len(said) == 1 and "reading again from the leader" in said[0], agent.logs()
+        c.fault("lag", ms=0)
+        c.put("mysql/replica/shop/eu/db7:3306", b"db7:3306")
+        wait_until("db7", lambda: ("11", "db7", "3306", "ONLINE") in runtime_servers(px))
+        wait_until("the end of the episode", lambda: lines(agent, "consul: mysql/replica/: stale answers within "
+                                                                  "max-stale again"))
+        assert not lines(agent, "too far behind the leader")
         stop_and_check(agent)
     finally:
         c.close()
