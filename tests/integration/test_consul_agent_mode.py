@@ -4,6 +4,7 @@ max-stale are read again from the leader; a 403 names the rule the token lacks. 
 double's options (--client-agent, /_fake/lag, /_fake/acl): skipped with CONSUL_BIN."""
 
 import os
+import time
 import subprocess
 import uuid
 
@@ -204,6 +205,35 @@ def test_stale_answers_past_max_stale_are_read_again(px, workdir):
         wait_until("the end of the episode", lambda: lines(agent, "consul: mysql/replica/: stale answers within "
                                                                   "max-stale again"))
         assert not lines(agent, "too far behind the leader")
+        stop_and_check(agent)
+    finally:
+        c.close()
+
+
+LOCK = ('cluster-mode = "single-writer"\ncluster-lock-ttl = 2.0\ncluster-lock-delay = 1.0\nadmin-timeout = 1.0\n'
+        'consul-agent = "none"\n')
+
+
+def test_the_holder_stops_writing_before_its_session_can_end(px, workdir):
+    """Fencing without node health: renews that fail (500) leave the session to its TTL only, which
+    Consul may end from a TTL after the last renew it received. The holder stops writing (the writer
+    metric, which is what a target asks before each apply) within a TTL of its last renew, and says
+    so, while its session is still alive; once the renews work again it writes again."""
+    c = double()
+    try:
+        put_topology(c, users=False)
+        agent = Agent(c, [px], workdir, extra=LOCK).start()
+        wait_until("the writer", lambda: metric(agent, "proxysql_sync_cluster_writer") == 1)
+        [sid] = [s["ID"] for s in c.request("GET", "/v1/session/list").json()]
+        t0 = time.monotonic()
+        c.fault("fail", count=100000, code=500, path="/v1/session/renew")
+        wait_until("no longer the writer", lambda: metric(agent, "proxysql_sync_cluster_writer") == 0, timeout=5)
+        elapsed = time.monotonic() - t0
+        assert elapsed <= 2.0 + 0.3, elapsed       # a TTL since the last renew, at most (plus polling)
+        assert c.request("GET", "/v1/session/info/" + sid).json(), "the session ended before the holder stopped"
+        wait_until("the line", lambda: lines(agent, "no longer the writer"), timeout=5)
+        c.fault("fail", count=0)
+        wait_until("the writer again", lambda: metric(agent, "proxysql_sync_cluster_writer") == 1, timeout=10)
         stop_and_check(agent)
     finally:
         c.close()
