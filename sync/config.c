@@ -33,7 +33,7 @@ const struct opt_def sync_options[] = {
 	{"consul-datacenter", 0, OPT_STRING, "DC", NULL, NULL, 0, 0, NULL, "Datacenter to read [default: the agent's].", 0},
 	{"consul-agent", 0, OPT_ENUM, "MODE", "auto", NULL, 0, 0, "auto|local|none", "Whether a Consul client agent runs beside this agent at consul-addr: local (sessions also end with its node's health; announce-service registers through it), none (Consul servers answer directly, perhaps through a load-balanced address: sessions are bound to their TTL only, and announce-service cannot register), or auto (asked once, GET /v1/agent/self; a token without agent:read counts as none).", 0},
 	{"consistency", 0, OPT_ENUM, "MODE", "default", NULL, 0, 0, "default|stale|consistent", "Consul read consistency.", 0},
-	{"max-stale", 0, OPT_NUMBER, "SECONDS", "5", NULL, 0, 3600, NULL, "With consistency=stale: ignore answers whose server last heard from the leader longer ago.", 0},
+	{"max-stale", 0, OPT_NUMBER, "SECONDS", "5", NULL, 0, 3600, NULL, "With consistency=stale: an answer whose server last heard from the leader longer ago is read again at once from the leader (default consistency), and that answer is believed.", 0},
 	{"wait", 0, OPT_NUMBER, "SECONDS", "60", NULL, 1, 600, NULL, "Blocking query wait (Consul caps it at 600).", 0},
 	{"max-response-bytes", 0, OPT_INT, "BYTES", "16777216", NULL, 4096, 1073741824, NULL, "A larger Consul answer is refused (the last good state kept). Listings are parsed as they arrive: memory follows the keys kept, not this cap.", 0},
 	{"master-prefix", 0, OPT_STRING, "PREFIX", "mysql/master", NULL, 0, 0, NULL, "orchestrator's KVClusterMasterPrefix ('' to ignore).", 0},
