@@ -68,6 +68,7 @@ struct register_settings {
 	const char *prefix; /* --consul-prefix */
 	const char *advertise; /* --advertise; NULL: the checked host:port */
 	bool key_without_port; /* --key-without-port */
+	enum consul_agent_mode agent; /* --consul-agent */
 	struct consul_config consul; /* CONSUL_* and --consul-* */
 	int consul_rc; /* consul_config_from_opts: -1 with consul_err */
 	char consul_err[600];

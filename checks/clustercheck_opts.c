@@ -82,6 +82,8 @@ static const struct opt_def options[] = {
 	{"consul-tls-server-name", 0, OPT_STRING, "NAME", NULL, NULL, 0, 0, NULL,
 	 "Server name to verify on Consul's certificate [default: CONSUL_TLS_SERVER_NAME].", 0},
 	{"consul-datacenter", 0, OPT_STRING, "DC", NULL, NULL, 0, 0, NULL, "Consul datacenter [default: the agent's].", 0},
+	{"consul-agent", 0, OPT_ENUM, "MODE", "auto", NULL, 0, 0, "auto|local|none",
+	 "With --register: whether a Consul client agent runs beside us at --consul-addr (local), or Consul servers answer directly (none); auto asks once (GET /v1/agent/self) and logs which. The session is bound to its TTL only either way (see docs/register.md).", 0},
 	{"consul-login-method", 0, OPT_STRING, "NAME", NULL, NULL, 0, 0, NULL,
 	 "With --register: log in to Consul with this ACL auth method (as consul login does) instead of using consul-token-file; logged out at exit.", 0},
 	{"consul-login-bearer-token-file", 0, OPT_STRING, "PATH", "/var/run/secrets/kubernetes.io/serviceaccount/token", NULL, 0, 0, NULL,

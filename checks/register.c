@@ -38,6 +38,7 @@ struct registrar {
 	int node_logged; /* last logged answer, -1 before the first round */
 	bool consul_failing;
 	unsigned failures;
+	bool agent_logged; /* what answers at --consul-addr has been said */
 };
 
 /* A key segment we write: letters, digits, '.', '_', '-' (and ':' and brackets for HOST:PORT). */
@@ -143,6 +144,8 @@ void register_settings_load(const struct opts *o, struct register_settings *r)
 	r->prefix = opt_str(o, "consul-prefix");
 	r->advertise = opt_str(o, "advertise");
 	r->key_without_port = opt_flag(o, "key-without-port");
+	if (!consul_agent_mode_parse(opt_str(o, "consul-agent"), &r->agent))
+		r->agent = CONSUL_AGENT_AUTO; /* opts_parse refuses any other value first */
 	r->consul_rc = consul_config_from_opts(&r->consul, o, r->consul_err, sizeof(r->consul_err));
 }
 
@@ -294,6 +297,28 @@ static int key_drop(struct registrar *g, const struct consul_kv *e, const char *
 	return 0;
 }
 
+/* Say once what answers at --consul-addr: a local agent or Consul servers (asked with
+ * --consul-agent auto at the first round Consul answers; no answer: asked again next round). The
+ * session is TTL-only whatever it is: a restart of the database host's Consul agent must never end
+ * the sessions of every node it serves at once. */
+static void agent_say(struct registrar *g, const deadline_t *dl)
+{
+	enum consul_agent_mode mode = g->r->agent;
+	char why[300], err[400];
+
+	if (g->agent_logged)
+		return;
+	if (mode == CONSUL_AGENT_AUTO) {
+		if (consul_agent_detect(g->consul, dl, &mode, why, sizeof(why), err, sizeof(err)) < 0)
+			return;
+	} else {
+		snprintf(why, sizeof(why), "--consul-agent %s", consul_agent_mode_str(mode));
+	}
+	log_info("consul: %s at %s: %s (the session is bound to its TTL only)",
+		 mode == CONSUL_AGENT_LOCAL ? "local agent" : "no local agent", consul_url(g->consul), why);
+	g->agent_logged = true;
+}
+
 /* One Consul round: while `up`, the key exists, holds the advertise address and is locked by our
  * session; otherwise it does not exist. Returns 0 when Consul now matches, -1 with err set. */
 static int consul_round(struct registrar *g, bool up, const char *why_down, const deadline_t *dl, char *err,
@@ -304,6 +329,7 @@ static int consul_round(struct registrar *g, bool up, const char *why_down, cons
 	const struct consul_kv *e = NULL;
 	int ret;
 
+	agent_say(g, dl);
 	if (up && session_ensure(g, dl, err, errlen) < 0)
 		return -1;
 	if (consul_kv_list(g->consul, g->key, 0, 0, CONSUL_DEFAULT, dl, &l, &meta, err, errlen) < 0)

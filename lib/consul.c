@@ -1,5 +1,5 @@
 /* consul.c: the Consul HTTP API's endpoints: KV listings and writes, health-checked services,
- * sessions, the local agent's services and checks, the leader; each builds its path, runs one
+ * sessions, the local agent's self, services and checks, the leader; each builds its path, runs one
  * request (consul_http.c) and reads the answer (listings: consul_listing.c). */
 #include "consul.h"
 
@@ -17,8 +17,26 @@
 #define WAIT_MARGIN_MS 3000
 #define CONSUL_DEFAULT_WAIT_MS 300000 /* what Consul waits when a blocking query gives no wait */
 
+/* A 403 in one line: the endpoint (`what`: "METHOD PATH"), and either the rule the token lacks
+ * (consul_acl_rule) or, for "ACL not found", that Consul does not know the token at all. */
+static int denied(struct consul *c, const char *what, const char *line, char *err, size_t errlen)
+{
+	char method[16], rule[300];
+	size_t m = strcspn(what, " ");
+
+	if (strstr(line, "ACL not found"))
+		return consul_http_fail(c, CONSUL_FORBIDDEN, err, errlen,
+					"%s denied: Consul does not know the token (ACL not found: unknown, revoked or "
+					"expired) (see docs/consul-acl.md)",
+					what);
+	snprintf(method, sizeof(method), "%.*s", (int)(m < sizeof(method) ? m : sizeof(method) - 1), what);
+	consul_acl_rule(method, what[m] ? what + m + 1 : "", rule, sizeof(rule));
+	return consul_http_fail(c, CONSUL_FORBIDDEN, err, errlen,
+				"%s denied: the token needs %s (see docs/consul-acl.md)", what, rule);
+}
+
 /* An answer with another status than the one expected: the reason by its status, err with the
- * first line of its body. */
+ * first line of its body (a 403: what the token lacks). */
 static int status_error(struct consul *c, const char *what, char *err, size_t errlen)
 {
 	enum consul_reason r = c->meta.http_status == 403   ? CONSUL_FORBIDDEN
@@ -27,6 +45,8 @@ static int status_error(struct consul *c, const char *what, char *err, size_t er
 	char line[256];
 
 	consul_http_body_line(c, line, sizeof(line));
+	if (r == CONSUL_FORBIDDEN)
+		return denied(c, what, line, err, errlen);
 	if (*line)
 		return consul_http_fail(c, r, err, errlen, "%s: HTTP %ld: %s", what, c->meta.http_status, line);
 	return consul_http_fail(c, r, err, errlen, "%s: HTTP %ld", what, c->meta.http_status);
@@ -92,6 +112,29 @@ bool consul_consistency_parse(const char *s, enum consul_consistency *out)
 
 	for (size_t i = 0; i < SK_ARRAY_LEN(all); i++) {
 		if (sk_streq_ci(s, consul_consistency_str(all[i]))) {
+			*out = all[i];
+			return true;
+		}
+	}
+	return false;
+}
+
+const char *consul_agent_mode_str(enum consul_agent_mode mode)
+{
+	switch (mode) {
+	case CONSUL_AGENT_LOCAL: return "local";
+	case CONSUL_AGENT_NONE: return "none";
+	case CONSUL_AGENT_AUTO: break;
+	}
+	return "auto";
+}
+
+bool consul_agent_mode_parse(const char *s, enum consul_agent_mode *out)
+{
+	static const enum consul_agent_mode all[] = { CONSUL_AGENT_AUTO, CONSUL_AGENT_LOCAL, CONSUL_AGENT_NONE };
+
+	for (size_t i = 0; i < SK_ARRAY_LEN(all); i++) {
+		if (strcmp(s, consul_agent_mode_str(all[i])) == 0) {
 			*out = all[i];
 			return true;
 		}
@@ -471,6 +514,51 @@ int consul_leader(struct consul *c, const deadline_t *dl, char *out, size_t len,
 		ret = 0;
 	cJSON_Delete(doc);
 	return ret;
+}
+
+int consul_agent_self(struct consul *c, const deadline_t *dl, bool *server, char *err, size_t errlen)
+{
+	const char *what = "GET /v1/agent/self";
+	cJSON *doc, *config, *jserver;
+	int ret = -1;
+
+	*server = false;
+	if (consul_http_request(c, "GET", "/v1/agent/self", what, NULL, NULL, 0, dl, err, errlen) < 0)
+		return -1;
+	if (c->meta.http_status != 200)
+		return status_error(c, what, err, errlen);
+	doc = cJSON_ParseWithLength(c->body.data ? c->body.data : "", c->body.len);
+	config = doc ? cJSON_GetObjectItemCaseSensitive(doc, "Config") : NULL;
+	jserver = config ? cJSON_GetObjectItemCaseSensitive(config, "Server") : NULL;
+	if (!cJSON_IsBool(jserver)) {
+		consul_http_fail(c, CONSUL_BAD_ANSWER, err, errlen, "%s: answer without Config.Server", what);
+	} else {
+		*server = cJSON_IsTrue(jserver);
+		ret = 0;
+	}
+	cJSON_Delete(doc);
+	consul_http_release_body(c);
+	return ret;
+}
+
+int consul_agent_detect(struct consul *c, const deadline_t *dl, enum consul_agent_mode *mode, char *why, size_t whylen,
+			char *err, size_t errlen)
+{
+	bool server = false;
+
+	if (consul_agent_self(c, dl, &server, err, errlen) == 0) {
+		*mode = server ? CONSUL_AGENT_NONE : CONSUL_AGENT_LOCAL;
+		snprintf(why, whylen, "%s",
+			 server ? "Consul servers answer directly" : "a Consul client agent answers");
+		return 0;
+	}
+	if (c->meta.reason != CONSUL_FORBIDDEN)
+		return -1;
+	*mode = CONSUL_AGENT_NONE;
+	snprintf(why, whylen,
+		 "the token may not read GET /v1/agent/self (agent_prefix \"\" read): taken as Consul servers; set "
+		 "consul-agent to local if a client agent runs here");
+	return 0;
 }
 
 uint64_t consul_next_index(uint64_t prev, uint64_t got)

@@ -1,7 +1,8 @@
 /* consul.h: a Consul HTTP API client (KV, sessions, status) on libcurl and cJSON, with the
  * standard CONSUL_* environment, blocking queries, one deadline per call and a response cap.
  * Its parts: the settings and the proxy (consul_config.c), the transport (consul_http.c), the
- * endpoints (consul.c), the listing parser (consul_listing.c). */
+ * endpoints (consul.c), the listing parser (consul_listing.c), the ACL rule each endpoint needs
+ * (consul_acl.c). */
 #ifndef SK_CONSUL_H
 #define SK_CONSUL_H
 
@@ -165,6 +166,36 @@ enum consul_consistency { CONSUL_DEFAULT, CONSUL_STALE, CONSUL_CONSISTENT };
 
 const char *consul_consistency_str(enum consul_consistency mode);
 bool consul_consistency_parse(const char *s, enum consul_consistency *out) SK_MUST_CHECK;
+
+/* consul-agent: whether a Consul client agent runs beside us at the client's address. AUTO asks it
+ * (consul_agent_detect); LOCAL: a client agent, whose node health sessions may be bound to, and
+ * whose /v1/agent/ service API is this host's own; NONE: Consul servers answer directly (perhaps
+ * through a load-balanced address), so sessions are bound to their TTL only and the agent service
+ * API is not ours to use. */
+enum consul_agent_mode { CONSUL_AGENT_AUTO, CONSUL_AGENT_LOCAL, CONSUL_AGENT_NONE };
+
+/* "auto", "local", "none". */
+const char *consul_agent_mode_str(enum consul_agent_mode mode);
+bool consul_agent_mode_parse(const char *s, enum consul_agent_mode *out) SK_MUST_CHECK;
+
+/* Whether the agent answering at the client's address is a server: GET /v1/agent/self, its
+ * Config.Server, into *server. Returns 0, or -1 with err set and the reason in consul_last_meta
+ * (CONSUL_FORBIDDEN: the token lacks agent:read). */
+int consul_agent_self(struct consul *c, const deadline_t *dl, bool *server, char *err, size_t errlen) SK_MUST_CHECK;
+
+/* consul-agent = auto resolved at one answer of GET /v1/agent/self: Config.Server false is LOCAL,
+ * true is NONE, a 403 (the token lacks agent:read) is NONE too. On 0, *mode is LOCAL or NONE and
+ * why[whylen] says in words what decided it ("Consul servers answer directly"); -1 with err set
+ * when no such answer came (unreachable, timeout, another status): ask again later. */
+int consul_agent_detect(struct consul *c, const deadline_t *dl, enum consul_agent_mode *mode, char *why, size_t whylen,
+			char *err, size_t errlen) SK_MUST_CHECK;
+
+/* The ACL rule a token needs for one endpoint the project calls, in Consul's policy language
+ * (`session_prefix "" write`, `key_prefix "mysql/master" read`), for the line a 403 answer is logged
+ * as: `method` "GET", "PUT", "DELETE"; `path` as in the request, with or without its query
+ * ("/v1/kv/mysql/master?recurse"). An endpoint it does not know gets a general sentence. Writes at
+ * most len bytes into out and returns out. Pure. */
+const char *consul_acl_rule(const char *method, const char *path, char *out, size_t len);
 
 /* One KV entry. `value` holds `len` decoded bytes and one extra NUL (it may contain NULs);
  * `session` is NULL when the key is not locked. */

@@ -357,6 +357,7 @@ static void agent_init(struct agent *ag, struct sync_config *cfg)
 	ag->cancel_fd = -1;
 	pthread_mutex_init(&ag->mu, NULL);
 	pthread_mutex_init(&ag->pub_mu, NULL);
+	pthread_mutex_init(&ag->agent_mu, NULL);
 	pthread_cond_init(&ag->cv, NULL);
 	ag->nowned = layout_owned_hostgroups(&cfg->layout, ag->owned, SK_ARRAY_LEN(ag->owned));
 	if (ag->nowned > SK_ARRAY_LEN(ag->owned)) /* --check-config refuses that; never read past the array */
@@ -441,6 +442,7 @@ static void agent_release(struct agent *ag)
 	if (ag->cancel_fd >= 0)
 		close(ag->cancel_fd);
 	pthread_cond_destroy(&ag->cv);
+	pthread_mutex_destroy(&ag->agent_mu);
 	pthread_mutex_destroy(&ag->pub_mu);
 	pthread_mutex_destroy(&ag->mu);
 }
@@ -603,6 +605,20 @@ bool agent_stop(struct agent *ag, bool wait_targets)
 	return true;
 }
 
+/* --once with consistency = stale: an answer past max-stale is replaced by one read with the default
+ * consistency (the leader's), as the watches do. */
+static int reread_fresh(struct watch *w, struct consul_meta *meta, char *err, size_t errlen)
+{
+	deadline_t dl = deadline_in_ms(10000);
+
+	log_info("consul: %s: the server that answered was %ld ms behind the leader (max-stale %.0f ms): reading "
+		 "again from the leader",
+		 w->prefix, meta->last_contact_ms, w->ag->cfg->settings.max_stale_ms);
+	w->ag->stale_rereads++;
+	consul_kv_list_free(&w->kv);
+	return watch_read(w, 0, 0, CONSUL_DEFAULT, &dl, &w->kv, meta, err, errlen);
+}
+
 /* --once: read every prefix once (a read that fails or has no known leader: false). */
 static bool read_all(struct agent *ag)
 {
@@ -616,8 +632,9 @@ static bool read_all(struct agent *ag)
 		consul_kv_list_free(&w->kv);
 		if (!w->c)
 			w->c = agent_client(ag, err, sizeof(err));
-		if (!w->c ||
-		    consul_kv_list(w->c, w->prefix, 0, 0, ag->mode, &dl, &w->kv, &meta, err, sizeof(err)) < 0) {
+		if (!w->c || watch_read(w, 0, 0, ag->mode, &dl, &w->kv, &meta, err, sizeof(err)) < 0 ||
+		    (ag->mode == CONSUL_STALE && (double)meta.last_contact_ms > ag->cfg->settings.max_stale_ms &&
+		     reread_fresh(w, &meta, err, sizeof(err)) < 0)) {
 			log_error("consul: %s: %s", w->prefix, err);
 			return false;
 		}
@@ -702,6 +719,10 @@ bool agent_ready(struct agent *ag, char *why, size_t len)
 						 : "not synced yet");
 			ready = false;
 		}
+	}
+	if (ready && ag->announce_why[0]) {
+		snprintf(why, len, "announce: %s", ag->announce_why);
+		ready = false;
 	}
 	if (ready)
 		snprintf(why, len, "ready");

@@ -40,6 +40,7 @@ struct watch {
 	enum consul_reason err_reason; /* the last failure, so that a new kind is logged */
 	long err_status;
 	const char *ignoring;
+	bool stale_episode; /* stale answers are past max-stale: read again from the leader (logged once) */
 	int wake_fd; /* eventfd: the watch's Consul request in flight ends when it is written */
 	atomic_ulong too_large; /* answers refused for passing max-response-bytes */
 	unsigned long reads; /* answers believed (changed or not), under ag->mu: the hostgroup guard's confirmations */
@@ -132,6 +133,9 @@ struct cluster_lock {
 	char session[CONSUL_SESSION_ID_MAX];
 	atomic_bool holder;
 	_Atomic int64_t valid_until_us; /* the holder writes only until then */
+	int64_t renewed_us; /* when the session's last renew (or its create) that succeeded was sent */
+	bool node_health; /* the session is bound to the local agent's node health too */
+	bool put_failing, create_failing; /* the last try to take the lock, to make a session, failed (logged once) */
 	atomic_ulong takeovers;
 };
 
@@ -170,6 +174,10 @@ struct agent {
 	struct cluster_lock lock;
 	struct consul *announce_c; /* announce-address: announce.c's client; NULL: not announcing */
 	struct consul_login *login; /* consul-login-method: the token every client carries; NULL: none */
+	char announce_why[300]; /* why announcing is impossible ("": it is not), for /readyz (under pub_mu) */
+	/* consul-agent resolved (shared_consul_agent; AUTO until then), under agent_mu. */
+	pthread_mutex_t agent_mu;
+	enum consul_agent_mode consul_agent;
 	pthread_t announce_tid;
 	pthread_t *started; /* the threads running, for a start that fails halfway */
 	size_t nstarted;
@@ -177,6 +185,7 @@ struct agent {
 	size_t nowned;
 	/* metrics */
 	atomic_ulong rejected_total, guard_blocks, hostgroup_guard_blocks, unsettled_holds, consul_errors;
+	atomic_ulong stale_rereads; /* stale answers past max-stale read again from the leader (watch.c) */
 	_Atomic size_t rejected_now;
 	/* "key: reason" of the rejections of the last build, logged once while they last (under mu). */
 	struct agent_seen logged_rejects;
@@ -226,9 +235,10 @@ char *metrics_label_value(const char *s);
 extern const double metrics_hist_bounds_ms[AGENT_HIST_BUCKETS];
 
 /* watch.c: one read of a watch's source (a KV prefix or a service, whose instances get the keys
- * the layout expects: SERVICE_KEY_PREFIX "<index>/<address>"), as consul_kv_list. */
-int watch_read(struct watch *w, uint64_t index, long wait_ms, const deadline_t *dl, struct consul_kv_list *out,
-	       struct consul_meta *meta, char *err, size_t errlen) SK_MUST_CHECK;
+ * the layout expects: SERVICE_KEY_PREFIX "<index>/<address>") with consistency `mode`, as
+ * consul_kv_list. */
+int watch_read(struct watch *w, uint64_t index, long wait_ms, enum consul_consistency mode, const deadline_t *dl,
+	       struct consul_kv_list *out, struct consul_meta *meta, char *err, size_t errlen) SK_MUST_CHECK;
 
 /* Forget what a target's tables were known to hold (the next reconcile reads them in full). */
 void target_forget(struct target *t);

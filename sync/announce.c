@@ -1,7 +1,7 @@
 /* announce.c: this ProxySQL announces itself, either under announce-prefix (one key, held by a TTL
- * session that ends with the node (serfHealth) or when the agent stops renewing it) or as an
- * instance of announce-service, registered with the local Consul agent under a TTL check that the
- * agent keeps passing. */
+ * session that ends when the agent stops renewing it, or with the local Consul agent's node when
+ * there is one) or as an instance of announce-service, registered with the local Consul agent
+ * under a TTL check that the agent keeps passing (never without a local agent). */
 #include "agent.h"
 
 #include <ctype.h>
@@ -54,10 +54,16 @@ static int kv_session(struct agent *ag, struct announcement *an, char *err, size
 {
 	deadline_t dl = deadline_in_ms(5000);
 	bool gone = false;
+	enum consul_agent_mode agent;
 
+	/* With a local agent the session ends with its node too; without, with its TTL only. */
 	if (!an->session[0])
-		return consul_session_create(ag->announce_c, "proxysql-sync announce", ag->cfg->settings.announce_ttl_s,
-					     "delete", "0s", true, &dl, an->session, sizeof(an->session), err, errlen);
+		return shared_consul_agent(ag, ag->announce_c, &agent, err, errlen) < 0
+			       ? -1
+			       : consul_session_create(ag->announce_c, "proxysql-sync announce",
+						       ag->cfg->settings.announce_ttl_s, "delete", "0s",
+						       agent == CONSUL_AGENT_LOCAL, &dl, an->session,
+						       sizeof(an->session), err, errlen);
 	if (consul_session_renew(ag->announce_c, an->session, &dl, &gone, err, errlen) < 0)
 		return -1;
 	if (!gone)
@@ -175,6 +181,30 @@ static void service_def(const struct sync_settings *s, char *id, size_t idlen, c
 	*len = strlen(*json);
 }
 
+/* Whether the Consul agent at consul-addr can take the registration: a local one. Waits for the
+ * answer (consul-agent = auto); with none, says so (log and /readyz) and returns false. */
+static bool service_agent_ok(struct agent *ag)
+{
+	enum consul_agent_mode agent;
+	char err[400];
+	int attempt = 0;
+
+	while (shared_consul_agent(ag, ag->announce_c, &agent, err, sizeof(err)) < 0)
+		if (announce_pause(ag, err, &attempt, ag->cfg->settings.announce_ttl_s, "service"))
+			return false;
+	if (agent == CONSUL_AGENT_LOCAL)
+		return true;
+	log_error("announce: announce-service %s needs a local Consul agent, and none answers at %s "
+		  "(consul-agent = auto): " SYNC_ANNOUNCE_SERVICE_REMEDY "; this ProxySQL is not announced",
+		  ag->cfg->settings.announce_service, consul_url(ag->announce_c));
+	pthread_mutex_lock(&ag->pub_mu);
+	snprintf(ag->announce_why, sizeof(ag->announce_why),
+		 "announce-service needs a local Consul agent, and none answers at "
+		 "consul-addr: " SYNC_ANNOUNCE_SERVICE_REMEDY);
+	pthread_mutex_unlock(&ag->pub_mu);
+	return false;
+}
+
 static void *announce_service(struct agent *ag)
 {
 	const struct sync_settings *s = &ag->cfg->settings;
@@ -229,5 +259,7 @@ void *announce_main(void *arg)
 {
 	struct agent *ag = arg;
 
-	return *ag->cfg->settings.announce_service ? announce_service(ag) : announce_kv(ag);
+	if (!*ag->cfg->settings.announce_service)
+		return announce_kv(ag);
+	return service_agent_ok(ag) ? announce_service(ag) : NULL;
 }

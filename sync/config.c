@@ -32,11 +32,12 @@ const struct opt_def sync_options[] = {
 	{"consul-client-key", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "Client key [default: CONSUL_CLIENT_KEY].", 0},
 	{"consul-tls-server-name", 0, OPT_STRING, "NAME", NULL, NULL, 0, 0, NULL, "Server name to verify [default: CONSUL_TLS_SERVER_NAME].", 0},
 	{"consul-datacenter", 0, OPT_STRING, "DC", NULL, NULL, 0, 0, NULL, "Datacenter to read [default: the agent's].", 0},
+	{"consul-agent", 0, OPT_ENUM, "MODE", "auto", NULL, 0, 0, "auto|local|none", "Whether a Consul client agent runs beside this agent at consul-addr: local (sessions also end with its node's health; announce-service registers through it), none (Consul servers answer directly, perhaps through a load-balanced address: sessions are bound to their TTL only, and announce-service cannot register), or auto (asked once, GET /v1/agent/self; a token without agent:read counts as none).", 0},
 	{"consul-login-method", 0, OPT_STRING, "NAME", NULL, NULL, 0, 0, NULL, "Log in to Consul with this ACL auth method (POST /v1/acl/login, as consul login does) and use the token it gives instead of consul-token-file; logged in again before the token expires and when Consul no longer knows it, logged out at exit.", 0},
 	{"consul-login-bearer-token-file", 0, OPT_STRING, "PATH", "/var/run/secrets/kubernetes.io/serviceaccount/token", NULL, 0, 0, NULL, "With consul-login-method: the bearer token to log in with (a Kubernetes service-account token), read again at each login.", 0},
 	{"consul-login-meta", 0, OPT_STRING, "KEY=VALUE[,...]", NULL, NULL, 0, 0, NULL, "With consul-login-method: metadata for the token Consul makes (consul login -meta).", 0},
 	{"consistency", 0, OPT_ENUM, "MODE", "default", NULL, 0, 0, "default|stale|consistent", "Consul read consistency.", 0},
-	{"max-stale", 0, OPT_NUMBER, "SECONDS", "5", NULL, 0, 3600, NULL, "With consistency=stale: ignore answers whose server last heard from the leader longer ago.", 0},
+	{"max-stale", 0, OPT_NUMBER, "SECONDS", "5", NULL, 0, 3600, NULL, "With consistency=stale: an answer whose server last heard from the leader longer ago is read again at once from the leader (default consistency), and that answer is believed.", 0},
 	{"wait", 0, OPT_NUMBER, "SECONDS", "60", NULL, 1, 600, NULL, "Blocking query wait (Consul caps it at 600).", 0},
 	{"max-response-bytes", 0, OPT_INT, "BYTES", "16777216", NULL, 4096, 1073741824, NULL, "A larger Consul answer is refused (the last good state kept). Listings are parsed as they arrive: memory follows the keys kept, not this cap.", 0},
 	{"master-prefix", 0, OPT_STRING, "PREFIX", "mysql/master", NULL, 0, 0, NULL, "orchestrator's KVClusterMasterPrefix ('' to ignore).", 0},
@@ -129,6 +130,8 @@ static int load_read_settings(struct sync_settings *s, const struct opts *o, cha
 	if (!consul_consistency_parse(opt_str(o, "consistency"), &s->consistency))
 		return sk_err(err, errlen, "consistency: '%s' is not default, stale or consistent",
 			      opt_str(o, "consistency"));
+	if (!consul_agent_mode_parse(opt_str(o, "consul-agent"), &s->consul_agent))
+		return sk_err(err, errlen, "consul-agent: '%s' is not auto, local or none", opt_str(o, "consul-agent"));
 	s->max_stale_ms = opt_num(o, "max-stale") * 1000;
 	s->wait_ms = (long)(opt_num(o, "wait") * 1000);
 	s->max_response_bytes = (size_t)opt_int(o, "max-response-bytes");
@@ -140,6 +143,7 @@ static void load_announce_settings(struct sync_settings *s, const struct opts *o
 {
 	s->announce_prefix = opt_str(o, "announce-prefix");
 	s->announce_service = opt_str(o, "announce-service");
+	s->announce_service_source = opt_source(o, "announce-service");
 	s->announce_address = opt_str(o, "announce-address");
 	s->announce_comment = opt_str(o, "announce-comment");
 	s->announce_weight = opt_int(o, "announce-weight");
@@ -852,6 +856,11 @@ static int check_announce(const struct sync_settings *s, char *err, size_t errle
 			      "announce-prefix and announce-service are both set: the fleet has one source");
 	if (*s->announce_service && !service_name_ok(s->announce_service))
 		return sk_err(err, errlen, "announce-service '%s' is not a Consul service name", s->announce_service);
+	/* The registration goes through /v1/agent/: a server would keep it as its own, and a
+	 * load-balanced address would send the check's passes to other servers. */
+	if (*s->announce_service && *s->announce_address && s->consul_agent == CONSUL_AGENT_NONE)
+		return sk_err(err, errlen, "%s: needs a local Consul agent (consul-agent = \"none\"): %s",
+			      s->announce_service_source, SYNC_ANNOUNCE_SERVICE_REMEDY);
 	return 0;
 }
 

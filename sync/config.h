@@ -22,6 +22,9 @@ enum sync_foreign_edits { SYNC_FOREIGN_PUBLISH, SYNC_FOREIGN_HOLD };
 /* The names of the cluster-mode values, in the enum's order ("refuse", ...). */
 const char *sync_cluster_mode_str(enum sync_cluster_mode m);
 
+/* Why announce-service cannot register without a local Consul agent, and what to use instead. */
+#define SYNC_ANNOUNCE_SERVICE_REMEDY "use announce-prefix, the KV announcement, when talking to Consul servers"
+
 /* One ProxySQL admin interface to keep in the desired state. */
 struct sync_target {
 	char *name;
@@ -50,7 +53,9 @@ struct sync_settings {
 	/* The mode: --once, --dry-run, --check-config, and --once's lock-file (NULL: the default). */
 	bool once, dry_run, check_config;
 	const char *lock_file;
-	/* Consul reads: consistency, max-stale, wait, max-response-bytes. */
+	/* Consul: consul-agent as set (auto is resolved at run time: shared_consul_agent), and
+	 * the reads: consistency, max-stale, wait, max-response-bytes. */
+	enum consul_agent_mode consul_agent;
 	enum consul_consistency consistency;
 	double max_stale_ms;
 	long wait_ms;
@@ -60,6 +65,7 @@ struct sync_settings {
 	 * sync_config_load refuses that), announce-weight, announce-comment, announce-ttl,
 	 * proxysql-servers. */
 	const char *announce_prefix, *announce_service, *announce_address, *announce_comment;
+	const char *announce_service_source; /* where announce-service was set ("FILE:LINE: announce-service") */
 	char announce_host[256];
 	long announce_port;
 	bool announce_parsed; /* announce-address is set and parses as host[:port] */

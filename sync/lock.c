@@ -67,7 +67,9 @@ static void release(struct agent *ag, const char *why)
 
 /* This agent's session on the lock: created when there is none, else renewed. Returns 0 while it
  * lives, else the cap of the backoff before the next try (the lock is lost when the session could
- * not be created, has ended, or could not be renewed before the lock's validity ran out). */
+ * not be created, has ended, or could not be renewed before the lock's validity ran out; bound to
+ * the local agent's node health, at the first renew that fails: that node may be failing, and Consul
+ * would then end the session before its TTL). */
 static long keep_session(struct agent *ag, const char *name)
 {
 	struct cluster_lock *k = &ag->lock;
@@ -75,24 +77,36 @@ static long keep_session(struct agent *ag, const char *name)
 	deadline_t dl = deadline_in_ms(5000);
 	char delay[32], err[400];
 	bool gone = false;
+	enum consul_agent_mode agent;
+	int64_t sent_us = deadline_now_us();
 
 	if (!k->session[0]) {
 		snprintf(delay, sizeof(delay), "%lds", (long)s->cluster_lock_delay_s);
-		/* Tied to the node's serfHealth too: a holder whose node dies loses it. */
-		if (consul_session_create(k->c, name, s->cluster_lock_ttl_s, "release", delay, true, &dl, k->session,
-					  sizeof(k->session), err, sizeof(err)) < 0) {
+		/* With a local agent, tied to its node's serfHealth too: a holder whose node dies loses it.
+		 * Without, to its TTL only (a server's restart must not end it). */
+		if (shared_consul_agent(ag, k->c, &agent, err, sizeof(err)) < 0 ||
+		    consul_session_create(k->c, name, s->cluster_lock_ttl_s, "release", delay,
+					  agent == CONSUL_AGENT_LOCAL, &dl, k->session, sizeof(k->session), err,
+					  sizeof(err)) < 0) {
 			lose(ag, err);
-			log_warn("cluster lock %s: %s (retrying)", s->cluster_lock_key, err);
+			if (!k->create_failing) /* once while it lasts */
+				log_warn("cluster lock %s: %s (retrying)", s->cluster_lock_key, err);
+			k->create_failing = true;
 			return 5000;
 		}
+		k->create_failing = false;
+		k->node_health = agent == CONSUL_AGENT_LOCAL;
+		k->renewed_us = sent_us;
 		return 0;
 	}
-	if (consul_session_renew(k->c, k->session, &dl, &gone, err, sizeof(err)) == 0 && !gone)
+	if (consul_session_renew(k->c, k->session, &dl, &gone, err, sizeof(err)) == 0 && !gone) {
+		k->renewed_us = sent_us;
 		return 0;
+	}
 	if (gone) {
 		k->session[0] = '\0';
 		lose(ag, "its session ended");
-	} else if (deadline_now_us() >= k->valid_until_us) {
+	} else if (k->node_health || deadline_now_us() >= k->valid_until_us) {
 		lose(ag, err);
 	}
 	return 2000;
@@ -109,8 +123,12 @@ static void hold_or_take(struct agent *ag, const char *name)
 	char err[400];
 	bool done = false;
 
+	/* Valid a TTL from when the last renew (or the create) was sent, not answered: Consul's timer
+	 * restarted no earlier than that, so it cannot end the session (and give the lock away) before
+	 * the holder stops writing, however long the answer took (see docs/internals.md, "Fencing
+	 * without node health"). */
 	if (k->holder) {
-		k->valid_until_us = deadline_now_us() + ttl_us;
+		k->valid_until_us = k->renewed_us + ttl_us;
 		if (target_gone(ag, s->cluster_leader_grace_us))
 			release(ag, "its own ProxySQL has been unreachable longer than cluster-leader-grace");
 		return;
@@ -119,12 +137,15 @@ static void hold_or_take(struct agent *ag, const char *name)
 		return;
 	if (consul_kv_put(k->c, s->cluster_lock_key, name, strlen(name), k->session, &dl, &done, err, sizeof(err)) <
 	    0) {
-		log_warn("cluster lock %s: %s", s->cluster_lock_key, err);
+		if (!k->put_failing) /* once while it lasts: the others try every second */
+			log_warn("cluster lock %s: %s", s->cluster_lock_key, err);
+		k->put_failing = true;
 		return;
 	}
+	k->put_failing = false;
 	if (!done)
 		return;
-	k->valid_until_us = deadline_now_us() + ttl_us;
+	k->valid_until_us = k->renewed_us + ttl_us;
 	k->holder = true;
 	k->takeovers++;
 	log_info("cluster lock %s: this agent is the writer of its ProxySQL Cluster", s->cluster_lock_key);

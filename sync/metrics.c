@@ -227,6 +227,12 @@ static bool watch_metrics(const struct agent *ag, sk_buf *b)
 	for (size_t i = 0; i < ag->nwatches; i++)
 		ok = ok && sk_buf_addf(b, "proxysql_sync_consul_too_large_total{prefix=\"%s\"} %lu\n",
 				       ag->watches[i].label, (unsigned long)ag->watches[i].too_large);
+	ok = ok && sk_buf_addf(b,
+			       "# HELP proxysql_sync_consul_stale_rereads_total Stale answers past max-stale read "
+			       "again from the leader (consistency = stale).\n# TYPE "
+			       "proxysql_sync_consul_stale_rereads_total counter\n"
+			       "proxysql_sync_consul_stale_rereads_total %lu\n",
+			       (unsigned long)ag->stale_rereads);
 	return ok && login_metrics(ag, b);
 }
 

@@ -1,9 +1,10 @@
 /* shared.c: what proxysql-sync's threads share (see shared.h): the stop signal, the retry pace,
- * the reference-counted desired state and the pinned snapshots. */
+ * the reference-counted desired state, the pinned snapshots and consul-agent resolved. */
 #include "shared.h"
 
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -83,4 +84,42 @@ long shared_backoff_ms(int attempt, long cap_ms)
 	if (base > cap_ms)
 		base = cap_ms;
 	return base / 2 + (long)(random() % (base / 2 + 1)); /* jitter: half to the whole */
+}
+
+/* The line that says, once, what the sessions are bound to. */
+static void log_consul_agent(struct consul *c, enum consul_agent_mode mode, const char *why)
+{
+	if (mode == CONSUL_AGENT_LOCAL)
+		log_info("consul: local agent at %s: %s (sessions also end with its node's health, serfHealth)",
+			 consul_url(c), why);
+	else
+		log_info("consul: no local agent at %s: %s (sessions bound to their TTL only)", consul_url(c), why);
+}
+
+int shared_consul_agent(struct agent *ag, struct consul *c, enum consul_agent_mode *mode, char *err, size_t errlen)
+{
+	enum consul_agent_mode m = ag->cfg->settings.consul_agent;
+	deadline_t dl = deadline_in_ms(5000);
+	char why[300];
+	int rc = 0;
+
+	pthread_mutex_lock(&ag->agent_mu);
+	if (ag->consul_agent != CONSUL_AGENT_AUTO) {
+		*mode = ag->consul_agent;
+		pthread_mutex_unlock(&ag->agent_mu);
+		return 0;
+	}
+	/* Held across the request (bounded by its deadline): the other thread waits for this answer
+	 * rather than ask again. */
+	if (m == CONSUL_AGENT_AUTO)
+		rc = consul_agent_detect(c, &dl, &m, why, sizeof(why), err, errlen);
+	else
+		snprintf(why, sizeof(why), "consul-agent = %s", consul_agent_mode_str(m));
+	if (rc == 0) {
+		ag->consul_agent = m;
+		*mode = m;
+		log_consul_agent(c, m, why);
+	}
+	pthread_mutex_unlock(&ag->agent_mu);
+	return rc;
 }

@@ -1,6 +1,6 @@
 /* shared.h: what proxysql-sync's threads share besides struct agent: the stop signal (a nap that
  * ends when the agent stops, the watchers' wake-up), the retry pace, the published desired state
- * and the snapshots a build has pinned. The threads' files (agent.c, watch.c, target.c, lock.c,
+ * the snapshots a build has pinned, and whether a Consul agent runs beside us. The threads' files (agent.c, watch.c, target.c, lock.c,
  * announce.c) call these; shared.c calls none of them. */
 #ifndef SK_SYNC_SHARED_H
 #define SK_SYNC_SHARED_H
@@ -34,6 +34,13 @@ void shared_want_put(struct agent_want *w);
 void shared_snapshot_retire(struct agent *ag, struct consul_kv_list *kv);
 /* The build is over: the snapshots retired meanwhile are freed. Caller holds mu. */
 void shared_snapshots_unpin(struct agent *ag);
+
+/* consul-agent as the sessions and the announcer need it: LOCAL or NONE as set, or for auto what
+ * GET /v1/agent/self answered (consul_agent_detect), asked through `c` by the first thread that
+ * needs it, once for the agent's life, and logged once in words. Returns 0 with *mode, or -1 with
+ * err set when Consul has not answered yet (the caller retries as after any failed request). */
+int shared_consul_agent(struct agent *ag, struct consul *c, enum consul_agent_mode *mode, char *err,
+			size_t errlen) SK_MUST_CHECK;
 
 /* The wall clock, in seconds since the epoch. */
 double shared_unix_now(void);

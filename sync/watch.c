@@ -9,6 +9,8 @@
 
 #include "log.h"
 
+#define WATCH_READ_MS 10000 /* the deadline of a read that does not block */
+
 static bool same_snapshot(const struct consul_kv_list *a, const struct consul_kv_list *b)
 {
 	if (a->n != b->n)
@@ -55,14 +57,14 @@ static void watch_ignore(struct watch *w, const char *reason, const char *detail
 	w->index = 0;
 }
 
-int watch_read(struct watch *w, uint64_t index, long wait_ms, const deadline_t *dl, struct consul_kv_list *out,
-	       struct consul_meta *meta, char *err, size_t errlen)
+int watch_read(struct watch *w, uint64_t index, long wait_ms, enum consul_consistency mode, const deadline_t *dl,
+	       struct consul_kv_list *out, struct consul_meta *meta, char *err, size_t errlen)
 {
 	const struct layout_service *sv;
 	struct consul_service_query q;
 
 	if (w->svc < 0)
-		return consul_kv_list(w->c, w->prefix, index, wait_ms, w->ag->mode, dl, out, meta, err, errlen);
+		return consul_kv_list(w->c, w->prefix, index, wait_ms, mode, dl, out, meta, err, errlen);
 	sv = &w->ag->cfg->layout.services[w->svc];
 	q = (struct consul_service_query){ .name = sv->name,
 					   .tags = sv->tags,
@@ -72,7 +74,7 @@ int watch_read(struct watch *w, uint64_t index, long wait_ms, const deadline_t *
 					   .near = sv->near,
 					   .filter = sv->filter,
 					   .datacenter = sv->datacenter };
-	if (consul_health_service(w->c, &q, index, wait_ms, w->ag->mode, dl, out, meta, err, errlen) < 0)
+	if (consul_health_service(w->c, &q, index, wait_ms, mode, dl, out, meta, err, errlen) < 0)
 		return -1;
 	for (size_t i = 0; i < out->n; i++) { /* the key the layout maps to this service's hostgroup */
 		char key[512];
@@ -126,16 +128,50 @@ enum answer {
 	ANSWER_STOP, /* the agent stops */
 };
 
+/* consistency = stale: an answer from a server further behind the leader than max-stale is replaced
+ * at once by a read of the same source with the default consistency (the leader answers; not
+ * blocking, so within a plain read's deadline), which is believed as any answer is. Logged once per
+ * episode (and once when the stale answers are fresh again), counted in stale_rereads. Returns 0
+ * with *list and *meta the answer to judge (the leader's, or the stale one when it was fresh
+ * enough), or -1 with err set (the re-read failed; *list empty). */
+static int fresh_enough(struct watch *w, struct consul_kv_list *list, struct consul_meta *meta, char *err,
+			size_t errlen)
+{
+	struct agent *ag = w->ag;
+	double max_stale_ms = ag->cfg->settings.max_stale_ms;
+	deadline_t dl = deadline_in_ms(WATCH_READ_MS);
+
+	if (ag->mode != CONSUL_STALE)
+		return 0;
+	if ((double)meta->last_contact_ms <= max_stale_ms) {
+		if (w->stale_episode)
+			log_info("consul: %s: stale answers within max-stale again", w->prefix);
+		w->stale_episode = false;
+		return 0;
+	}
+	if (!w->stale_episode)
+		log_warn("consul: %s: the server that answered was %ld ms behind the leader (max-stale %.0f ms): "
+			 "reading again from the leader (default consistency) while that lasts",
+			 w->prefix, meta->last_contact_ms, max_stale_ms);
+	w->stale_episode = true;
+	ag->stale_rereads++;
+	consul_kv_list_free(list);
+	return watch_read(w, 0, 0, CONSUL_DEFAULT, &dl, list, meta, err, errlen);
+}
+
 /* One read of the watch's source, and whether to believe it: a failure, an answer filtered by
- * ACLs, too far behind the leader or without a known leader is not (each logged when new). */
+ * ACLs or without a known leader is not (each logged when new); a stale one too far behind the
+ * leader is read again (fresh_enough). */
 static enum answer read_answer(struct watch *w, const deadline_t *dl, struct consul_kv_list *list,
 			       struct consul_meta *meta)
 {
 	struct agent *ag = w->ag;
-	double max_stale_ms = ag->cfg->settings.max_stale_ms;
 	char err[300];
+	int rc = watch_read(w, w->index, ag->cfg->settings.wait_ms, ag->mode, dl, list, meta, err, sizeof(err));
 
-	if (watch_read(w, w->index, ag->cfg->settings.wait_ms, dl, list, meta, err, sizeof(err)) < 0) {
+	if (rc == 0)
+		rc = fresh_enough(w, list, meta, err, sizeof(err));
+	if (rc < 0) {
 		if (ag->stop)
 			return ANSWER_STOP;
 		if (woken(w)) { /* a guard wants a fresh read: not a failure */
@@ -158,14 +194,6 @@ static enum answer read_answer(struct watch *w, const deadline_t *dl, struct con
 		log_info("consul: %s: reachable again (index %llu, %zu keys)", w->prefix,
 			 (unsigned long long)meta->index, list->n);
 		w->ok = true;
-	}
-	if (ag->mode == CONSUL_STALE && (double)meta->last_contact_ms > max_stale_ms) {
-		char detail[80];
-
-		snprintf(detail, sizeof(detail), " (%ld ms, max-stale %.0f ms)", meta->last_contact_ms, max_stale_ms);
-		watch_ignore(w, "too far behind the leader", detail);
-		consul_kv_list_free(list);
-		return ANSWER_BACKOFF;
 	}
 	if (!meta->known_leader) {
 		watch_ignore(w, "no known leader", "");
@@ -262,7 +290,8 @@ void *watch_main(void *arg)
 	while (!ag->stop) {
 		struct consul_kv_list list = { 0 };
 		struct consul_meta meta;
-		deadline_t dl = deadline_in_ms(w->index ? consul_wait_budget_ms(ag->cfg->settings.wait_ms) : 10000);
+		deadline_t dl =
+			deadline_in_ms(w->index ? consul_wait_budget_ms(ag->cfg->settings.wait_ms) : WATCH_READ_MS);
 		enum answer a;
 
 		if (pace_wait(ag, &pace))

@@ -1649,6 +1649,7 @@ class Faults:
         self.pad_count, self.pad_bytes, self.pad_path, self.pad_shape = 0, 0, "", "numbers"
         self.stale_empty_count, self.stale_empty_index = 0, 1
         self.leader_known, self.leaderless_since, self.leaderless_reads = True, 0.0, "fail"
+        self.stale_lag_ms = 0                 # X-Consul-LastContact of stale reads while a leader is known
         self.consistent_reads = "ok"          # ok | verifying | lost
         self.counts = {}                      # API requests by endpoint (first two path segments after /v1/)
         self.requests = []
@@ -2008,16 +2009,17 @@ class ConsulAPI:
         h = resp.headers
         h["X-Consul-Index"] = str(index if index > 0 else 1)   # never 0 (busy loops)
         h["X-Consul-Knownleader"] = "true" if self.faults.leader_known else "false"
-        h["X-Consul-Lastcontact"] = str(self.last_contact_ms())
+        h["X-Consul-Lastcontact"] = str(self.last_contact_ms(opts))
         h["X-Consul-Effective-Consistency"] = opts.consistency()
         h["X-Consul-Query-Backend"] = "blocking-query"
         # maskResultsFilteredByACLs: only shown to requests that carry a token.
         if filtered and opts.token:
             h["X-Consul-Results-Filtered-By-Acls"] = "true"
 
-    def last_contact_ms(self):
+    def last_contact_ms(self, opts=None):
         if self.faults.leader_known:
-            return 0
+            # A stale read may be a follower's (/_fake/lag); other reads are the leader's.
+            return self.faults.stale_lag_ms if opts is not None and opts.stale else 0
         return int((time.monotonic() - self.faults.leaderless_since) * 1000)
 
     # -- /v1/kv ----------------------------------------------------------------
@@ -3265,6 +3267,15 @@ class FakeControl:
             f.stale_empty_count = self.int_param(req, "count", 1)
             f.stale_empty_index = self.int_param(req, "index", 1)
         return self.reply({"stale_empty": f.stale_empty_count, "index": f.stale_empty_index})
+
+    def do_lag(self, req):
+        """Stale reads answered by a follower this far behind the leader (X-Consul-LastContact)."""
+        ms = self.int_param(req, "ms")
+        if ms < 0:
+            raise ValueError("ms must be >= 0")
+        with self.faults.lock:
+            self.faults.stale_lag_ms = ms
+        return self.reply({"stale_lag_ms": ms})
 
     def do_leader(self, req):
         f = self.faults

@@ -854,6 +854,24 @@ def test_status_and_agent_self(consul):
     assert me["Member"]["Name"] == consul.node
 
 
+def test_stale_reads_of_a_lagging_follower(fresh, ns):
+    """consistency.mdx: a stale read may be answered by a follower, X-Consul-LastContact saying how
+    long ago it heard from the leader; default and consistent reads go to the leader (0).
+    /_fake/lag sets the follower's lag for stale reads."""
+    fresh.put(ns + "k", b"v")
+    fresh.fault("lag", ms=12000)
+    try:
+        stale = fresh.get(ns, recurse=True, stale=True)
+        assert stale.status == 200 and stale.header("X-Consul-LastContact") == "12000"
+        assert stale.header("X-Consul-KnownLeader") == "true"
+        for params in ({}, {"consistent": True}):
+            r = fresh.get(ns, recurse=True, **params)
+            assert r.status == 200 and r.header("X-Consul-LastContact") == "0", params
+    finally:
+        fresh.fault("lag", ms=0)
+    assert fresh.get(ns, recurse=True, stale=True).header("X-Consul-LastContact") == "0"
+
+
 # ---------------------------------------------------------------------------
 # Restart, crash, persistence
 # ---------------------------------------------------------------------------

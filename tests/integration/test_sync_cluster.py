@@ -358,9 +358,11 @@ def test_proxysql_servers_follow_the_announced_service(fast_consul, workdir):
         assert consul.request("PUT", "/v1/agent/service/deregister/" + sid).status == 200
         wait_until("registered again", lambda: ("127.0.0.1", p.admin_port) in fleet_service(consul), timeout=10)
 
+    # The Consul here is one server that stands for each pod's local agent: consul-agent says so
+    # (auto would find a server, and announce-service needs a local agent).
     agents = fleet_lifecycle(consul, workdir, lambda p: (
         'announce-service = "proxysql"\nannounce-weight = %d\nannounce-comment = "pod %d"\n'
-        % (p.admin_port % 7, p.admin_port)), started, gone, forget)
+        'consul-agent = "local"\n' % (p.admin_port % 7, p.admin_port)), started, gone, forget)
     assert "registering again" in agents[0].logs()
 
 

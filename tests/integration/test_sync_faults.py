@@ -153,15 +153,18 @@ def test_consul_token_revoked(px, workdir):
         px.clear_statements()
         c.revoke_token(token)
         # The reads in flight were allowed when they started; the next ones get 403.
-        wait_until("403 for every prefix", lambda: all(lines_with(agent, "consul: %s: GET /v1/kv/%s?recurse: HTTP 403"
-                                                                  % (p, p)) for p in PREFIXES), timeout=10)
+        # One line per prefix naming the endpoint and that Consul no longer knows the token.
+        denied = ("consul: %s: GET /v1/kv/%s?recurse denied: Consul does not know the token (ACL not found: "
+                  "unknown, revoked or expired)")
+        wait_until("403 for every prefix", lambda: all(lines_with(agent, denied % (p, p)) for p in PREFIXES),
+                   timeout=10)
         c.put("mysql/replica/shop/eu/db4:3306", b"")    # a change the agent cannot read
         time.sleep(2.5)                     # retries with backoff
         status, why = agent.http("/readyz")
-        assert status == 503 and "HTTP 403" in why, (status, why)
+        assert status == 503 and "ACL not found" in why, (status, why)
         for prefix in PREFIXES:
-            assert len(lines_with(agent, "consul: %s: GET /v1/kv/%s?recurse: HTTP 403" % (prefix, prefix))) == 1, \
-                agent.logs()
+            assert len(lines_with(agent, denied % (prefix, prefix))) == 1, agent.logs()
+        assert token not in agent.logs()
         assert synced(px) and writes(px) == [], "the last good config was not kept"
         assert agent.proc.poll() is None
         # The same token works again (recreated with its rules): the agent recovers by itself.

@@ -221,3 +221,26 @@ def test_check_config_warns_of_a_writer_hostgroup_service_without_the_role(consu
     agent = Agent(consul, [px], workdir, extra=base + 'services = ( { name = "a"; hostgroup = 40; role = "boss"; } );\n')
     r = agent.run("--check-config")
     assert r.returncode == 2 and 'role: must be "writer" or "reader"' in r.stderr, r.stderr
+
+
+def test_once_reads_a_service_source(consul, px, workdir):
+    """--once reads a service source through the health endpoint as the running agent does (it once
+    read it as a KV prefix named by its label, and found nothing), and with consistency = stale an
+    answer past max-stale is read again from the leader (the double's /_fake/lag)."""
+    put_topology(consul, users=False)
+    register(consul, "r1", "10.0.0.1")
+    register(consul, "r2", "10.0.0.2", 3307)
+    agent = Agent(consul, [px], workdir, extra=SERVICES + 'consistency = "stale"\nmax-stale = 1.0\n')
+    r = agent.run("--once")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert served(px, 31) == [("10.0.0.1", "3306"), ("10.0.0.2", "3307")]
+    if consul.is_fake:
+        register(consul, "r3", "10.0.0.3")
+        consul.fault("lag", ms=4000)
+        try:
+            r = agent.run("--once")
+        finally:
+            consul.fault("lag", ms=0)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "consul: service mysql [replica]: the server that answered was 4000 ms behind the leader" in r.stdout
+        assert ("10.0.0.3", "3306") in served(px, 31)

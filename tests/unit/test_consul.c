@@ -417,6 +417,27 @@ static void test_local_host_table(void **state)
 	assert_true(each_row("local-host.table", local_host_row) >= 30);
 }
 
+static void acl_rule_row(const char *request, const char *want, const char *why)
+{
+	char method[16], rule[300];
+	size_t m = strcspn(request, " ");
+
+	snprintf(method, sizeof(method), "%.*s", (int)m, request);
+	consul_acl_rule(method, request[m] ? request + m + 1 : "", rule, sizeof(rule));
+	if (strcmp(rule, want) != 0)
+		fail_msg("%s (%s): want %s, got %s", request, why ? why : "", want, rule);
+}
+
+/* consul_acl_rule: the rule a 403 names, per endpoint the project calls, from a table. */
+static void test_acl_rule_table(void **state)
+{
+	char small[8];
+
+	(void)state;
+	assert_true(each_row("acl-rule.table", acl_rule_row) >= 20);
+	assert_string_equal(consul_acl_rule("GET", "/v1/agent/self", small, sizeof(small)), "agent_p");
+}
+
 static void redact_row(const char *url, const char *want, const char *unused)
 {
 	char out[128];
@@ -905,7 +926,8 @@ static void test_writes_and_sessions(void **state)
 	canned_expect(&s, "HTTP/1.1 403 Forbidden\r\nContent-Length: 17\r\nConnection: close\r\n\r\nPermission denied");
 	assert_int_equal(consul_kv_put(c, "svc/x", "v", 1, NULL, &dl, &done, err, sizeof(err)), -1);
 	canned_wait(&s);
-	assert_string_equal(err, "PUT /v1/kv/svc/x: HTTP 403: Permission denied");
+	assert_string_equal(err, "PUT /v1/kv/svc/x denied: the token needs key_prefix \"svc/x\" write (see "
+				 "docs/consul-acl.md)");
 	assert_int_equal(consul_last_meta(c)->reason, CONSUL_FORBIDDEN);
 	assert_non_null(strstr(s.request, "PUT /v1/kv/svc/x HTTP/1.1\r\n"));
 
@@ -1224,6 +1246,87 @@ static void test_login_refused(void **state)
 	unlink(path);
 }
 
+/* GET /v1/agent/self: Config.Server decides consul-agent = auto; a 403 is "none", saying why; an
+ * unknown token is named as such; anything else is no answer yet. */
+static void test_agent_self(void **state)
+{
+	struct canned s;
+	struct consul *c;
+	deadline_t dl = deadline_in_ms(5000);
+	enum consul_agent_mode mode = CONSUL_AGENT_AUTO;
+	char err[300], why[300];
+	bool server = true;
+
+	(void)state;
+	canned_start(&s);
+	c = client_for(&s, "tok-abcdef", NULL, 0);
+	canned_expect(&s, "HTTP/1.1 200 OK\r\nContent-Length: 41\r\nConnection: close\r\n\r\n"
+			  "{\"Config\": {\"Server\": false, \"Other\": 1}}");
+	assert_int_equal(consul_agent_self(c, &dl, &server, err, sizeof(err)), 0);
+	canned_wait(&s);
+	assert_false(server);
+	assert_non_null(strstr(s.request, "GET /v1/agent/self HTTP/1.1\r\n"));
+
+	canned_expect(&s, "HTTP/1.1 200 OK\r\nContent-Length: 28\r\nConnection: close\r\n\r\n"
+			  "{\"Config\": {\"Server\": true}}");
+	assert_int_equal(consul_agent_detect(c, &dl, &mode, why, sizeof(why), err, sizeof(err)), 0);
+	canned_wait(&s);
+	assert_int_equal(mode, CONSUL_AGENT_NONE);
+	assert_string_equal(why, "Consul servers answer directly");
+
+	canned_expect(&s, "HTTP/1.1 200 OK\r\nContent-Length: 29\r\nConnection: close\r\n\r\n"
+			  "{\"Config\": {\"Server\": false}}");
+	assert_int_equal(consul_agent_detect(c, &dl, &mode, why, sizeof(why), err, sizeof(err)), 0);
+	canned_wait(&s);
+	assert_int_equal(mode, CONSUL_AGENT_LOCAL);
+	assert_string_equal(why, "a Consul client agent answers");
+
+	canned_expect(&s, "HTTP/1.1 403 Forbidden\r\nContent-Length: 17\r\nConnection: close\r\n\r\nPermission denied");
+	assert_int_equal(consul_agent_detect(c, &dl, &mode, why, sizeof(why), err, sizeof(err)), 0);
+	canned_wait(&s);
+	assert_int_equal(mode, CONSUL_AGENT_NONE);
+	assert_non_null(strstr(why, "agent_prefix \"\" read"));
+	assert_string_equal(err, "GET /v1/agent/self denied: the token needs agent_prefix \"\" read (see "
+				 "docs/consul-acl.md)");
+
+	canned_expect(&s, "HTTP/1.1 403 Forbidden\r\nContent-Length: 13\r\nConnection: close\r\n\r\nACL not found");
+	assert_int_equal(consul_agent_self(c, &dl, &server, err, sizeof(err)), -1);
+	canned_wait(&s);
+	assert_int_equal(consul_last_meta(c)->reason, CONSUL_FORBIDDEN);
+	assert_string_equal(err, "GET /v1/agent/self denied: Consul does not know the token (ACL not found: unknown, "
+				 "revoked or expired) (see docs/consul-acl.md)");
+	assert_null(strstr(err, "tok-abcdef"));
+
+	canned_expect(&s, "HTTP/1.1 200 OK\r\nContent-Length: 14\r\nConnection: close\r\n\r\n{\"Config\": {}}");
+	assert_int_equal(consul_agent_self(c, &dl, &server, err, sizeof(err)), -1);
+	canned_wait(&s);
+	assert_int_equal(consul_last_meta(c)->reason, CONSUL_BAD_ANSWER);
+
+	mode = CONSUL_AGENT_LOCAL;
+	canned_expect(&s, "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 17\r\nConnection: close\r\n\r\n"
+			  "No cluster leader");
+	assert_int_equal(consul_agent_detect(c, &dl, &mode, why, sizeof(why), err, sizeof(err)), -1);
+	canned_wait(&s);
+	assert_int_equal(mode, CONSUL_AGENT_LOCAL);
+	assert_string_equal(err, "GET /v1/agent/self: HTTP 500: No cluster leader");
+	consul_free(c);
+}
+
+static void test_agent_mode_names(void **state)
+{
+	enum consul_agent_mode m = CONSUL_AGENT_AUTO;
+
+	(void)state;
+	assert_true(consul_agent_mode_parse("none", &m));
+	assert_int_equal(m, CONSUL_AGENT_NONE);
+	assert_true(consul_agent_mode_parse("local", &m));
+	assert_int_equal(m, CONSUL_AGENT_LOCAL);
+	assert_true(consul_agent_mode_parse("auto", &m));
+	assert_int_equal(m, CONSUL_AGENT_AUTO);
+	assert_false(consul_agent_mode_parse("server", &m));
+	assert_string_equal(consul_agent_mode_str(CONSUL_AGENT_NONE), "none");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1239,7 +1342,8 @@ int main(void)
 		cmocka_unit_test(test_connection_refused),   cmocka_unit_test(test_login_meta_table),
 		cmocka_unit_test(test_login_time_table),     cmocka_unit_test(test_login_renew_table),
 		cmocka_unit_test(test_login_answer_table),   cmocka_unit_test(test_login_flow),
-		cmocka_unit_test(test_login_refused),
+		cmocka_unit_test(test_login_refused),        cmocka_unit_test(test_acl_rule_table),
+		cmocka_unit_test(test_agent_self),           cmocka_unit_test(test_agent_mode_names),
 	};
 
 	log_setup("test_consul", LOG_TEXT, LOG_OFF, stderr);
