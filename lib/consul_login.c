@@ -24,6 +24,7 @@
 
 struct consul_login {
 	pthread_mutex_t mu;
+	pthread_cond_t done; /* a login ended (busy turned false); on CLOCK_MONOTONIC */
 	char *method, *bearer_file, *meta_json;
 	char secret[CONSUL_LOGIN_SECRET_MAX]; /* "" when there is none */
 	char accessor[64];
@@ -259,6 +260,17 @@ long consul_login_next_backoff_ms(long backoff_ms)
 
 /* -- the shared login ------------------------------------------------------------------------- */
 
+/* A condition whose timed waits count on the monotonic clock, as deadlines do. */
+static void cond_init_monotonic(pthread_cond_t *cv)
+{
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(cv, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
 struct consul_login *consul_login_new(const char *method, const char *bearer_file, const char *meta, char *err,
 				      size_t errlen)
 {
@@ -278,6 +290,7 @@ struct consul_login *consul_login_new(const char *method, const char *bearer_fil
 	}
 	l = xcalloc(1, sizeof(*l));
 	pthread_mutex_init(&l->mu, NULL);
+	cond_init_monotonic(&l->done);
 	l->method = xstrdup(method);
 	l->bearer_file = xstrdup(bearer_file && *bearer_file ? bearer_file : CONSUL_LOGIN_BEARER_DEFAULT);
 	l->meta_json = xstrdup(json.data);
@@ -300,6 +313,7 @@ void consul_login_free(struct consul_login *l)
 	if (!l)
 		return;
 	forget_token(l);
+	pthread_cond_destroy(&l->done);
 	pthread_mutex_destroy(&l->mu);
 	free(l->method);
 	free(l->bearer_file);
@@ -393,6 +407,7 @@ static void login_done(struct consul_login *l, int rc, const struct consul_login
 	int64_t now = deadline_now_us();
 
 	l->busy = false;
+	pthread_cond_broadcast(&l->done);
 	if (rc < 0) {
 		l->failed++;
 		l->backoff_ms = consul_login_next_backoff_ms(l->backoff_ms);
@@ -445,6 +460,30 @@ static int no_token(const struct consul_login *l, struct consul *c, int64_t now,
 				(long long)((l->next_try_us - now) / 1000000 + 1));
 }
 
+/* Without a usable token while another thread logs in: wait for that login (locked), within the
+ * caller's deadline, rather than fail a request that the login in flight will serve. Returns the
+ * time. */
+static int64_t wait_for_login(struct consul_login *l, const deadline_t *dl)
+{
+	while (l->busy) {
+		long left = deadline_timeout_ms(dl);
+		struct timespec ts;
+
+		if (left < 0)
+			break;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		ts.tv_sec += left / 1000;
+		ts.tv_nsec += (left % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		if (pthread_cond_timedwait(&l->done, &l->mu, &ts) != 0)
+			break;
+	}
+	return deadline_now_us();
+}
+
 int consul_login_token(struct consul_login *l, struct consul *c, const deadline_t *dl, char *out, size_t outlen,
 		       uint64_t *gen, char *err, size_t errlen)
 {
@@ -455,6 +494,8 @@ int consul_login_token(struct consul_login *l, struct consul *c, const deadline_
 	int rc;
 
 	pthread_mutex_lock(&l->mu);
+	if (l->busy && !usable(l, now))
+		now = wait_for_login(l, dl);
 	due = !usable(l, now) || now >= l->renew_at_us;
 	if (!due || l->busy || now < l->next_try_us) {
 		rc = usable(l, now) ? hand_out(l, out, outlen, gen, err, errlen) : no_token(l, c, now, err, errlen);
@@ -488,6 +529,16 @@ void consul_login_lost(struct consul_login *l, uint64_t gen)
 			l->accessor);
 	}
 	pthread_mutex_unlock(&l->mu);
+}
+
+uint64_t consul_login_generation(struct consul_login *l)
+{
+	uint64_t gen;
+
+	pthread_mutex_lock(&l->mu);
+	gen = l->gen;
+	pthread_mutex_unlock(&l->mu);
+	return gen;
 }
 
 void consul_login_counts(struct consul_login *l, uint64_t *ok, uint64_t *failed)

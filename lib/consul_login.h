@@ -84,6 +84,11 @@ int consul_login_token(struct consul_login *l, struct consul *c, const deadline_
  * (once per lost token: a later generation is not touched). */
 void consul_login_lost(struct consul_login *l, uint64_t gen);
 
+/* The generation of the token in hand: it changes with each login that succeeds (and with
+ * consul_login_take), so a holder of something bound to a token (a service the local agent keeps
+ * with the token it was registered with) knows when to renew it. */
+uint64_t consul_login_generation(struct consul_login *l);
+
 /* Logins that succeeded and that failed so far (for tests and metrics). */
 void consul_login_counts(struct consul_login *l, uint64_t *ok, uint64_t *failed);
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cJSON.h"
+#include "consul_login.h"
 #include "log.h"
 
 /* The announce key's value: {"hostname", "port", "weight", "comment"}, and its key. */
@@ -211,6 +212,7 @@ static void *announce_service(struct agent *ag)
 	long ttl_s = s->announce_ttl_s;
 	char id[480], check[500], err[400], *def;
 	bool registered = false, tried = false;
+	uint64_t token_gen = 0;
 	int attempt = 0;
 	size_t len;
 
@@ -220,6 +222,12 @@ static void *announce_service(struct agent *ag)
 		deadline_t dl = deadline_in_ms(5000);
 		bool unknown = false;
 
+		if (registered && ag->login && consul_login_generation(ag->login) != token_gen) {
+			/* The local agent syncs the instance to the catalog with the token it was registered
+			 * with, and a token replaced by a new login ends: register again with the new one. */
+			log_info("announce: %s registered again with the new login token", id);
+			registered = false;
+		}
 		if (!registered) {
 			tried = true;
 			if (consul_agent_service_register(ag->announce_c, def, len, &dl, err, sizeof(err)) < 0)
@@ -227,6 +235,7 @@ static void *announce_service(struct agent *ag)
 			log_info("announce: %s registered as an instance of service %s (TTL check %lds)", id,
 				 s->announce_service, ttl_s);
 			registered = true;
+			token_gen = ag->login ? consul_login_generation(ag->login) : 0;
 		} else if (consul_agent_check_pass(ag->announce_c, check, "proxysql-sync is running", &dl, &unknown,
 						   err, sizeof(err)) < 0) {
 			goto retry;

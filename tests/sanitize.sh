@@ -30,6 +30,7 @@ if [ $# -eq 0 ] && [ "$san" = thread ]; then
 	set -- tests/integration/test_sync.py tests/integration/test_sync_faults.py \
 		tests/integration/test_sync_safety.py tests/integration/test_sync_consul.py \
 		tests/integration/test_sync_services.py tests/integration/test_consul_agent_mode.py \
+		tests/integration/test_consul_login.py \
 		$c::test_single_writer_elects_one_agent_and_hands_over \
 		$c::test_proxysql_servers_follow_the_announced_fleet \
 		--deselect tests/integration/test_sync_safety.py::test_proxysql_down_40s_then_back_empty_gets_its_config_within_1s
@@ -44,7 +45,8 @@ elif [ $# -eq 0 ]; then
 		$p::test_no_password_in_any_output tests/integration/test_healthcheck.py \
 		tests/integration/test_sync_safety.py tests/integration/test_sync_cluster.py \
 		tests/integration/test_sync_services.py tests/integration/test_sync_consul.py \
-		tests/integration/test_sync_consul_client.py tests/integration/test_consul_agent_mode.py
+		tests/integration/test_sync_consul_client.py tests/integration/test_consul_agent_mode.py \
+		tests/integration/test_consul_login.py
 	# These time a one-shot probe's whole run against deadline + 100 ms; ASan's start-up and the
 	# leak scan at exit add 50-150 ms on a busy 2-core machine. Their paths run unsanitized in
 	# make integration, and the agent's and the listener's hung-server paths run here.

@@ -136,8 +136,8 @@ def test_announce_with_the_session_rule_of_another_shape(acl, px, workdir):
     try:
         wait_until("the servers", lambda: synced(px), timeout=15)
         line = wait_until("the refused session", lambda: [ln for ln in agent.logs().splitlines()
-                                                          if "PUT /v1/session/create: HTTP 403" in ln], timeout=15)
-        assert "session:write" in line[0] and SERVER_NODE in line[0], line
+                                                          if "PUT /v1/session/create denied" in ln], timeout=15)
+        assert 'the token needs session_prefix "" write' in line[0], line
         assert acl.get("proxysql/fleet/127.0.0.1_%d" % px.admin_port, token=acl.master).status == 404
     finally:
         stop_and_check(agent)
@@ -160,7 +160,8 @@ def test_cluster_lock_policy(acl, px, workdir):
     rules = documented("proxysql-sync-kv", "sessions-consul-k8s")
     agent = start(acl, px, workdir, rules, single)
     try:
-        wait_until("the refused acquire", lambda: "PUT /v1/kv/proxysql-sync/cluster-lock: HTTP 403" in agent.logs(),
+        wait_until("the refused acquire", lambda: ('PUT /v1/kv/proxysql-sync/cluster-lock denied: the token needs key_prefix '
+                                                     '"proxysql-sync/cluster-lock" write') in agent.logs(),
                    timeout=15)
         assert "this agent is the writer" not in agent.logs()
     finally:

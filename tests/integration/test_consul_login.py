@@ -104,6 +104,7 @@ def test_login_revoked_token_rotated_bearer_and_logout(consul, px, workdir):
     second = login_tokens(consul)
     assert len(second) == 1 and second != first
     assert "no longer knows the login's token" in agent.logs()
+    assert "a login is in progress" not in agent.logs()  # the other threads waited for the first login
     status, text = agent.http("/metrics")
     assert status == 200
     assert_no_secret(text, [jwt_a, jwt_b] + first + second)
@@ -163,3 +164,45 @@ def test_check_config_refuses_bad_login_meta(consul, px, workdir):
     r = agent.run("--check-config")
     assert r.returncode == 2
     assert "sync.cfg:" in r.stderr and "consul-login-meta: 'pod' is not key=value" in r.stderr, r.stderr
+
+
+def test_announce_service_registers_again_after_a_new_login(px, workdir):
+    """announce-service through a local client agent, with a login token: the agent keeps the token
+    a service was registered with (for its sync to the catalog), so once that token is revoked and a
+    new login made, the instance is registered again with the new token and stays passing."""
+    master = "root-" + uuid.uuid4().hex
+    c = Consul(use_double=True, acl_master_token=master, client_agent=True,
+               extra_args=["--acl-default-token", master])
+    c.start()
+    try:
+        jwt = "jwt-" + uuid.uuid4().hex
+        rules = READ_RULES + [["service_prefix", "proxysql", "write"], ["node_prefix", "", "read"]]
+        r = c.request("PUT", "/_fake/auth-method", body=json.dumps(
+            {"name": "k8s", "bearers": {jwt: {"service_account": "proxysql-sync", "rules": rules}}}).encode())
+        assert r.status == 200, r.text
+        put_topology(c, users=False)
+        extra = login_config(bearer_file(workdir, jwt)) + (
+            'consul-agent = "local"\nannounce-service = "proxysql"\nannounce-address = "%s"\nannounce-ttl = 3\n'
+            'proxysql-servers = false\n'
+            % px.admin_addr)
+        agent = Agent(c, [px], workdir, extra=extra).start()
+        first_sync(px, agent)
+
+        def registrations():
+            return [q for q in c.request("GET", "/_fake/requests").json()
+                    if q.get("method") == "PUT" and q.get("path") == "/v1/agent/service/register"]
+
+        def passing():
+            return c.request("GET", "/v1/health/service/proxysql", params={"passing": "1"}).json()
+
+        wait_until("the instance passing", passing)
+        assert len(registrations()) == 1
+        assert c.request("DELETE", "/_fake/acl", params={"auth_method": "k8s"}).status == 200
+        wait_until("registered again", lambda: len(registrations()) == 2, timeout=15)
+        assert counts(c)["logins"] == 2
+        wait_until("the instance passing again", passing)
+        logs = stop_and_check(agent)
+        assert "registered again with the new login token" in logs
+        assert jwt not in logs
+    finally:
+        c.close()

@@ -258,19 +258,10 @@ def test_overlays_differ_in_region_and_readers(rendered):
     assert len(set(seen.values())) == len(seen), seen
 
 
-def sync_knows(setting):
-    r = subprocess.run([os.path.join(STATIC, "proxysql-sync"), "--help"], capture_output=True, text=True,
-                       timeout=30, env={})
-    return ("--%s " % setting) in r.stdout + r.stderr
-
-
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_overlay_agent_config_is_valid(rendered, tmp_path, overlay):
     _, docs = rendered[overlay]
     text = sync_config(docs)
-    for setting in ("consul-agent", "consul-login-method"):
-        if ("\n%s =" % setting) in text and not sync_knows(setting):
-            pytest.xfail("this proxysql-sync has no %s setting yet (issue 27)" % setting)
     cfg = tmp_path / "proxysql-sync.conf"
     cfg.write_text(text.replace("/etc/proxysql-admin/admin-password", str(tmp_path / "pw"))
                    .replace("/var/run/secrets/consul/token", str(tmp_path / "jwt")))
