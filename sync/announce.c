@@ -206,61 +206,76 @@ static bool service_agent_ok(struct agent *ag)
 	return false;
 }
 
-static void *announce_service(struct agent *ag)
+/* One instance of announce-service as the loop holds it. */
+struct instance {
+	char id[480], check[500];
+	char *def; /* the registration's JSON */
+	size_t len;
+	bool registered, tried;
+	uint64_t token_gen; /* the login token it was registered with (consul_login_generation) */
+};
+
+/* One round: register the instance (again) or pass its TTL check. 1: register again at once, 0:
+ * done, -1: failed (err set). */
+static int service_round(struct agent *ag, struct instance *in, char *err, size_t errlen)
 {
 	const struct sync_settings *s = &ag->cfg->settings;
-	long ttl_s = s->announce_ttl_s;
-	char id[480], check[500], err[400], *def;
-	bool registered = false, tried = false;
-	uint64_t token_gen = 0;
+	deadline_t dl = deadline_in_ms(5000);
+	bool unknown = false;
+
+	if (in->registered && ag->login && consul_login_generation(ag->login) != in->token_gen) {
+		/* The local agent syncs the instance to the catalog with the token it was registered
+		 * with, and a token replaced by a new login ends: register again with the new one. */
+		log_info("announce: %s registered again with the new login token", in->id);
+		in->registered = false;
+	}
+	if (!in->registered) {
+		in->tried = true;
+		if (consul_agent_service_register(ag->announce_c, in->def, in->len, &dl, err, errlen) < 0)
+			return -1;
+		log_info("announce: %s registered as an instance of service %s (TTL check %lds)", in->id,
+			 s->announce_service, s->announce_ttl_s);
+		in->registered = true;
+		in->token_gen = ag->login ? consul_login_generation(ag->login) : 0;
+		return 0;
+	}
+	if (consul_agent_check_pass(ag->announce_c, in->check, "proxysql-sync is running", &dl, &unknown, err, errlen) <
+	    0)
+		return -1;
+	if (!unknown)
+		return 0;
+	log_warn("announce: the Consul agent no longer knows %s (restarted without it, or deregistered by hand); "
+		 "registering again",
+		 in->check);
+	in->registered = false;
+	return 1;
+}
+
+static void *announce_service(struct agent *ag)
+{
+	long ttl_s = ag->cfg->settings.announce_ttl_s;
+	struct instance in = { .registered = false };
+	char err[400];
 	int attempt = 0;
-	size_t len;
 
-	service_def(s, id, sizeof(id), &def, &len);
-	snprintf(check, sizeof(check), "service:%s", id);
+	service_def(&ag->cfg->settings, in.id, sizeof(in.id), &in.def, &in.len);
+	snprintf(in.check, sizeof(in.check), "service:%s", in.id);
 	while (!ag->stop) {
-		deadline_t dl = deadline_in_ms(5000);
-		bool unknown = false;
+		int rc = service_round(ag, &in, err, sizeof(err));
 
-		if (registered && ag->login && consul_login_generation(ag->login) != token_gen) {
-			/* The local agent syncs the instance to the catalog with the token it was registered
-			 * with, and a token replaced by a new login ends: register again with the new one. */
-			log_info("announce: %s registered again with the new login token", id);
-			registered = false;
-		}
-		if (!registered) {
-			tried = true;
-			if (consul_agent_service_register(ag->announce_c, def, len, &dl, err, sizeof(err)) < 0)
-				goto retry;
-			log_info("announce: %s registered as an instance of service %s (TTL check %lds)", id,
-				 s->announce_service, ttl_s);
-			registered = true;
-			token_gen = ag->login ? consul_login_generation(ag->login) : 0;
-		} else if (consul_agent_check_pass(ag->announce_c, check, "proxysql-sync is running", &dl, &unknown,
-						   err, sizeof(err)) < 0) {
-			goto retry;
-		} else if (unknown) {
-			log_warn("announce: the Consul agent no longer knows %s (restarted without it, or deregistered "
-				 "by hand); registering again",
-				 check);
-			registered = false;
+		if (rc > 0)
 			continue;
-		}
-		if (announce_pause(ag, NULL, &attempt, ttl_s, id))
-			break;
-		continue;
-	retry:
-		if (announce_pause(ag, err, &attempt, ttl_s, id))
+		if (announce_pause(ag, rc < 0 ? err : NULL, &attempt, ttl_s, in.id))
 			break;
 	}
 	consul_set_cancel_fd(ag->announce_c, -1); /* stopping: the instance goes now */
-	if (tried) {
+	if (in.tried) {
 		deadline_t dl = deadline_in_ms(1000);
 
-		if (consul_agent_service_deregister(ag->announce_c, id, &dl, err, sizeof(err)) < 0)
-			log_warn("announce %s: %s (its check turns critical after %lds)", id, err, ttl_s);
+		if (consul_agent_service_deregister(ag->announce_c, in.id, &dl, err, sizeof(err)) < 0)
+			log_warn("announce %s: %s (its check turns critical after %lds)", in.id, err, ttl_s);
 	}
-	cJSON_free(def);
+	cJSON_free(in.def);
 	return NULL;
 }
 
