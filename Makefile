@@ -109,7 +109,7 @@ unit-asan: ## the unit tests under ASan+UBSan
 # and the images too (test_static.py, test_images.py), install the Debian packages into the images'
 # debootstrapped root (test_packages.py), then the ProxySQL 3.0 run.
 integration: all static images deb ## pytest tests/integration, then integration-proxysql-3.0
-	SIDEKICK_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q tests/integration $(PYTEST_ARGS)
+	SIDEKICK_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q --durations=25 tests/integration $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory integration-proxysql-3.0
 
 # The sync suites (main, safety guards, services, faults, cluster) and proxysql-check again with the

@@ -166,6 +166,8 @@ class Consul(ServerProcess):
             os.unlink(port_file)
         if self.ports:                              # a restart: the same addresses again
             listen = [x for p in self.ports for x in ("--listen", "127.0.0.1:%d" % p)]
+        elif self.port and self.servers == 1:       # an address chosen before anything listens there
+            listen = ["--listen", "127.0.0.1:%d" % self.port]
         else:
             listen = ["--listen", "127.0.0.1:0", "--servers", str(self.servers)]
         cmd = [PYTHON, DOUBLE] + listen + ["--port-file", port_file, "--datadir", self.datadir,

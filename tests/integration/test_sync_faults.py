@@ -145,7 +145,7 @@ def acl_agent(c, token, px, workdir):
 
 @pytest.mark.fault
 def test_consul_token_revoked(px, workdir):
-    """403 logged once per prefix, last good config kept, /readyz 503; recovers when the token works again."""
+    """403 logged once per prefix, naming the request and that Consul does not know the token (`GET /v1/kv/<prefix>?recurse denied: Consul does not know the token (ACL not found: unknown, revoked or expired)`; a token that lacks a rule gets `... denied: the token needs key_prefix "<prefix>" read` instead), never the token; last good config kept, /readyz 503; recovers when the token works again."""  # noqa: E501
     c, token = acl_consul()
     agent = None
     try:
