@@ -8,6 +8,9 @@ files, fetching their Depends from the Debian mirror of the root's sources.list.
   drain drop-in shipped inactive; the conffiles dpkg records; no database server, ProxySQL or
   systemd pulled in;
 * the system user proxysql-sync (no login, no home) and each binary's --version inside the root;
+* clustercheck takes the place of another package's (a stand-in for Percona XtraDB Cluster's
+  script and socket units, installed first): those are diverted to NAME.distrib, and put back
+  when sidekick-probes is removed;
 * a reinstall keeps an edited conffile and its mode, and does not add a second user;
 * `dpkg -r` leaves only the conffiles, `dpkg -P` removes them and /etc/sidekick (the system user
   stays: docs/packages.md);
@@ -50,6 +53,9 @@ CONF = "etc/sidekick/proxysql-sync.conf"
 DROP_IN = "usr/share/proxysql-sync/proxysql.service.d/sidekick-drain.conf"
 # What a maintainer script could use to start, stop, enable or disable a service.
 SERVICE_TOOLS = ["systemctl", "invoke-rc.d", "deb-systemd-invoke", "deb-systemd-helper", "service", "update-rc.d"]
+# What Percona XtraDB Cluster's server package ships under clustercheck's names (a stand-in).
+DIVERTED = ["/usr/bin/clustercheck", "/lib/systemd/system/clustercheck.socket",
+            "/lib/systemd/system/clustercheck@.service"]
 SERVERS = re.compile(r"^(mariadb-server.*|mysql-server.*|percona-.*|galera-.*|proxysql|proxysql2|"
                      r"systemd|systemd-sysv)$")
 
@@ -97,6 +103,26 @@ class Root:
         return {line.split()[0]: line.split()[1] for line in out.splitlines() if line.strip()}
 
 
+def stand_in_package(workdir):
+    """A package that owns clustercheck's files, as Percona's server package does: its script and
+    socket units."""
+    pkg = os.path.join(workdir, "pxc-stand-in")
+    os.makedirs(os.path.join(pkg, "DEBIAN"))
+    with open(os.path.join(pkg, "DEBIAN", "control"), "w") as f:
+        f.write("Package: pxc-stand-in\nVersion: 1\nArchitecture: all\nMaintainer: tests <t@example.org>\n"
+                "Description: owns clustercheck's files as Percona's server package does\n")
+    for path in DIVERTED:
+        os.makedirs(os.path.dirname(pkg + path), exist_ok=True)
+        with open(pkg + path, "w") as f:
+            f.write("#!/bin/sh\n# the stand-in's clustercheck\n" if path.endswith("clustercheck")
+                    else "# the stand-in's %s\n" % os.path.basename(path))
+        os.chmod(pkg + path, 0o755 if path.endswith("clustercheck") else 0o644)
+    out = os.path.join(workdir, "pxc-stand-in_1_all.deb")
+    subprocess.run(["dpkg-deb", "--root-owner-group", "--build", pkg, out], check=True, capture_output=True,
+                   timeout=60)
+    return out
+
+
 def fake_service_tools(root):
     """Record-only stand-ins for every service tool, first on PATH (/usr/local/sbin)."""
     sbin = root.p("/usr/local/sbin")
@@ -126,6 +152,8 @@ def root():
         os.makedirs(r.p("/tmp/debs"), exist_ok=True)
         for d in debs():
             shutil.copy(d, r.p("/tmp/debs"))
+        stand_in_package(r.p("/tmp"))  # built into the root's /tmp
+        r.run("dpkg", "-i", "/tmp/pxc-stand-in_1_all.deb")
         r.before = r.packages()
         r.run("apt-get", "-q", "-o", "Acquire::Languages=none", "-o", "Acquire::Retries=3", "update")
         r.run("apt-get", "install", "-y", "-q", "--no-install-recommends",
@@ -174,6 +202,18 @@ def test_installed_files(root):
     assert not glob.glob(root.p("/etc/cron.d/*sidekick*")), "a cron file would run at once"
     assert os.path.isfile(root.p("/usr/share/doc/proxysql-sync/examples/cron-sidekick"))
     assert os.path.isfile(root.p("/usr/share/doc/sidekick-probes/copyright"))
+
+
+def test_clustercheck_diverts_another_packages(root):
+    """Another package's clustercheck and its socket units (Percona's) are diverted, not refused:
+    dpkg installs sidekick-probes' files in their place and keeps theirs as NAME.distrib."""
+    assert open(root.p("/usr/bin/clustercheck"), "rb").read(4) == b"\x7fELF"
+    assert "the stand-in's clustercheck" in open(root.p("/usr/bin/clustercheck.distrib")).read()
+    assert "the stand-in's" not in open(root.p("/lib/systemd/system/clustercheck.socket")).read()
+    listed = root.run("dpkg-divert", "--list").stdout
+    for path in DIVERTED:
+        assert "diversion of %s to %s.distrib by sidekick-probes" % (path, path) in listed, listed
+        assert os.path.exists(root.p(path + ".distrib")), path
 
 
 def test_conffiles(root):
@@ -228,9 +268,16 @@ def test_reinstall_keeps_edited_conffile(root):
 def test_remove_then_purge(root):
     root.run("dpkg", "-r", "proxysql-sync", "sidekick-probes")
     for b in PROBES + ["proxysql-sync"]:
-        assert not os.path.exists(root.p("/usr/bin/" + b)), b
+        assert b == "clustercheck" or not os.path.exists(root.p("/usr/bin/" + b)), b
     for unit in PROBE_UNITS + ["proxysql-sync.service"]:
-        assert not os.path.exists(root.p("/lib/systemd/system/" + unit)), unit
+        assert unit in ("clustercheck.socket", "clustercheck@.service") or \
+            not os.path.exists(root.p("/lib/systemd/system/" + unit)), unit
+    # The stand-in's files are back in their places, no diversion left.
+    assert "the stand-in's clustercheck" in open(root.p("/usr/bin/clustercheck")).read()
+    assert "the stand-in's" in open(root.p("/lib/systemd/system/clustercheck.socket")).read()
+    assert "sidekick-probes" not in root.run("dpkg-divert", "--list").stdout
+    for path in DIVERTED:
+        assert not os.path.exists(root.p(path + ".distrib")), path
     assert not os.path.exists(root.p(DROP_IN))
     assert os.path.exists(root.p(CONF)) and os.path.exists(root.p("/etc/xinetd.d/mysqlchk"))
     assert root.packages()["proxysql-sync"] == "rc"
