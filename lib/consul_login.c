@@ -321,28 +321,35 @@ void consul_login_free(struct consul_login *l)
 	free(l);
 }
 
-/* The body of POST /v1/acl/login, with the bearer token read now (a secret: the caller wipes it). */
-static int login_body(const struct consul_login *l, sk_buf *body, char *err, size_t errlen)
+/* The body of POST /v1/acl/login, with the bearer token read now into *jwt (a secret, registered
+ * with the log redactor by secret_read_file: the caller wipes it and forgets it once the login is
+ * over, so that rotated tokens never fill the redactor). */
+static int login_body(const struct consul_login *l, sk_buf *body, char **jwt, char *err, size_t errlen)
 {
 	char why[300];
-	char *jwt = secret_read_file(l->bearer_file, why, sizeof(why));
-	bool ok;
 
-	if (!jwt)
+	*jwt = secret_read_file(l->bearer_file, why, sizeof(why));
+	if (!*jwt)
 		return sk_err(err, errlen, "consul login: the bearer token file %s", why);
-	if (!*jwt || sk_has_ctl(jwt)) {
-		sk_wipe(jwt, strlen(jwt));
-		free(jwt);
+	if (!**jwt || sk_has_ctl(*jwt))
 		return sk_err(err, errlen,
 			      "consul login: the bearer token file %s is empty or holds a control character",
 			      l->bearer_file);
-	}
-	ok = sk_buf_add(body, "{\"AuthMethod\":", 14) && sk_buf_add_json_str(body, l->method) &&
-	     sk_buf_add(body, ",\"BearerToken\":", 15) && sk_buf_add_json_str(body, jwt) &&
-	     sk_buf_addf(body, ",\"Meta\":%s}", l->meta_json);
+	if (!sk_buf_add(body, "{\"AuthMethod\":", 14) || !sk_buf_add_json_str(body, l->method) ||
+	    !sk_buf_add(body, ",\"BearerToken\":", 15) || !sk_buf_add_json_str(body, *jwt) ||
+	    !sk_buf_addf(body, ",\"Meta\":%s}", l->meta_json))
+		return sk_err(err, errlen, "consul login: the bearer token is too large");
+	return 0;
+}
+
+/* A bearer token no longer needed: wiped, freed, and no longer redacted (nothing holds it). */
+static void drop_jwt(char *jwt)
+{
+	if (!jwt)
+		return;
+	log_forget_secret(jwt);
 	sk_wipe(jwt, strlen(jwt));
 	free(jwt);
-	return ok ? 0 : sk_err(err, errlen, "consul login: the bearer token is too large");
 }
 
 static int64_t unix_now_ms(void)
@@ -371,13 +378,13 @@ static int login_post(const struct consul_login *l, struct consul *c, const dead
 {
 	const char *what = "POST /v1/acl/login";
 	struct consul_listing *listing = c->listing;
-	char why[300];
+	char why[300], *jwt = NULL;
 	sk_buf body;
 	int ret = -1;
 
 	c->listing = NULL;
 	sk_buf_init(&body, 65536);
-	if (login_body(l, &body, why, sizeof(why)) < 0) {
+	if (login_body(l, &body, &jwt, why, sizeof(why)) < 0) {
 		consul_http_fail(c, CONSUL_CLIENT_ERROR, err, errlen, "%s", why);
 		goto out;
 	}
@@ -396,6 +403,7 @@ static int login_post(const struct consul_login *l, struct consul *c, const dead
 out:
 	sk_wipe(body.data, body.len);
 	sk_buf_free(&body);
+	drop_jwt(jwt);
 	consul_http_release_body(c); /* the answer held the SecretID */
 	c->listing = listing;
 	return ret;

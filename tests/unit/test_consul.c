@@ -1168,7 +1168,7 @@ static void test_login_flow(void **state)
 		"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 4\r\n\r\ntrue",
 	};
 	struct canned_seq q = { .answers = answers, .n = SK_ARRAY_LEN(answers) };
-	char path[] = "/tmp/sk-login-XXXXXX", err[512] = "", secret[128];
+	char path[] = "/tmp/sk-login-XXXXXX", err[512] = "", secret[128], line[256];
 	struct consul_login *l;
 	struct consul_kv_list kv;
 	struct consul_meta m;
@@ -1185,7 +1185,17 @@ static void test_login_flow(void **state)
 	if (consul_kv_list(c, "p", 0, 0, CONSUL_DEFAULT, &dl, &kv, &m, err, sizeof(err)) < 0)
 		fail_msg("read after the token was revoked: %s", err);
 	consul_kv_list_free(&kv);
+	/* The token in use is redacted; the replaced one and the bearer tokens, which nothing holds
+	 * any more, are not (rotation never fills the redactor). */
+	snprintf(line, sizeof(line),
+		 "22222222-2222-2222-2222-222222222222 11111111-1111-1111-1111-111111111111 "
+		 "jwt-one jwt-two");
+	log_redact(line);
+	assert_string_equal(line, "*** 11111111-1111-1111-1111-111111111111 jwt-one jwt-two");
 	assert_int_equal(consul_logout(c, &dl, err, sizeof(err)), 0);
+	snprintf(line, sizeof(line), "22222222-2222-2222-2222-222222222222");
+	log_redact(line);
+	assert_string_equal(line, "22222222-2222-2222-2222-222222222222");
 	pthread_join(t, NULL);
 
 	assert_non_null(strstr(q.requests[0], "POST /v1/acl/login "));
