@@ -496,6 +496,7 @@ int consul_login_token(struct consul_login *l, struct consul *c, const deadline_
 		       uint64_t *gen, char *err, size_t errlen)
 {
 	struct consul_login_answer a;
+	deadline_t login_dl;
 	char why[400] = "";
 	int64_t now = deadline_now_us();
 	bool due;
@@ -513,7 +514,10 @@ int consul_login_token(struct consul_login *l, struct consul *c, const deadline_
 	l->busy = true;
 	pthread_mutex_unlock(&l->mu);
 
-	rc = login_post(l, c, dl, &a, why, sizeof(why));
+	/* The caller's deadline may be a blocking query's minute; the login, which other threads may
+	 * be waiting for, gets at most CONSUL_LOGIN_TIMEOUT_MS of it. */
+	login_dl = deadline_min(*dl, deadline_in_ms(CONSUL_LOGIN_TIMEOUT_MS));
+	rc = login_post(l, c, &login_dl, &a, why, sizeof(why));
 
 	pthread_mutex_lock(&l->mu);
 	login_done(l, rc, &a, why);

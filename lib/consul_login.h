@@ -17,6 +17,7 @@
 #define CONSUL_LOGIN_BEARER_DEFAULT "/var/run/secrets/kubernetes.io/serviceaccount/token"
 #define CONSUL_LOGIN_SECRET_MAX 128 /* room for a SecretID (a 36-character UUID) and its NUL */
 #define CONSUL_LOGIN_META_MAX 16 /* pairs in consul-login-meta */
+#define CONSUL_LOGIN_TIMEOUT_MS 10000 /* one login, whatever the request that needs it allows */
 #define CONSUL_LOGIN_BACKOFF_MIN_MS 1000
 #define CONSUL_LOGIN_BACKOFF_MAX_MS 60000
 

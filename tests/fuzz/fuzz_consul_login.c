@@ -2,7 +2,8 @@
  * POST /v1/acl/login (consul_login_parse_answer, with its RFC 3339 times) and the
  * consul-login-meta setting (consul_login_meta_json).
  *
- * The input's first byte picks the parser, the rest is its text. Checked: no read or write out of
+ * The input's first byte picks the parser (modulo 3: "0" the answer, "1" a time, "2" the
+ * metadata, so the seeds are text), the rest is its text. Checked: no read or write out of
  * bounds; an accepted answer has a NUL-terminated SecretID and AccessorID and a life that is -1 or
  * positive; a refused one leaves no SecretID behind; accepted metadata is a JSON object. */
 #include <cJSON.h>

@@ -1256,6 +1256,33 @@ static void test_login_refused(void **state)
 	unlink(path);
 }
 
+/* A login that gets no answer ends at CONSUL_LOGIN_TIMEOUT_MS even when the request that needs
+ * it (a blocking query) may wait longer: other threads may be waiting for that login. */
+static void test_login_bounded(void **state)
+{
+	static const char *const answers[] = { NULL };
+	struct canned_seq q = { .answers = answers, .n = 1 };
+	char path[] = "/tmp/sk-login-XXXXXX", err[512] = "";
+	struct consul_login *l;
+	struct consul_kv_list kv;
+	struct consul_meta m;
+	deadline_t dl = deadline_in_ms(30000);
+	pthread_t t;
+	struct consul *c = login_rig(&q, path, "jwt-x", NULL, &l, &t);
+	int64_t t0 = deadline_now_us(), took_ms;
+
+	(void)state;
+	assert_int_equal(consul_kv_list(c, "p", 0, 0, CONSUL_DEFAULT, &dl, &kv, &m, err, sizeof(err)), -1);
+	took_ms = (deadline_now_us() - t0) / 1000;
+	assert_true(took_ms >= CONSUL_LOGIN_TIMEOUT_MS - 100 && took_ms < CONSUL_LOGIN_TIMEOUT_MS + 2000);
+	assert_non_null(strstr(err, "POST /v1/acl/login: timeout"));
+	consul_free(c); /* the canned server sees the client go */
+	pthread_join(t, NULL);
+	consul_login_free(l);
+	close(q.s.lfd);
+	unlink(path);
+}
+
 /* GET /v1/agent/self: Config.Server decides consul-agent = auto; a 403 is "none", saying why; an
  * unknown token is named as such; anything else is no answer yet. */
 static void test_agent_self(void **state)
@@ -1352,8 +1379,9 @@ int main(void)
 		cmocka_unit_test(test_connection_refused),   cmocka_unit_test(test_login_meta_table),
 		cmocka_unit_test(test_login_time_table),     cmocka_unit_test(test_login_renew_table),
 		cmocka_unit_test(test_login_answer_table),   cmocka_unit_test(test_login_flow),
-		cmocka_unit_test(test_login_refused),        cmocka_unit_test(test_acl_rule_table),
-		cmocka_unit_test(test_agent_self),           cmocka_unit_test(test_agent_mode_names),
+		cmocka_unit_test(test_login_refused),        cmocka_unit_test(test_login_bounded),
+		cmocka_unit_test(test_acl_rule_table),       cmocka_unit_test(test_agent_self),
+		cmocka_unit_test(test_agent_mode_names),
 	};
 
 	log_setup("test_consul", LOG_TEXT, LOG_OFF, stderr);
