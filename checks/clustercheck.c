@@ -71,7 +71,7 @@ static int one_shot(struct cc_checker *c, bool json, bool tell, FILE *diag, int6
 	int n;
 
 	if (!cc_check_disabled(c, &r)) {
-		deadline_t dl = deadline_in_ms(c->timeout_ms);
+		deadline_t dl = deadline_since_start_ms(c->timeout_ms);
 
 		cc_check_once(c, &c->db, &dl, &r);
 		db_close(&c->db);

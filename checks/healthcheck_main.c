@@ -188,7 +188,7 @@ static void settings_free(void *settings)
 static int run(void *settings, int argc, char **argv, int64_t started)
 {
 	const struct healthcheck_settings *s = settings;
-	deadline_t dl = deadline_in_ms(s->p.budget_ms);
+	deadline_t dl = deadline_since_start_ms(s->p.budget_ms);
 	struct hc_run hc;
 	struct hc_dbio dbio;
 	struct hc_io io;

@@ -50,7 +50,7 @@ static int check(const struct probe_kind *k, void *s, const char *prog, int64_t 
 	}
 	if (probe_tls_unverified(&pc, err, sizeof(err)))
 		fprintf(stderr, "%s: %s\n", prog, err);
-	dl = deadline_in_ms(p->budget_ms);
+	dl = deadline_since_start_ms(p->budget_ms);
 	memset(&e, 0, sizeof(e));
 	k->judge(s, k->fetch(s, &pc, &dl, &f, &e) == 0, &f, &e, &pc, &v);
 	if (k->print)

@@ -501,7 +501,7 @@ static int run(void *settings, int argc, char **argv, int64_t started)
 	}
 	if (probe_tls_unverified(&pc, err, sizeof(err)))
 		fprintf(stderr, "proxysql-check: %s\n", err);
-	dl = deadline_in_ms(s->p.budget_ms);
+	dl = deadline_since_start_ms(s->p.budget_ms);
 	if (db_connect(&db, &pc.t, &dl, &e) < 0 || db_query(&db, "SELECT 1", &dl, &res, &e) < 0) {
 		rc = probe_report_db_error(probe, down_words[s->mode], s->p.json, &e, &pc, s->p.budget_ms, "--timeout",
 					   stdout, started);

@@ -16,6 +16,19 @@ int64_t deadline_now_us(void);
 /* A deadline `ms` milliseconds from now (ms <= 0 gives an already expired deadline). */
 deadline_t deadline_in_ms(int64_t ms);
 
+/* A one-shot check's deadline: `ms` from the moment this process started, not from now, so that
+ * the time spent loading shared libraries and reading settings before the check counts (the
+ * caller's clock, a kubelet's or xinetd's, started then). Loading some thirty libraries takes
+ * tens of milliseconds on a busy host. At most DEADLINE_STARTUP_MAX_US of start-up is counted: a
+ * process that was a shell script before it exec'd the probe keeps its budget. */
+#define DEADLINE_STARTUP_MAX_US 250000
+deadline_t deadline_since_start_ms(int64_t ms);
+
+/* The age in microseconds of the process whose /proc/PID/stat text is `stat` (its starttime, in
+ * `hz` clock ticks since boot), at `boot_now_us` on CLOCK_BOOTTIME; 0 when the text does not
+ * parse. Pure: deadline_since_start_ms reads the inputs. */
+int64_t deadline_age_from_stat(const char *stat, long hz, int64_t boot_now_us);
+
 /* A deadline that never expires. Only long-running loops use it, never a check. */
 deadline_t deadline_never(void);
 

@@ -437,6 +437,29 @@ static void secret_verdict_row(char *line, void *ctx)
 		    (strcmp(want, "ok") != 0 && strcmp(want, "readable") != 0));
 }
 
+static void process_age_row(char *line, void *ctx)
+{
+	char *cur = line, *stat = bar_field(&cur), *hz = bar_field(&cur), *now = bar_field(&cur);
+	char *want = bar_field(&cur), *why = bar_field(&cur);
+	int64_t got = deadline_age_from_stat(stat, strtol(hz, NULL, 10), strtoll(now, NULL, 10));
+
+	(void)ctx;
+	if (got != strtoll(want, NULL, 10))
+		fail_msg("%s: want %s us, got %lld", why, want, (long long)got);
+}
+
+/* deadline_age_from_stat from tests/data/deadline/process-age.table; deadline_since_start_ms on
+ * this process (started long before: at most DEADLINE_STARTUP_MAX_US of it counts). */
+static void test_deadline_since_start(void **state)
+{
+	deadline_t d;
+
+	(void)state;
+	assert_true(testdata_each_line("deadline/process-age.table", process_age_row, NULL) >= 10);
+	d = deadline_since_start_ms(1000);
+	assert_true(deadline_left_ms(&d) <= 1000 && deadline_left_ms(&d) >= 1000 - DEADLINE_STARTUP_MAX_US / 1000 - 50);
+}
+
 /* secret_judge from tests/data/secret/file-verdict.table. */
 static void test_secret_verdict_table(void **state)
 {
@@ -1062,6 +1085,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_opts_defaults_and_argv),
 		cmocka_unit_test(test_opts_bind),
+		cmocka_unit_test(test_deadline_since_start),
 		cmocka_unit_test(test_opts_bind_type_mismatch),
 		cmocka_unit_test(test_opts_precedence),
 		cmocka_unit_test(test_opts_errors),
