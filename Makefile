@@ -111,7 +111,7 @@ unit-asan: ## the unit tests under ASan+UBSan
 # and the images too (test_static.py, test_images.py), install the Debian packages into the images'
 # debootstrapped root (test_packages.py), then the ProxySQL 3.0 run.
 integration: all static images deb ## pytest tests/integration, then integration-proxysql-3.0
-	SIDEKICK_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q --durations=25 tests/integration $(PYTEST_ARGS)
+	$(INTEGRATION_ENV) SIDEKICK_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q --durations=25 tests/integration $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory integration-proxysql-3.0
 
 # The sync suites (main, safety guards, services, faults, cluster) and proxysql-check again with the
@@ -132,6 +132,8 @@ integration-proxysql-3.0: all ## the sync suites with the double playing ProxySQ
 
 # Everything CI runs (.ci/run is `make deps test`), in this order.
 test: lint check-docs check-shape unit unit-asan integration fuzz-test test-asan test-tsan ## every test (what CI runs)
+# In `make test` the tests of tests/sanitized.list run once, against the ASan binaries (test-asan).
+test: INTEGRATION_ENV = SIDEKICK_SANITIZED_ELSEWHERE=1
 
 deps: ## install what the build and the tests need (Debian, apt; idempotent; a development machine only)
 	@tests/deps.sh build test

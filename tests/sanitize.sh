@@ -9,8 +9,9 @@
 # does with the process's output, and a reporting process exits 86 (ASan, LSan at exit) or aborts
 # (UBSan), so the test that ran it fails too. After pytest the script fails when any report file
 # exists or pytest's output mentions a report, and prints the reports. Without PYTEST ARGS it runs
-# the sync agent's suites (safety, cluster, services, Consul behaviours; the 40 s outage runs unsanitized
-# only), --register, proxysql-check, clustercheck --listen, healthcheck and a subset of the probe tests, then a short soak of the agent (SANITIZE_NO_SOAK=1: none); docs/reliability.md.
+# the tests of tests/sanitized.list (the sync agent's suites, --register, proxysql-check,
+# clustercheck --listen, healthcheck and a subset of the probe tests; `make test` runs them here
+# only), then a short soak of the agent (SANITIZE_NO_SOAK=1: none); docs/reliability.md.
 # ThreadSanitizer: a report makes the process exit 66 at the end (it goes on running meanwhile, so
 # one run reports every race); without PYTEST ARGS it runs the agent's suites that fit in about
 # three minutes (the threads: watchers, coordinator, targets, cluster lock, announce, health port),
@@ -35,28 +36,9 @@ if [ $# -eq 0 ] && [ "$san" = thread ]; then
 		$c::test_proxysql_servers_follow_the_announced_fleet \
 		--deselect tests/integration/test_sync_safety.py::test_proxysql_down_40s_then_back_empty_gets_its_config_within_1s
 elif [ $# -eq 0 ]; then
-	p=tests/integration/test_probes.py
-	set -- tests/integration/test_sync.py tests/integration/test_sync_faults.py tests/integration/test_register.py \
-		tests/integration/test_proxysql_check.py tests/integration/test_clustercheck_http.py \
-		$p::test_healthy $p::test_desynced $p::test_read_only $p::test_replica_healthy \
-		$p::test_replica_lagging $p::test_replica_sql_thread_failed $p::test_bypass_files \
-		$p::test_wrong_credentials $p::test_hostile_input $p::test_unknown_options_help_and_version \
-		$p::test_clustercheck_positional_xinetd_form $p::test_clustercheck_behind_an_inetd_socket \
-		$p::test_no_password_in_any_output tests/integration/test_healthcheck.py \
-		tests/integration/test_sync_safety.py tests/integration/test_sync_cluster.py \
-		tests/integration/test_sync_services.py tests/integration/test_sync_consul.py \
-		tests/integration/test_sync_consul_client.py tests/integration/test_consul_agent_mode.py \
-		tests/integration/test_consul_login.py
-	# These time a one-shot probe's whole run against deadline + 100 ms; ASan's start-up and the
-	# leak scan at exit add 50-150 ms on a busy 2-core machine. Their paths run unsanitized in
-	# make integration, and the agent's and the listener's hung-server paths run here.
-	q=tests/integration/test_proxysql_check.py
-	set -- "$@" --deselect $q::test_liveness_hung_returns_within_the_deadline \
-		--deselect $q::test_liveness_query_hangs_after_login --deselect $q::test_readiness_with_sync_readyz \
-		--deselect $q::test_readiness_hung_admin \
-		--deselect tests/integration/test_healthcheck.py::test_sigstopped \
-		--deselect tests/integration/test_healthcheck.py::test_http_sigstopped_within_the_deadline \
-		--deselect tests/integration/test_sync_safety.py::test_proxysql_down_40s_then_back_empty_gets_its_config_within_1s
+	# tests/sanitized.list: what runs here (and only here in make test), and what stays out.
+	set -- $(sed -n 's/^\(tests\/[^ #]*\).*/\1/p' tests/sanitized.list) \
+		$(sed -n 's/^-\(tests\/[^ #]*\).*/--deselect \1/p' tests/sanitized.list)
 fi
 
 reports=$(mktemp -d /tmp/sk-sanitizer-XXXXXX)

@@ -273,6 +273,35 @@ def pytest_configure(config):
         os.environ["PROXYSQL_DOUBLE_VERSION"] = version     # read by every double this run starts
 
 
+def _sanitized_elsewhere():
+    """The entries of tests/sanitized.list: (tests run under ASan, tests of theirs that are not)."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sanitized.list")
+    run, out = [], []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.split("#", 1)[0].strip()
+            if line.startswith("-"):
+                out.append(line[1:])
+            elif line:
+                run.append(line)
+    return run, out
+
+
+def _listed(nodeid, entries):
+    return any(nodeid == e or nodeid.startswith(e + "::") or nodeid.startswith(e + "[") for e in entries)
+
+
+def pytest_collection_modifyitems(config, items):
+    """make test: the tests that tests/sanitize.sh runs against ASan binaries run there only."""
+    if os.environ.get("SIDEKICK_SANITIZED_ELSEWHERE") != "1":
+        return
+    run, out = _sanitized_elsewhere()
+    gone = [it for it in items if _listed(it.nodeid, run) and not _listed(it.nodeid, out)]
+    if gone:
+        config.hook.pytest_deselected(items=gone)
+        items[:] = [it for it in items if it not in gone]
+
+
 _LOG_OFFSETS = pytest.StashKey[dict]()
 
 
