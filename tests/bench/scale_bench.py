@@ -12,6 +12,9 @@ CONSUL_BIN / PROXYSQL_BIN) and a new agent with quiescence off:
     one user's default_hostgroup, from the KV write until the agent logs its verified apply;
   * the agent's CPU (utime + stime) for the initial sync and for the two changes, and its peak
     RSS (VmHWM) after the first sync, after the server change and over the whole run;
+  * the floor, from a plain client on the same ProxySQL right after: the user change's UPDATE +
+    LOAD MYSQL USERS TO RUNTIME, reading all of runtime_mysql_users, SAVE MYSQL USERS TO DISK and
+    the checksums the agent reads (median of 3), with the agent's apply as a ratio of the first;
 
 and, first, back-to-back changes with a few dozen keys (30 users, 6 servers): each server weight
 change written as soon as the one before shows in runtime_mysql_servers (p50, p99, max).
@@ -161,8 +164,34 @@ def one_size(n, work):
         time.sleep(0.3)
         row["change_cpu_ms"] = (cpu_ticks(agent.pid) - c0) * 1000.0 / TICK
         row["peak_rss_kib"] = proc_status(agent.pid, "VmHWM")
+        row["floor"] = floor(cur)
         conn.close()
     return row
+
+
+def timed(cur, *statements):
+    """Milliseconds for the statements, each sent and its answer read in full."""
+    t0 = time.monotonic()
+    for q in statements:
+        cur.execute(q)
+        cur.fetchall()
+    return (time.monotonic() - t0) * 1000
+
+
+def floor(cur, rounds=3):
+    """What a plain client pays on the same ProxySQL in the same run, median of `rounds`: the
+    user change's own statements (the UPDATE writes the value the agent wrote: nothing moves),
+    reading all runtime users, the users' SAVE, and the checksums the agent reads."""
+    user = "user000000"
+    cases = {
+        "update_load": ("UPDATE mysql_users SET default_hostgroup=101 WHERE username='%s'" % user,
+                        "LOAD MYSQL USERS TO RUNTIME"),
+        "read_runtime_users": ("SELECT * FROM runtime_mysql_users",),
+        "save_users": ("SAVE MYSQL USERS TO DISK",),
+        "checksum_memory_users": ("CHECKSUM MEMORY MYSQL USERS",),
+        "runtime_checksums": ("SELECT name, checksum FROM runtime_checksums_values",),
+    }
+    return {k: statistics.median(timed(cur, *q) for _ in range(rounds)) for k, q in cases.items()}
 
 
 def back_to_back(changes, work, extra=""):
@@ -238,6 +267,18 @@ def main():
                   fmt_ms(r["server_change_ms"]), fmt_ms(r["user_change_ms"]), fmt_ms(r["user_apply_ms"]),
                   r["change_cpu_ms"], r["rss_initial_kib"] / 1024.0, r["rss_server_kib"] / 1024.0,
                   r["peak_rss_kib"] / 1024.0))
+    print("\nThe floor: a plain client on the same ProxySQL in the same run (median of 3), beside the "
+          "agent's user change\n")
+    print("| keys | user change, end to end | the agent's apply | floor: UPDATE + LOAD MYSQL USERS TO RUNTIME | "
+          "agent's apply / floor | read all runtime_mysql_users | SAVE MYSQL USERS TO DISK | "
+          "CHECKSUM MEMORY MYSQL USERS | runtime_checksums_values |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        f = r["floor"]
+        ratio = ("%.2fx" % (r["user_apply_ms"] / f["update_load"])) if r["user_apply_ms"] else "n/a"
+        print("| %d | %s | %s | %.0f ms | %s | %.0f ms | %.0f ms | %.1f ms | %.1f ms |" % (
+            r["keys"], fmt_ms(r["user_change_ms"]), fmt_ms(r["user_apply_ms"]), f["update_load"], ratio,
+            f["read_runtime_users"], f["save_users"], f["checksum_memory_users"], f["runtime_checksums"]))
     if len(rows) > 1:
         base = rows[0]
         print("\nPer key, against the smallest size: initial agent CPU %s." % ", ".join(
