@@ -11,8 +11,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "announce.h"
 #include "consul_login.h"
 #include "log.h"
+#include "metrics.h"
 
 /* ---- coordinator: snapshot -> desired ------------------------------------------------- */
 
@@ -412,27 +414,13 @@ static void agent_logout(struct agent *ag)
 static void agent_release(struct agent *ag)
 {
 	agent_logout(ag);
-	for (size_t i = 0; i < ag->nwatches; i++) {
-		if (ag->watches[i].c)
-			consul_free(ag->watches[i].c);
-		consul_kv_list_free(&ag->watches[i].kv);
-		free(ag->watches[i].prefix);
-		free(ag->watches[i].label);
-		if (ag->watches[i].wake_fd >= 0)
-			close(ag->watches[i].wake_fd);
-	}
-	for (size_t i = 0; i < ag->ntargets; i++) {
-		for (size_t k = 0; k < ag->targets[i].ndrains; k++)
-			free(ag->targets[i].drains[k].host);
-		free(ag->targets[i].drains);
-		free(ag->targets[i].holds);
-		free(ag->targets[i].label);
-		target_forget(&ag->targets[i]);
-	}
+	for (size_t i = 0; i < ag->nwatches; i++)
+		watch_free(&ag->watches[i]);
+	for (size_t i = 0; i < ag->ntargets; i++)
+		target_free(&ag->targets[i]);
 	free(ag->targets);
 	free(ag->started);
-	if (ag->lock.c)
-		consul_free(ag->lock.c);
+	lock_free(&ag->lock);
 	if (ag->announce_c)
 		consul_free(ag->announce_c);
 	agent_seen_free(&ag->logged_rejects);

@@ -19,6 +19,7 @@
 #include "db.h"
 #include "http.h"
 #include "log.h"
+#include "metrics.h"
 #include "proc.h"
 #include "runfile.h"
 

@@ -1,12 +1,13 @@
 /* watch.c: one blocking-query loop per watched Consul prefix: believe an answer or say why not,
  * keep the last good snapshot, and hold back a prefix that empties or shrinks until it is confirmed. */
-#include "agent.h"
+#include "watch.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "agent.h"
 #include "log.h"
 
 #define WATCH_READ_MS 10000 /* the deadline of a read that does not block */
@@ -320,4 +321,18 @@ void *watch_main(void *arg)
 		}
 	}
 	return NULL;
+}
+
+void watch_free(struct watch *w)
+{
+	if (w->c)
+		consul_free(w->c);
+	w->c = NULL;
+	consul_kv_list_free(&w->kv);
+	free(w->prefix);
+	free(w->label);
+	w->prefix = w->label = NULL;
+	if (w->wake_fd >= 0)
+		close(w->wake_fd);
+	w->wake_fd = -1;
 }
