@@ -261,9 +261,10 @@ static int setting_str(config_setting_t *s, const char *name, bool required, cha
 	return 0;
 }
 
-static int setting_long(config_setting_t *s, const char *name, bool required, long min, long max, long *out, char *err,
-			size_t errlen)
+/* A hostgroup setting: a whole number from 0 to 2^31 - 1. */
+static int setting_hostgroup(config_setting_t *s, const char *name, bool required, long *out, char *err, size_t errlen)
 {
+	const long min = 0, max = 2147483647L;
 	long long v;
 
 	if (!config_setting_lookup_int64(s, name, &v)) {
@@ -376,7 +377,7 @@ static int load_service(struct layout_service *sv, config_setting_t *s, long hos
 	    setting_str(s, "meta_prefix", false, &sv->meta_prefix, err, errlen) < 0)
 		return -1;
 	if (hostgroup < 0) {
-		if (setting_long(s, "hostgroup", true, 0, 2147483647L, &sv->hostgroup, err, errlen) < 0)
+		if (setting_hostgroup(s, "hostgroup", true, &sv->hostgroup, err, errlen) < 0)
 			return -1;
 	} else if (config_setting_get_member(s, "hostgroup")) {
 		return at_line(err, errlen, line_of(s, "hostgroup"), "hostgroup",
@@ -461,7 +462,7 @@ static int load_remote_readers(struct layout_cluster *cl, config_setting_t *s, c
 		config_setting_t *r = config_setting_get_elem(remote, (unsigned)i);
 
 		if (setting_str(r, "region", true, &cl->remote[i].region, err, errlen) < 0 ||
-		    setting_long(r, "hostgroup", true, 0, 2147483647L, &cl->remote[i].hostgroup, err, errlen) < 0)
+		    setting_hostgroup(r, "hostgroup", true, &cl->remote[i].hostgroup, err, errlen) < 0)
 			return -1;
 	}
 	return 0;
@@ -483,8 +484,8 @@ static int load_cluster(struct layout_config *l, struct layout_cluster *cl, conf
 			       "each cluster is a group { alias = ...; }");
 	if (check_members(s, allowed, SK_ARRAY_LEN(allowed), err, errlen) < 0 ||
 	    setting_str(s, "alias", true, &cl->alias, err, errlen) < 0 ||
-	    setting_long(s, "writer_hostgroup", true, 0, 2147483647L, &cl->writer_hostgroup, err, errlen) < 0 ||
-	    setting_long(s, "reader_hostgroup", false, 0, 2147483647L, &cl->reader_hostgroup, err, errlen) < 0)
+	    setting_hostgroup(s, "writer_hostgroup", true, &cl->writer_hostgroup, err, errlen) < 0 ||
+	    setting_hostgroup(s, "reader_hostgroup", false, &cl->reader_hostgroup, err, errlen) < 0)
 		return -1;
 	if (config_setting_lookup_bool(s, "writer_is_reader", &b))
 		cl->writer_is_reader = b;
@@ -794,12 +795,18 @@ static bool is_loopback(const char *host)
 	return inet_pton(AF_INET6, host, a) == 1 && memcmp(a, &in6addr_loopback, sizeof(struct in6_addr)) == 0;
 }
 
-/* At least one target; TLS settings that go together; no password in clear text over the network. */
+/* Where an entry of a list is: the config file (NULL: none), its line (0: not from the file), the
+ * list's name. */
+struct entry_at {
+	const char *path;
+	int line;
+	const char *list;
+};
+
 /* An error about an entry of a list in the config file (a cluster, a service, a target): "PATH:LINE:
  * LIST: problem" when the file gave it, else "problem". */
-SK_PRINTF(6, 7)
-static int entry_err(const struct sync_config *c, int line, const char *list, char *err, size_t errlen, const char *fmt,
-		     ...)
+SK_PRINTF(4, 5)
+static int entry_err(const struct entry_at *at, char *err, size_t errlen, const char *fmt, ...)
 {
 	char msg[400];
 	va_list ap;
@@ -807,11 +814,12 @@ static int entry_err(const struct sync_config *c, int line, const char *list, ch
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	if (c->path && line > 0)
-		return sk_err(err, errlen, "%s:%d: %s: %s", c->path, line, list, msg);
+	if (at->path && at->line > 0)
+		return sk_err(err, errlen, "%s:%d: %s: %s", at->path, at->line, at->list, msg);
 	return sk_err(err, errlen, "%s", msg);
 }
 
+/* At least one target; TLS settings that go together; no password in clear text over the network. */
 static int check_targets(const struct sync_config *c, char *err, size_t errlen)
 {
 	if (c->ntargets == 0)
@@ -820,13 +828,13 @@ static int check_targets(const struct sync_config *c, char *err, size_t errlen)
 		const struct sync_target *t = &c->targets[i];
 
 		if ((t->tls_ca || t->tls_cert || t->tls_key || t->tls_verify_given) && !t->tls)
-			return entry_err(c, t->line, "targets", err, errlen,
+			return entry_err(&(struct entry_at){ c->path, t->line, "targets" }, err, errlen,
 					 "target %s: tls_ca, tls_cert, tls_key and tls_verify need tls = true",
 					 t->name);
 		/* Its INSERTs carry mysql_users passwords too, not only the login. */
 		if (*t->password && !t->tls && !t->allow_plaintext_password && !is_loopback(t->host))
 			return entry_err(
-				c, t->line, "targets", err, errlen,
+				&(struct entry_at){ c->path, t->line, "targets" }, err, errlen,
 				"target %s: the admin password (and the users' passwords the agent writes) "
 				"would cross the network in clear text to %s: set tls = true (--admin-tls), or "
 				"allow_plaintext_password = true (--admin-allow-plaintext-password)",
@@ -888,11 +896,11 @@ static int check_remote_readers(const struct sync_config *c, const struct layout
 
 		if (who)
 			return entry_err(
-				c, a->line, "clusters", err, errlen,
+				&(struct entry_at){ c->path, a->line, "clusters" }, err, errlen,
 				"cluster %s: remote_readers hostgroup %ld (region %s) is also a hostgroup of %s",
 				a->alias, a->remote[r].hostgroup, a->remote[r].region, who);
 		if (strcmp(a->remote[r].region, l->region) == 0)
-			return entry_err(c, a->line, "clusters", err, errlen,
+			return entry_err(&(struct entry_at){ c->path, a->line, "clusters" }, err, errlen,
 					 "cluster %s: remote_readers region %s is this ProxySQL's own region (region)",
 					 a->alias, l->region);
 	}
@@ -908,11 +916,11 @@ static int check_clusters(const struct sync_config *c, char *err, size_t errlen)
 		const struct layout_cluster *a = &l->clusters[i];
 
 		if (a->reader_hostgroup == a->writer_hostgroup)
-			return entry_err(c, a->line, "clusters", err, errlen,
+			return entry_err(&(struct entry_at){ c->path, a->line, "clusters" }, err, errlen,
 					 "cluster %s: reader_hostgroup equals writer_hostgroup", a->alias);
 		if (a->monitor_roles && a->writer_is_reader)
 			return entry_err(
-				c, a->line, "clusters", err, errlen,
+				&(struct entry_at){ c->path, a->line, "clusters" }, err, errlen,
 				"cluster %s: writer_is_reader with roles = \"monitor\": the monitor decides who "
 				"reads",
 				a->alias);
@@ -920,12 +928,12 @@ static int check_clusters(const struct sync_config *c, char *err, size_t errlen)
 			const struct layout_cluster *b = &l->clusters[j];
 
 			if (strcmp(a->alias, b->alias) == 0)
-				return entry_err(c, a->line, "clusters", err, errlen, "cluster %s is listed twice",
-						 a->alias);
+				return entry_err(&(struct entry_at){ c->path, a->line, "clusters" }, err, errlen,
+						 "cluster %s is listed twice", a->alias);
 			if (a->writer_hostgroup == b->writer_hostgroup || a->writer_hostgroup == b->reader_hostgroup ||
 			    (a->reader_hostgroup >= 0 && (a->reader_hostgroup == b->writer_hostgroup ||
 							  a->reader_hostgroup == b->reader_hostgroup)))
-				return entry_err(c, a->line, "clusters", err, errlen,
+				return entry_err(&(struct entry_at){ c->path, a->line, "clusters" }, err, errlen,
 						 "clusters %s and %s share a hostgroup", b->alias, a->alias);
 		}
 		if (check_remote_readers(c, a, err, errlen) < 0)
@@ -962,18 +970,19 @@ static int check_services(const struct sync_config *c, char *err, size_t errlen)
 		if (a->fleet || of_cluster(l, a))
 			continue; /* the ProxySQL fleet, not a hostgroup; or the cluster's own */
 		if ((who = hostgroup_user(l, a->hostgroup)) != NULL)
-			return entry_err(c, a->line, "services", err, errlen,
+			return entry_err(&(struct entry_at){ c->path, a->line, "services" }, err, errlen,
 					 "%s: hostgroup %ld is also a hostgroup of %s (one source per hostgroup)",
 					 a->label, a->hostgroup, who);
 		for (size_t k = 0; k < l->nclusters; k++)
 			for (size_t r = 0; r < l->clusters[k].nremote; r++)
 				if (l->clusters[k].remote[r].hostgroup == a->hostgroup)
-					return entry_err(c, a->line, "services", err, errlen,
+					return entry_err(&(struct entry_at){ c->path, a->line, "services" }, err,
+							 errlen,
 							 "%s: hostgroup %ld is also a remote_readers hostgroup of %s",
 							 a->label, a->hostgroup, l->clusters[k].alias);
 		for (size_t j = 0; j < i; j++)
 			if (l->services[j].hostgroup == a->hostgroup)
-				return entry_err(c, a->line, "services", err, errlen,
+				return entry_err(&(struct entry_at){ c->path, a->line, "services" }, err, errlen,
 						 "%s and %s share hostgroup %ld (one source per hostgroup)",
 						 l->services[j].label, a->label, a->hostgroup);
 	}

@@ -218,9 +218,12 @@ void known_remember(struct target *t, struct tstate *st, const struct plan *afte
 /* The hot path's verify: the checksums after the apply say runtime and disk hold what memory
  * holds (a LOAD that took, a SAVE that took). Returns 1 (verified, `ck` filled), 0 (read in full
  * to verify), -1 on errors. */
-int known_verify(struct target *t, const struct plan *p, const struct px_checksums *before, bool users, bool disk,
-		 const deadline_t *dl, struct px_checksums *ck, struct db_err *e)
+int known_verify(struct target *t, const struct known_applied *a, const deadline_t *dl, struct px_checksums *ck,
+		 struct db_err *e)
 {
+	const struct plan *p = a->plan;
+	const struct px_checksums *before = a->before;
+	bool users = a->users, disk = a->disk;
 	bool servers_loaded = false, servers_written, users_written;
 	uint64_t before_v2 = before->v.servers_v2;
 

@@ -56,10 +56,18 @@ int known_holds(struct target *t, const struct plan *p, struct tstate *st, const
 void known_remember(struct target *t, struct tstate *st, const struct plan *after, const struct px_checksums *ck,
 		    int64_t read_us);
 
-/* The hot path's verify: the checksums after plan `p` say runtime and disk hold what memory holds.
- * Returns 1 (verified, `ck` filled), 0 (read in full to verify), -1 on errors (`e`). */
-int known_verify(struct target *t, const struct plan *p, const struct px_checksums *before, bool users, bool disk,
-		 const deadline_t *dl, struct px_checksums *ck, struct db_err *e);
+/* What a hot-path apply did, for its verify: the plan applied, the checksums it was planned from,
+ * whether users are managed, whether the plan SAVEd. */
+struct known_applied {
+	const struct plan *plan;
+	const struct px_checksums *before;
+	bool users, disk;
+};
+
+/* The hot path's verify: the checksums after the apply say runtime and disk hold what memory
+ * holds. Returns 1 (verified, `ck` filled), 0 (read in full to verify), -1 on errors (`e`). */
+int known_verify(struct target *t, const struct known_applied *a, const deadline_t *dl, struct px_checksums *ck,
+		 struct db_err *e);
 
 /* Forget what the target's tables were known to hold (the next reconcile reads them in full). */
 void known_forget(struct target *t);

@@ -18,6 +18,31 @@
 #include "metrics.h"
 #include "report.h"
 
+/* One reconcile's working state, from the read to the record. */
+struct pass {
+	struct agent *ag;
+	struct target *t;
+	const struct agent_want *want;
+	bool print, users, disk;
+	bool save; /* this pass SAVEs what it LOADs (disk, unless the hot path puts the SAVE off) */
+	deadline_t dl;
+	struct tstate st;
+	struct px_servers want_s; /* the desired servers of the hostgroups written here, guards applied */
+	struct plan plan, check;
+	struct plan_drift ds, du;
+	/* Servers being drained: the rows, how many connections still use them, the plan's view. */
+	const struct px_server **draining;
+	long *used;
+	struct plan_drain *dinfo;
+	size_t nd;
+	struct db_err e;
+	int64_t started, read_us;
+	int rc, fast;
+	struct guards guards;
+	bool verified_known;
+	struct px_checksums after_ck;
+};
+
 /* proxysql_servers: the announced fleet, this target itself always in it (announce-address). */
 static void plan_fleet(struct sync_config *cfg, const struct agent_want *want, const struct tstate *st,
 		       struct plan *out)
@@ -44,18 +69,18 @@ static void plan_fleet(struct sync_config *cfg, const struct agent_want *want, c
 
 /* The plan that brings the target from `st` to `want_s` / `want`, with every owed LOAD and SAVE
  * derived from what the target says (drift between memory, runtime and disk). */
-static void plan_state(struct agent *ag, const struct tstate *st, const struct px_servers *want_s,
-		       const struct agent_want *want, const struct plan_drain *dinfo, size_t nd, bool save,
-		       struct plan *out, struct plan_drift *ds, struct plan_drift *du)
+static void plan_state(struct pass *r, struct plan *out)
 {
-	struct sync_config *cfg = ag->cfg;
+	const struct tstate *st = &r->st;
+	const struct agent_want *want = r->want;
+	struct sync_config *cfg = r->ag->cfg;
 	bool users = *cfg->layout.users_prefix != '\0';
 	struct plan_options po = {
 		.owned_hostgroups = st->owned,
 		.nowned = st->nowned,
 		.user_tag = cfg->layout.user_tag,
 		.drain_timeout_ms = cfg->settings.drain_timeout_ms,
-		.save_to_disk = save,
+		.save_to_disk = r->save,
 		.keep_servers = &want->keep_servers,
 		.keep_users = &want->keep_users,
 		.protected_users = &st->facts.protected_users,
@@ -63,7 +88,7 @@ static void plan_state(struct agent *ag, const struct tstate *st, const struct p
 		.hold_foreign = cfg->settings.foreign_edits == SYNC_FOREIGN_HOLD,
 	};
 	struct plan_inputs in = {
-		.want_servers = st->refuse[TABLE_SERVERS] ? NULL : want_s,
+		.want_servers = st->refuse[TABLE_SERVERS] ? NULL : &r->want_s,
 		.have_servers = &st->mem_s,
 		.runtime_servers = st->have_rt_s ? &st->rt_s : NULL,
 		.want_users = users && !st->refuse[TABLE_USERS] ? &want->users : NULL,
@@ -72,11 +97,11 @@ static void plan_state(struct agent *ag, const struct tstate *st, const struct p
 		.families = &st->facts.families,
 		.servers_disk_differs = st->ck.servers_memory != st->ck.servers_disk,
 		.users_disk_differs = st->ck.users_memory != st->ck.users_disk,
-		.drains = dinfo,
-		.ndrains = nd,
+		.drains = r->dinfo,
+		.ndrains = r->nd,
 	};
 
-	plan_target(&in, &po, out, ds, du);
+	plan_target(&in, &po, out, &r->ds, &r->du);
 	if (layout_has_fleet(&cfg->layout))
 		plan_fleet(cfg, want, st, out);
 }
@@ -94,31 +119,6 @@ static bool only_drains(const struct plan *p)
 	}
 	return true;
 }
-
-/* One reconcile's working state, from the read to the record. */
-struct pass {
-	struct agent *ag;
-	struct target *t;
-	const struct agent_want *want;
-	bool print, users, disk;
-	bool save; /* this pass SAVEs what it LOADs (disk, unless the hot path puts the SAVE off) */
-	deadline_t dl;
-	struct tstate st;
-	struct px_servers want_s; /* the desired servers of the hostgroups written here, guards applied */
-	struct plan plan, check;
-	struct plan_drift ds, du;
-	/* Servers being drained: the rows, how many connections still use them, the plan's view. */
-	const struct px_server **draining;
-	long *used;
-	struct plan_drain *dinfo;
-	size_t nd;
-	struct db_err e;
-	int64_t started, read_us;
-	int rc, fast;
-	struct guards guards;
-	bool verified_known;
-	struct px_checksums after_ck;
-};
 
 /* Start a reconcile: its deadline, and whether it may take the hot path: a target still connected
  * since a reconcile that verified its tables, within resync-interval of their last full read,
@@ -290,7 +290,7 @@ static bool decide(struct pass *r)
 	guard_wanted(r);
 	if (read_drains(r) < 0)
 		return false;
-	plan_state(r->ag, &r->st, &r->want_s, r->want, r->dinfo, r->nd, r->save, &r->plan, &r->ds, &r->du);
+	plan_state(r, &r->plan);
 	if (r->fast) {
 		int k = known_holds(t, &r->plan, &r->st, &r->dl, &r->e);
 
@@ -392,7 +392,7 @@ static bool verify_read(struct pass *r)
 		return false;
 	}
 	cluster_scope(r->ag, t, &r->st);
-	plan_state(r->ag, &r->st, &r->want_s, r->want, r->dinfo, r->nd, r->save, &r->check, &r->ds, &r->du);
+	plan_state(r, &r->check);
 	if (only_drains(&r->check) && !r->check.servers_held && !r->check.users_held)
 		return true;
 	for (size_t i = 0; i < r->check.n; i++)
@@ -413,7 +413,8 @@ static bool verify(struct pass *r)
 {
 	if (r->plan.n && r->fast && r->plan.after_exact && !r->guards.writers && !r->guards.held && !r->st.refused &&
 	    r->nd == 0) {
-		int v = known_verify(r->t, &r->plan, &r->st.ck, r->users, r->save, &r->dl, &r->after_ck, &r->e);
+		int v = known_verify(r->t, &(struct known_applied){ &r->plan, &r->st.ck, r->users, r->save }, &r->dl,
+				     &r->after_ck, &r->e);
 
 		if (v < 0) {
 			r->t->errors_read++;

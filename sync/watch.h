@@ -41,10 +41,19 @@ struct watch {
 	unsigned long reads; /* answers believed (changed or not), under ag->mu: the hostgroup guard's confirmations */
 };
 
+/* How one read asks: from `index` (0: at once), blocking up to `wait_ms`, with consistency `mode`,
+ * within `dl`. */
+struct watch_query {
+	uint64_t index;
+	long wait_ms;
+	enum consul_consistency mode;
+	const deadline_t *dl;
+};
+
 /* One read of a watch's source (a KV prefix or a service, whose instances get the keys the layout
- * expects: SERVICE_KEY_PREFIX "<index>/<address>") with consistency `mode`, as consul_kv_list. */
-int watch_read(struct watch *w, uint64_t index, long wait_ms, enum consul_consistency mode, const deadline_t *dl,
-	       struct consul_kv_list *out, struct consul_meta *meta, char *err, size_t errlen) SK_MUST_CHECK;
+ * expects: SERVICE_KEY_PREFIX "<index>/<address>") as `q` asks, as consul_kv_list. */
+int watch_read(struct watch *w, const struct watch_query *q, struct consul_kv_list *out, struct consul_meta *meta,
+	       char *err, size_t errlen) SK_MUST_CHECK;
 
 /* The thread body: `arg` is the struct watch *. */
 void *watch_main(void *arg);
