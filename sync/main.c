@@ -16,6 +16,7 @@
 
 #include "agent.h"
 #include "config.h"
+#include "config_check.h"
 #include "db.h"
 #include "http.h"
 #include "log.h"

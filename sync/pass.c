@@ -11,6 +11,7 @@
 
 #include "agent.h"
 #include "cluster.h"
+#include "config_check.h"
 #include "guard.h"
 #include "known.h"
 #include "lock.h"

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "config_check.h"
 #include "layout.h"
 #include "plan.h"
 #include "proxysql.h"
