@@ -240,7 +240,9 @@ static const struct probe_kind haproxy_kind = {
 			"HAProxy external-check for a PXC/Galera node (check_pxc.sh): up when Primary, Synced (or a\n"
 			"donor that is the last node or allowed), pxc_maint_mode=DISABLED, wsrep_reject_queries=NONE\n"
 			"and the donor does not reject queries. Logs JSON lines on stdout; exit 0 up, 1 down.\n"
-			"SERVER_PORT is accepted and ignored, as check_pxc.sh does: mysqld's port is --port.",
+			"SERVER_PORT is accepted and ignored, as check_pxc.sh does: mysqld's port is --port.\n"
+			"\"N nodes are available\" in the first line is the backend's node count (AVAILABLE_NODES),\n"
+			"not how many are up: check_pxc.sh's words, kept for log parsers; the verdict line says why.",
 		.defs = options,
 		.ndefs = SK_ARRAY_LEN(options),
 		.config_opt = "config",

@@ -470,6 +470,37 @@ const char *opt_source(const struct opts *o, const char *name)
 	return o->vals[must_find(o, name)].source;
 }
 
+/* The type a bound field holds for an option of type t: an enum's word is text. */
+static enum opt_type field_type(enum opt_type t)
+{
+	return t == OPT_ENUM ? OPT_STRING : t;
+}
+
+void opts_bind(const struct opts *o, void *dst)
+{
+	for (size_t i = 0; i < o->ndefs; i++) {
+		const struct opt_def *d = &o->defs[i];
+		const struct opt_val *v = &o->vals[i];
+		char *field = (char *)dst + d->bind.at - 1;
+
+		if (d->bind.at == 0)
+			continue;
+		if (d->bind.as != field_type(d->type)) {
+			fprintf(stderr, "%s: internal error: option '%s' is bound to a field of another type\n",
+				o->prog, d->name);
+			abort();
+		}
+		if (d->type == OPT_FLAG)
+			memcpy(field, &v->b, sizeof(v->b));
+		else if (d->type == OPT_INT)
+			memcpy(field, &v->i, sizeof(v->i));
+		else if (d->type == OPT_NUMBER)
+			memcpy(field, &v->d, sizeof(v->d));
+		else
+			memcpy(field, &(const char *){ v->text }, sizeof(const char *));
+	}
+}
+
 static void range_text(const struct opt_def *d, char *buf, size_t n)
 {
 	buf[0] = '\0';

@@ -4,6 +4,7 @@
 #define SK_OPT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 
 #include "util.h"
@@ -23,6 +24,22 @@ enum {
 	OPT_HIDDEN = 1 << 3, /* left out of --help (compatibility spellings); still documented */
 };
 
+/* Where opts_bind puts an option's value: a field of the binary's settings struct. Written with
+ * OPT_FIELD, which also records the field's C type (a mismatch with the row's type is caught at the
+ * first opts_bind, see there). `at` is the field's offset plus one: 0 means "not bound". */
+struct opt_bind {
+	size_t at;
+	enum opt_type as;
+};
+
+/* The field `field` of `type` as an opt_bind: bool, long, double or const char *, nothing else
+ * (any other field type does not compile). */
+#define OPT_FIELD(type, field)                                                                                           \
+	{                                                                                                                \
+		offsetof(type, field) + 1, _Generic(((type *)0)->field, bool: OPT_FLAG, long: OPT_INT,                 \
+						    double: OPT_NUMBER, const char *: OPT_STRING) \
+	}
+
 struct opt_def {
 	const char *name; /* long option; also the config-file setting name */
 	char short_name; /* 0 when none */
@@ -34,6 +51,7 @@ struct opt_def {
 	const char *choices; /* for OPT_ENUM: "text|json" */
 	const char *help; /* one sentence */
 	unsigned flags;
+	struct opt_bind bind; /* OPT_FIELD(struct, field): opts_bind copies the value there; {0}: not bound */
 };
 
 /* Where a value came from, for error messages ("--port", "env MYSQL_PORT", "file.cfg:3"). */
@@ -98,6 +116,12 @@ double opt_num(const struct opts *o, const char *name);
 bool opt_flag(const struct opts *o, const char *name);
 bool opt_given(const struct opts *o, const char *name); /* set by file, env or argv (not default) */
 const char *opt_source(const struct opts *o, const char *name);
+
+/* Copy the value of every bound option (OPT_FIELD) into the settings struct at dst: a flag as
+ * bool, a whole number as long, a decimal number as double, a text or an enum word as a const char *
+ * into o's storage (NULL when unset; valid until opts_free or the next reload). A row whose field's
+ * type does not match its own type aborts (a programming error, caught by any run of the binary). */
+void opts_bind(const struct opts *o, void *dst);
 
 /* Set a value as if it came from `source`; converts and checks it like any other. */
 int opt_set(struct opts *o, const char *name, const char *text, const char *source, char *err,

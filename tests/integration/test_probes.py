@@ -271,6 +271,10 @@ def test_unknown_options_help_and_version(probe):
         assert len(r.errtext.splitlines()) == 1 and r.errtext.startswith(probe + ": "), r
     r = pc.run([exe, "--help"])
     assert r.rc == 0 and r.text.startswith("Usage: " + probe) and r.err == b"", r
+    if probe == "haproxy-check":
+        # check_pxc.sh's words kept on stdout are explained where a first user looks.
+        assert "SERVER_PORT is accepted and ignored" in r.text, r
+        assert "node count (AVAILABLE_NODES),\nnot how many are up" in r.text, r
     r = pc.run([exe, "--version"])
     assert r.rc == 0 and re.fullmatch(re.escape(probe) + r" \(sidekick\) \S+\n", r.text), r
 

@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <fcntl.h>
 #include <malloc.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cJSON.h>
@@ -26,13 +28,23 @@
 #include "runfile.h"
 #include "trust.h"
 
+/* The settings struct the table below binds (opts_bind). */
+struct tset {
+	long port;
+	double timeout;
+	bool json;
+	const char *format;
+	const char *password;
+};
+
 /* clang-format off */
 static const struct opt_def defs[] = {
-	{"port", 'P', OPT_INT, "PORT", "3306", "T_PORT", 1, 65535, NULL, "port", 0},
-	{"timeout", 't', OPT_NUMBER, "SECONDS", NULL, NULL, 0.05, 3600, NULL, "timeout", 0},
-	{"json", 0, OPT_FLAG, NULL, "0", "T_JSON", 0, 0, NULL, "json", 0},
-	{"format", 0, OPT_ENUM, "FMT", "text", NULL, 0, 0, "text|json", "format", 0},
-	{"password", 0, OPT_STRING, "PW", NULL, "T_PASSWORD", 0, 0, NULL, "pw", OPT_SECRET | OPT_NO_ARGV},
+	{"port", 'P', OPT_INT, "PORT", "3306", "T_PORT", 1, 65535, NULL, "port", 0, OPT_FIELD(struct tset, port)},
+	{"timeout", 't', OPT_NUMBER, "SECONDS", NULL, NULL, 0.05, 3600, NULL, "timeout", 0, OPT_FIELD(struct tset, timeout)},
+	{"json", 0, OPT_FLAG, NULL, "0", "T_JSON", 0, 0, NULL, "json", 0, OPT_FIELD(struct tset, json)},
+	{"format", 0, OPT_ENUM, "FMT", "text", NULL, 0, 0, "text|json", "format", 0, OPT_FIELD(struct tset, format)},
+	{"password", 0, OPT_STRING, "PW", NULL, "T_PASSWORD", 0, 0, NULL, "pw", OPT_SECRET | OPT_NO_ARGV,
+	 OPT_FIELD(struct tset, password)},
 	{"config", 'c', OPT_STRING, "FILE", NULL, NULL, 0, 0, NULL, "config", OPT_NO_FILE},
 };
 /* clang-format on */
@@ -68,6 +80,57 @@ static void test_opts_defaults_and_argv(void **state)
 	assert_int_equal(o.nargs, 1);
 	assert_string_equal(o.args[0], "pos");
 	opts_free(&o);
+}
+
+/* opts_bind writes each bound option into its field, by type; unbound ones are left alone. */
+static void test_opts_bind(void **state)
+{
+	char *argv[] = { "t", "--port=3311", "-t", "0.25", "--json", "--format=json", NULL };
+	struct tset t;
+	struct opts o;
+	char err[256];
+
+	(void)state;
+	unsetenv("T_PORT");
+	unsetenv("T_PASSWORD");
+	memset(&t, 0xa5, sizeof(t));
+	assert_int_equal(parse(&o, 6, argv, err, sizeof(err)), OPTS_OK);
+	opts_bind(&o, &t);
+	assert_int_equal(t.port, 3311);
+	assert_true(t.timeout > 0.24 && t.timeout < 0.26);
+	assert_true(t.json);
+	assert_string_equal(t.format, "json");
+	assert_null(t.password);
+	opts_free(&o);
+}
+
+/* A row bound to a field of another type aborts at the first opts_bind, whatever the values. */
+static void test_opts_bind_type_mismatch(void **state)
+{
+	static const struct opt_def bad[] = {
+		{ "port", 0, OPT_NUMBER, "N", "1", NULL, 0, 9, NULL, "port", 0, OPT_FIELD(struct tset, port) },
+	};
+	pid_t pid;
+	int status;
+
+	(void)state;
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct opts o = { .prog = "t", .version = "0", .synopsis = "", .summary = "", .defs = bad, .ndefs = 1 };
+		struct tset t;
+		char err[256];
+		char *argv[] = { "t", NULL };
+
+		if (freopen("/dev/null", "w", stderr) == NULL)
+			_exit(3);
+		if (opts_parse(&o, 1, argv, err, sizeof(err)) != OPTS_OK)
+			_exit(4);
+		opts_bind(&o, &t);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
 }
 
 static void test_opts_precedence(void **state)
@@ -998,6 +1061,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_opts_defaults_and_argv),
+		cmocka_unit_test(test_opts_bind),
+		cmocka_unit_test(test_opts_bind_type_mismatch),
 		cmocka_unit_test(test_opts_precedence),
 		cmocka_unit_test(test_opts_errors),
 		cmocka_unit_test(test_config_file_errors),
