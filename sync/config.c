@@ -22,10 +22,10 @@
 /* clang-format off */
 const struct opt_def sync_options[] = {
 	{"config", 'c', OPT_STRING, "FILE", NULL, "PROXYSQL_SYNC_CONFIG", 0, 0, NULL, "libconfig file with these settings and the clusters and targets lists.", OPT_NO_FILE},
-	{"once", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Sync once and exit: 0 only when every target is in the desired state (cron, init containers).", OPT_NO_FILE},
-	{"dry-run", 'n', OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Print the plan as SQL (passwords redacted) for every target and exit; change nothing.", OPT_NO_FILE},
-	{"check-config", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Check the configuration and exit 0, or 2 with the problem.", OPT_NO_FILE},
-	{"lock-file", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "With --once: a lock so overlapping cron runs cannot collide [default: $XDG_RUNTIME_DIR/proxysql-sync.lock, else /run/proxysql-sync.lock when /run is writable (root), else /tmp/proxysql-sync-UID/proxysql-sync.lock in a 0700 directory of this user]. A symbolic link is not followed; a file that is not regular, belongs to another user or has other hard links is refused.", 0},
+	{"once", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Sync once and exit: 0 only when every target is in the desired state (cron, init containers).", OPT_NO_FILE, OPT_FIELD(struct sync_settings, once)},
+	{"dry-run", 'n', OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Print the plan as SQL (passwords redacted) for every target and exit; change nothing.", OPT_NO_FILE, OPT_FIELD(struct sync_settings, dry_run)},
+	{"check-config", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Check the configuration and exit 0, or 2 with the problem.", OPT_NO_FILE, OPT_FIELD(struct sync_settings, check_config)},
+	{"lock-file", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "With --once: a lock so overlapping cron runs cannot collide [default: $XDG_RUNTIME_DIR/proxysql-sync.lock, else /run/proxysql-sync.lock when /run is writable (root), else /tmp/proxysql-sync-UID/proxysql-sync.lock in a 0700 directory of this user]. A symbolic link is not followed; a file that is not regular, belongs to another user or has other hard links is refused.", 0, OPT_FIELD(struct sync_settings, lock_file)},
 	{"consul-addr", 0, OPT_STRING, "ADDR", NULL, NULL, 0, 0, NULL, "Consul HTTP address (host:port, http(s)://host:port, unix:///path) [default: CONSUL_HTTP_ADDR, else 127.0.0.1:8500].", 0},
 	{"consul-token-file", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "File with the ACL token [default: CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_TOKEN].", 0},
 	{"consul-cacert", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "CA bundle for HTTPS [default: CONSUL_CACERT].", 0},
@@ -45,13 +45,13 @@ const struct opt_def sync_options[] = {
 	{"replica-prefix", 0, OPT_STRING, "PREFIX", "mysql/replica", NULL, 0, 0, NULL, "Replicas as <prefix>/<alias>/<region>/<host:port> ('' to ignore).", 0},
 	{"servers-prefix", 0, OPT_STRING, "PREFIX", "", NULL, 0, 0, NULL, "Generic servers as <prefix>/<hostgroup>/<host:port> = JSON attributes ('' to ignore).", 0},
 	{"users-prefix", 0, OPT_STRING, "PREFIX", "", NULL, 0, 0, NULL, "Users as <prefix>/<username> = JSON ('' to ignore).", 0},
-	{"announce-prefix", 0, OPT_STRING, "PREFIX", "", NULL, 0, 0, NULL, "ProxySQL hosts announce themselves as <prefix>/<host>_<port> = {hostname, port, weight, comment}; with proxysql-servers, every target's proxysql_servers follows it ('' to turn off).", 0},
-	{"announce-service", 0, OPT_STRING, "NAME", "", NULL, 0, 0, NULL, "Instead of announce-prefix: the ProxySQL fleet is the passing instances of this Consul service (Service.Address, Service.Port, Service.Meta weight and comment), and announce-address registers this ProxySQL as one of them through the Consul agent at consul-addr, with a TTL check ('' to turn off).", 0},
-	{"announce-address", 0, OPT_STRING, "HOST:PORT", "", "PROXYSQL_SYNC_ANNOUNCE_ADDRESS", 0, 0, NULL, "Announce this ProxySQL, as its peers reach its admin port: a key under announce-prefix held by a TTL session that ends with the node or the agent, or an instance of announce-service whose TTL check the agent keeps passing ('' to not announce).", 0},
-	{"announce-weight", 0, OPT_INT, "N", "0", NULL, 0, 10000000, NULL, "The weight announced with announce-address.", 0},
-	{"announce-comment", 0, OPT_STRING, "TEXT", "", NULL, 0, 0, NULL, "The comment announced with announce-address.", 0},
+	{"announce-prefix", 0, OPT_STRING, "PREFIX", "", NULL, 0, 0, NULL, "ProxySQL hosts announce themselves as <prefix>/<host>_<port> = {hostname, port, weight, comment}; with proxysql-servers, every target's proxysql_servers follows it ('' to turn off).", 0, OPT_FIELD(struct sync_settings, announce_prefix)},
+	{"announce-service", 0, OPT_STRING, "NAME", "", NULL, 0, 0, NULL, "Instead of announce-prefix: the ProxySQL fleet is the passing instances of this Consul service (Service.Address, Service.Port, Service.Meta weight and comment), and announce-address registers this ProxySQL as one of them through the Consul agent at consul-addr, with a TTL check ('' to turn off).", 0, OPT_FIELD(struct sync_settings, announce_service)},
+	{"announce-address", 0, OPT_STRING, "HOST:PORT", "", "PROXYSQL_SYNC_ANNOUNCE_ADDRESS", 0, 0, NULL, "Announce this ProxySQL, as its peers reach its admin port: a key under announce-prefix held by a TTL session that ends with the node or the agent, or an instance of announce-service whose TTL check the agent keeps passing ('' to not announce).", 0, OPT_FIELD(struct sync_settings, announce_address)},
+	{"announce-weight", 0, OPT_INT, "N", "0", NULL, 0, 10000000, NULL, "The weight announced with announce-address.", 0, OPT_FIELD(struct sync_settings, announce_weight)},
+	{"announce-comment", 0, OPT_STRING, "TEXT", "", NULL, 0, 0, NULL, "The comment announced with announce-address.", 0, OPT_FIELD(struct sync_settings, announce_comment)},
 	{"announce-ttl", 0, OPT_NUMBER, "SECONDS", "15", NULL, 1, 86400, NULL, "The TTL of the announce key's session or of the announce-service check (renewed at a third of it).", 0},
-	{"proxysql-servers", 0, OPT_FLAG, NULL, "1", NULL, 0, 0, NULL, "With announce-prefix or announce-service: keep each target's proxysql_servers equal to the announced fleet (the target itself always stays).", 0},
+	{"proxysql-servers", 0, OPT_FLAG, NULL, "1", NULL, 0, 0, NULL, "With announce-prefix or announce-service: keep each target's proxysql_servers equal to the announced fleet (the target itself always stays).", 0, OPT_FIELD(struct sync_settings, proxysql_servers)},
 	{"region", 0, OPT_STRING, "NAME", "", "PROXYSQL_SYNC_REGION", 0, 0, NULL, "This ProxySQL's region: its replicas go to each cluster's reader_hostgroup.", 0},
 	{"managed-hostgroups", 0, OPT_STRING, "ID[,ID...]", "", NULL, 0, 0, NULL, "Hostgroups the generic servers prefix may fill.", 0},
 	{"admin-addr", 0, OPT_STRING, "HOST:PORT", NULL, "PROXYSQL_ADMIN_ADDR", 0, 0, NULL, "One ProxySQL admin target (more in the config file's targets list).", 0},
@@ -64,22 +64,22 @@ const struct opt_def sync_options[] = {
 	{"admin-tls-key", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL, "Client key for --admin-tls (tls_key).", 0},
 	{"admin-tls-verify", 0, OPT_FLAG, NULL, "1", NULL, 0, 0, NULL, "Verify the admin interface's certificate (against --admin-tls-ca, else the system's CA store) and host name (tls_verify); 0 connects to any certificate, with a warning.", 0},
 	{"admin-allow-plaintext-password", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Send the admin password to a --admin-addr that is not loopback without TLS (allow_plaintext_password); refused otherwise.", 0},
-	{"admin-timeout", 0, OPT_NUMBER, "SECONDS", "5", NULL, 0.1, 600, NULL, "Deadline for each admin round (read, apply, verify).", 0},
-	{"save-to-disk", 0, OPT_FLAG, NULL, "1", NULL, 0, 0, NULL, "SAVE ... TO DISK after each LOAD ... TO RUNTIME.", 0},
+	{"admin-timeout", 0, OPT_NUMBER, "SECONDS", "5", NULL, 0.1, 600, NULL, "Deadline for each admin round (read, apply, verify).", 0, OPT_FIELD(struct sync_settings, admin_timeout_s)},
+	{"save-to-disk", 0, OPT_FLAG, NULL, "1", NULL, 0, 0, NULL, "SAVE ... TO DISK after each LOAD ... TO RUNTIME.", 0, OPT_FIELD(struct sync_settings, save_to_disk)},
 	{"save-delay", 0, OPT_NUMBER, "SECONDS", "0.2", NULL, 0, 60, NULL, "With save-to-disk, a change on the hot path is LOADed at once and SAVEd at most this long after the first LOAD not yet saved: a burst of changes costs one SAVE, and disk never lags runtime by more (0: SAVE with each LOAD).", 0},
 	{"drain-timeout", 0, OPT_NUMBER, "SECONDS", "300", NULL, 0, 86400, NULL, "A removed server stays OFFLINE_SOFT until its used connections reach 0 or this passes (0: delete at once).", 0},
-	{"quiescence-min", 0, OPT_NUMBER, "SECONDS", "0.3", NULL, 0, 600, NULL, "Apply only after the KV snapshot has been still this long.", 0},
-	{"quiescence-max", 0, OPT_NUMBER, "SECONDS", "3", NULL, 0, 3600, NULL, "...but never wait longer than this after the first change.", 0},
-	{"shrink-fraction", 0, OPT_NUMBER, "RATIO", "0.5", NULL, 0, 1, NULL, "A prefix that empties or loses more than this fraction of its keys must be confirmed first.", 0},
-	{"confirmations", 0, OPT_INT, "N", "3", NULL, 1, 100, NULL, "Consecutive reads (with a known leader) that confirm an emptied or shrunken prefix.", 0},
-	{"allow-empty-writer", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Allow a writer hostgroup to become empty (by default the last writer stays).", 0},
+	{"quiescence-min", 0, OPT_NUMBER, "SECONDS", "0.3", NULL, 0, 600, NULL, "Apply only after the KV snapshot has been still this long.", 0, OPT_FIELD(struct sync_settings, quiescence_min_s)},
+	{"quiescence-max", 0, OPT_NUMBER, "SECONDS", "3", NULL, 0, 3600, NULL, "...but never wait longer than this after the first change.", 0, OPT_FIELD(struct sync_settings, quiescence_max_s)},
+	{"shrink-fraction", 0, OPT_NUMBER, "RATIO", "0.5", NULL, 0, 1, NULL, "A prefix that empties or loses more than this fraction of its keys must be confirmed first.", 0, OPT_FIELD(struct sync_settings, shrink_fraction)},
+	{"confirmations", 0, OPT_INT, "N", "3", NULL, 1, 100, NULL, "Consecutive reads (with a known leader) that confirm an emptied or shrunken prefix.", 0, OPT_FIELD(struct sync_settings, confirmations)},
+	{"allow-empty-writer", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Allow a writer hostgroup to become empty (by default the last writer stays).", 0, OPT_FIELD(struct sync_settings, allow_empty_writer)},
 	{"resync-interval", 0, OPT_NUMBER, "SECONDS", "30", NULL, 1, 86400, NULL, "Compare each target with the desired state at least this often.", 0},
-	{"adopt-users", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Let a KV user replace a user of the same name that the agent does not own (by default it is reported and left alone).", 0},
+	{"adopt-users", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Let a KV user replace a user of the same name that the agent does not own (by default it is reported and left alone).", 0, OPT_FIELD(struct sync_settings, adopt_users)},
 	{"foreign-edits", 0, OPT_ENUM, "MODE", "publish", NULL, 0, 0, "publish|hold", "Rows someone else staged in memory without loading them: publish them with the agent's LOAD, or hold (no LOAD of that table while they are there).", 0},
 	{"cluster-mode", 0, OPT_ENUM, "MODE", "refuse", NULL, 0, 0, "refuse|disable-pull|single-writer", "A target in a ProxySQL Cluster that pulls a table the agent manages: refuse to write it, disable-pull (set its admin-cluster_<table>_diffs_before_sync to 0), or single-writer (one agent of the cluster writes, elected through cluster-lock-key). A target's cluster_mode overrides it.", 0},
-	{"cluster-lock-key", 0, OPT_STRING, "KEY", "proxysql-sync/cluster-lock", NULL, 0, 0, NULL, "With cluster-mode = single-writer: the Consul key whose session lock elects the one agent that writes.", 0},
+	{"cluster-lock-key", 0, OPT_STRING, "KEY", "proxysql-sync/cluster-lock", NULL, 0, 0, NULL, "With cluster-mode = single-writer: the Consul key whose session lock elects the one agent that writes.", 0, OPT_FIELD(struct sync_settings, cluster_lock_key)},
 	{"cluster-lock-ttl", 0, OPT_NUMBER, "SECONDS", "15", NULL, 1, 86400, NULL, "single-writer: the TTL of the lock's session (renewed at a third of it; Consul refuses less than its session_ttl_min, 10 s by default).", 0},
-	{"cluster-lock-delay", 0, OPT_NUMBER, "SECONDS", "5", NULL, 0, 60, NULL, "single-writer: Consul's lock-delay on the key after the holder's session ends.", 0},
+	{"cluster-lock-delay", 0, OPT_NUMBER, "SECONDS", "5", NULL, 0, 60, NULL, "single-writer: Consul's lock-delay on the key after the holder's session ends.", 0, OPT_FIELD(struct sync_settings, cluster_lock_delay_s)},
 	{"cluster-converge-timeout", 0, OPT_NUMBER, "SECONDS", "30", NULL, 1, 86400, NULL, "single-writer: a follower whose target stays different from the desired state this long is not ready.", 0},
 	{"cluster-leader-grace", 0, OPT_NUMBER, "SECONDS", "20", NULL, 1, 86400, NULL, "single-writer: the holder gives the lock up when its own target has been unreachable this long.", 0},
 	{"user-tag", 0, OPT_STRING, "TEXT", "proxysql-sync", NULL, 0, 0, NULL, "Comment prefix marking the users this agent owns (and may delete).", 0},
@@ -92,7 +92,7 @@ const struct opt_def sync_options[] = {
 	{"default-comment", 0, OPT_STRING, "TEXT", "", NULL, 0, 0, NULL, "Server comment unless KV says otherwise.", 0},
 	{"user-default-hostgroup", 0, OPT_INT, "ID", "0", NULL, 0, 2147483647, NULL, "User default_hostgroup unless KV says otherwise.", 0},
 	{"user-max-connections", 0, OPT_INT, "N", "10000", NULL, 0, 2147483647, NULL, "User max_connections unless KV says otherwise.", 0},
-	{"health-listen", 0, OPT_STRING, "[ADDR:]PORT", "127.0.0.1:9901", "PROXYSQL_SYNC_HEALTH_LISTEN", 0, 0, NULL, "Serve /healthz, /readyz and /metrics here ('' to disable).", 0},
+	{"health-listen", 0, OPT_STRING, "[ADDR:]PORT", "127.0.0.1:9901", "PROXYSQL_SYNC_HEALTH_LISTEN", 0, 0, NULL, "Serve /healthz, /readyz and /metrics here ('' to disable).", 0, OPT_FIELD(struct sync_settings, health_listen)},
 	{"health-max-connections", 0, OPT_INT, "N", "512", NULL, 1, 10000, NULL, "Open connections to the health port at most (at the cap a new one takes the place of the one that has waited longest for a request; see docs/proxysql-sync.md).", 0},
 	{"health-max-connections-per-ip", 0, OPT_INT, "N", "32", NULL, 1, 10000, NULL, "Open connections to the health port from one client address at most.", 0},
 	{"health-idle-timeout", 0, OPT_INT, "SECONDS", "10", NULL, 1, 3600, NULL, "Close a health port connection that sends nothing for this long.", 0},
@@ -118,10 +118,6 @@ static int name_index(const char *v, const char *const *names, size_t n)
 /* The mode flags, lock-file and the Consul reads. */
 static int load_read_settings(struct sync_settings *s, const struct opts *o, char *err, size_t errlen)
 {
-	s->once = opt_flag(o, "once");
-	s->dry_run = opt_flag(o, "dry-run");
-	s->check_config = opt_flag(o, "check-config");
-	s->lock_file = opt_str(o, "lock-file");
 	if (!consul_consistency_parse(opt_str(o, "consistency"), &s->consistency))
 		return sk_err(err, errlen, "consistency: '%s' is not default, stale or consistent",
 			      opt_str(o, "consistency"));
@@ -136,14 +132,8 @@ static int load_read_settings(struct sync_settings *s, const struct opts *o, cha
 /* announce-* and proxysql-servers, announce-address split into host and port once. */
 static void load_announce_settings(struct sync_settings *s, const struct opts *o)
 {
-	s->announce_prefix = opt_str(o, "announce-prefix");
-	s->announce_service = opt_str(o, "announce-service");
 	s->announce_service_source = opt_source(o, "announce-service");
-	s->announce_address = opt_str(o, "announce-address");
-	s->announce_comment = opt_str(o, "announce-comment");
-	s->announce_weight = opt_int(o, "announce-weight");
 	s->announce_ttl_s = (long)opt_num(o, "announce-ttl");
-	s->proxysql_servers = opt_flag(o, "proxysql-servers");
 	s->announce_parsed = *s->announce_address && !model_split_address(s->announce_address, 6032, s->announce_host,
 									  sizeof(s->announce_host), &s->announce_port);
 	if (!s->announce_parsed) {
@@ -160,20 +150,12 @@ static int load_apply_settings(struct sync_settings *s, const struct opts *o, ch
 	if (fe < 0)
 		return sk_err(err, errlen, "foreign-edits: '%s' is not publish or hold", opt_str(o, "foreign-edits"));
 	s->foreign_edits = (enum sync_foreign_edits)fe;
-	s->admin_timeout_s = opt_num(o, "admin-timeout");
 	s->admin_timeout_ms = (int64_t)(s->admin_timeout_s * 1000);
 	s->drain_timeout_ms = (int64_t)(opt_num(o, "drain-timeout") * 1000);
 	s->resync_interval_us = (int64_t)(opt_num(o, "resync-interval") * 1e6);
-	s->save_to_disk = opt_flag(o, "save-to-disk");
 	s->save_delay_us = (int64_t)(opt_num(o, "save-delay") * 1e6);
-	s->adopt_users = opt_flag(o, "adopt-users");
-	s->allow_empty_writer = opt_flag(o, "allow-empty-writer");
-	s->quiescence_min_s = opt_num(o, "quiescence-min");
-	s->quiescence_max_s = opt_num(o, "quiescence-max");
 	s->quiescence_min_us = (int64_t)(s->quiescence_min_s * 1e6);
 	s->quiescence_max_us = (int64_t)(s->quiescence_max_s * 1e6);
-	s->shrink_fraction = opt_num(o, "shrink-fraction");
-	s->confirmations = opt_int(o, "confirmations");
 	return 0;
 }
 
@@ -183,9 +165,7 @@ static int load_cluster_settings(struct sync_settings *s, const struct opts *o, 
 	if (!sync_cluster_mode_parse(opt_str(o, "cluster-mode"), &s->cluster_mode))
 		return sk_err(err, errlen, "cluster-mode: '%s' is not refuse, disable-pull or single-writer",
 			      opt_str(o, "cluster-mode"));
-	s->cluster_lock_key = opt_str(o, "cluster-lock-key");
 	s->cluster_lock_ttl_s = (long)opt_num(o, "cluster-lock-ttl");
-	s->cluster_lock_delay_s = opt_num(o, "cluster-lock-delay");
 	s->cluster_converge_timeout_us = (int64_t)(opt_num(o, "cluster-converge-timeout") * 1e6);
 	s->cluster_leader_grace_us = (int64_t)(opt_num(o, "cluster-leader-grace") * 1e6);
 	return 0;
@@ -194,7 +174,6 @@ static int load_cluster_settings(struct sync_settings *s, const struct opts *o, 
 /* The health port and the log. */
 static void load_service_settings(struct sync_settings *s, const struct opts *o)
 {
-	s->health_listen = opt_str(o, "health-listen");
 	s->health_max_connections = (unsigned)opt_int(o, "health-max-connections");
 	s->health_max_connections_per_ip = (unsigned)opt_int(o, "health-max-connections-per-ip");
 	s->health_idle_timeout_s = (unsigned)opt_int(o, "health-idle-timeout");
@@ -209,6 +188,7 @@ static void load_service_settings(struct sync_settings *s, const struct opts *o)
 int sync_settings_load(struct sync_settings *s, const struct opts *o, char *err, size_t errlen)
 {
 	memset(s, 0, sizeof(*s));
+	opts_bind(o, s); /* the plain settings (the rows with OPT_FIELD); the rest below */
 	if (load_read_settings(s, o, err, errlen) < 0 || load_apply_settings(s, o, err, errlen) < 0 ||
 	    load_cluster_settings(s, o, err, errlen) < 0)
 		return -1;

@@ -42,7 +42,8 @@ struct sync_target {
 };
 
 /* The scalar settings as the running agent reads them, filled once from the option table by
- * sync_settings_load (at start and at each reload, which loads a whole new configuration).
+ * sync_settings_load (at start and at each reload, which loads a whole new configuration): a plain
+ * setting by its row's OPT_FIELD (opts_bind), the others converted by the loading code.
  * Durations are in the unit their reader needs; the strings point into the option table (struct
  * sync_config's `o`) and live as long as it. The prefixes, region, user-tag, managed-hostgroups
  * and the server and user defaults are in the layout (struct layout_config), the admin-* flags in
