@@ -11,8 +11,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "announce.h"
 #include "consul_login.h"
 #include "log.h"
+#include "metrics.h"
 
 /* ---- coordinator: snapshot -> desired ------------------------------------------------- */
 
@@ -412,27 +414,13 @@ static void agent_logout(struct agent *ag)
 static void agent_release(struct agent *ag)
 {
 	agent_logout(ag);
-	for (size_t i = 0; i < ag->nwatches; i++) {
-		if (ag->watches[i].c)
-			consul_free(ag->watches[i].c);
-		consul_kv_list_free(&ag->watches[i].kv);
-		free(ag->watches[i].prefix);
-		free(ag->watches[i].label);
-		if (ag->watches[i].wake_fd >= 0)
-			close(ag->watches[i].wake_fd);
-	}
-	for (size_t i = 0; i < ag->ntargets; i++) {
-		for (size_t k = 0; k < ag->targets[i].ndrains; k++)
-			free(ag->targets[i].drains[k].host);
-		free(ag->targets[i].drains);
-		free(ag->targets[i].holds);
-		free(ag->targets[i].label);
-		target_forget(&ag->targets[i]);
-	}
+	for (size_t i = 0; i < ag->nwatches; i++)
+		watch_free(&ag->watches[i]);
+	for (size_t i = 0; i < ag->ntargets; i++)
+		target_free(&ag->targets[i]);
 	free(ag->targets);
 	free(ag->started);
-	if (ag->lock.c)
-		consul_free(ag->lock.c);
+	lock_free(&ag->lock);
 	if (ag->announce_c)
 		consul_free(ag->announce_c);
 	agent_seen_free(&ag->logged_rejects);
@@ -463,14 +451,21 @@ static void signal_stop(struct agent *ag)
 }
 
 /* Start one of the agent's threads, remembered for stop_started. */
-static int start_thread(struct agent *ag, pthread_t *tid, void *(*fn)(void *), void *arg, const char *what, char *err,
-			size_t errlen)
+/* A thread to start: where its id goes, its body and the body's argument, what it is (for errors). */
+struct agent_thread {
+	pthread_t *tid;
+	void *(*fn)(void *);
+	void *arg;
+	const char *what;
+};
+
+static int start_thread(struct agent *ag, const struct agent_thread *th, char *err, size_t errlen)
 {
-	int e = pthread_create(tid, NULL, fn, arg);
+	int e = pthread_create(th->tid, NULL, th->fn, th->arg);
 
 	if (e != 0)
-		return sk_err(err, errlen, "cannot start a %s thread: %s", what, strerror(e));
-	ag->started[ag->nstarted++] = *tid;
+		return sk_err(err, errlen, "cannot start a %s thread: %s", th->what, strerror(e));
+	ag->started[ag->nstarted++] = *th->tid;
 	return 0;
 }
 
@@ -526,16 +521,24 @@ static int open_clients(struct agent *ag, char *err, size_t errlen)
 static int start_threads(struct agent *ag, char *err, size_t errlen)
 {
 	for (size_t i = 0; i < ag->nwatches; i++)
-		if (start_thread(ag, &ag->watches[i].tid, watch_main, &ag->watches[i], "watcher", err, errlen) < 0)
+		if (start_thread(ag,
+				 &(struct agent_thread){ &ag->watches[i].tid, watch_main, &ag->watches[i], "watcher" },
+				 err, errlen) < 0)
 			return -1;
-	if (start_thread(ag, &ag->coordinator, coordinator_main, ag, "coordinator", err, errlen) < 0)
+	if (start_thread(ag, &(struct agent_thread){ &ag->coordinator, coordinator_main, ag, "coordinator" }, err,
+			 errlen) < 0)
 		return -1;
 	for (size_t i = 0; i < ag->ntargets; i++)
-		if (start_thread(ag, &ag->targets[i].tid, target_main, &ag->targets[i], "target", err, errlen) < 0)
+		if (start_thread(ag,
+				 &(struct agent_thread){ &ag->targets[i].tid, target_main, &ag->targets[i], "target" },
+				 err, errlen) < 0)
 			return -1;
-	if (ag->lock.enabled && start_thread(ag, &ag->lock.tid, lock_main, ag, "cluster lock", err, errlen) < 0)
+	if (ag->lock.enabled &&
+	    start_thread(ag, &(struct agent_thread){ &ag->lock.tid, lock_main, ag, "cluster lock" }, err, errlen) < 0)
 		return -1;
-	if (ag->announce_c && start_thread(ag, &ag->announce_tid, announce_main, ag, "announce", err, errlen) < 0)
+	if (ag->announce_c &&
+	    start_thread(ag, &(struct agent_thread){ &ag->announce_tid, announce_main, ag, "announce" }, err, errlen) <
+		    0)
 		return -1;
 	return 0;
 }
@@ -616,7 +619,7 @@ static int reread_fresh(struct watch *w, struct consul_meta *meta, char *err, si
 		 w->prefix, meta->last_contact_ms, w->ag->cfg->settings.max_stale_ms);
 	w->ag->stale_rereads++;
 	consul_kv_list_free(&w->kv);
-	return watch_read(w, 0, 0, CONSUL_DEFAULT, &dl, &w->kv, meta, err, errlen);
+	return watch_read(w, &(struct watch_query){ .mode = CONSUL_DEFAULT, .dl = &dl }, &w->kv, meta, err, errlen);
 }
 
 /* --once: read every prefix once (a read that fails or has no known leader: false). */
@@ -632,7 +635,9 @@ static bool read_all(struct agent *ag)
 		consul_kv_list_free(&w->kv);
 		if (!w->c)
 			w->c = agent_client(ag, err, sizeof(err));
-		if (!w->c || watch_read(w, 0, 0, ag->mode, &dl, &w->kv, &meta, err, sizeof(err)) < 0 ||
+		if (!w->c ||
+		    watch_read(w, &(struct watch_query){ .mode = ag->mode, .dl = &dl }, &w->kv, &meta, err,
+			       sizeof(err)) < 0 ||
 		    (ag->mode == CONSUL_STALE && (double)meta.last_contact_ms > ag->cfg->settings.max_stale_ms &&
 		     reread_fresh(w, &meta, err, sizeof(err)) < 0)) {
 			log_error("consul: %s: %s", w->prefix, err);

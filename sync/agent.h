@@ -1,4 +1,6 @@
-/* agent.h: proxysql-sync's moving parts: Consul watchers, the coordinator, one loop per target. */
+/* agent.h: proxysql-sync's agent: its watches, targets, cluster lock and announcer together, the
+ * coordinator that builds the desired state from the watches' snapshots, and what /readyz says
+ * (agent.c). Each part has its own header (watch.h, target.h, lock.h, announce.h, metrics.h). */
 #ifndef SK_AGENT_H
 #define SK_AGENT_H
 
@@ -11,103 +13,14 @@
 #include "consul.h"
 #include "layout.h"
 #include "proxysql.h"
+#include "lock.h"
 #include "shared.h"
+#include "target.h"
+#include "watch.h"
 
 #define AGENT_MAX_WATCHES (5 + LAYOUT_MAX_SERVICES) /* the five KV prefixes and the services */
-#define AGENT_HIST_BUCKETS 10
 
 struct agent;
-
-/* One watched prefix: a blocking-query loop and the last snapshot that passed the guards. */
-struct watch {
-	struct agent *ag;
-	char *prefix; /* a KV prefix, or the label of a service */
-	char *label; /* the prefix as a Prometheus label value (escaped) */
-	int svc; /* the index of the service in layout.services; -1: a KV prefix */
-	pthread_t tid;
-	struct consul *c;
-	uint64_t index;
-	struct consul_kv_list kv; /* the accepted snapshot (under ag->mu) */
-	atomic_bool have; /* a good read has been accepted */
-	atomic_bool ok; /* the last request succeeded */
-	int confirming; /* consecutive reads confirming a shrink */
-	_Atomic uint64_t metric_index;
-	char error[300]; /* under ag->pub_mu */
-	/* What the current trouble is, so that it is logged once and not at every retry (the texts
-	 * vary: "after 3 ms"): the HTTP status of a failed read (0: no answer; -1: filtered by ACLs),
-	 * -2: larger than max-response-bytes), and the reason answers are being ignored (NULL: they
-	 * are not). */
-	enum consul_reason err_reason; /* the last failure, so that a new kind is logged */
-	long err_status;
-	const char *ignoring;
-	bool stale_episode; /* stale answers are past max-stale: read again from the leader (logged once) */
-	int wake_fd; /* eventfd: the watch's Consul request in flight ends when it is written */
-	atomic_ulong too_large; /* answers refused for passing max-response-bytes */
-	unsigned long reads; /* answers believed (changed or not), under ag->mu: the hostgroup guard's confirmations */
-};
-
-struct drain_rec {
-	long hostgroup;
-	char *host;
-	long port;
-	int64_t since_us;
-};
-
-/* A managed hostgroup whose desired servers are far fewer than the target has: held (the target's
- * servers stay) until `confirmations` more reads of every prefix say the same. */
-struct shrink_hold {
-	long hostgroup;
-	size_t have_n, want_n;
-	unsigned long reads_mark;
-};
-
-enum { TABLE_SERVERS, TABLE_USERS, TABLE_COUNT };
-
-/* What a target refuses to let the agent write: a table its ProxySQL Cluster pulls (cluster-mode =
- * refuse), a cluster the monitor's rows and the cluster's roles disagree on. */
-enum { REFUSED_CLUSTER_SERVERS = 1, REFUSED_CLUSTER_USERS = 2, REFUSED_MONITOR = 4 };
-
-/* One ProxySQL admin interface and what the agent knows about it. */
-struct target {
-	struct agent *ag;
-	const struct sync_target *cfg;
-	struct pxadmin_target pt;
-	char *label; /* the name as a Prometheus label value (escaped) */
-	pthread_t tid;
-	struct pxadmin px;
-	/* Written by the target thread, read by /readyz and /metrics: atomics, no lock. */
-	atomic_bool reachable, synced_once, in_sync;
-	unsigned long applied_gen;
-	int64_t last_check_us;
-	_Atomic double last_sync_unix;
-	struct drain_rec *drains;
-	size_t ndrains;
-	struct shrink_hold *holds;
-	size_t nholds;
-	enum db_reason last_failure; /* of the last failed reconcile: how soon to try again */
-	_Atomic int64_t unreachable_since_us; /* 0 while reachable */
-	int64_t diverged_since_us; /* single-writer follower: since when its target differs from desired */
-	char why[240]; /* why the target is not in sync, for /readyz (under ag->pub_mu) */
-	/* What the last reconcile found, logged when it changes (and in /metrics: atomics). */
-	_Atomic size_t protected_now, conflicts_now, foreign_now[TABLE_COUNT];
-	_Atomic long cluster_peers, diffs_before_sync[TABLE_COUNT];
-	_Atomic size_t monitor_rows; /* monitor hostgroup rows that name an owned hostgroup */
-	bool facts_logged;
-	_Atomic unsigned refused_now; /* what this target refuses (target.c REFUSED_* bits), logged when it changes */
-	/* What the last verified reconcile left in its tables (target.c): a change whose checksums
-	 * say nothing else moved is planned from it without reading the tables again. */
-	struct target_known *known;
-	/* A SAVE the hot path put off (save-delay), target thread only: due then (0: none), of
-	 * which tables. */
-	int64_t save_due_us;
-	bool save_servers, save_users;
-	/* metrics */
-	atomic_ulong applies, errors_read, errors_apply, errors_verify, errors_connect, writer_guard;
-	atomic_ulong foreign_staged_total[TABLE_COUNT], loads_owed, saves_owed;
-	atomic_ulong hist[AGENT_HIST_BUCKETS + 1];
-	atomic_ulong hist_sum_us; /* microseconds */
-	atomic_ulong hist_count;
-};
 
 /* A bounded set of texts, kept as 64-bit hashes: which rejections have been logged. At most
  * AGENT_SEEN_MAX entries (256 KiB of table); past that, a new text is not remembered. */
@@ -124,20 +37,6 @@ enum agent_seen_result { AGENT_SEEN_OLD, AGENT_SEEN_NEW, AGENT_SEEN_FULL };
 enum agent_seen_result agent_seen_add(struct agent_seen *s, const char *text);
 bool agent_seen_has(const struct agent_seen *s, const char *text);
 void agent_seen_free(struct agent_seen *s);
-
-/* cluster-mode = single-writer (lock.c): this agent's side of the election. */
-struct cluster_lock {
-	bool enabled;
-	pthread_t tid;
-	struct consul *c;
-	char session[CONSUL_SESSION_ID_MAX];
-	atomic_bool holder;
-	_Atomic int64_t valid_until_us; /* the holder writes only until then */
-	int64_t renewed_us; /* when the session's last renew (or its create) that succeeded was sent */
-	bool node_health; /* the session is bound to the local agent's node health too */
-	bool put_failing, create_failing; /* the last try to take the lock, to make a session, failed (logged once) */
-	atomic_ulong takeovers;
-};
 
 struct agent {
 	struct sync_config *cfg;
@@ -209,12 +108,6 @@ bool agent_stop(struct agent *ag, bool wait_targets);
  * (or, dry run, was read), 1 otherwise. */
 int agent_once(struct sync_config *cfg, bool dry_run);
 
-/* Reconcile one target with `want` (one read, plan, apply, verify). Used by the target loop and
- * agent_once. Returns 0 when the target is now in the desired state (pending drains allowed),
- * 1 when drains are still pending or a guard holds a hostgroup, -1 on errors. With `print`,
- * prints the plan and applies nothing. */
-int target_reconcile(struct agent *ag, struct target *t, const struct agent_want *want, bool print);
-
 /* Log the rejections of a build that the previous build did not have (each once while it lasts;
  * past AGENT_SEEN_MAX at once, one line for the rest), count them in rejected_total, set
  * rejected_now. Caller holds ag->mu (or owns the agent). */
@@ -226,32 +119,5 @@ void agent_publish_desired(struct agent *ag);
 /* The /readyz verdict. It does not take ag->mu: it reads atomics and what the threads publish
  * under ag->pub_mu, so it answers at once whatever the agent is busy with. */
 bool agent_ready(struct agent *ag, char *why, size_t len);
-
-/* metrics.c: render /metrics (Prometheus text), without ag->mu as agent_ready; `s` as the value
- * of a Prometheus label (between the quotes): backslash, double quote and newline escaped, for the
- * caller to free; the apply-duration histogram's bucket bounds. */
-void metrics_render(struct agent *ag, sk_buf *out);
-char *metrics_label_value(const char *s);
-extern const double metrics_hist_bounds_ms[AGENT_HIST_BUCKETS];
-
-/* watch.c: one read of a watch's source (a KV prefix or a service, whose instances get the keys
- * the layout expects: SERVICE_KEY_PREFIX "<index>/<address>") with consistency `mode`, as
- * consul_kv_list. */
-int watch_read(struct watch *w, uint64_t index, long wait_ms, enum consul_consistency mode, const deadline_t *dl,
-	       struct consul_kv_list *out, struct consul_meta *meta, char *err, size_t errlen) SK_MUST_CHECK;
-
-/* Forget what a target's tables were known to hold (the next reconcile reads them in full). */
-void target_forget(struct target *t);
-/* The thread bodies: a struct watch * (watch.c), a struct target * (target.c), the agent (lock.c,
- * announce.c). */
-void *watch_main(void *arg);
-void *target_main(void *arg);
-void *lock_main(void *arg);
-void *announce_main(void *arg);
-
-/* single-writer (lock.c): whether a target of this agent uses it, and whether this agent holds the
- * cluster lock now (and may write). */
-bool lock_single_writer(const struct agent *ag);
-bool lock_may_write(struct agent *ag);
 
 #endif

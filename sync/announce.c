@@ -2,13 +2,14 @@
  * session that ends when the agent stops renewing it, or with the local Consul agent's node when
  * there is one) or as an instance of announce-service, registered with the local Consul agent
  * under a TTL check that the agent keeps passing (never without a local agent). */
-#include "agent.h"
+#include "announce.h"
 
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent.h"
 #include "cJSON.h"
 #include "consul_login.h"
 #include "log.h"

@@ -1,5 +1,6 @@
-/* config.h: proxysql-sync's settings: one option table for scalars, plus the clusters and
- * targets lists of the libconfig file. */
+/* config.h: proxysql-sync's settings: one option table for scalars, plus the clusters, targets and
+ * services lists of the libconfig file (config_lists.h), loaded and checked (config_check.h) by
+ * sync_config_load (config.c). */
 #ifndef SK_SYNC_CONFIG_H
 #define SK_SYNC_CONFIG_H
 
@@ -18,9 +19,6 @@
 enum sync_cluster_mode { SYNC_CLUSTER_REFUSE, SYNC_CLUSTER_DISABLE_PULL, SYNC_CLUSTER_SINGLE_WRITER };
 /* foreign-edits: rows someone else staged without loading them. */
 enum sync_foreign_edits { SYNC_FOREIGN_PUBLISH, SYNC_FOREIGN_HOLD };
-
-/* The names of the cluster-mode values, in the enum's order ("refuse", ...). */
-const char *sync_cluster_mode_str(enum sync_cluster_mode m);
 
 /* Why announce-service cannot register without a local Consul agent, and what to use instead. */
 #define SYNC_ANNOUNCE_SERVICE_REMEDY "use announce-prefix, the KV announcement, when talking to Consul servers"
@@ -44,7 +42,8 @@ struct sync_target {
 };
 
 /* The scalar settings as the running agent reads them, filled once from the option table by
- * sync_settings_load (at start and at each reload, which loads a whole new configuration).
+ * sync_settings_load (at start and at each reload, which loads a whole new configuration): a plain
+ * setting by its row's OPT_FIELD (opts_bind), the others converted by the loading code.
  * Durations are in the unit their reader needs; the strings point into the option table (struct
  * sync_config's `o`) and live as long as it. The prefixes, region, user-tag, managed-hostgroups
  * and the server and user defaults are in the layout (struct layout_config), the admin-* flags in
@@ -122,15 +121,6 @@ enum opts_result sync_config_load(struct sync_config *c, int argc, char **argv, 
  * sync_settings). Returns 0, or -1 with err set when an enum's value is not one of its names
  * (opts_parse refuses those first). */
 int sync_settings_load(struct sync_settings *s, const struct opts *o, char *err, size_t errlen) SK_MUST_CHECK;
-
-/* Advice on a configuration that loads but may not do what was meant (a services hostgroup that is a
- * cluster's writer hostgroup without role = "writer"): one line per finding, each ending in '\n',
- * written to `out` (cut to `len`). Returns how many there are. */
-size_t sync_config_warnings(const struct sync_config *c, char *out, size_t len);
-
-/* When target `t` uses TLS without verifying the certificate (tls_verify = false), the warning
- * that names it into buf and true; false otherwise. */
-bool sync_target_unverified(const struct sync_target *t, char *buf, size_t len);
 
 void sync_config_free(struct sync_config *c);
 

@@ -1,12 +1,13 @@
 /* lock.c: cluster-mode = single-writer: the agents of one ProxySQL Cluster elect the one that
  * writes, through a Consul session lock on cluster-lock-key. */
-#include "agent.h"
+#include "lock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "agent.h"
 #include "log.h"
 
 /* Any target of this agent in single-writer mode. */
@@ -196,4 +197,11 @@ void *lock_main(void *arg)
 	}
 	leave(ag);
 	return NULL;
+}
+
+void lock_free(struct cluster_lock *k)
+{
+	if (k->c)
+		consul_free(k->c);
+	k->c = NULL;
 }

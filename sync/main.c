@@ -16,9 +16,11 @@
 
 #include "agent.h"
 #include "config.h"
+#include "config_check.h"
 #include "db.h"
 #include "http.h"
 #include "log.h"
+#include "metrics.h"
 #include "proc.h"
 #include "runfile.h"
 

@@ -1,13 +1,14 @@
 /* metrics.c: the agent's state as Prometheus text for /metrics. */
-#include "agent.h"
+#include "metrics.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent.h"
 #include "consul_login.h"
 #include "log.h"
 
-const double metrics_hist_bounds_ms[AGENT_HIST_BUCKETS] = { 1, 2.5, 5, 10, 25, 50, 100, 250, 1000, 5000 };
+const double metrics_hist_bounds_ms[TARGET_HIST_BUCKETS] = { 1, 2.5, 5, 10, 25, 50, 100, 250, 1000, 5000 };
 
 char *metrics_label_value(const char *s)
 {
@@ -286,7 +287,7 @@ static bool apply_histogram(const struct agent *ag, sk_buf *b)
 		struct target *t = &ag->targets[i];
 		unsigned long cum = 0;
 
-		for (size_t k = 0; k < AGENT_HIST_BUCKETS; k++) {
+		for (size_t k = 0; k < TARGET_HIST_BUCKETS; k++) {
 			cum += t->hist[k];
 			ok = ok &&
 			     sk_buf_addf(b,
@@ -297,7 +298,7 @@ static bool apply_histogram(const struct agent *ag, sk_buf *b)
 				       "proxysql_sync_apply_duration_seconds_bucket{target=\"%s\",le=\"+Inf\"} %lu\n"
 				       "proxysql_sync_apply_duration_seconds_sum{target=\"%s\"} %.6f\n"
 				       "proxysql_sync_apply_duration_seconds_count{target=\"%s\"} %lu\n",
-				       t->label, cum + t->hist[AGENT_HIST_BUCKETS], t->label,
+				       t->label, cum + t->hist[TARGET_HIST_BUCKETS], t->label,
 				       (double)t->hist_sum_us / 1e6, t->label, t->hist_count);
 	}
 	return ok;

@@ -338,17 +338,24 @@ static bool kept_server(const struct px_keep *const *v, size_t n, const struct p
 	return n && (keeps_have(v, n, &group) || keeps_have(v, n, &one));
 }
 
+/* One table's end of a plan: what it owes (plan_options' fields for that table) and its LOAD and
+ * SAVE statements. */
+struct table_end {
+	bool load_owed, save_owed;
+	size_t foreign;
+	const char *load, *save;
+};
+
 /* The LOAD and SAVE that close a table's plan: a LOAD after statements or when one is owed, a SAVE
  * with it; else a SAVE when one is owed and saving would not put rows on disk that nobody loaded. */
-static void finish_table(struct plan *p, size_t before, bool load_owed, bool save_owed, size_t foreign,
-			 const struct plan_options *o, const char *load, const char *save)
+static void finish_table(struct plan *p, size_t before, const struct plan_options *o, const struct table_end *t)
 {
-	if (p->n > before || load_owed) {
-		add_literal(p, load);
+	if (p->n > before || t->load_owed) {
+		add_literal(p, t->load);
 		if (o->save_to_disk)
-			add_literal(p, save);
-	} else if (o->save_to_disk && save_owed && foreign == 0) {
-		add_literal(p, save);
+			add_literal(p, t->save);
+	} else if (o->save_to_disk && t->save_owed && t->foreign == 0) {
+		add_literal(p, t->save);
 	}
 }
 
@@ -421,8 +428,9 @@ static void plan_servers(const struct px_servers *want, const struct px_servers 
 	free(m.keeps);
 	free(m.drains);
 	p->servers_changed = p->n > before;
-	finish_table(p, before, o->load_owed_servers, o->save_owed_servers, o->foreign_servers, o,
-		     "LOAD MYSQL SERVERS TO RUNTIME", "SAVE MYSQL SERVERS TO DISK");
+	finish_table(p, before, o,
+		     &(struct table_end){ o->load_owed_servers, o->save_owed_servers, o->foreign_servers,
+					  "LOAD MYSQL SERVERS TO RUNTIME", "SAVE MYSQL SERVERS TO DISK" });
 }
 
 static bool tagged(const struct px_user *u, const char *tag)
@@ -478,10 +486,21 @@ static void user_gone(const struct plan_options *o, struct plan *p, const struct
 	}
 }
 
-/* A user in KV and on the target (its `rows` rows at `h`, `mine` when they carry the tag). */
-static void user_both(const struct plan_options *o, struct plan *p, const struct px_user *w, const struct px_user *h,
-		      size_t rows, bool mine, struct user_ins *ins)
+/* A user's rows on the target: `rows` of them at `h`, `mine` when they carry the tag. */
+struct user_rows {
+	const struct px_user *h;
+	size_t rows;
+	bool mine;
+};
+
+/* A user in KV (`w`) and on the target (`have`). */
+static void user_both(const struct plan_options *o, struct plan *p, const struct px_user *w,
+		      const struct user_rows *have, struct user_ins *ins)
 {
+	const struct px_user *h = have->h;
+	size_t rows = have->rows;
+	bool mine = have->mine;
+
 	if (is_protected(o, w->username, p)) {
 		if (mine) { /* an earlier row of the agent's that locks a login out: removed */
 			user_delete(p, w->username);
@@ -532,7 +551,7 @@ static void plan_users(const struct px_users *want, const struct px_users *have,
 		else if (c > 0)
 			user_gone(o, p, h, rows, mine);
 		else
-			user_both(o, p, w, h, rows, mine, &ins);
+			user_both(o, p, w, &(struct user_rows){ h, rows, mine }, &ins);
 		if (c <= 0)
 			i++;
 		if (c >= 0)
@@ -541,20 +560,19 @@ static void plan_users(const struct px_users *want, const struct px_users *have,
 	user_inserts(p, ins.v, ins.n);
 	free(ins.v);
 	p->users_changed = p->n > before;
-	finish_table(p, before, o->load_owed_users, o->save_owed_users, o->foreign_users, o,
-		     "LOAD MYSQL USERS TO RUNTIME", "SAVE MYSQL USERS TO DISK");
+	finish_table(p, before, o,
+		     &(struct table_end){ o->load_owed_users, o->save_owed_users, o->foreign_users,
+					  "LOAD MYSQL USERS TO RUNTIME", "SAVE MYSQL USERS TO DISK" });
 }
 
-void plan_build(const struct px_servers *want_servers, const struct px_users *want_users,
-		const struct px_servers *have_servers, const struct px_users *have_users,
-		const struct plan_drain *drains, size_t ndrains, const struct plan_options *o, struct plan *out)
+void plan_build(const struct plan_inputs *in, const struct plan_options *o, struct plan *out)
 {
 	memset(out, 0, sizeof(*out));
 	out->after_exact = true;
-	if (want_servers && have_servers)
-		plan_servers(want_servers, have_servers, drains, ndrains, o, out);
-	if (want_users && have_users)
-		plan_users(want_users, have_users, o, out);
+	if (in->want_servers && in->have_servers)
+		plan_servers(in->want_servers, in->have_servers, in->drains, in->ndrains, o, out);
+	if (in->want_users && in->have_users)
+		plan_users(in->want_users, in->have_users, o, out);
 }
 
 char *plan_text(const struct plan *p)
@@ -857,8 +875,7 @@ void plan_target(const struct plan_inputs *in, struct plan_options *o, struct pl
 	o->foreign_users = du->foreign;
 	o->save_owed_servers = o->save_to_disk && in->servers_disk_differs;
 	o->save_owed_users = o->save_to_disk && users && in->users_disk_differs;
-	plan_build(in->want_servers, users ? in->want_users : NULL, in->have_servers, users ? in->have_users : NULL,
-		   in->drains, in->ndrains, o, out);
+	plan_build(in, o, out); /* users only when both want_users and have_users are set, as `users` */
 }
 
 /* ---- proxysql_servers ------------------------------------------------------------------- */

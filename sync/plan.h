@@ -73,18 +73,6 @@ struct plan {
 	bool after_exact;
 };
 
-/* Compute the statements: per server INSERT / UPDATE / drain (UPDATE status='OFFLINE_SOFT') /
- * DELETE once drained, then LOAD MYSQL SERVERS TO RUNTIME (and SAVE ... TO DISK); per user
- * DELETE + INSERT when it differs, DELETE when gone (the agent's users only); then LOAD MYSQL
- * USERS TO RUNTIME (and SAVE). A table whose rows need nothing gets a LOAD only when one is owed
- * (memory differs from runtime in the agent's rows), a SAVE only when one is owed (memory differs
- * from disk, and no foreign row would be saved without being loaded): a drain poll, a resync that
- * finds nothing and a reconnect send nothing. Arrays must be sorted (model_*_sort). Values must
- * already be validated (layout does it); everything is quoted anyway. Pure; free with plan_free. */
-void plan_build(const struct px_servers *want_servers, const struct px_users *want_users,
-		const struct px_servers *have_servers, const struct px_users *have_users,
-		const struct plan_drain *drains, size_t ndrains, const struct plan_options *o, struct plan *out);
-
 /* proxysql_servers: make `have` (memory) equal `want` (the announced fleet), never removing `self`
  * (the target itself; NULL: none); LOAD PROXYSQL SERVERS TO RUNTIME when a row changed or runtime
  * differs from memory, SAVE ... TO DISK with save_to_disk. Appends to `p`. Pure. */
@@ -136,6 +124,19 @@ struct plan_inputs {
 	const struct plan_drain *drains;
 	size_t ndrains;
 };
+
+/* Compute the statements: per server INSERT / UPDATE / drain (UPDATE status='OFFLINE_SOFT') /
+ * DELETE once drained, then LOAD MYSQL SERVERS TO RUNTIME (and SAVE ... TO DISK); per user
+ * DELETE + INSERT when it differs, DELETE when gone (the agent's users only); then LOAD MYSQL
+ * USERS TO RUNTIME (and SAVE). A table whose rows need nothing gets a LOAD only when one is owed
+ * (memory differs from runtime in the agent's rows), a SAVE only when one is owed (memory differs
+ * from disk, and no foreign row would be saved without being loaded): a drain poll, a resync that
+ * finds nothing and a reconnect send nothing. Arrays must be sorted (model_*_sort). Values must
+ * already be validated (layout does it); everything is quoted anyway. From `in` it takes
+ * the desired and present rows (servers when want_servers and have_servers are set, users when
+ * want_users and have_users are) and the drains; runtime and disk are `o`'s owed flags. Pure; free
+ * with plan_free. */
+void plan_build(const struct plan_inputs *in, const struct plan_options *o, struct plan *out);
 
 /* The drift (memory against runtime, plan_drift_*) and the plan for one target: fills the owed
  * LOADs and SAVEs and the foreign counts of `o` from `in`, then plan_build. Pure. */

@@ -1,7 +1,8 @@
 /* shared.h: what proxysql-sync's threads share besides struct agent: the stop signal (a nap that
  * ends when the agent stops, the watchers' wake-up), the retry pace, the published desired state
- * the snapshots a build has pinned, and whether a Consul agent runs beside us. The threads' files (agent.c, watch.c, target.c, lock.c,
- * announce.c) call these; shared.c calls none of them. */
+ * the snapshots a build has pinned, and whether a Consul agent runs beside us. The threads' files
+ * (agent.c, watch.c, target.c and its reconcile's files, lock.c, announce.c) call these; shared.c
+ * calls none of them. */
 #ifndef SK_SYNC_SHARED_H
 #define SK_SYNC_SHARED_H
 

@@ -1,12 +1,13 @@
 /* watch.c: one blocking-query loop per watched Consul prefix: believe an answer or say why not,
  * keep the last good snapshot, and hold back a prefix that empties or shrinks until it is confirmed. */
-#include "agent.h"
+#include "watch.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "agent.h"
 #include "log.h"
 
 #define WATCH_READ_MS 10000 /* the deadline of a read that does not block */
@@ -57,14 +58,15 @@ static void watch_ignore(struct watch *w, const char *reason, const char *detail
 	w->index = 0;
 }
 
-int watch_read(struct watch *w, uint64_t index, long wait_ms, enum consul_consistency mode, const deadline_t *dl,
-	       struct consul_kv_list *out, struct consul_meta *meta, char *err, size_t errlen)
+int watch_read(struct watch *w, const struct watch_query *rq, struct consul_kv_list *out, struct consul_meta *meta,
+	       char *err, size_t errlen)
 {
 	const struct layout_service *sv;
 	struct consul_service_query q;
 
 	if (w->svc < 0)
-		return consul_kv_list(w->c, w->prefix, index, wait_ms, mode, dl, out, meta, err, errlen);
+		return consul_kv_list(w->c, w->prefix, rq->index, rq->wait_ms, rq->mode, rq->dl, out, meta, err,
+				      errlen);
 	sv = &w->ag->cfg->layout.services[w->svc];
 	q = (struct consul_service_query){ .name = sv->name,
 					   .tags = sv->tags,
@@ -74,7 +76,7 @@ int watch_read(struct watch *w, uint64_t index, long wait_ms, enum consul_consis
 					   .near = sv->near,
 					   .filter = sv->filter,
 					   .datacenter = sv->datacenter };
-	if (consul_health_service(w->c, &q, index, wait_ms, mode, dl, out, meta, err, errlen) < 0)
+	if (consul_health_service(w->c, &q, rq->index, rq->wait_ms, rq->mode, rq->dl, out, meta, err, errlen) < 0)
 		return -1;
 	for (size_t i = 0; i < out->n; i++) { /* the key the layout maps to this service's hostgroup */
 		char key[512];
@@ -156,7 +158,7 @@ static int fresh_enough(struct watch *w, struct consul_kv_list *list, struct con
 	w->stale_episode = true;
 	ag->stale_rereads++;
 	consul_kv_list_free(list);
-	return watch_read(w, 0, 0, CONSUL_DEFAULT, &dl, list, meta, err, errlen);
+	return watch_read(w, &(struct watch_query){ .mode = CONSUL_DEFAULT, .dl = &dl }, list, meta, err, errlen);
 }
 
 /* One read of the watch's source, and whether to believe it: a failure, an answer filtered by
@@ -167,7 +169,8 @@ static enum answer read_answer(struct watch *w, const deadline_t *dl, struct con
 {
 	struct agent *ag = w->ag;
 	char err[300];
-	int rc = watch_read(w, w->index, ag->cfg->settings.wait_ms, ag->mode, dl, list, meta, err, sizeof(err));
+	int rc = watch_read(w, &(struct watch_query){ w->index, ag->cfg->settings.wait_ms, ag->mode, dl }, list, meta,
+			    err, sizeof(err));
 
 	if (rc == 0)
 		rc = fresh_enough(w, list, meta, err, sizeof(err));
@@ -320,4 +323,18 @@ void *watch_main(void *arg)
 		}
 	}
 	return NULL;
+}
+
+void watch_free(struct watch *w)
+{
+	if (w->c)
+		consul_free(w->c);
+	w->c = NULL;
+	consul_kv_list_free(&w->kv);
+	free(w->prefix);
+	free(w->label);
+	w->prefix = w->label = NULL;
+	if (w->wake_fd >= 0)
+		close(w->wake_fd);
+	w->wake_fd = -1;
 }

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "agent.h"
+#include "metrics.h"
 #include "log.h"
 
 static struct agent ag; /* large: not on the stack */

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "config_check.h"
 #include "layout.h"
 #include "plan.h"
 #include "proxysql.h"
@@ -197,8 +198,13 @@ static void after_is_fixed_point(const struct plan_inputs *in, const struct plan
 	again.load_owed_servers = again.load_owed_users = false;
 	again.save_owed_servers = again.save_owed_users = false;
 	again.foreign_servers = again.foreign_users = 0;
-	plan_build(in->want_servers, in->want_users ? in->want_users : NULL, in->have_servers ? &s : NULL,
-		   in->want_users ? &u : NULL, in->drains, in->ndrains, &again, &q);
+	plan_build(&(struct plan_inputs){ .want_servers = in->want_servers,
+					  .have_servers = in->have_servers ? &s : NULL,
+					  .want_users = in->want_users,
+					  .have_users = in->want_users ? &u : NULL,
+					  .drains = in->drains,
+					  .ndrains = in->ndrains },
+		   &again, &q);
 	text = plan_text(&q);
 	if (q.n)
 		fail_msg("planned again from the rows after the plan, still:\n%s", text);
@@ -644,7 +650,13 @@ static char *scale_plan(struct sync_config *cfg, const struct kv_pair *kv, size_
 	po.drain_timeout_ms = 60000;
 	po.keep_servers = &lr.keep_servers;
 	po.keep_users = &lr.keep_users;
-	plan_build(&lr.servers, &lr.users, &have, &have_u, drains, nd, &po, &plan);
+	plan_build(&(struct plan_inputs){ .want_servers = &lr.servers,
+					  .have_servers = &have,
+					  .want_users = &lr.users,
+					  .have_users = &have_u,
+					  .drains = drains,
+					  .ndrains = nd },
+		   &po, &plan);
 	assert_int_equal(plan.server_deletes, 0);
 	assert_int_equal(plan.draining, nd);
 	text = plan_text(&plan);

@@ -1,0 +1,312 @@
+/* known.c: what a target's tables are read as (struct tstate), and what the agent knows they hold
+ * between reconciles: the hot path's kept rows and the SAVE put off by save-delay.
+ *
+ * Kept rows. A full read of a target costs its whole mysql_servers and mysql_users (50,000 users
+ * is megabytes, tens of milliseconds). After a reconcile that verified the tables (nothing held,
+ * refused, guarded or drained; no Cluster, no fleet, runtime equal to memory), the rows are kept
+ * (known_remember) with the checksums read then. The next change is planned from them
+ * (known_take) without a read; before anything is written, known_holds checks that the checksums
+ * of the tables the plan writes are still the kept ones and that the facts (monitor rows, Cluster
+ * settings) still hold, vouched for by runtime_checksums_values or read again. Any doubt forgets
+ * them (known_forget) and the pass reads in full. After the apply, known_verify checks the
+ * checksums instead of reading back; rows of a table the plan did not write are moved, not
+ * copied. A full read still happens every resync-interval.
+ *
+ * Save delay. A SAVE ... TO DISK rewrites ProxySQL's whole SQLite table, the slowest statement of a
+ * hot-path apply. With save-delay, a hot pass LOADs and puts the SAVE off (known_put_off_save): it
+ * is due save-delay after the first LOAD not yet saved, for every table written since, and the
+ * target loop wakes for it then (its pass SAVEs). A full read never puts it off, and a stopping
+ * agent sends it (known_save_before_stopping) so a ProxySQL restarted from disk keeps what runtime
+ * has. Until then disk differs from memory, which the checksums show and the next pass owes. */
+#include "known.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent.h"
+#include "log.h"
+
+void known_tstate_free(struct tstate *st)
+{
+	pxadmin_facts_free(&st->facts);
+	model_servers_free(&st->mem_s);
+	model_servers_free(&st->rt_s);
+	model_users_free(&st->mem_u);
+	plan_rowset_free(&st->rt_u);
+	model_peers_free(&st->mem_p);
+	model_peers_free(&st->rt_p);
+	memset(st, 0, sizeof(*st));
+}
+
+struct rowset_sink {
+	struct plan_rowset *set;
+	const char *user_tag;
+};
+
+static void runtime_user(void *ctx, const struct px_user *u)
+{
+	const struct rowset_sink *k = ctx;
+
+	plan_rowset_user(k->set, u, k->user_tag);
+}
+
+int known_read_state(struct target *t, bool users, bool disk, const deadline_t *dl, struct tstate *st, struct db_err *e)
+{
+	bool peers = layout_has_fleet(&t->ag->cfg->layout);
+	struct rowset_sink sink = { &st->rt_u, t->ag->cfg->layout.user_tag };
+	struct px_vouchers before;
+
+	memset(st, 0, sizeof(*st));
+	/* The vouchers before the facts: a LOAD between the two leaves vouchers that differ from the
+	 * ones read with the checksums below, which then vouch for nothing. */
+	if (pxadmin_vouchers(&t->px, dl, &before, e) < 0 || pxadmin_read_facts(&t->px, dl, &st->facts, e) < 0 ||
+	    pxadmin_read(&t->px, dl, &st->mem_s, users ? &st->mem_u : NULL, e) < 0 ||
+	    pxadmin_checksums(&t->px, dl, users, disk, &st->ck, e) < 0)
+		return -1;
+	if (!pxadmin_vouched(&before, &st->ck.v))
+		memset(&st->ck.v, 0, sizeof(st->ck.v));
+	/* Equal checksums: runtime was loaded from this memory and the monitor has moved nothing. */
+	st->have_rt_s = st->ck.servers_memory != st->ck.servers_runtime;
+	st->have_rt_u = users;
+	if (pxadmin_read_runtime(&t->px, dl, st->have_rt_s ? &st->rt_s : NULL, users ? runtime_user : NULL, &sink, e) <
+	    0)
+		return -1;
+	plan_rowset_seal(&st->rt_u);
+	if (peers && (pxadmin_read_peers(&t->px, false, dl, &st->mem_p, e) < 0 ||
+		      pxadmin_read_peers(&t->px, true, dl, &st->rt_p, e) < 0))
+		return -1;
+	return 0;
+}
+
+/* What a target's tables held after the last reconcile that verified them: memory's rows (runtime
+ * held the same, nothing staged by others), the facts they were planned with, the checksums read
+ * then (their vouchers vouch for the facts), and when they were last read in full. */
+struct target_known {
+	struct px_servers mem_s;
+	struct px_users mem_u;
+	struct px_facts facts;
+	struct px_checksums ck;
+	int64_t read_us;
+};
+
+void known_forget(struct target *t)
+{
+	if (!t->known)
+		return;
+	model_servers_free(&t->known->mem_s);
+	model_users_free(&t->known->mem_u);
+	pxadmin_facts_free(&t->known->facts);
+	free(t->known);
+	t->known = NULL;
+}
+
+/* The hot path's read: nothing. The known rows and facts stand for the target's until
+ * known_holds() has checked the checksums of the tables the plan writes and the vouchers of the
+ * facts. The known state is taken (a reconcile that ends well puts it back). */
+void known_take(struct target *t, struct tstate *st, int64_t *read_us)
+{
+	struct target_known *k = t->known;
+
+	memset(st, 0, sizeof(*st));
+	t->known = NULL;
+	st->ck = k->ck; /* as read when the rows were verified; disk changes only by a SAVE */
+	st->mem_s = k->mem_s;
+	st->mem_u = k->mem_u;
+	st->facts = k->facts;
+	*read_us = k->read_us;
+	free(k);
+}
+
+/* Which tables a plan writes. */
+static void plan_tables(const struct plan *p, bool *servers, bool *users)
+{
+	*servers = *users = false;
+	for (size_t i = 0; i < p->n; i++) {
+		*servers = *servers || strstr(p->steps[i].sql, "MYSQL SERVERS") ||
+			   strstr(p->steps[i].sql, "mysql_servers");
+		*users = *users || strstr(p->steps[i].sql, "MYSQL USERS") || strstr(p->steps[i].sql, "mysql_users");
+	}
+}
+
+/* Before a hot-path apply (or a pass with nothing to write): the checksums of the tables the plan
+ * writes are the ones known (nobody changed that memory or loaded it since), and the facts the plan
+ * was made with still hold: vouched for by runtime_checksums_values, or read again when they are
+ * not (a module loaded since, an older ProxySQL) or when the plan writes users (names staged in
+ * memory are protected too, and no checksum covers memory). Returns 1, 0 (read in full), -1 on
+ * errors. */
+int known_holds(struct target *t, const struct plan *p, struct tstate *st, const deadline_t *dl, struct db_err *e)
+{
+	const struct px_checksums *known = &st->ck;
+	struct px_checksums ck;
+	struct px_facts now;
+	bool servers, users, same;
+
+	plan_tables(p, &servers, &users);
+	if (pxadmin_checksums(&t->px, dl, users, false, &ck, e) < 0)
+		return -1;
+	if ((servers && (ck.servers_memory != known->servers_memory || ck.servers_runtime != known->servers_runtime)) ||
+	    (users && (ck.users_memory != known->users_memory || ck.users_runtime != known->users_runtime)))
+		return 0;
+	if (!users && pxadmin_vouched(&known->v, &ck.v))
+		return 1;
+	if (pxadmin_read_facts(&t->px, dl, &now, e) < 0)
+		return -1;
+	same = pxadmin_facts_equal(&now, &st->facts);
+	pxadmin_facts_free(&now);
+	if (same)
+		st->ck.v = ck.v; /* read before the facts: they vouch for them from now on */
+	return same;
+}
+
+/* The users after a plan that wrote some: the rows it left as read are moved out of `read`, only
+ * the others copied (a change of one user among 50,000 holds them once, not twice); `read` is
+ * emptied. */
+static void take_users(struct px_users *dst, struct px_users *read, const struct plan *after)
+{
+	uintptr_t lo = (uintptr_t)read->v, hi = (uintptr_t)(read->v + read->n);
+
+	dst->cap = after->nafter_users ? after->nafter_users : 1;
+	dst->v = xcalloc(dst->cap, sizeof(*dst->v));
+	for (size_t i = 0; i < after->nafter_users; i++) {
+		uintptr_t at = (uintptr_t)after->after_users[i];
+
+		if (read->n && at >= lo && at < hi) {
+			struct px_user *u = &read->v[(at - lo) / sizeof(*read->v)];
+
+			dst->v[dst->n++] = *u;
+			u->username = NULL; /* moved */
+		} else {
+			model_users_add(dst, after->after_users[i]);
+		}
+	}
+	model_users_free(read);
+}
+
+/* Keep what the target's tables hold now: `st`'s rows (taken), or the plan's rows after it ran. */
+void known_remember(struct target *t, struct tstate *st, const struct plan *after, const struct px_checksums *ck,
+		    int64_t read_us)
+{
+	struct target_known *k = xcalloc(1, sizeof(*k));
+	bool servers = false, users = false;
+
+	known_forget(t);
+	if (after)
+		plan_tables(after, &servers, &users);
+	/* A table the plan wrote: its rows after the plan (copies). One it did not write: the rows
+	 * read, moved (a server change must not copy 50,000 users). */
+	if (servers) {
+		for (size_t i = 0; i < after->nafter_servers; i++)
+			model_servers_add(&k->mem_s, after->after_servers[i]);
+		model_servers_sort(&k->mem_s);
+	} else {
+		k->mem_s = st->mem_s;
+		memset(&st->mem_s, 0, sizeof(st->mem_s));
+	}
+	if (users) {
+		take_users(&k->mem_u, &st->mem_u, after);
+	} else {
+		k->mem_u = st->mem_u;
+		memset(&st->mem_u, 0, sizeof(st->mem_u));
+	}
+	k->facts = st->facts;
+	memset(&st->facts, 0, sizeof(st->facts));
+	k->ck = *ck;
+	k->read_us = read_us;
+	t->known = k;
+}
+
+/* The hot path's verify: the checksums after the apply say runtime and disk hold what memory
+ * holds (a LOAD that took, a SAVE that took). Returns 1 (verified, `ck` filled), 0 (read in full
+ * to verify), -1 on errors. */
+int known_verify(struct target *t, const struct known_applied *a, const deadline_t *dl, struct px_checksums *ck,
+		 struct db_err *e)
+{
+	const struct plan *p = a->plan;
+	const struct px_checksums *before = a->before;
+	bool users = a->users, disk = a->disk;
+	bool servers_loaded = false, servers_written, users_written;
+	uint64_t before_v2 = before->v.servers_v2;
+
+	/* A users LOAD is not checked here: runtime_checksums_values sums runtime's rows (one per
+	 * role), which never equal memory's CHECKSUM; the full verify at resync-interval reads them. */
+	for (size_t i = 0; i < p->n; i++)
+		servers_loaded = servers_loaded || strcmp(p->steps[i].sql, "LOAD MYSQL SERVERS TO RUNTIME") == 0;
+	plan_tables(p, &servers_written, &users_written);
+	/* The users' checksums only when the plan wrote users. A table the plan did not write keeps
+	 * the checksums it was verified with: only those vouch for its known rows. */
+	if (pxadmin_checksums(&t->px, dl, users && users_written, disk, ck, e) < 0)
+		return -1;
+	if (!servers_written) {
+		ck->servers_memory = before->servers_memory;
+		ck->servers_disk = before->servers_disk;
+		ck->servers_runtime = before->servers_runtime;
+	}
+	if (!users_written) {
+		ck->users_memory = before->users_memory;
+		ck->users_disk = before->users_disk;
+		ck->users_runtime = before->users_runtime;
+	}
+	if (!disk) { /* not read, and unchanged: no SAVE was sent (the SAVE put off is owed from it) */
+		ck->servers_disk = before->servers_disk;
+		ck->users_disk = before->users_disk;
+	}
+	/* The facts still hold when no voucher moved but mysql_servers_v2 by the plan's own LOAD (its
+	 * checksum covers mysql_servers too); otherwise the next hot pass reads them again. */
+	if (servers_loaded)
+		before_v2 = ck->v.servers_v2;
+	if (!pxadmin_vouched(&(struct px_vouchers){ before->v.admin_vars, before->v.mysql_vars, before_v2,
+						    before->v.peers, before->v.present },
+			     &ck->v))
+		memset(&ck->v, 0, sizeof(ck->v));
+	if (servers_loaded && ck->servers_runtime != ck->servers_memory)
+		return 0;
+	if (disk && (ck->servers_memory != ck->servers_disk || (users && ck->users_memory != ck->users_disk)))
+		return 0;
+	return 1;
+}
+
+/* A hot-path pass that LOADed without its SAVE (save-delay): the SAVE is due save-delay after the
+ * first LOAD not yet saved, for every table written since. */
+void known_put_off_save(struct target *t, const struct plan *p, int64_t started)
+{
+	bool servers, users;
+
+	plan_tables(p, &servers, &users);
+	if (!t->save_due_us) {
+		t->save_due_us = started + t->ag->cfg->settings.save_delay_us;
+		t->save_servers = t->save_users = false;
+	}
+	t->save_servers = t->save_servers || servers;
+	t->save_users = t->save_users || users;
+}
+
+/* Stopping with a SAVE put off: send it, so that a ProxySQL restarted from disk later keeps what
+ * runtime has; within admin-timeout and until 700 ms after the stop (agent_stop waits 800 for the
+ * targets, counted from about then). */
+void known_save_before_stopping(struct target *t)
+{
+	int64_t left_ms = (t->ag->stop_us + 700000 - deadline_now_us()) / 1000;
+	deadline_t dl = deadline_min(deadline_in_ms(t->ag->cfg->settings.admin_timeout_ms), deadline_in_ms(left_ms));
+	struct db_err e;
+
+	if (!t->save_due_us || !t->px.db.connected)
+		return;
+	if (left_ms <= 0) {
+		log_warn("target %s: stopping: no time left for the SAVE put off by save-delay; disk differs "
+			 "from memory until the next start saves it",
+			 t->pt.name);
+		return;
+	}
+	if ((t->save_servers && pxadmin_exec(&t->px, "SAVE MYSQL SERVERS TO DISK", &dl, &e) < 0) ||
+	    (t->save_users && pxadmin_exec(&t->px, "SAVE MYSQL USERS TO DISK", &dl, &e) < 0)) {
+		log_warn("target %s: stopping: the SAVE put off by save-delay failed: %s", t->pt.name, e.msg);
+		return;
+	}
+	t->save_due_us = 0;
+	log_info("target %s: stopping: saved to disk what was LOADed since the last SAVE", t->pt.name);
+}
+
+int64_t known_read_us(const struct target *t)
+{
+	return t->known->read_us;
+}
