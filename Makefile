@@ -39,7 +39,7 @@ LIB_SRC := lib/deadline.c lib/util.c lib/log.c lib/opt.c lib/secret.c lib/mycnf.
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIBSK := $(BUILD)/libsidekick.a
 
-SYNC_SRC := sync/model.c sync/layout.c sync/plan.c sync/config.c sync/config_lists.c sync/config_check.c \
+SYNC_SRC := sync/model.c sync/layout.c sync/desired.c sync/plan.c sync/config.c sync/config_lists.c sync/config_check.c \
 	sync/proxysql.c sync/shared.c sync/agent.c sync/watch.c sync/target.c sync/pass.c sync/known.c sync/cluster.c \
 	sync/guard.c sync/report.c sync/metrics.c sync/lock.c sync/announce.c
 SYNC_OBJ := $(SYNC_SRC:%.c=$(BUILD)/%.o)

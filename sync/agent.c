@@ -1,5 +1,5 @@
-/* agent.c: the coordinator (Consul snapshots -> one desired state), the agent's start, stop and
- * --once, and its /readyz verdict. The watchers are in watch.c, the targets in target.c. */
+/* agent.c: the agent's start, stop and --once, and its /readyz verdict. The coordinator (Consul
+ * snapshots -> one desired state) is in desired.c. The watchers are in watch.c, the targets in target.c. */
 #include "agent.h"
 
 #include <errno.h>
@@ -13,286 +13,9 @@
 
 #include "announce.h"
 #include "consul_login.h"
+#include "desired.h"
 #include "log.h"
 #include "metrics.h"
-
-/* ---- coordinator: snapshot -> desired ------------------------------------------------- */
-
-static uint64_t seen_hash(const char *text)
-{
-	uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a, then a finaliser that spreads the low bits */
-
-	for (const unsigned char *p = (const unsigned char *)text; *p; p++)
-		h = (h ^ *p) * 0x100000001b3ULL;
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdULL;
-	h ^= h >> 33;
-	return h ? h : 1;
-}
-
-/* The slot of `h`, or the empty slot where it would go. */
-static uint64_t *seen_slot(const struct agent_seen *s, uint64_t h)
-{
-	size_t i = (size_t)h & (s->size - 1);
-
-	while (s->slot[i] && s->slot[i] != h)
-		i = (i + 1) & (s->size - 1);
-	return &s->slot[i];
-}
-
-bool agent_seen_has(const struct agent_seen *s, const char *text)
-{
-	return s->size && *seen_slot(s, seen_hash(text)) != 0;
-}
-
-enum agent_seen_result agent_seen_add(struct agent_seen *s, const char *text)
-{
-	uint64_t h = seen_hash(text), *slot;
-
-	if (s->size && *seen_slot(s, h))
-		return AGENT_SEEN_OLD;
-	if (s->n >= AGENT_SEEN_MAX)
-		return AGENT_SEEN_FULL;
-	if ((s->n + 1) * 2 > s->size) { /* at most half full: short probes */
-		struct agent_seen bigger = { .size = s->size ? s->size * 2 : 64, .n = s->n };
-
-		bigger.slot = xcalloc(bigger.size, sizeof(*bigger.slot));
-		for (size_t i = 0; i < s->size; i++)
-			if (s->slot[i])
-				*seen_slot(&bigger, s->slot[i]) = s->slot[i];
-		free(s->slot);
-		*s = bigger;
-	}
-	slot = seen_slot(s, h);
-	*slot = h;
-	s->n++;
-	return AGENT_SEEN_NEW;
-}
-
-void agent_seen_free(struct agent_seen *s)
-{
-	free(s->slot);
-	memset(s, 0, sizeof(*s));
-}
-
-void agent_log_rejects(struct agent *ag, const struct layout_result *lr)
-{
-	struct agent_seen now = { 0 };
-	size_t unlogged = 0;
-	char first[700] = "";
-
-	for (size_t i = 0; i < lr->nrejects; i++) {
-		char line[700];
-		bool before;
-
-		snprintf(line, sizeof(line), "%s: %s", lr->rejects[i].key, lr->rejects[i].reason);
-		before = agent_seen_has(&ag->logged_rejects, line);
-		switch (agent_seen_add(&now, line)) {
-		case AGENT_SEEN_OLD: break; /* twice in this build */
-		case AGENT_SEEN_NEW:
-			if (!before) {
-				ag->rejected_total++;
-				log_warn("rejected %s", line);
-			}
-			break;
-		case AGENT_SEEN_FULL:
-			if (!before && !unlogged++)
-				sk_strlcpy(first, line, sizeof(first));
-			break;
-		}
-	}
-	/* More at once than the set holds: one line for the rest, and again only when their number
-	 * changes. */
-	if (unlogged && unlogged != ag->unlogged_last)
-		log_warn("rejected %zu more entries, not logged one by one (over %d rejections at once; first: %s)",
-			 unlogged, AGENT_SEEN_MAX, first);
-	ag->unlogged_last = unlogged;
-	agent_seen_free(&ag->logged_rejects);
-	ag->logged_rejects = now;
-	ag->rejected_now = lr->nrejects;
-}
-
-/* Every watch's snapshot as one list of pairs that point into the snapshots (caller holds mu; the
- * snapshots stay until shared_snapshots_unpin when pinned). Caller frees the array. */
-static struct kv_pair *gather(struct agent *ag, size_t *nkv)
-{
-	struct kv_pair *kv;
-	size_t n = 0, k = 0;
-
-	for (size_t i = 0; i < ag->nwatches; i++)
-		n += ag->watches[i].kv.n;
-	kv = xcalloc(n ? n : 1, sizeof(*kv));
-	for (size_t i = 0; i < ag->nwatches; i++)
-		for (size_t j = 0; j < ag->watches[i].kv.n; j++) {
-			kv[k].key = ag->watches[i].kv.items[j].key;
-			kv[k].value = ag->watches[i].kv.items[j].value;
-			kv[k].len = ag->watches[i].kv.items[j].len;
-			k++;
-		}
-	*nkv = k;
-	return kv;
-}
-
-/* Log the rejects of a build (each problem once) and count them. Caller holds mu. Returns false
- * when the snapshot must not be applied (a half-written failover). */
-static bool judge_build(struct agent *ag, struct layout_result *lr)
-{
-	agent_log_rejects(ag, lr);
-	if (lr->nunsettled) {
-		ag->unsettled_holds++;
-		log_warn("holding: the master keys of %s%s disagree (failover being written); waiting for them to "
-			 "settle",
-			 lr->unsettled[0], lr->nunsettled > 1 ? " and others" : "");
-		return false;
-	}
-	return true;
-}
-
-/* Build the desired state from every watch's snapshot with the lock held throughout (--once: no
- * other thread). Returns false when the snapshot must not be applied. */
-static bool build_desired(struct agent *ag, struct layout_result *lr)
-{
-	size_t n;
-	struct kv_pair *kv = gather(ag, &n);
-
-	layout_build(&ag->cfg->layout, kv, n, lr);
-	free(kv);
-	return judge_build(ag, lr);
-}
-
-/* Make `lr`'s rows and keeps the desired state (taken from lr). Caller holds mu. Returns the state
- * it replaces, for the caller to put once the lock is released (NULL: none). */
-static struct agent_want *publish(struct agent *ag, struct layout_result *lr)
-{
-	struct agent_want *w = xcalloc(1, sizeof(*w)), *old = ag->want;
-
-	atomic_init(&w->refs, 1);
-	w->servers = lr->servers;
-	w->users = lr->users;
-	w->peers = lr->peers;
-	w->keep_servers = lr->keep_servers;
-	w->keep_users = lr->keep_users;
-	memset(&lr->servers, 0, sizeof(lr->servers));
-	memset(&lr->users, 0, sizeof(lr->users));
-	memset(&lr->peers, 0, sizeof(lr->peers));
-	memset(&lr->keep_servers, 0, sizeof(lr->keep_servers));
-	memset(&lr->keep_users, 0, sizeof(lr->keep_users));
-	layout_result_free(lr);
-	ag->want = w;
-	agent_publish_desired(ag);
-	return old;
-}
-
-void agent_publish_desired(struct agent *ag)
-{
-	size_t n[AGENT_MAX_HOSTGROUPS] = { 0 };
-
-	const struct px_servers *servers = ag->want ? &ag->want->servers : NULL;
-
-	for (size_t i = 0; servers && i < servers->n; i++) { /* owned is sorted: a binary search each */
-		long hg = servers->v[i].hostgroup;
-		size_t lo = 0, hi = ag->nowned;
-
-		while (lo < hi) {
-			size_t mid = lo + (hi - lo) / 2;
-
-			if (ag->owned[mid] < hg)
-				lo = mid + 1;
-			else
-				hi = mid;
-		}
-		if (lo < ag->nowned && ag->owned[lo] == hg)
-			n[lo]++;
-	}
-	pthread_mutex_lock(&ag->pub_mu);
-	memcpy(ag->desired_servers, n, sizeof(n));
-	ag->desired_users = ag->want ? ag->want->users.n : 0;
-	pthread_mutex_unlock(&ag->pub_mu);
-}
-
-/* Under mu: wait while there is nothing new to build, or, after the first build, until the
- * snapshot has been still for quiescence-min (but never longer than quiescence-max after the first
- * change). True when it waited: look again. */
-static bool wait_for_change(struct agent *ag, unsigned long built)
-{
-	const struct sync_settings *s = &ag->cfg->settings;
-	bool all = true;
-	int64_t now = deadline_now_us(), due;
-	struct timespec ts;
-	int64_t at;
-
-	for (size_t i = 0; i < ag->nwatches; i++)
-		all = all && ag->watches[i].have;
-	if (!all || ag->snap_gen == built) {
-		pthread_cond_wait(&ag->cv, &ag->mu);
-		return true;
-	}
-	due = ag->last_change_us + s->quiescence_min_us;
-	if (ag->first_change_us && ag->first_change_us + s->quiescence_max_us < due)
-		due = ag->first_change_us + s->quiescence_max_us;
-	if (!ag->have_desired || now >= due)
-		return false;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	at = (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + (due - now);
-	ts.tv_sec = at / 1000000;
-	ts.tv_nsec = (at % 1000000) * 1000;
-	pthread_cond_timedwait(&ag->cv, &ag->mu, &ts);
-	return true;
-}
-
-/* Build the desired state from every snapshot and publish it. Caller holds mu; the build runs
- * without it (it costs what the keys cost): the snapshots it reads are pinned, a watcher that
- * replaces one meanwhile retires it instead of freeing it. */
-static void build_and_publish(struct agent *ag, bool *announced)
-{
-	struct layout_result lr;
-	struct kv_pair *kv;
-	struct agent_want *old;
-	size_t nkv;
-
-	ag->first_change_us = 0;
-	kv = gather(ag, &nkv);
-	ag->pinned = true;
-	pthread_mutex_unlock(&ag->mu);
-	layout_build(&ag->cfg->layout, kv, nkv, &lr);
-	free(kv);
-	pthread_mutex_lock(&ag->mu);
-	shared_snapshots_unpin(ag);
-	if (!judge_build(ag, &lr)) {
-		layout_result_free(&lr);
-		return;
-	}
-	old = publish(ag, &lr);
-	ag->desired_gen++;
-	ag->have_desired = true;
-	if (!*announced) {
-		log_info("desired state ready: %zu servers, %zu users", ag->want->servers.n, ag->want->users.n);
-		*announced = true;
-	}
-	pthread_cond_broadcast(&ag->cv);
-	if (old) { /* freeing the replaced state costs what it holds: not under the lock */
-		pthread_mutex_unlock(&ag->mu);
-		shared_want_put(old);
-		pthread_mutex_lock(&ag->mu);
-	}
-}
-
-static void *coordinator_main(void *arg)
-{
-	struct agent *ag = arg;
-	unsigned long built = 0;
-	bool announced = false;
-
-	pthread_mutex_lock(&ag->mu);
-	while (!ag->stop) {
-		if (wait_for_change(ag, built))
-			continue;
-		built = ag->snap_gen;
-		build_and_publish(ag, &announced);
-	}
-	pthread_mutex_unlock(&ag->mu);
-	return NULL;
-}
 
 /* ---- start, stop, once ------------------------------------------------------------------ */
 
@@ -525,8 +248,8 @@ static int start_threads(struct agent *ag, char *err, size_t errlen)
 				 &(struct agent_thread){ &ag->watches[i].tid, watch_main, &ag->watches[i], "watcher" },
 				 err, errlen) < 0)
 			return -1;
-	if (start_thread(ag, &(struct agent_thread){ &ag->coordinator, coordinator_main, ag, "coordinator" }, err,
-			 errlen) < 0)
+	if (start_thread(ag, &(struct agent_thread){ &ag->coordinator, desired_coordinator_main, ag, "coordinator" },
+			 err, errlen) < 0)
 		return -1;
 	for (size_t i = 0; i < ag->ntargets; i++)
 		if (start_thread(ag,
@@ -671,12 +394,12 @@ int agent_once(struct sync_config *cfg, bool dry_run)
 			rc = 1;
 			break;
 		}
-		if (!build_desired(&ag, &lr)) {
+		if (!desired_build_all(&ag, &lr)) {
 			layout_result_free(&lr);
 			rc = 1;
 			break;
 		}
-		shared_want_put(publish(&ag, &lr));
+		shared_want_put(desired_publish_all(&ag, &lr));
 		w = shared_want_get(&ag);
 		rc = 0;
 		for (size_t i = 0; i < ag.ntargets; i++) {

@@ -55,6 +55,12 @@ struct agent {
 	struct watch watches[AGENT_MAX_WATCHES];
 	size_t nwatches;
 	unsigned long snap_gen;
+	/* The coordinator's (desired.c), under mu: each watch's snapshot generation and the parts
+	 * its keys fed at the last published build, and the builds by the parts they built
+	 * (servers, users, both). */
+	unsigned long built_gen[AGENT_MAX_WATCHES];
+	unsigned built_feeds[AGENT_MAX_WATCHES];
+	atomic_ulong desired_builds[3];
 	int64_t last_change_us, first_change_us;
 	/* The coordinator builds from the snapshots without the lock: while `pinned`, a replaced
 	 * snapshot is kept in `retired` (shared_snapshot_retire) until the build is over. */

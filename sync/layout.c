@@ -820,24 +820,77 @@ static void unique_users(struct px_users *a)
 	a->n = k;
 }
 
+/* What layout_build does with a key: the one branch it takes (the first that matches). */
+enum key_use { USE_NONE, USE_SERVICE, USE_REPLICA, USE_GENERIC, USE_USER, USE_ANNOUNCED };
+
+static enum key_use key_use(const struct layout_config *cfg, const char *key, const char **rest)
+{
+	if (strncmp(key, SERVICE_KEY_PREFIX, sizeof(SERVICE_KEY_PREFIX) - 1) == 0) {
+		*rest = key + sizeof(SERVICE_KEY_PREFIX) - 1;
+		return USE_SERVICE;
+	}
+	if ((*rest = under(key, cfg->replica_prefix)) != NULL)
+		return USE_REPLICA;
+	if ((*rest = under(key, cfg->servers_prefix)) != NULL)
+		return USE_GENERIC;
+	if ((*rest = under(key, cfg->users_prefix)) != NULL)
+		return USE_USER;
+	if ((*rest = under(key, cfg->announce_prefix)) != NULL && **rest && !strchr(*rest, '/'))
+		return USE_ANNOUNCED;
+	return USE_NONE;
+}
+
+unsigned layout_key_parts(const struct layout_config *cfg, const char *key)
+{
+	const char *rest;
+	enum key_use use = key_use(cfg, key, &rest);
+	unsigned parts = use == USE_USER ? LAYOUT_PART_USERS : use == USE_NONE ? 0 : LAYOUT_PART_SERVERS;
+
+	/* masters() reads every key under the master prefix, whatever else reads it too. */
+	if (cfg->master_prefix && *cfg->master_prefix && under(key, cfg->master_prefix))
+		parts |= LAYOUT_PART_SERVERS;
+	return parts;
+}
+
 void layout_build(const struct layout_config *cfg, const struct kv_pair *kv, size_t nkv, struct layout_result *out)
 {
+	layout_build_parts(cfg, kv, nkv, LAYOUT_PARTS, out);
+}
+
+void layout_build_parts(const struct layout_config *cfg, const struct kv_pair *kv, size_t nkv, unsigned parts,
+			struct layout_result *out)
+{
+	bool servers = parts & LAYOUT_PART_SERVERS, users = parts & LAYOUT_PART_USERS;
+
 	memset(out, 0, sizeof(*out));
-	if (cfg->master_prefix && *cfg->master_prefix)
+	if (servers && cfg->master_prefix && *cfg->master_prefix)
 		masters(cfg, kv, nkv, out);
 	for (size_t i = 0; i < nkv; i++) {
 		const char *rest;
 
-		if (strncmp(kv[i].key, SERVICE_KEY_PREFIX, sizeof(SERVICE_KEY_PREFIX) - 1) == 0)
-			service_instance(cfg, &kv[i], out, kv[i].key + sizeof(SERVICE_KEY_PREFIX) - 1);
-		else if ((rest = under(kv[i].key, cfg->replica_prefix)) != NULL)
-			replica(cfg, &kv[i], out, rest);
-		else if ((rest = under(kv[i].key, cfg->servers_prefix)) != NULL)
-			generic(cfg, &kv[i], out, rest);
-		else if ((rest = under(kv[i].key, cfg->users_prefix)) != NULL)
-			user(cfg, &kv[i], out, rest);
-		else if ((rest = under(kv[i].key, cfg->announce_prefix)) != NULL && *rest && !strchr(rest, '/'))
-			announced(&kv[i], out);
+		switch (key_use(cfg, kv[i].key, &rest)) {
+		case USE_SERVICE:
+			if (servers)
+				service_instance(cfg, &kv[i], out, rest);
+			break;
+		case USE_REPLICA:
+			if (servers)
+				replica(cfg, &kv[i], out, rest);
+			break;
+		case USE_GENERIC:
+			if (servers)
+				generic(cfg, &kv[i], out, rest);
+			break;
+		case USE_USER:
+			if (users)
+				user(cfg, &kv[i], out, rest);
+			break;
+		case USE_ANNOUNCED:
+			if (servers)
+				announced(&kv[i], out);
+			break;
+		case USE_NONE: break;
+		}
 	}
 	seen_free(out);
 	model_servers_sort(&out->servers);

@@ -104,6 +104,18 @@ struct layout_result {
 void layout_build(const struct layout_config *cfg, const struct kv_pair *kv, size_t nkv, struct layout_result *out);
 void layout_result_free(struct layout_result *r);
 
+/* The desired state in two parts that come from different keys, so that a change rebuilds only
+ * the part its keys feed: the servers (servers, keep_servers, peers, unsettled) and the users
+ * (users, keep_users). Each part's rejects are its keys'. */
+enum { LAYOUT_PART_SERVERS = 1, LAYOUT_PART_USERS = 2, LAYOUT_PARTS = 3 };
+
+/* The parts a key feeds (0: none): what layout_build does with it, decided on its name alone. */
+unsigned layout_key_parts(const struct layout_config *cfg, const char *key);
+
+/* layout_build for `parts` only: the keys of the other part are left out (its fields stay empty). */
+void layout_build_parts(const struct layout_config *cfg, const struct kv_pair *kv, size_t nkv, unsigned parts,
+			struct layout_result *out);
+
 /* The hostgroups the agent owns (writer, reader, remote, managed), for the plan. Sorted, unique.
  * Returns how many there are; the lowest `max` of them are written to `out`. */
 size_t layout_owned_hostgroups(const struct layout_config *cfg, long *out, size_t max);

@@ -258,6 +258,15 @@ static bool guard_metrics(const struct agent *ag, sk_buf *b)
 		     ag->rejected_total, ag->rejected_now + protected_now(ag), ag->guard_blocks,
 		     ag->hostgroup_guard_blocks, ag->unsettled_holds);
 	ok = ok && sk_buf_addf(b,
+			       "# HELP proxysql_sync_desired_builds_total Desired states built and published, by the "
+			       "part built (a change rebuilds only the part its keys feed).\n# TYPE "
+			       "proxysql_sync_desired_builds_total counter\n"
+			       "proxysql_sync_desired_builds_total{part=\"servers\"} %lu\n"
+			       "proxysql_sync_desired_builds_total{part=\"users\"} %lu\n"
+			       "proxysql_sync_desired_builds_total{part=\"both\"} %lu\n",
+			       (unsigned long)ag->desired_builds[0], (unsigned long)ag->desired_builds[1],
+			       (unsigned long)ag->desired_builds[2]);
+	ok = ok && sk_buf_addf(b,
 			       "# HELP proxysql_sync_errors_total Failures by stage: consul, connect, read, apply, "
 			       "verify.\n# TYPE proxysql_sync_errors_total "
 			       "counter\nproxysql_sync_errors_total{stage=\"consul\",target=\"\"} %lu\n",

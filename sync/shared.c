@@ -13,6 +13,23 @@
 #include "agent.h"
 #include "log.h"
 
+static void part_put(struct want_part *p)
+{
+	if (!p || atomic_fetch_sub(&p->refs, 1) != 1)
+		return;
+	model_servers_free(&p->servers);
+	model_users_free(&p->users);
+	model_keeps_free(&p->keep_servers);
+	model_names_free(&p->keep_users);
+	model_peers_free(&p->peers);
+	for (size_t i = 0; i < p->nrejects; i++) {
+		free(p->rejects[i].key);
+		free(p->rejects[i].reason);
+	}
+	free(p->rejects);
+	free(p);
+}
+
 struct agent_want *shared_want_get(struct agent *ag)
 {
 	if (ag->want)
@@ -24,11 +41,8 @@ void shared_want_put(struct agent_want *w)
 {
 	if (!w || atomic_fetch_sub(&w->refs, 1) != 1)
 		return;
-	model_servers_free(&w->servers);
-	model_users_free(&w->users);
-	model_keeps_free(&w->keep_servers);
-	model_names_free(&w->keep_users);
-	model_peers_free(&w->peers);
+	for (int p = 0; p < 2; p++)
+		part_put(w->parts[p]);
 	free(w);
 }
 

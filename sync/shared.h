@@ -10,12 +10,30 @@
 #include <stdbool.h>
 
 #include "consul.h"
+#include "layout.h"
 #include "model.h"
 
 struct agent;
 
 /* What a target is to be brought to: the desired rows and what rejected keys keep. Published
  * once, then only read; freed by the last reference. */
+/* A part of the desired state (LAYOUT_PART_SERVERS or LAYOUT_PART_USERS, desired.c): its rows,
+ * what its rejected keys keep, and its rejects. Shared by the states published while the keys that
+ * feed it do not change; freed by the last reference. */
+struct want_part {
+	atomic_int refs;
+	struct px_servers servers;
+	struct px_keeps keep_servers;
+	struct px_peers peers;
+	struct px_users users;
+	struct px_names keep_users;
+	struct layout_reject *rejects;
+	size_t nrejects;
+};
+
+/* What a target is to be brought to: the desired rows and what rejected keys keep. Published
+ * once, then only read; freed by the last reference. The rows are views of the two parts
+ * (servers, users), which it holds references to. */
 struct agent_want {
 	atomic_int refs;
 	struct px_servers servers;
@@ -23,6 +41,7 @@ struct agent_want {
 	struct px_peers peers; /* the announced fleet, for proxysql_servers */
 	struct px_keeps keep_servers;
 	struct px_names keep_users;
+	struct want_part *parts[2]; /* servers, users */
 };
 
 /* A reference to the published desired state (caller holds ag->mu; NULL before the first); give

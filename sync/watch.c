@@ -228,6 +228,7 @@ static void replace_snapshot(struct watch *w, struct consul_kv_list *list)
 	shared_snapshot_retire(ag, &w->kv);
 	w->kv = *list;
 	w->have = true;
+	w->gen++;
 	ag->snap_gen++;
 	ag->last_change_us = deadline_now_us();
 	if (!ag->first_change_us)

@@ -22,6 +22,7 @@ struct watch {
 	pthread_t tid;
 	struct consul *c;
 	uint64_t index;
+	unsigned long gen; /* snapshots taken (under ag->mu): the coordinator rebuilds what changed */
 	struct consul_kv_list kv; /* the accepted snapshot (under ag->mu) */
 	atomic_bool have; /* a good read has been accepted */
 	atomic_bool ok; /* the last request succeeded */

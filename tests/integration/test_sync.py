@@ -601,6 +601,37 @@ def test_users_add_change_remove_and_foreign_users_untouched(consul, px, agent):
     assert ("human",) in [tuple(r) for r in px.query("SELECT username FROM main.mysql_users")]
 
 
+def builds(agent):
+    """proxysql_sync_desired_builds_total by part."""
+    status, text = agent.http("/metrics")
+    assert status == 200, text
+    return {m.group(1): int(float(m.group(2))) for m in re.finditer(
+        r'^proxysql_sync_desired_builds_total\{part="(\w+)"\} (\S+)$', text, re.M)}
+
+
+def test_a_change_rebuilds_only_the_part_its_keys_feed(consul, px, agent):
+    """A server change builds the servers again and keeps the users as built; a user change the
+    reverse. Nothing of the part kept is lost: both changes reach ProxySQL beside the rest."""
+    put_topology(consul)
+    agent.start()
+    first_sync(px, agent)
+    time.sleep(0.5)
+    before = builds(agent)
+    assert before["both"] >= 1 and set(before) == {"servers", "users", "both"}, before
+    consul.put("mysql/replica/shop/eu/db2:3306", json.dumps({"weight": 5}).encode())
+    wait_until("db2 at weight 5", lambda: runtime_weight(px, "db2") == "5")
+    mid = builds(agent)
+    assert mid["servers"] > before["servers"] and mid["users"] == before["users"] \
+        and mid["both"] == before["both"], (before, mid)
+    consul.put("proxysql/users/report", json.dumps({"password": NATIVE_HASH, "default_hostgroup": 10}).encode())
+    wait_until("report moved to hostgroup 10", lambda: ("report", "1", "0", "10") in runtime_users(px))
+    after = builds(agent)
+    assert after["users"] > mid["users"] and after["servers"] == mid["servers"] \
+        and after["both"] == mid["both"], (mid, after)
+    assert {r[0] for r in runtime_users(px)} == {"app", "report"}
+    assert runtime_servers(px) == sorted(TOPOLOGY) and runtime_weight(px, "db2") == "5"
+
+
 def test_user_with_a_hashed_password_reaches_proxysql_unchanged(consul, px, agent):
     """A KV user whose password is a mysql_native_password hash ("*" + 40 hex digits, what
     docs/from-consul-template.md advises keeping in KV): main, runtime (both rows) and disk hold

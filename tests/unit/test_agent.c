@@ -21,7 +21,8 @@ static void add_server(long hg, const char *host)
 {
 	struct px_server s = { .hostgroup = hg, .host = (char *)host, .port = 3306, .status = "ONLINE" };
 
-	model_servers_add(&ag.want->servers, &s);
+	model_servers_add(&ag.want->parts[0]->servers, &s);
+	ag.want->servers = ag.want->parts[0]->servers;
 }
 
 /* One watch, one target named px"1, hostgroups 10 and 20, a desired state of 3 servers. */
@@ -54,11 +55,16 @@ static int agent_setup(void **state)
 	ag.owned[1] = 20;
 	ag.want = xcalloc(1, sizeof(*ag.want));
 	atomic_init(&ag.want->refs, 1);
+	for (int p = 0; p < 2; p++) {
+		ag.want->parts[p] = xcalloc(1, sizeof(*ag.want->parts[p]));
+		atomic_init(&ag.want->parts[p]->refs, 1);
+	}
 	add_server(10, "db1");
 	add_server(10, "db2");
 	add_server(20, "db3");
 	add_server(30, "elsewhere");
-	model_users_add(&ag.want->users, &u);
+	model_users_add(&ag.want->parts[1]->users, &u);
+	ag.want->users = ag.want->parts[1]->users;
 	agent_publish_desired(&ag);
 	return 0;
 }
