@@ -3791,7 +3791,7 @@ def main(argv=None):
     ap.add_argument("--monitor-username", help="mysql-monitor_username of a fresh datadir")
     ap.add_argument("--monitor-password", help="mysql-monitor_password of a fresh datadir")
     ap.add_argument("--variable", action="append", default=[], metavar="NAME=VALUE",
-                    help="any other admin-* or mysql-* variable of a fresh datadir (repeatable)")
+                    help="any other admin-*, mysql-* (or, 3.0, pgsql-*) variable of a fresh datadir (repeatable)")
     ap.add_argument("--proxysql-server", action="append", default=[], metavar="HOST:PORT[:WEIGHT[:COMMENT]]",
                     help="a proxysql_servers row of a fresh datadir (ProxySQL Cluster peers, repeatable)")
     ap.add_argument("--control", help="HOST:PORT of the HTTP control API (test hooks)")

@@ -29,7 +29,10 @@ for _p in (TESTS, HERE):
 import pymysql  # noqa: E402
 
 from fakes.proxysql import ProxySQL, free_port  # noqa: E402
-from test_proxysql_double import Replay, describe, instrumented_pymysql, run_sql  # noqa: E402,F401 (fixture)
+import test_proxysql_double as base  # noqa: E402
+
+Replay, describe = base.Replay, base.describe
+instrumented_pymysql = base.instrumented_pymysql     # the fixture: SQLSTATE and EOF status as recorded
 
 TRANSCRIPT = os.path.join(TESTS, "data", "proxysql-3.0-pre", "pgsql-admin-transcript.jsonl")
 with open(TRANSCRIPT, encoding="utf-8") as _f:
