@@ -162,6 +162,9 @@ class ProxySQL(ServerProcess):
         with open(cnf, "w", encoding="utf-8") as f:
             f.write('datadir="%s"\n\nadmin_variables=\n{\n%s}\n\nmysql_variables=\n{\n%s}\n'
                     % (self.datadir, section(admin), section(mysql)))
+            pgsql = [(n[6:], v) for n, v in self.config if n.startswith("pgsql-")]
+            if pgsql:       # ProxySQL 3: proxysql.cnf's pgsql_variables section
+                f.write("\npgsql_variables=\n{\n%s}\n" % section(pgsql))
             if self.proxysql_servers:
                 f.write("\nproxysql_servers =\n(\n%s\n)\n" % ",\n".join(
                     '\t{ hostname="%s" port=%d weight=%d comment="%s" }' % row for row in self.proxysql_servers))

@@ -188,6 +188,8 @@ MYSQL_VARIABLES = [
 # other content a SpookyHash of the variables it has (changes exactly with content).
 MYSQL_VARIABLES_DEFAULT_CHECKSUM = "0x8E2C8317F3FD6A21"
 MYSQL_CHECKSUM_EXCLUDED = ("mysql-threads", "mysql-interfaces")
+# LOAD|SAVE <module> on global_variables: the prefix of the module's rows (3.0 adds PGSQL VARIABLES)
+VARIABLE_MODULES = {"ADMIN VARIABLES": "admin-", "MYSQL VARIABLES": "mysql-"}
 
 # ---------------------------------------------------------------------------
 # 2. SpookyHash V2 (Bob Jenkins, public domain) and ProxySQL's checksum formats
@@ -910,24 +912,108 @@ PGSQL_ADMIN_TABLES = [
      "R NOT NULL , flagIN INT NOT NULL DEFAULT 0 , destination_hostgroup INT CHECK (destination_hostgr"
      "oup >= 0) NOT NULL , comment VARCHAR NOT NULL , PRIMARY KEY (username, database, flagIN) )")),
 ]
-PGSQL_STATS_TABLES = [
+PGSQL_STATS_TABLES = [   # include/ProxySQL_Admin_Tables_Definitions.h (v3.0), STATS_SQLITE_TABLE_PGSQL_*
     ("stats_pgsql_global",
      ("CREATE TABLE stats_pgsql_global (Variable_Name VARCHAR NOT NULL PRIMARY KEY , Variable_Value VAR"
      "CHAR NOT NULL)")),
+    ("stats_pgsql_connection_pool",
+     ("CREATE TABLE stats_pgsql_connection_pool (hostgroup INT , srv_host VARCHAR , srv_port INT , stat"
+     "us VARCHAR , ConnUsed INT , ConnFree INT , ConnOK INT , ConnERR INT , MaxConnUsed INT , Queries "
+     "INT , Bytes_data_sent INT , Bytes_data_recv INT , Latency_us INT)")),
+    ("stats_pgsql_connection_pool_reset",
+     ("CREATE TABLE stats_pgsql_connection_pool_reset (hostgroup INT , srv_host VARCHAR , srv_port INT "
+     ", status VARCHAR , ConnUsed INT , ConnFree INT , ConnOK INT , ConnERR INT , MaxConnUsed INT , Qu"
+     "eries INT , Bytes_data_sent INT , Bytes_data_recv INT , Latency_us INT)")),
+    ("stats_pgsql_free_connections",
+     ("CREATE TABLE stats_pgsql_free_connections (fd INT NOT NULL , hostgroup INT NOT NULL , srv_host V"
+     "ARCHAR NOT NULL , srv_port INT NOT NULL , user VARCHAR NOT NULL , database VARCHAR , init_connec"
+     "t VARCHAR , time_zone VARCHAR , sql_mode VARCHAR , idle_ms INT , statistics VARCHAR , pgsql_info"
+     " VARCHAR)")),
+    ("stats_pgsql_users",
+     ("CREATE TABLE stats_pgsql_users (username VARCHAR PRIMARY KEY , frontend_connections INT NOT NULL"
+     " , frontend_max_connections INT NOT NULL)")),
     ("stats_pgsql_processlist",
      ("CREATE TABLE stats_pgsql_processlist (ThreadID INT NOT NULL , SessionID INTEGER PRIMARY KEY , us"
      "er VARCHAR , database VARCHAR , cli_host VARCHAR , cli_port INT , hostgroup INT , l_srv_host VAR"
      "CHAR , l_srv_port INT , srv_host VARCHAR , srv_port INT , command VARCHAR , time_ms INT NOT NULL"
      " , info VARCHAR , status_flags INT , extended_info VARCHAR)")),
-    ("stats_pgsql_connection_pool",
-     ("CREATE TABLE stats_pgsql_connection_pool (hostgroup INT , srv_host VARCHAR , srv_port INT , stat"
-     "us VARCHAR , ConnUsed INT , ConnFree INT , ConnOK INT , ConnERR INT , MaxConnUsed INT , Queries "
-     "INT , Bytes_data_sent INT , Bytes_data_recv INT , Latency_us INT)")),
+    ("stats_pgsql_errors",
+     ("CREATE TABLE stats_pgsql_errors (hostgroup INT NOT NULL , hostname VARCHAR NOT NULL , port INT N"
+     "OT NULL , username VARCHAR NOT NULL , client_address VARCHAR NOT NULL , database VARCHAR NOT NUL"
+     "L , sqlstate VARCHAR NOT NULL , count_star INTEGER NOT NULL , first_seen INTEGER NOT NULL , last"
+     "_seen INTEGER NOT NULL , last_error VARCHAR NOT NULL DEFAULT '' , PRIMARY KEY (hostgroup, hostna"
+     "me, port, username, database, sqlstate) )")),
+    ("stats_pgsql_errors_reset",
+     ("CREATE TABLE stats_pgsql_errors_reset (hostgroup INT NOT NULL , hostname VARCHAR NOT NULL , port"
+     " INT NOT NULL , username VARCHAR NOT NULL , client_address VARCHAR NOT NULL , database VARCHAR N"
+     "OT NULL , sqlstate VARCHAR NOT NULL , count_star INTEGER NOT NULL , first_seen INTEGER NOT NULL "
+     ", last_seen INTEGER NOT NULL , last_error VARCHAR NOT NULL DEFAULT '' , PRIMARY KEY (hostgroup, "
+     "hostname, port, username, database, sqlstate) )")),
+    ("stats_pgsql_client_host_cache",
+     ("CREATE TABLE stats_pgsql_client_host_cache (client_address VARCHAR NOT NULL , error_count INT NO"
+     "T NULL , last_updated BIGINT NOT NULL)")),
+    ("stats_pgsql_client_host_cache_reset",
+     ("CREATE TABLE stats_pgsql_client_host_cache_reset (client_address VARCHAR NOT NULL , error_count "
+     "INT NOT NULL , last_updated BIGINT NOT NULL)")),
+    ("stats_pgsql_query_rules",
+     ("CREATE TABLE stats_pgsql_query_rules (rule_id INTEGER PRIMARY KEY , hits INT NOT NULL)")),
+    ("stats_pgsql_commands_counters",
+     ("CREATE TABLE stats_pgsql_commands_counters (Command VARCHAR NOT NULL PRIMARY KEY , Total_Time_us"
+     " INT NOT NULL , Total_cnt INT NOT NULL , cnt_100us INT NOT NULL , cnt_500us INT NOT NULL , cnt_1"
+     "ms INT NOT NULL , cnt_5ms INT NOT NULL , cnt_10ms INT NOT NULL , cnt_50ms INT NOT NULL , cnt_100"
+     "ms INT NOT NULL , cnt_500ms INT NOT NULL , cnt_1s INT NOT NULL , cnt_5s INT NOT NULL , cnt_10s I"
+     "NT NOT NULL , cnt_INFs)")),
+    ("stats_pgsql_query_digest",
+     ("CREATE TABLE stats_pgsql_query_digest (hostgroup INT , database VARCHAR NOT NULL , username VARC"
+     "HAR NOT NULL , client_address VARCHAR NOT NULL , digest VARCHAR NOT NULL , digest_text VARCHAR N"
+     "OT NULL , count_star INTEGER NOT NULL , first_seen INTEGER NOT NULL , last_seen INTEGER NOT NULL"
+     " , sum_time INTEGER NOT NULL , min_time INTEGER NOT NULL , max_time INTEGER NOT NULL , sum_rows_"
+     "affected INTEGER NOT NULL , sum_rows_sent INTEGER NOT NULL , PRIMARY KEY(hostgroup, database, us"
+     "ername, client_address, digest))")),
+    ("stats_pgsql_query_digest_reset",
+     ("CREATE TABLE stats_pgsql_query_digest_reset (hostgroup INT , database VARCHAR NOT NULL , usernam"
+     "e VARCHAR NOT NULL , client_address VARCHAR NOT NULL , digest VARCHAR NOT NULL , digest_text VAR"
+     "CHAR NOT NULL , count_star INTEGER NOT NULL , first_seen INTEGER NOT NULL , last_seen INTEGER NO"
+     "T NULL , sum_time INTEGER NOT NULL , min_time INTEGER NOT NULL , max_time INTEGER NOT NULL , sum"
+     "_rows_affected INTEGER NOT NULL , sum_rows_sent INTEGER NOT NULL , PRIMARY KEY(hostgroup, databa"
+     "se, username, client_address, digest))")),
 ]
-PGSQL_MODULES = {"PGSQL SERVERS": ("pgsql_servers", ("pgsql_servers", "pgsql_replication_hostgroups",
-                                                      "pgsql_hostgroup_attributes")),
-                 "PGSQL USERS": ("pgsql_users", ("pgsql_users",)),
-                 "PGSQL QUERY RULES": ("pgsql_query_rules", ("pgsql_query_rules", "pgsql_query_rules_fast_routing"))}
+# lib/ProxySQL_Admin.cpp (v3.0): pgsql_servers_tablenames, pgsql_query_rules_tablenames.  PGSQL SERVERS and
+# PGSQL USERS have their own runtime (PgSQL_HostGroups_Manager, PgSQL_Authentication); query rules are
+# only copied between disk, memory and runtime.
+PGSQL_SERVERS_TABLES = ("pgsql_servers", "pgsql_replication_hostgroups", "pgsql_hostgroup_attributes")
+PGSQL_SERVERS_AUX_TABLES = PGSQL_SERVERS_TABLES[1:]
+PGSQL_MODULES = {"PGSQL QUERY RULES": ("pgsql_query_rules", ("pgsql_query_rules", "pgsql_query_rules_fast_routing"))}
+# The pgsql-* variables a real 3.0 pre-release lists for LIKE 'pgsql-monitor%' and the interface/thread
+# ones (pgsql-admin-transcript.jsonl step 8), with PgSQL_Thread.cpp's defaults (PgSQL_Threads_Handler's
+# constructor; pgsql-interfaces empty becomes 0.0.0.0:6133 in init).  Not ProxySQL's ~100 pgsql-* variables.
+PGSQL_VARIABLES_3_0 = [
+    ("pgsql-threads", "4"),
+    ("pgsql-interfaces", "0.0.0.0:6133"),
+    ("pgsql-poll_timeout", "2000"),
+    ("pgsql-monitor_enabled", "true"),
+    ("pgsql-monitor_history", "7200000"),
+    ("pgsql-monitor_connect_interval", "120000"),
+    ("pgsql-monitor_connect_timeout", "600"),
+    ("pgsql-monitor_ping_interval", "8000"),
+    ("pgsql-monitor_ping_max_failures", "3"),
+    ("pgsql-monitor_ping_timeout", "1000"),
+    ("pgsql-monitor_username", "monitor"),
+    ("pgsql-monitor_password", "monitor"),
+    ("pgsql-monitor_threads", "2"),
+]
+PGSQL_VARIABLES = []           # 3.0: PGSQL_VARIABLES_3_0
+# include/PgSQL_HostGroups_Manager.h: PGHGM_GEN_CLUSTER_ADMIN_PGSQL_SERVERS, what pgsql_servers_v2 hashes
+PGSQL_SERVERS_V2_QUERY = (
+    "SELECT hostgroup_id, hostname, port, CASE WHEN status=\"SHUNNED\" THEN \"ONLINE\" ELSE status END AS status, "
+    "weight, compression, max_connections, max_replication_lag, use_ssl, max_latency_ms, comment "
+    "FROM main.pgsql_servers WHERE status != \"OFFLINE_HARD\" ORDER BY hostgroup_id, hostname, port")
+PGSQL_SERVERS_COLUMNS = ("hostgroup_id, hostname, port, status, weight, compression, max_connections, "
+                         "max_replication_lag, use_ssl, max_latency_ms, comment")
+PGSQL_USERS_COLUMNS = ("username, password, active, use_ssl, default_hostgroup, transaction_persistent, fast_forward, "
+                       "backend, frontend, max_connections, attributes, comment")
+# checksum rows kept for GLOBAL_CHECKSUM() but not shown in runtime_checksums_values
+HIDDEN_CHECKSUM_MODULES = ()
 PGSQL_ADMIN_VARIABLES = [("admin-pgsql_ifaces", "0.0.0.0:6132")] + [
     ("admin-cluster_pgsql_%s_%s" % (module, what), default)
     for what, default in (("diffs_before_sync", "3"), ("save_to_disk", "true"))
@@ -946,7 +1032,7 @@ def select_version(version, hide_pgsql_tables=False):
     sending two replies (MySQL's, then PgSQL's, both with sequence id 1: the second one is read by
     the client's next command); with hide_pgsql_tables, SHOW TABLES without the pgsql_* tables."""
     global PROXYSQL_VERSION, CHECKSUM_MODULES, GLOBAL_CHECKSUM_ORDER, HIDE_PGSQL_TABLES, PAUSE_REPLIES_PER_MODULE
-    global PGSQL_MODULE
+    global PGSQL_MODULE, HIDDEN_CHECKSUM_MODULES
     if version == "2.7":
         return
     if version != "3.0":
@@ -954,6 +1040,8 @@ def select_version(version, hide_pgsql_tables=False):
     PROXYSQL_VERSION = PROXYSQL_3_0_VERSION
     ADMIN_VARIABLES[:] = [(n, PROXYSQL_VERSION if n == "admin-version" else v) for n, v in ADMIN_VARIABLES]
     ADMIN_VARIABLES.extend(PGSQL_ADMIN_VARIABLES)
+    VARIABLE_MODULES["PGSQL VARIABLES"] = "pgsql-"
+    PGSQL_VARIABLES.extend(PGSQL_VARIABLES_3_0)
     ADMIN_TABLES.extend(PGSQL_ADMIN_TABLES)
     _ADMIN_DDL.update(PGSQL_ADMIN_TABLES)
     DISK_TABLES.extend((n, d) for n, d in PGSQL_ADMIN_TABLES if not n.startswith("runtime_"))
@@ -961,9 +1049,12 @@ def select_version(version, hide_pgsql_tables=False):
     for module, (_, tables) in PGSQL_MODULES.items():
         SIMPLE_MODULE_TABLES[module] = tables
     CHECKSUM_MODULES = CHECKSUM_MODULES + ("pgsql_query_rules", "pgsql_servers", "pgsql_users", "pgsql_variables")
+    # ProxySQL_GlobalVariables::generate_global_checksum (lib/ProxySQL_GloVars.cpp): pgsql_servers_v2 is
+    # hashed too, though dump_checksums_values_table does not list it
     GLOBAL_CHECKSUM_ORDER = ("admin_variables", "mysql_query_rules", "mysql_servers", "mysql_servers_v2",
                              "mysql_users", "mysql_variables", "pgsql_query_rules", "pgsql_servers",
-                             "pgsql_users", "pgsql_variables", "proxysql_servers")
+                             "pgsql_servers_v2", "pgsql_users", "pgsql_variables", "proxysql_servers")
+    HIDDEN_CHECKSUM_MODULES = ("pgsql_servers_v2",)
     HIDE_PGSQL_TABLES = hide_pgsql_tables
     PAUSE_REPLIES_PER_MODULE = PGSQL_MODULE = True
 
@@ -1197,6 +1288,8 @@ class Authentication:
     SpookyHash(username, 1, 2), i.e. in hash order.
     """
 
+    BACKEND_COLUMN = 8       # refresh(): the backend flag's position in a row (frontend follows)
+
     def __init__(self):
         self.arrays = {"frontend": [], "backend": []}
         self.index = {"frontend": {}, "backend": {}}     # username -> position in its array
@@ -1269,7 +1362,7 @@ class Authentication:
         for creds, hostgroup in admin_users:
             self.add_credentials(creds, hostgroup)
         for r in rows:
-            for role, flag in (("backend", r[8]), ("frontend", r[9])):
+            for role, flag in (("backend", r[self.BACKEND_COLUMN]), ("frontend", r[self.BACKEND_COLUMN + 1])):
                 if c_atoi(flag):
                     self._add(role, self._account(r))
         for role, arr in self.arrays.items():
@@ -1311,6 +1404,84 @@ class Authentication:
         arr = self.arrays["frontend"]
         i = self.index["frontend"].get(username)
         return arr[i] if i is not None and i < len(arr) and arr[i].username == username else None
+
+
+class PgSQLHostgroupsManager(HostgroupsManager):
+    """PgSQL_HostGroups_Manager (lib/PgSQL_HostGroups_Manager.cpp, v3.0): MySQL's hostgroup manager
+    without gtid_port (servers_add, commit with its purge first, OFFLINE_HARD for removed servers,
+    dump_table_pgsql purging before it dumps).  Rows in and out have pgsql_servers' 11 columns;
+    the pool has stats_pgsql_connection_pool's 13 (no Queries_GTID_sync).  No monitor moves its
+    servers (pgsql monitors are not emulated)."""
+
+    def commit(self, rows):
+        super().commit([tuple(r[:3]) + (0,) + tuple(r[3:]) for r in rows])
+
+    def runtime_rows(self):
+        """PGHGM_GEN_ADMIN_RUNTIME_SERVERS: runtime_pgsql_servers, and what SAVE PGSQL SERVERS TO MEMORY
+        writes (save_pgsql_servers_runtime_to_database(false) means to turn SHUNNED into ONLINE but
+        compares the weight column, so statuses are written as they are)."""
+        return [r[:3] + r[4:] for r in super().runtime_rows()]
+
+    def cluster_rows(self):
+        """PGHGM_GEN_CLUSTER_ADMIN_RUNTIME_SERVERS: what the pgsql_servers checksum hashes."""
+        return [r[:3] + r[4:] for r in super().cluster_rows()]
+
+    def pool_rows(self):
+        return [r[:10] + r[11:] for r in super().pool_rows()]
+
+
+class PgSQLAuthentication(Authentication):
+    """PgSQL_Authentication (lib/PgSQL_Authentication.cpp, v3.0): MySQL's frontend and backend arrays
+    (PtrArray, std::map by SpookyHash(username, 1, 2)) with accounts that have no default_schema or
+    schema_locked.  Rows are __add_active_users<SERVER_TYPE_PGSQL>'s (username, password, use_ssl,
+    default_hostgroup, transaction_persistent, fast_forward, backend, frontend, max_connections,
+    attributes, comment).  A password is kept as given: clear text or a SCRAM-SHA-256$ secret."""
+
+    BACKEND_COLUMN = 6
+
+    @staticmethod
+    def _account(r):
+        a = Account()
+        a.username = _text(r[0])
+        a.password = _text(r[1]) if r[1] is not None else ""
+        a.use_ssl = 1 if c_atoi(r[2]) else 0
+        a.default_hostgroup = c_atoi(r[3])
+        a.default_schema, a.schema_locked = "", 0
+        a.transaction_persistent = 1 if c_atoi(r[4]) else 0
+        a.fast_forward = 1 if c_atoi(r[5]) else 0
+        a.max_connections = c_atoi(r[8])
+        a.attributes = _text(r[9]) if r[9] is not None else ""
+        a.comment = _text(r[10]) if r[10] is not None else ""
+        a.active = True
+        return a
+
+    def dump(self):
+        """runtime_pgsql_users (save_pgsql_users_runtime_to_database): every frontend (backend=0,
+        frontend=1), then every backend (1, 0); admin and stats accounts (hostgroup < 0) left out."""
+        out = []
+        for role, be, fe in (("frontend", 0, 1), ("backend", 1, 0)):
+            for a in self.arrays[role]:
+                if a.default_hostgroup < 0:
+                    continue
+                out.append((a.username, a.password, 1, a.use_ssl, a.default_hostgroup, a.transaction_persistent,
+                            a.fast_forward, be, fe, a.max_connections, a.attributes, a.comment))
+        return out
+
+    def checksum(self):
+        """get_runtime_checksum: compute_accounts_hash (SpookyHash(13,4) over use_ssl, default_hostgroup,
+        transaction_persistent, fast_forward, max_connections, username, password, comment, attributes
+        of the accounts with hostgroup >= 0, in map order) of the backends plus that of the frontends."""
+        total = 0
+        for arr in self.arrays.values():
+            accounts = sorted(arr, key=lambda a: spooky128(_as_bytes(a.username), 1, 2)[0])
+            data = b"".join(
+                struct.pack("<BiBBi", a.use_ssl, a.default_hostgroup, a.transaction_persistent, a.fast_forward,
+                            a.max_connections)
+                + _as_bytes(a.username) + _as_bytes(a.password) + _as_bytes(a.comment) + _as_bytes(a.attributes)
+                for a in accounts if a.default_hostgroup >= 0)
+            if data:
+                total = (total + spooky128(data, 13, 4)[0]) & _M64
+        return total
 
 
 class Reply:
@@ -1362,8 +1533,11 @@ class Admin:
         self.monitor_shun_after = monitor_shun_after
         self.hgm = HostgroupsManager()
         self.auth = Authentication()
+        self.pg_hgm = PgSQLHostgroupsManager()   # 3.0: runtime pgsql_servers and its pool
+        self.pg_auth = PgSQLAuthentication()     # 3.0: runtime pgsql_users
         self.rt_admin = {}                  # runtime admin variables
         self.rt_mysql = {}                  # runtime mysql variables
+        self.rt_pgsql = {}                  # runtime pgsql variables (3.0)
         self.rt_tables = {}                 # runtime copies of the simple tables
         self.checksums = {}                 # module -> [version, epoch, checksum]
         self.admin_creds = []               # [(user, password)] of the runtime admin-admin_credentials
@@ -1410,7 +1584,7 @@ class Admin:
 
     def _bootstrap(self):
         db = self.admindb
-        for name, value in ADMIN_VARIABLES + MYSQL_VARIABLES:
+        for name, value in ADMIN_VARIABLES + MYSQL_VARIABLES + PGSQL_VARIABLES:
             db.exec("INSERT INTO main.global_variables VALUES (%s, %s)" % (sql_literal(name), sql_literal(value)))
         for row in COLLATIONS:
             db.exec("INSERT INTO main.mysql_collations VALUES (%s)" % ", ".join(sql_literal(v) for v in row))
@@ -1419,6 +1593,7 @@ class Admin:
             # first start (or --initial): build the disk database from memory + config
             self._read_config_variables("admin-")
             self._read_config_variables("mysql-")
+            self._read_config_variables("pgsql-")
             self._insert("main.proxysql_servers", self.cnf_proxysql_servers)
             with db.transaction():
                 for name, ddl in DISK_TABLES:
@@ -1446,9 +1621,19 @@ class Admin:
         self.load_mysql_users_to_runtime(bump=False)
         for module in SIMPLE_MODULE_TABLES:
             self.load_simple_to_runtime(module, bump=False)
+        if PGSQL_MODULE:
+            self.load_pgsql_variables_to_runtime()
+            self.load_pgsql_servers_to_runtime(bump=False)
+            self.load_pgsql_users_to_runtime(bump=False)
         now = int(time.time())
-        for name in CHECKSUM_MODULES:
-            self.checksums.setdefault(name, [0, 0, ZERO_CHECKSUM])    # pgsql_variables: not emulated
+        for name in CHECKSUM_MODULES + HIDDEN_CHECKSUM_MODULES:
+            if name == "pgsql_variables":
+                # 3.0 (v3.0 of 2024-10, as recorded): flush_pgsql_variables___database_to_runtime has its
+                # checksum code commented out (Admin_FlushVariables.cpp), so the row keeps the
+                # ProxySQL_Checksum_Value it was constructed with: checksum '', version 0, epoch 0
+                self.checksums[name] = [0, 0, ""]
+                continue
+            self.checksums.setdefault(name, [0, 0, ZERO_CHECKSUM])
             self.checksums[name][0] = 1
             self.checksums[name][1] = now
 
@@ -1456,7 +1641,7 @@ class Admin:
     def _config_variables(admin_credentials, listen, config):
         """What proxysql.cnf would hold: admin_credentials first, mysql_ifaces last among the
         admin variables (the command line plays the config file's role)."""
-        known = dict(ADMIN_VARIABLES + MYSQL_VARIABLES)
+        known = dict(ADMIN_VARIABLES + MYSQL_VARIABLES + PGSQL_VARIABLES)
         admin = [("admin-admin_credentials", admin_credentials)]
         mysql = []
         for name, value in config:
@@ -1526,6 +1711,9 @@ class Admin:
             self.auth.delete_credentials(getattr(self, attr))
             new = self._parse_credentials(value)
             self.auth.add_credentials(new, hostgroup)
+            if PGSQL_MODULE:                # ProxySQL_Admin::set_variable: GloPgAuth gets them too
+                self.pg_auth.delete_credentials(getattr(self, attr))
+                self.pg_auth.add_credentials(new, hostgroup)
             setattr(self, attr, new)
             self.creds_text[attr] = value
         rows = sorted((n, v) for n, v in self.rt_admin.items() if n not in ADMIN_CHECKSUM_EXCLUDED)
@@ -1606,6 +1794,73 @@ class Admin:
             self.admindb.exec("INSERT OR REPLACE INTO main.mysql_users (%s) VALUES (%s)"
                               % (MYSQL_USERS_COLUMNS, ", ".join(sql_literal(v) for v in row)))
 
+    # -- 3.0: the PgSQL module (lib/ProxySQL_Admin.cpp, Admin_Handler.cpp, Admin_FlushVariables.cpp
+    #    of sysown/proxysql v3.0, the branch the recorded pre-release was built from) ----------------
+
+    def load_pgsql_variables_to_runtime(self):
+        """flush_pgsql_variables___database_to_runtime: the known pgsql-* rows of memory become the
+        runtime values; its checksum code is commented out in v3.0, so runtime_checksums_values'
+        pgsql_variables row does not move (checksum '', version 0)."""
+        known = dict(PGSQL_VARIABLES)
+        rt = dict(known)
+        rt.update(self.rt_pgsql)
+        for name, value in self.admindb.rows(
+                "SELECT variable_name, variable_value FROM main.global_variables WHERE variable_name LIKE 'pgsql-%'"):
+            name = _text(name)
+            if name in known:
+                rt[name] = _text(value)
+        self.rt_pgsql = {name: rt[name] for name, _ in PGSQL_VARIABLES}
+
+    def load_pgsql_servers_to_runtime(self, bump=True):
+        """load_pgsql_servers_to_runtime + PgSQL_HostGroups_Manager::commit: the servers in (hostgroup_id,
+        hostname, port) order, the replication hostgroups without a writer that is another pair's
+        reader, the hostgroup attributes; then the pgsql_servers_v2 checksum (commit always bumps it;
+        only GLOBAL_CHECKSUM() shows it) and the pgsql_servers one (a hash of the runtime servers as
+        a cluster peer would see them, SHUNNED as ONLINE, no OFFLINE_HARD)."""
+        db = self.admindb
+        self.pg_hgm.commit(db.rows("SELECT %s FROM main.pgsql_servers ORDER BY hostgroup_id, hostname, port"
+                                   % PGSQL_SERVERS_COLUMNS.replace(" ", "")))
+        self.rt_tables["pgsql_replication_hostgroups"] = db.rows(
+            "SELECT a.* FROM pgsql_replication_hostgroups a LEFT JOIN pgsql_replication_hostgroups b "
+            "ON a.writer_hostgroup=b.reader_hostgroup WHERE b.reader_hostgroup IS NULL ORDER BY writer_hostgroup")
+        self.rt_tables["pgsql_hostgroup_attributes"] = db.rows(
+            "SELECT * FROM pgsql_hostgroup_attributes ORDER BY hostgroup_id")
+        v2 = servers_v2_checksum([db.rows(PGSQL_SERVERS_V2_QUERY)] +
+                                 [self.rt_tables[t] for t in PGSQL_SERVERS_AUX_TABLES])
+        self._set_checksum("pgsql_servers_v2", runtime_checksum_text(v2), True)
+        self._set_checksum("pgsql_servers", runtime_checksum_text(raw_checksum(self.pg_hgm.cluster_rows())), bump)
+
+    def save_pgsql_servers_to_memory(self):
+        """save_pgsql_servers_runtime_to_database(false): main's three tables replaced by runtime."""
+        db = self.admindb
+        db.exec("DELETE FROM main.pgsql_servers")
+        self._insert("main.pgsql_servers", self.pg_hgm.runtime_rows())
+        for table in PGSQL_SERVERS_AUX_TABLES:
+            db.exec("DELETE FROM main.%s" % table)
+            self._insert("main." + table, self.rt_tables.get(table, []))
+
+    def load_pgsql_users_to_runtime(self, bump=True):
+        """init_pgsql_users -> __refresh_pgsql_users: inactive rows' accounts deleted, admin and stats
+        credentials added as frontends, the active rows with hostgroup >= 0 added, the rest removed;
+        the pgsql_users checksum is recomputed, version + 1 and epoch now."""
+        rows = self.admindb.rows(
+            "SELECT username,password,use_ssl,default_hostgroup,transaction_persistent,fast_forward,backend,frontend,"
+            "max_connections,attributes,comment FROM main.pgsql_users WHERE active=1 AND default_hostgroup>=0")
+        inactive = [(role, _text(u)) for role in ("backend", "frontend") for (u,) in self.admindb.rows(
+            "SELECT username FROM main.pgsql_users WHERE %s=1 AND active=0" % role)]
+        self.pg_auth.refresh(rows, admin_users=((self.admin_creds, ADMIN_HOSTGROUP),
+                                                (self.stats_creds, STATS_HOSTGROUP)), inactive=inactive)
+        self._set_checksum("pgsql_users", runtime_checksum_text(self.pg_auth.checksum()), bump)
+
+    def save_pgsql_users_to_memory(self):
+        """save_pgsql_users_runtime_to_database(false): every row set active=0, then one REPLACE per
+        runtime account, frontends (backend=0, frontend=1) then backends (1, 0): a user that is both
+        becomes two rows in memory (recorded, step 29)."""
+        self.admindb.exec("UPDATE main.pgsql_users SET active=0")
+        for row in self.pg_auth.dump():
+            self.admindb.exec("REPLACE INTO main.pgsql_users (%s) VALUES (%s)"
+                              % (PGSQL_USERS_COLUMNS, ", ".join(sql_literal(v) for v in row)))
+
     def load_simple_to_runtime(self, module, bump=True):
         db = self.admindb
         for table in SIMPLE_MODULE_TABLES[module]:
@@ -1624,7 +1879,7 @@ class Admin:
             h = spooky128(struct.pack("<QQ", h1, h2), 19, 3)[0] if (h1 or h2) else 0
             self._set_checksum("mysql_query_rules", runtime_checksum_text(h), bump)
         elif module in PGSQL_MODULES:
-            # not ProxySQL's algorithm (nothing of 3.0 was recorded): a hash of the module's tables
+            # not ProxySQL's algorithm (no pgsql query rules were recorded): a hash of the tables
             hashes = [raw_checksum(db.rows("SELECT * FROM main.%s ORDER BY 1" % t)) for t in SIMPLE_MODULE_TABLES[module]]
             h = spooky128(struct.pack("<%dQ" % len(hashes), *hashes), 19, 3)[0] if any(hashes) else 0
             self._set_checksum(PGSQL_MODULES[module][0], runtime_checksum_text(h), bump)
@@ -1639,12 +1894,16 @@ class Admin:
             return ("mysql_servers",) + SERVERS_AUX_TABLES
         if module == "MYSQL USERS":
             return ("mysql_users",)
+        if module == "PGSQL SERVERS":
+            return PGSQL_SERVERS_TABLES
+        if module == "PGSQL USERS":
+            return ("pgsql_users",)
         return SIMPLE_MODULE_TABLES[module]
 
     def disk_to_memory(self, module):
         db = self.admindb
-        if module in ("ADMIN VARIABLES", "MYSQL VARIABLES"):
-            prefix = "admin-%" if module == "ADMIN VARIABLES" else "mysql-%"
+        if module in VARIABLE_MODULES:
+            prefix = VARIABLE_MODULES[module] + "%"
             db.exec("INSERT OR REPLACE INTO main.global_variables SELECT * FROM disk.global_variables "
                     "WHERE variable_name LIKE '%s'" % prefix)
             return
@@ -1655,8 +1914,8 @@ class Admin:
     def memory_to_disk(self, module):
         db = self.admindb
         with db.transaction():
-            if module in ("ADMIN VARIABLES", "MYSQL VARIABLES"):
-                prefix = "admin-%" if module == "ADMIN VARIABLES" else "mysql-%"
+            if module in VARIABLE_MODULES:
+                prefix = VARIABLE_MODULES[module] + "%"
                 db.exec("INSERT OR REPLACE INTO disk.global_variables SELECT * FROM main.global_variables "
                         "WHERE variable_name LIKE '%s'" % prefix)
                 return
@@ -1673,6 +1932,12 @@ class Admin:
             self.load_admin_variables_to_runtime(peer=peer)
         elif module == "MYSQL VARIABLES":
             self.load_mysql_variables_to_runtime(peer=peer)
+        elif module == "PGSQL SERVERS":
+            self.load_pgsql_servers_to_runtime()
+        elif module == "PGSQL USERS":
+            self.load_pgsql_users_to_runtime()
+        elif module == "PGSQL VARIABLES":
+            self.load_pgsql_variables_to_runtime()
         else:
             self.load_simple_to_runtime(module)
 
@@ -1681,8 +1946,12 @@ class Admin:
             self.save_mysql_servers_to_memory()
         elif module == "MYSQL USERS":
             self.save_mysql_users_to_memory()
-        elif module in ("ADMIN VARIABLES", "MYSQL VARIABLES"):
-            values = self.rt_admin if module == "ADMIN VARIABLES" else self.rt_mysql
+        elif module == "PGSQL SERVERS":
+            self.save_pgsql_servers_to_memory()
+        elif module == "PGSQL USERS":
+            self.save_pgsql_users_to_memory()
+        elif module in VARIABLE_MODULES:
+            values = {"ADMIN VARIABLES": self.rt_admin, "MYSQL VARIABLES": self.rt_mysql}.get(module, self.rt_pgsql)
             for name, value in values.items():
                 self.admindb.exec("INSERT OR REPLACE INTO main.global_variables VALUES (%s, %s)"
                                   % (sql_literal(name), sql_literal(value)))
@@ -1691,8 +1960,8 @@ class Admin:
 
     def from_config(self, module):
         # the only config ProxySQL gets here is the command line (admin_credentials, mysql_ifaces)
-        if module in ("ADMIN VARIABLES", "MYSQL VARIABLES"):
-            return self._read_config_variables("admin-" if module == "ADMIN VARIABLES" else "mysql-")
+        if module in VARIABLE_MODULES:
+            return self._read_config_variables(VARIABLE_MODULES[module])
         if module == "PROXYSQL SERVERS":
             for row in self.cnf_proxysql_servers:
                 self.admindb.exec("INSERT OR REPLACE INTO main.proxysql_servers VALUES (%s)"
@@ -1704,6 +1973,8 @@ class Admin:
         """Every accepted spelling (ProxySQL matches the whitespace-collapsed, upper-cased text)."""
         cmds = {}
         modules = ["MYSQL SERVERS", "MYSQL USERS", "ADMIN VARIABLES", "MYSQL VARIABLES"] + list(SIMPLE_MODULE_TABLES)
+        if PGSQL_MODULE:       # Admin_Handler.cpp (v3.0): the same spellings as for MYSQL
+            modules += ["PGSQL SERVERS", "PGSQL USERS", "PGSQL VARIABLES"]
         for m in modules:
             for form in ("LOAD %s TO RUNTIME", "LOAD %s TO RUN", "LOAD %s FROM MEMORY", "LOAD %s FROM MEM"):
                 cmds[form % m] = (self.to_runtime, m)
@@ -1746,6 +2017,14 @@ class Admin:
             self._replace_table("stats.stats_mysql_connection_pool", self.hgm.pool_rows())
         if "stats_mysql_global" in q or q.upper().startswith("SHOW MYSQL STATUS"):
             self._replace_table("stats.stats_mysql_global", self._stats_global())
+        if PGSQL_MODULE and "stats_pgsql_connection_pool_reset" in q:
+            self._replace_table("stats.stats_pgsql_connection_pool_reset", self.pg_hgm.pool_rows())
+        elif PGSQL_MODULE and "stats_pgsql_connection_pool" in q:
+            self._replace_table("stats.stats_pgsql_connection_pool", self.pg_hgm.pool_rows())
+        if PGSQL_MODULE and "stats_pgsql_users" in q:
+            self._replace_table("stats.stats_pgsql_users",
+                                [(a.username, 0, a.max_connections) for a in self.pg_auth.arrays["frontend"]
+                                 if a.default_hostgroup >= 0])
         if "stats_pgsql_global" in q and PGSQL_MODULE:
             self._replace_table("stats.stats_pgsql_global", [("Client_Connections_connected", "0"),
                                                              ("Client_Connections_created", "0")])
@@ -1765,7 +2044,7 @@ class Admin:
             return
         if "global_variables" in q:
             self._replace_table("main.runtime_global_variables",
-                                list(self.rt_admin.items()) + list(self.rt_mysql.items()))
+                                list(self.rt_admin.items()) + list(self.rt_mysql.items()) + list(self.rt_pgsql.items()))
         if "runtime_" not in q:
             return
         if any(("runtime_" + t) in q for t in ("mysql_servers",) + SERVERS_AUX_TABLES):
@@ -1774,6 +2053,12 @@ class Admin:
                 self._replace_table("main.runtime_" + table, self.rt_tables.get(table, []))
         if "runtime_mysql_users" in q:
             self._replace_table("main.runtime_mysql_users", self.auth.dump())
+        if PGSQL_MODULE and any(("runtime_" + t) in q for t in PGSQL_SERVERS_TABLES):
+            self._replace_table("main.runtime_pgsql_servers", self.pg_hgm.runtime_rows())
+            for table in PGSQL_SERVERS_AUX_TABLES:
+                self._replace_table("main.runtime_" + table, self.rt_tables.get(table, []))
+        if PGSQL_MODULE and "runtime_pgsql_users" in q:
+            self._replace_table("main.runtime_pgsql_users", self.pg_auth.dump())
         for module, tables in SIMPLE_MODULE_TABLES.items():
             for table in tables:
                 if ("runtime_" + table) in q:
@@ -1940,7 +2225,7 @@ class Admin:
         if name == "mysql-init_connect":
             return Reply.admin_err("ERROR: Global variable '%s' is not configurable using SET command. "
                                    "You must run UPDATE global_variables" % name)
-        known = dict(ADMIN_VARIABLES + MYSQL_VARIABLES)
+        known = dict(ADMIN_VARIABLES + MYSQL_VARIABLES + PGSQL_VARIABLES)
         if name not in known:
             msg = ("ERROR: Unknown global variable: '%s'." % name).encode("utf-8", "surrogateescape")
             return Reply.ok(info=msg)
@@ -3506,7 +3791,7 @@ def main(argv=None):
     ap.add_argument("--monitor-username", help="mysql-monitor_username of a fresh datadir")
     ap.add_argument("--monitor-password", help="mysql-monitor_password of a fresh datadir")
     ap.add_argument("--variable", action="append", default=[], metavar="NAME=VALUE",
-                    help="any other admin-* or mysql-* variable of a fresh datadir (repeatable)")
+                    help="any other admin-*, mysql-* (or, 3.0, pgsql-*) variable of a fresh datadir (repeatable)")
     ap.add_argument("--proxysql-server", action="append", default=[], metavar="HOST:PORT[:WEIGHT[:COMMENT]]",
                     help="a proxysql_servers row of a fresh datadir (ProxySQL Cluster peers, repeatable)")
     ap.add_argument("--control", help="HOST:PORT of the HTTP control API (test hooks)")

@@ -2,8 +2,9 @@
 pytest --proxysql-double-version 3.0 for a whole run): what ProxySQL 3.0's admin interface adds,
 from its source (sysown/proxysql v3.0: ProxySQL_Admin_Tables_Definitions.h,
 dump_checksums_values_table, generate_global_checksum, Admin_Handler.cpp), and the 2.7 mode left
-as recorded. Nothing of 3.0 was recorded; with PROXYSQL_BIN pointing at a 3.0 binary the same
-checks run against it (those needing --hide-pgsql-tables are skipped).
+as recorded. Of 3.0 only the pgsql tables were recorded (a pre-release, replayed by
+test_proxysql_double_pgsql.py); with PROXYSQL_BIN pointing at a 3.0 binary the same checks run
+against it (those needing --hide-pgsql-tables are skipped).
 """
 
 import socket
