@@ -4,6 +4,7 @@
 
 #include "clustercheck.h"
 #include "probe.h"
+#include "readiness.h"
 #include "util.h"
 
 /* clang-format off */
@@ -44,16 +45,7 @@ static const struct opt_def options[] = {
 	{"state-file", 0, OPT_STRING, "PATH", NULL, "MYSQL_STATE_FILE", 0, 0, NULL,
 	 "With --listen: mysqld state file; when it says 'startup' /liveness answers 200 whatever failed.", 0},
 	PROBE_SST_OPTIONS("With --listen, for /liveness: "),
-	{"readiness-available-when-donor", 0, OPT_FLAG, NULL, "1", "AVAILABLE_WHEN_DONOR", 0, 0, NULL,
-	 "With --listen: a donor/desynced node is ready on /readiness (readiness-check's default).", 0},
-	{"readiness-replica", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,
-	 "With --listen: /readiness checks an async replica instead of a Galera node, as readiness-check --replica.", 0},
-	{"readiness-max-lag", 0, OPT_INT, "SECONDS", "-1", NULL, -1, 100000000, NULL,
-	 "With --readiness-replica: /readiness is not ready when Seconds_Behind_Master is above this (-1: no limit).", 0},
-	{"readiness-require-read-only", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,
-	 "With --listen: /readiness is not ready unless read_only=ON, as readiness-check --require-read-only.", 0},
-	{"readiness-require-writable", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,
-	 "With --listen: /readiness is not ready unless read_only=OFF, as readiness-check --require-writable.", 0},
+	READINESS_RULE_OPTIONS_PREFIXED
 	{"log-format", 0, OPT_ENUM, "FORMAT", "text", NULL, 0, 0, "text|json", "With --listen or --register: log line format.", 0},
 	{"log-level", 0, OPT_ENUM, "LEVEL", "info", NULL, 0, 0, "debug|info|warn|error", "With --listen or --register: lowest level logged.", 0},
 	{"register", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,
