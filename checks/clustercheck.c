@@ -213,10 +213,7 @@ static void answer_liveness(struct cc_checker *c, const deadline_t *dl, struct h
 {
 	struct probe_fetch f = { 0 };
 	struct probe_verdict v;
-	struct probe_sst sst = { .datadir = c->datadir,
-				 .pid_file = c->pid_file,
-				 .recovery_file = c->recovery_file,
-				 .policy = c->sst_policy };
+	struct probe_sst sst = c->sst; /* this request's evidence */
 	struct db_err e = { .reason = DB_TIMEOUT };
 
 	if (!probe_liveness_before(&sst, &v)) {
@@ -237,7 +234,7 @@ static void answer_readiness(struct cc_checker *c, const deadline_t *dl, struct 
 	struct db_err e = { .reason = DB_TIMEOUT };
 	char ignored[400];
 
-	if (!probe_readiness_bypass(c->recovery_file, c->datadir, &v, ignored, sizeof(ignored))) {
+	if (!probe_readiness_bypass(c->sst.recovery_file, c->sst.datadir, &v, ignored, sizeof(ignored))) {
 		bool fetched = fetch_shared(c, true, dl, &f, &e);
 
 		readiness_judge(&c->readiness, fetched, &f, &e, &c->pc, c->timeout_ms, "--timeout", &v);
@@ -449,7 +446,7 @@ static void answer_healthcheck(struct cc_checker *c, char *query, const deadline
 		return;
 	}
 	err = fmemopen(lines, sizeof(lines) - 1, "w");
-	healthcheck_run_init(&run, c->datadir, err);
+	healthcheck_run_init(&run, c->sst.datadir, err);
 	rc = healthcheck_run_args(&run, argc, argv, &io);
 	conn_release(c);
 	if (err)
@@ -564,12 +561,8 @@ static int settings_load(struct opts *o, void *settings, char *err, size_t errle
 	c->timeout_ms = (long)(opt_num(o, "timeout") * 1000);
 	c->cache_ms = opt_int(o, "cache-ms");
 	c->disabled_file = opt_str(o, "disabled-file");
-	c->datadir = opt_str(o, "datadir");
-	c->recovery_file = opt_str(o, "recovery-file");
+	probe_sst_settings_load(o, &c->sst);
 	c->state_file = opt_str(o, "state-file");
-	c->pid_file = opt_str(o, "pid-file");
-	c->sst_policy.grace_s = opt_int(o, "sst-file-grace");
-	c->sst_policy.trust_file = opt_flag(o, "trust-sst-file");
 	s->log_file = opt_str(o, "log-file");
 	s->listen = opt_str(o, "listen");
 	s->registering = opt_flag(o, "register");

@@ -42,10 +42,11 @@ struct cc_checker {
 	int64_t last_at;
 	long cache_ms;
 	enum cc_answer logged;
-	/* --listen's /liveness, /readiness and /healthcheck: their settings. */
-	const char *datadir, *recovery_file, *state_file;
-	const char *pid_file;
-	struct sst_policy sst_policy;
+	/* --listen's /liveness, /readiness and /healthcheck: their settings. The datadir, recovery
+	 * file, pid file and SST policy as liveness-check reads them (each /liveness request works on
+	 * a copy, whose evidence is its own). */
+	struct probe_sst sst;
+	const char *state_file;
 	struct readiness_rules readiness; /* readiness-check's rules, from the --readiness-* options */
 };
 
