@@ -79,7 +79,8 @@ static int one_shot(struct cc_checker *c, bool json, bool tell, FILE *diag, int6
 	if (diag)
 		fprintf(diag, "%s\n", r.detail);
 	if (json)
-		return probe_report("clustercheck", true, r.answer == CC_SYNCED, r.reason, r.detail, NULL, started);
+		return probe_report(&(struct probe_out){ .probe = "clustercheck", .json = true, .started_us = started },
+				    r.answer == CC_SYNCED, r.reason, r.detail);
 	n = format_response(r.answer, out, sizeof(out));
 	if (fwrite(out, 1, (size_t)n, stdout) != (size_t)n || fflush(stdout) != 0)
 		return 1;
@@ -217,10 +218,12 @@ static void answer_liveness(struct cc_checker *c, const deadline_t *dl, struct h
 	struct db_err e = { .reason = DB_TIMEOUT };
 
 	if (!probe_liveness_before(&sst, &v)) {
-		bool fetched = fetch_shared(c, false, dl, &f, &e);
+		struct probe_outcome o = {
+			.f = &f, .e = &e, .pc = &c->pc, .budget_ms = c->timeout_ms, .setting = "--timeout"
+		};
 
-		probe_liveness_judge(fetched, &f.status, &e, c->state_file, &sst, &c->pc, c->timeout_ms, "--timeout",
-				     &v);
+		o.fetched = fetch_shared(c, false, dl, &f, &e);
+		probe_liveness_judge(&o, c->state_file, &sst, &v);
 	}
 	reply_text(rep, v.up, v.msg);
 	probe_fetch_free(&f);
@@ -235,9 +238,12 @@ static void answer_readiness(struct cc_checker *c, const deadline_t *dl, struct 
 	char ignored[400];
 
 	if (!probe_readiness_bypass(c->sst.recovery_file, c->sst.datadir, &v, ignored, sizeof(ignored))) {
-		bool fetched = fetch_shared(c, true, dl, &f, &e);
+		struct probe_outcome o = {
+			.f = &f, .e = &e, .pc = &c->pc, .budget_ms = c->timeout_ms, .setting = "--timeout"
+		};
 
-		readiness_judge(&c->readiness, fetched, &f, &e, &c->pc, c->timeout_ms, "--timeout", &v);
+		o.fetched = fetch_shared(c, true, dl, &f, &e);
+		readiness_judge(&c->readiness, &o, &v);
 		probe_verdict_note(&v, ignored);
 	}
 	reply_text(rep, v.up, v.msg);
@@ -279,16 +285,15 @@ static int hh_query_failed(struct hc_http *h, const struct db_err *e)
 	return -1;
 }
 
-static int hh_value(void *ctx, const struct hc_defaults *d, const char *sql, char *val, size_t vlen, bool *found,
-		    struct db_err *e)
+static int hh_value(void *ctx, const struct hc_defaults *d, const char *sql, struct hc_value *v, struct db_err *e)
 {
 	struct hc_http *h = ctx;
 
 	(void)d;
-	*found = false;
+	v->found = false;
 	if (hh_connect(h, e) < 0)
 		return -1;
-	if (db_query_value(&h->c->db, sql, h->dl, val, vlen, found, e) < 0)
+	if (db_query_value(&h->c->db, sql, h->dl, v->buf, v->len, &v->found, e) < 0)
 		return hh_query_failed(h, e);
 	return 0;
 }
@@ -305,30 +310,26 @@ static int hh_status(void *ctx, const struct hc_defaults *d, struct statusmap *s
 	return 0;
 }
 
-static int hh_rows(void *ctx, const struct hc_defaults *d, const char *sql, struct statusmap *rows, size_t max,
-		   size_t *nrows, struct db_err *e)
+static int hh_rows(void *ctx, const struct hc_defaults *d, const char *sql, struct hc_rows *r, struct db_err *e)
 {
 	struct hc_http *h = ctx;
 
 	(void)d;
-	*nrows = 0;
+	r->n = 0;
 	if (hh_connect(h, e) < 0)
 		return -1;
-	if (db_query_rows(&h->c->db, sql, h->dl, rows, max, nrows, e) < 0)
+	if (db_query_rows(&h->c->db, sql, h->dl, r->rows, r->max, &r->n, e) < 0)
 		return hh_query_failed(h, e);
 	return 0;
 }
 
-static int hh_fallback(void *ctx, const struct hc_defaults *d, const char *sql, char *val, size_t vlen, bool *found,
-		       struct db_err *e)
+static int hh_fallback(void *ctx, const struct hc_defaults *d, const char *sql, struct hc_value *v, struct db_err *e)
 {
 	struct hc_http *h = ctx;
 
 	(void)d;
 	(void)sql;
-	(void)val;
-	(void)vlen;
-	*found = false;
+	v->found = false;
 	*e = h->failed;
 	return -1;
 }
@@ -351,9 +352,15 @@ static int hh_upgrade_locked(void *ctx, const char *path, char *why, size_t whyl
 	return healthcheck_upgrade_locked(path, why, whylen);
 }
 
-/* The query "connect&replication_io=1&replication" as healthcheck's argv; options that pick files
- * or users are refused over HTTP. Returns the argc, or -1 with `bad` naming the argument. */
-static int query_argv(char *query, char **argv, int max, char *store, size_t storelen, char *bad, size_t badlen)
+/* A /healthcheck query as healthcheck's argv, its words kept in `store`. */
+struct query_args {
+	char *argv[64];
+	char store[sizeof(((struct http_reply *)0)->query) + 128];
+};
+
+/* The query "connect&replication_io=1&replication" as healthcheck's argv in `a`; options that pick
+ * files or users are refused over HTTP. Returns the argc, or -1 with `bad` naming the argument. */
+static int query_argv(char *query, struct query_args *a, char *bad, size_t badlen)
 {
 	static const char *const refused[] = { "su",
 					       "su-mysql",
@@ -367,9 +374,9 @@ static int query_argv(char *query, char **argv, int max, char *store, size_t sto
 					       "user",
 					       "password-file",
 					       "alive-during-sst" };
-	char *save = NULL, *tok;
-	size_t used = 0;
-	int argc = 0;
+	char **argv = a->argv, *store = a->store, *save = NULL, *tok;
+	size_t used = 0, storelen = sizeof(a->store);
+	int argc = 0, max = (int)SK_ARRAY_LEN(a->argv);
 
 	argv[argc++] = "healthcheck";
 	for (tok = strtok_r(query, "&", &save); tok && argc + 1 < max; tok = strtok_r(NULL, "&", &save)) {
@@ -426,12 +433,13 @@ static void answer_healthcheck(struct cc_checker *c, char *query, const deadline
 		.describe = hh_describe,
 		.ctx = &h,
 	};
-	char *argv[64], store[sizeof(rep->query) + 128], bad[200], lines[2048] = "", line[600] = "healthy:";
+	struct query_args args;
+	char bad[200], lines[2048] = "", line[600] = "healthy:";
 	struct hc_run run;
 	FILE *err;
 	int argc, rc;
 
-	argc = query_argv(query, argv, (int)SK_ARRAY_LEN(argv), store, sizeof(store), bad, sizeof(bad));
+	argc = query_argv(query, &args, bad, sizeof(bad));
 	if (argc < 0) {
 		sk_fmt(line, sizeof(line), "healthcheck: '%s' is not accepted over HTTP", bad);
 		reply_text(rep, false, line);
@@ -447,7 +455,7 @@ static void answer_healthcheck(struct cc_checker *c, char *query, const deadline
 	}
 	err = fmemopen(lines, sizeof(lines) - 1, "w");
 	healthcheck_run_init(&run, c->sst.datadir, err);
-	rc = healthcheck_run_args(&run, argc, argv, &io);
+	rc = healthcheck_run_args(&run, argc, args.argv, &io);
 	conn_release(c);
 	if (err)
 		fclose(err);

@@ -59,13 +59,11 @@ static int fetch(const void *settings, const struct probe_conn *pc, const deadli
 	return probe_fetch_galera(pc, dl, &f->status, NULL, e);
 }
 
-static void judge(void *settings, bool fetched, const struct probe_fetch *f, const struct db_err *e,
-		  const struct probe_conn *pc, struct probe_verdict *v)
+static void judge(void *settings, const struct probe_outcome *o, struct probe_verdict *v)
 {
 	struct liveness_settings *s = settings;
 
-	probe_liveness_judge(fetched, &f->status, e, s->state_file, &s->sst, pc, s->p.budget_ms, s->p.timeout_setting,
-			     v);
+	probe_liveness_judge(o, s->state_file, &s->sst, v);
 }
 
 static const struct probe_kind liveness_kind = {

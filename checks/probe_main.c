@@ -34,6 +34,7 @@ static int parse(const struct probe_kind *k, struct opts *o, int argc, char **ar
 static int check(const struct probe_kind *k, void *s, const char *prog, int64_t started)
 {
 	const struct probe_settings *p = s;
+	struct probe_out out = { .probe = k->name, .json = p->json, .text_stream = stdout, .started_us = started };
 	struct probe_fetch f = { 0 };
 	struct probe_verdict v;
 	struct probe_conn pc;
@@ -43,7 +44,7 @@ static int check(const struct probe_kind *k, void *s, const char *prog, int64_t 
 	int rc;
 
 	if (k->before && k->before(s, &v))
-		return probe_report(k->name, p->json, v.up, v.reason, v.msg, stdout, started);
+		return probe_report(&out, v.up, v.reason, v.msg);
 	if (probe_conn_setup(&p->conn, &pc, err, sizeof(err)) < 0) {
 		fprintf(stderr, "%s: %s\n", prog, err);
 		return k->usage_exit ? k->usage_exit : 2;
@@ -52,11 +53,18 @@ static int check(const struct probe_kind *k, void *s, const char *prog, int64_t 
 		fprintf(stderr, "%s: %s\n", prog, err);
 	dl = deadline_in_ms(p->budget_ms);
 	memset(&e, 0, sizeof(e));
-	k->judge(s, k->fetch(s, &pc, &dl, &f, &e) == 0, &f, &e, &pc, &v);
+	k->judge(s,
+		 &(struct probe_outcome){ .fetched = k->fetch(s, &pc, &dl, &f, &e) == 0,
+					  .f = &f,
+					  .e = &e,
+					  .pc = &pc,
+					  .budget_ms = p->budget_ms,
+					  .setting = p->timeout_setting },
+		 &v);
 	if (k->print)
 		rc = k->print(s, &pc, &f, &v, started);
 	else
-		rc = probe_report(k->name, p->json, v.up, v.reason, v.msg, stdout, started);
+		rc = probe_report(&out, v.up, v.reason, v.msg);
 	probe_fetch_free(&f);
 	probe_conn_free(&pc);
 	return rc;
@@ -88,7 +96,8 @@ int probe_main(const struct probe_kind *k, int argc, char **argv)
 		fprintf(stderr, "%s: %s\n", o.prog, err);
 		rc = k->usage_exit ? k->usage_exit : 2;
 	} else {
-		rc = k->run ? k->run(s, argc, argv, started) : check(k, s, o.prog, started);
+		rc = k->run && (!k->runs_own || k->runs_own(s)) ? k->run(s, argc, argv, started)
+								: check(k, s, o.prog, started);
 	}
 	if (((struct probe_settings *)s)->abandoned)
 		return rc; /* a thread hangs on the server with these settings (bounded by its deadline) */

@@ -64,13 +64,13 @@ int readiness_fetch(struct db *db, const struct readiness_rules *r, const deadli
 	return 0;
 }
 
-void readiness_judge(const struct readiness_rules *r, bool fetched, const struct probe_fetch *f, const struct db_err *e,
-		     const struct probe_conn *pc, long budget_ms, const char *setting, struct probe_verdict *v)
+void readiness_judge(const struct readiness_rules *r, const struct probe_outcome *o, struct probe_verdict *v)
 {
+	const struct probe_fetch *f = o->f;
 	const char *detail;
 
-	if (!fetched) {
-		probe_db_verdict("not ready", e, pc, budget_ms, setting, v);
+	if (!o->fetched) {
+		probe_db_verdict("not ready", o->e, o->pc, o->budget_ms, o->setting, v);
 		return;
 	}
 	if (r->replica) {
@@ -136,12 +136,11 @@ static int fetch(const void *settings, const struct probe_conn *pc, const deadli
 	return rc;
 }
 
-static void judge(void *settings, bool fetched, const struct probe_fetch *f, const struct db_err *e,
-		  const struct probe_conn *pc, struct probe_verdict *v)
+static void judge(void *settings, const struct probe_outcome *o, struct probe_verdict *v)
 {
 	const struct readiness_settings *s = settings;
 
-	readiness_judge(&s->rules, fetched, f, e, pc, s->p.budget_ms, s->p.timeout_setting, v);
+	readiness_judge(&s->rules, o, v);
 	probe_verdict_note(v, s->ignored);
 }
 

@@ -60,9 +60,8 @@ int readiness_rules_load(const struct opts *o, const char *prefix, struct readin
 int readiness_fetch(struct db *db, const struct readiness_rules *r, const deadline_t *dl, struct probe_fetch *f,
 		    struct db_err *e) SK_MUST_CHECK;
 
-/* The verdict from a fetch (`fetched` false: `e` says why): "ready: ..." / "not ready: ...". */
-void readiness_judge(const struct readiness_rules *r, bool fetched, const struct probe_fetch *f, const struct db_err *e,
-		     const struct probe_conn *pc, long budget_ms, const char *setting, struct probe_verdict *v);
+/* The verdict from a fetch (o->fetched false: o->e says why): "ready: ..." / "not ready: ...". */
+void readiness_judge(const struct readiness_rules *r, const struct probe_outcome *o, struct probe_verdict *v);
 
 /* readiness-check as a kind of probe (readiness_check.c runs it). */
 extern const struct probe_kind readiness_kind;
