@@ -2,7 +2,8 @@
  * --listen and --register modes (clustercheck.c, register.c). */
 #include <string.h>
 
-#include "clustercheck.h"
+#include "cc_check.h"
+#include "sst_proc.h"
 #include "trust.h"
 
 const char *const cc_check_answer_names[] = { "synced", "not synced", "read-only", "manually disabled" };

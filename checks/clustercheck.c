@@ -13,14 +13,16 @@
 #include <poll.h>
 #include <unistd.h>
 
-#include "clustercheck.h"
+#include "cc_check.h"
+#include "clustercheck_opts.h"
 #include "consul.h"
 #include "galera.h"
 #include "healthcheck.h"
 #include "http.h"
 #include "log.h"
 #include "proc.h"
-#include "probe.h"
+#include "register.h"
+#include "probe_main.h"
 
 /* The classic answers, byte for byte (Percona clustercheck). */
 static const struct {

@@ -2,7 +2,7 @@
  * its main so that the argv fuzzer parses exactly what the binary parses. */
 #include <stdio.h>
 
-#include "clustercheck.h"
+#include "clustercheck_opts.h"
 #include "probe.h"
 #include "readiness.h"
 #include "util.h"
@@ -103,7 +103,7 @@ void clustercheck_opts_init(struct opts *o)
 	};
 }
 
-/* See clustercheck.h. */
+/* See clustercheck_opts.h. */
 int clustercheck_opts_apply_positional(struct opts *o, bool *password_on_argv, char *err, size_t errlen)
 {
 	static const char *const names[] = {

@@ -6,7 +6,7 @@
 
 #include "galera.h"
 #include "log.h"
-#include "probe.h"
+#include "probe_main.h"
 #include "secret.h"
 
 /* clang-format off */

@@ -17,6 +17,7 @@
 #include "mycnf.h"
 #include "probe.h"
 #include "sst.h"
+#include "sst_proc.h"
 
 static const char *const test_names[HC_NTESTS] = {
 	"connect",     "innodb_initialized", "innodb_buffer_pool_loaded", "galera_online", "galera_ready",

@@ -10,7 +10,7 @@
 
 #include "healthcheck.h"
 #include "log.h"
-#include "probe.h"
+#include "probe_main.h"
 #include "secret.h"
 
 /* clang-format off */

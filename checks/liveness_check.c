@@ -4,7 +4,7 @@
 
 #include "galera.h"
 #include "log.h"
-#include "probe.h"
+#include "probe_main.h"
 
 /* clang-format off */
 static const struct opt_def options[] = {

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "mycnf.h"
 #include "secret.h"
+#include "sst_proc.h"
 
 void probe_conn_settings_load(const struct opts *o, struct probe_conn_settings *cs)
 {

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "log.h"
-#include "probe.h"
+#include "probe_main.h"
 #include "proc.h"
 
 /* Parse the options the kind reads. Returns -1 to go on, else the exit code (help, version, error). */

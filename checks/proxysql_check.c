@@ -9,7 +9,7 @@
 #include "consul.h"
 #include "log.h"
 #include "statusmap.h"
-#include "probe.h"
+#include "probe_main.h"
 #include "proxysql_verdict.h"
 
 /* clang-format off */

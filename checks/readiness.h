@@ -8,6 +8,7 @@
 
 #include "galera.h"
 #include "probe.h"
+#include "probe_main.h"
 #include "replica.h"
 
 /* clang-format off */

@@ -11,7 +11,7 @@
 #include <poll.h>
 #include <unistd.h>
 
-#include "clustercheck.h"
+#include "register.h"
 #include "consul.h"
 #include "consul_login.h"
 #include "log.h"

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "sst.h"
+#include "sst_proc.h"
 #include "trust.h"
 #include "util.h"
 

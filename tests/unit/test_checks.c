@@ -13,13 +13,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clustercheck.h"
+#include "clustercheck_opts.h"
 #include "galera.h"
 #include "healthcheck.h"
 #include "proxysql_verdict.h"
 #include "readiness.h"
 #include "replica.h"
 #include "sst.h"
+#include "sst_proc.h"
 #include "statusmap.h"
 #include "testdata.h"
 
