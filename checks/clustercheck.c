@@ -540,19 +540,13 @@ static int serve(struct cc_checker *c, const char *spec, const struct http_limit
 	return 0;
 }
 
-struct clustercheck_settings {
-	struct probe_settings p;
-	struct cc_checker c; /* the check's settings, and --listen's shared connection */
-	bool password_on_argv;
-	const char *log_file;
-	const char *listen; /* --listen; NULL: one-shot or --register */
-	bool registering, once;
-	bool verbose; /* one-shot: the reason on stderr too */
-	enum log_level log_level; /* --log-level and --log-format, for --listen and --register */
-	enum log_format log_format;
-	struct http_limits limits;
-	struct register_settings reg;
-};
+/* The classic positional form (xinetd server_args), before the rows are bound. */
+static int positional(struct opts *o, void *settings, char *err, size_t errlen)
+{
+	struct clustercheck_settings *s = settings;
+
+	return clustercheck_opts_apply_positional(o, &s->password_on_argv, err, errlen);
+}
 
 /* The classic check's rules, --listen's paths' settings, and the modes' own. */
 static int settings_load(struct opts *o, void *settings, char *err, size_t errlen)
@@ -560,8 +554,7 @@ static int settings_load(struct opts *o, void *settings, char *err, size_t errle
 	struct clustercheck_settings *s = settings;
 	struct cc_checker *c = &s->c;
 
-	if (clustercheck_opts_apply_positional(o, &s->password_on_argv, err, errlen) < 0 ||
-	    readiness_rules_load(o, "readiness-", &c->readiness, err, errlen) < 0)
+	if (readiness_rules_load(o, "readiness-", &c->readiness, err, errlen) < 0)
 		return -1;
 	probe_settings_load(o, &s->p);
 	c->rules = (struct galera_rules){ .need_primary = true,
@@ -569,15 +562,7 @@ static int settings_load(struct opts *o, void *settings, char *err, size_t errle
 					  .donor_ok = opt_flag(o, "available-when-donor"),
 					  .readonly_ok = opt_flag(o, "available-when-readonly") };
 	c->timeout_ms = (long)(opt_num(o, "timeout") * 1000);
-	c->cache_ms = opt_int(o, "cache-ms");
-	c->disabled_file = opt_str(o, "disabled-file");
 	probe_sst_settings_load(o, &c->sst);
-	c->state_file = opt_str(o, "state-file");
-	s->log_file = opt_str(o, "log-file");
-	s->listen = opt_str(o, "listen");
-	s->registering = opt_flag(o, "register");
-	s->once = opt_flag(o, "once");
-	s->verbose = opt_flag(o, "verbose");
 	if (!log_level_parse(opt_str(o, "log-level"), &s->log_level) ||
 	    !log_format_parse(opt_str(o, "log-format"), &s->log_format))
 		s->log_level = LOG_INFO, s->log_format = LOG_TEXT;
@@ -665,7 +650,7 @@ static int run_mode(struct clustercheck_settings *s, const char *prog, FILE *dia
 	bool abandoned = false;
 	int rc;
 
-	if (s->once && !s->registering) {
+	if (s->reg.once && !s->registering) {
 		fprintf(stderr, "clustercheck: --once goes with --register\n");
 		return 2;
 	}
@@ -720,6 +705,7 @@ static const struct probe_kind clustercheck_kind = {
 	.opts_init = clustercheck_opts_init,
 	.log_level = LOG_INFO,
 	.settings_size = sizeof(struct clustercheck_settings),
+	.positional = positional,
 	.settings_load = settings_load,
 	.settings_free = settings_free,
 	.run = run,

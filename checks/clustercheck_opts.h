@@ -1,4 +1,4 @@
-/* clustercheck_opts.h: clustercheck's option table and its classic positional form
+/* clustercheck_opts.h: clustercheck's settings, its option table and its classic positional form
  * (clustercheck_opts.c), shared by its main and the argv fuzzer. */
 #ifndef SK_CLUSTERCHECK_OPTS_H
 #define SK_CLUSTERCHECK_OPTS_H
@@ -6,8 +6,29 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "cc_check.h"
+#include "http.h"
+#include "log.h"
 #include "opt.h"
+#include "probe.h"
+#include "register.h"
 #include "util.h"
+
+/* clustercheck's settings: what its option table's rows are bound to (OPT_FIELD), and what its
+ * settings_load reads from the rest. */
+struct clustercheck_settings {
+	struct probe_settings p;
+	struct cc_checker c; /* the check's settings, and --listen's shared connection */
+	bool password_on_argv;
+	const char *log_file;
+	const char *listen; /* --listen; NULL: one-shot or --register */
+	bool registering; /* --register */
+	bool verbose; /* one-shot: the reason on stderr too */
+	enum log_level log_level; /* --log-level and --log-format, for --listen and --register */
+	enum log_format log_format;
+	struct http_limits limits;
+	struct register_settings reg; /* --register's, --once among them */
+};
 
 /* Set `o` up for clustercheck's table (name, synopsis, summary, definitions) before opts_parse. */
 void clustercheck_opts_init(struct opts *o);

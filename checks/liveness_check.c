@@ -6,6 +6,12 @@
 #include "log.h"
 #include "probe_main.h"
 
+struct liveness_settings {
+	struct probe_settings p;
+	struct probe_sst sst;
+	const char *state_file;
+};
+
 /* clang-format off */
 static const struct opt_def options[] = {
 	PROBE_CONN_OPTIONS("mysqld", NULL, "mysqld address [default: this node's first IP, like hostname -I]", "33062",
@@ -15,7 +21,7 @@ static const struct opt_def options[] = {
 	{"k8s-timeout", 0, OPT_INT, "SECONDS", "5", "LIVENESS_CHECK_TIMEOUT", 1, 3600, NULL,
 	 "The probe's timeoutSeconds; the deadline stays below it by 20% (at most 1 s).", 0},
 	{"state-file", 0, OPT_STRING, "PATH", NULL, "MYSQL_STATE_FILE", 0, 0, NULL,
-	 "mysqld state file (NUL bytes ignored); when it says 'startup' a failing node is left alive.", 0},
+	 "mysqld state file (NUL bytes ignored); when it says 'startup' a failing node is left alive.", 0, OPT_FIELD(struct liveness_settings, state_file)},
 	{"datadir", 0, OPT_STRING, "DIR", "/var/lib/mysql", NULL, 0, 0, NULL,
 	 "mysqld's datadir: where sleep-forever, sst_in_progress and wsrep_recovery_verbose.log live, and the cwd of "
 	 "the mysqld whose SST processes count.", 0},
@@ -26,12 +32,6 @@ static const struct opt_def options[] = {
 };
 /* clang-format on */
 
-struct liveness_settings {
-	struct probe_settings p;
-	struct probe_sst sst;
-	const char *state_file;
-};
-
 static int settings_load(struct opts *o, void *settings, char *err, size_t errlen)
 {
 	struct liveness_settings *s = settings;
@@ -41,7 +41,6 @@ static int settings_load(struct opts *o, void *settings, char *err, size_t errle
 	probe_settings_load(o, &s->p);
 	probe_k8s_settings_load(o, "LIVENESS_CHECK_TIMEOUT", &s->p);
 	probe_sst_settings_load(o, &s->sst);
-	s->state_file = opt_str(o, "state-file");
 	return 0;
 }
 

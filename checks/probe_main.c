@@ -30,6 +30,16 @@ static int parse(const struct probe_kind *k, struct opts *o, int argc, char **ar
 	return r == OPTS_EXIT ? 0 : k->usage_exit ? k->usage_exit : 2;
 }
 
+/* The kind's settings from the parsed options: its positional arguments, the bound rows, then
+ * what settings_load reads. 0, or -1 with err. */
+static int load(const struct probe_kind *k, struct opts *o, void *s, char *err, size_t errlen)
+{
+	if (k->positional && k->positional(o, s, err, errlen) < 0)
+		return -1;
+	opts_bind(o, s);
+	return k->settings_load(o, s, err, errlen);
+}
+
 /* A one-shot check: connect, fetch and judge within the deadline, then print the verdict. */
 static int check(const struct probe_kind *k, void *s, const char *prog, int64_t started)
 {
@@ -92,7 +102,7 @@ int probe_main(const struct probe_kind *k, int argc, char **argv)
 			"command line\n",
 			o.prog, k->ignored_args);
 	s = xcalloc(1, k->settings_size);
-	if (k->settings_load(&o, s, err, sizeof(err)) < 0) {
+	if (load(k, &o, s, err, sizeof(err)) < 0) {
 		fprintf(stderr, "%s: %s\n", o.prog, err);
 		rc = k->usage_exit ? k->usage_exit : 2;
 	} else {

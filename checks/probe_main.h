@@ -19,7 +19,12 @@ struct probe_kind {
 	/* The arguments opts_parse reads (NULL: all); `out` has room for argc + 1. */
 	int (*own_args)(int argc, char **argv, char **out);
 	size_t settings_size;
-	/* Options into settings, once; -1 with err: "<prog>: err", exit usage_exit. */
+	/* The positional arguments into options, before the rows are bound (clustercheck's classic
+	 * form); NULL: none. 0, or -1 with err as for settings_load. */
+	int (*positional)(struct opts *o, void *s, char *err, size_t errlen);
+	/* Options into settings, once; -1 with err: "<prog>: err", exit usage_exit. The rows bound to a
+	 * field of the settings struct (OPT_FIELD) are copied there first (opts_bind): settings_load
+	 * reads only what takes more than a copy. */
 	int (*settings_load)(struct opts *o, void *s, char *err, size_t errlen);
 	void (*settings_free)(void *s); /* NULL: nothing to free */
 	/* A one-shot check: decide without the server (NULL: never); fetch on a new connection within

@@ -12,6 +12,13 @@
 #include "probe_main.h"
 #include "proxysql_verdict.h"
 
+struct proxysql_settings {
+	struct probe_settings p;
+	struct proxysql_rules rules;
+	long drain_delay_ms;
+	bool resume_on_failure; /* --resume-on-failure */
+};
+
 /* clang-format off */
 static const struct opt_def options[] = {
 	PROBE_CONN_OPTIONS("ProxySQL's admin interface", "127.0.0.1", "ProxySQL admin address (admin users may only log in locally).",
@@ -20,15 +27,15 @@ static const struct opt_def options[] = {
 	{"readiness", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,
 	 "Ready when every --writer-hostgroup has an ONLINE server in runtime_mysql_servers.", 0},
 	{"writer-hostgroup", 'w', OPT_STRING, "ID[,ID...]", "0", "PROXYSQL_WRITER_HOSTGROUPS", 0, 0, NULL,
-	 "Hostgroups that must each have an ONLINE server for --readiness.", 0},
+	 "Hostgroups that must each have an ONLINE server for --readiness.", 0, OPT_FIELD(struct proxysql_settings, rules.writer_hostgroup)},
 	{"sync-readyz", 0, OPT_STRING, "URL", NULL, NULL, 0, 0, NULL,
-	 "With --readiness: also require this proxysql-sync /readyz URL to answer 200.", 0},
+	 "With --readiness: also require this proxysql-sync /readyz URL to answer 200.", 0, OPT_FIELD(struct proxysql_settings, rules.sync_readyz)},
 	{"drain", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,
 	 "Before a stop: serve for --drain-delay, PROXYSQL PAUSE (new connections refused), then wait until no client is connected (exit 0; 1 at --timeout, naming the clients left).", 0},
 	{"drain-delay", 0, OPT_NUMBER, "SECONDS", "0", "PROXYSQL_DRAIN_DELAY", 0, 3600, NULL,
 	 "With --drain: keep accepting connections this long first (the Service drops the endpoint meanwhile); shorter than --timeout.", 0},
 	{"resume-on-failure", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,
-	 "With --drain: when the drain fails or times out once ProxySQL is paused, send PROXYSQL RESUME (a fresh connection, up to 5 s more) so it serves again; for drains not followed by a stop. Without it the failure line says ProxySQL stays paused.", 0},
+	 "With --drain: when the drain fails or times out once ProxySQL is paused, send PROXYSQL RESUME (a fresh connection, up to 5 s more) so it serves again; for drains not followed by a stop. Without it the failure line says ProxySQL stays paused.", 0, OPT_FIELD(struct proxysql_settings, resume_on_failure)},
 	{"timeout", 't', OPT_NUMBER, "SECONDS", "2", NULL, 0.05, 3600, NULL, "One deadline for the whole check (with --drain: for the whole drain).", 0},
 };
 /* clang-format on */
@@ -368,13 +375,6 @@ static int drain(struct drain_run *d, struct db *db)
 			    ok, d->reason, d->msg);
 }
 
-struct proxysql_settings {
-	struct probe_settings p;
-	struct proxysql_rules rules;
-	long drain_delay_ms;
-	bool resume_on_failure; /* --resume-on-failure */
-};
-
 static int settings_load(struct opts *o, void *settings, char *err, size_t errlen)
 {
 	struct proxysql_settings *s = settings;
@@ -383,12 +383,11 @@ static int settings_load(struct opts *o, void *settings, char *err, size_t errle
 
 	if ((int)opt_flag(o, "liveness") + (int)ready + (int)draining != 1)
 		return sk_err(err, errlen, "give exactly one of --liveness, --readiness and --drain");
-	if (!draining && opt_flag(o, "resume-on-failure"))
+	if (!draining && s->resume_on_failure)
 		return sk_err(err, errlen, "--resume-on-failure goes with --drain");
 	if (draining && opt_num(o, "drain-delay") >= opt_num(o, "timeout"))
 		return sk_err(err, errlen, "--drain-delay (%.1fs) must be shorter than --timeout (%.1fs)",
 			      opt_num(o, "drain-delay"), opt_num(o, "timeout"));
-	r->writer_hostgroup = opt_str(o, "writer-hostgroup");
 	if (ready && (r->nids = proxysql_parse_hostgroups(r->writer_hostgroup, r->ids, PROXYSQL_MAX_HOSTGROUPS)) < 0)
 		return sk_err(err, errlen, "%s: '%s' is not a list of hostgroup ids (like 10,20)",
 			      opt_source(o, "writer-hostgroup")[0] ? opt_source(o, "writer-hostgroup")
@@ -398,9 +397,7 @@ static int settings_load(struct opts *o, void *settings, char *err, size_t errle
 	probe_settings_load(o, &s->p);
 	s->p.budget_ms = (long)(opt_num(o, "timeout") * 1000);
 	s->p.timeout_setting = "--timeout";
-	r->sync_readyz = opt_str(o, "sync-readyz");
 	s->drain_delay_ms = (long)(opt_num(o, "drain-delay") * 1000);
-	s->resume_on_failure = opt_flag(o, "resume-on-failure");
 	return 0;
 }
 

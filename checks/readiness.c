@@ -7,6 +7,13 @@
 
 #include "log.h"
 
+struct readiness_settings {
+	struct probe_settings p;
+	struct readiness_rules rules;
+	const char *datadir, *recovery_file;
+	char ignored[400]; /* bypass files there from an untrusted owner, named in the verdict */
+};
+
 /* clang-format off */
 static const struct opt_def options[] = {
 	PROBE_CONN_OPTIONS("mysqld", NULL, "mysqld address [default: this node's first IP, like hostname -I]", "33062",
@@ -17,10 +24,10 @@ static const struct opt_def options[] = {
 	 "The probe's timeoutSeconds; the deadline stays below it by 20% (at most 1 s).", 0},
 	READINESS_RULE_OPTIONS
 	{"datadir", 0, OPT_STRING, "DIR", "/var/lib/mysql", NULL, 0, 0, NULL,
-	 "Where the bypass file sleep-forever lives.", 0},
+	 "Where the bypass file sleep-forever lives.", 0, OPT_FIELD(struct readiness_settings, datadir)},
 	{"recovery-file", 0, OPT_STRING, "PATH", "/tmp/recovery-case", NULL, 0, 0, NULL,
 	 "When this file exists the node is in manual recovery: report ready (only a file of root, this user or "
-	 "the datadir's owner counts, as for sleep-forever).", 0},
+	 "the datadir's owner counts, as for sleep-forever).", 0, OPT_FIELD(struct readiness_settings, recovery_file)},
 };
 /* clang-format on */
 
@@ -93,13 +100,6 @@ void readiness_judge(const struct readiness_rules *r, const struct probe_outcome
 
 /* ---- readiness-check ------------------------------------------------------------------------ */
 
-struct readiness_settings {
-	struct probe_settings p;
-	struct readiness_rules rules;
-	const char *datadir, *recovery_file;
-	char ignored[400]; /* bypass files there from an untrusted owner, named in the verdict */
-};
-
 static int settings_load(struct opts *o, void *settings, char *err, size_t errlen)
 {
 	struct readiness_settings *s = settings;
@@ -108,8 +108,6 @@ static int settings_load(struct opts *o, void *settings, char *err, size_t errle
 		return -1;
 	probe_settings_load(o, &s->p);
 	probe_k8s_settings_load(o, "READINESS_CHECK_TIMEOUT", &s->p);
-	s->datadir = opt_str(o, "datadir");
-	s->recovery_file = opt_str(o, "recovery-file");
 	return 0;
 }
 

@@ -25,7 +25,9 @@ struct register_settings {
 	char consul_err[600];
 };
 
-/* Read --register's options (and the Consul client's configuration) into `r`. */
+/* Read into `r` what --register's options need beyond a copy (--interval, --state-file from the
+ * command line, --consul-agent, the Consul client's configuration); the plain rows are bound to
+ * its fields by clustercheck's table (OPT_FIELD). */
 void register_settings_load(const struct opts *o, struct register_settings *r);
 void register_settings_free(struct register_settings *r);
 
