@@ -562,7 +562,6 @@ static int settings_load(struct opts *o, void *settings, char *err, size_t errle
 					  .donor_ok = opt_flag(o, "available-when-donor"),
 					  .readonly_ok = opt_flag(o, "available-when-readonly") };
 	c->timeout_ms = (long)(opt_num(o, "timeout") * 1000);
-	probe_sst_settings_load(o, &c->sst);
 	if (!log_level_parse(opt_str(o, "log-level"), &s->log_level) ||
 	    !log_format_parse(opt_str(o, "log-format"), &s->log_format))
 		s->log_level = LOG_INFO, s->log_format = LOG_TEXT;

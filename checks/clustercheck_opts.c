@@ -38,13 +38,13 @@ static const struct opt_def options[] = {
 	{"request-timeout", 0, OPT_NUMBER, "SECONDS", "5", NULL, 0.1, 3600, NULL,
 	 "With --listen: a request must be complete this long after its connection opened (or its previous answer was ready), however slowly it trickles in; otherwise the connection is closed.", 0},
 	{"datadir", 0, OPT_STRING, "DIR", "/var/lib/mysql", NULL, 0, 0, NULL,
-	 "With --listen: the datadir of /liveness and /readiness bypass files and of /healthcheck?mariadbupgrade.", 0},
+	 "With --listen: the datadir of /liveness and /readiness bypass files and of /healthcheck?mariadbupgrade.", 0, OPT_FIELD(struct clustercheck_settings, c.sst.datadir)},
 	{"recovery-file", 0, OPT_STRING, "PATH", "/tmp/recovery-case", NULL, 0, 0, NULL,
 	 "With --listen: while this file exists /liveness and /readiness answer 200 (manual recovery; only a file "
-	 "of root, this user or the --datadir's owner counts).", 0},
+	 "of root, this user or the --datadir's owner counts).", 0, OPT_FIELD(struct clustercheck_settings, c.sst.recovery_file)},
 	{"state-file", 0, OPT_STRING, "PATH", NULL, "MYSQL_STATE_FILE", 0, 0, NULL,
 	 "With --listen: mysqld state file; when it says 'startup' /liveness answers 200 whatever failed.", 0, OPT_FIELD(struct clustercheck_settings, c.state_file)},
-	PROBE_SST_OPTIONS("With --listen, for /liveness: "),
+	PROBE_SST_OPTIONS("With --listen, for /liveness: ", struct clustercheck_settings, c.sst),
 	READINESS_RULE_OPTIONS_PREFIXED
 	{"log-format", 0, OPT_ENUM, "FORMAT", "text", NULL, 0, 0, "text|json", "With --listen or --register: log line format.", 0},
 	{"log-level", 0, OPT_ENUM, "LEVEL", "info", NULL, 0, 0, "debug|info|warn|error", "With --listen or --register: lowest level logged.", 0},

@@ -24,11 +24,11 @@ static const struct opt_def options[] = {
 	 "mysqld state file (NUL bytes ignored); when it says 'startup' a failing node is left alive.", 0, OPT_FIELD(struct liveness_settings, state_file)},
 	{"datadir", 0, OPT_STRING, "DIR", "/var/lib/mysql", NULL, 0, 0, NULL,
 	 "mysqld's datadir: where sleep-forever, sst_in_progress and wsrep_recovery_verbose.log live, and the cwd of "
-	 "the mysqld whose SST processes count.", 0},
+	 "the mysqld whose SST processes count.", 0, OPT_FIELD(struct liveness_settings, sst.datadir)},
 	{"recovery-file", 0, OPT_STRING, "PATH", "/tmp/recovery-case", NULL, 0, 0, NULL,
 	 "When this file exists the node is in manual recovery: report alive (only a file of root, this user or "
-	 "the datadir's owner counts, as for the datadir's files).", 0},
-	PROBE_SST_OPTIONS(""),
+	 "the datadir's owner counts, as for the datadir's files).", 0, OPT_FIELD(struct liveness_settings, sst.recovery_file)},
+	PROBE_SST_OPTIONS("", struct liveness_settings, sst),
 };
 /* clang-format on */
 
@@ -40,7 +40,6 @@ static int settings_load(struct opts *o, void *settings, char *err, size_t errle
 	(void)errlen;
 	probe_settings_load(o, &s->p);
 	probe_k8s_settings_load(o, "LIVENESS_CHECK_TIMEOUT", &s->p);
-	probe_sst_settings_load(o, &s->sst);
 	return 0;
 }
 

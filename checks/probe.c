@@ -343,16 +343,6 @@ bool probe_liveness_before(struct probe_sst *s, struct probe_verdict *v)
 	return sst_decides(s, v);
 }
 
-void probe_sst_settings_load(const struct opts *o, struct probe_sst *s)
-{
-	memset(s, 0, sizeof(*s));
-	s->datadir = opt_str(o, "datadir");
-	s->pid_file = opt_str(o, "pid-file");
-	s->recovery_file = opt_str(o, "recovery-file");
-	s->policy.grace_s = opt_int(o, "sst-file-grace");
-	s->policy.trust_file = opt_flag(o, "trust-sst-file");
-}
-
 void probe_verdict_note(struct probe_verdict *v, const char *note)
 {
 	if (note && *note)

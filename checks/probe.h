@@ -168,39 +168,22 @@ struct probe_sst {
  * probe_liveness_judge reads them when mysqld's answer fails. */
 bool probe_liveness_before(struct probe_sst *s, struct probe_verdict *v);
 
-/* The liveness options every probe with a liveness verdict shares (rows of its option table). */
-#define PROBE_SST_OPTIONS(PREFIX)                                                                                      \
-	{ "pid-file",                                                                                                  \
-	  0,                                                                                                           \
-	  OPT_STRING,                                                                                                  \
-	  "PATH",                                                                                                      \
-	  NULL,                                                                                                        \
-	  NULL,                                                                                                        \
-	  0,                                                                                                           \
-	  0,                                                                                                           \
-	  NULL,                                                                                                        \
-	  PREFIX "mysqld's pid file [default: $datadir/$(hostname).pid, $datadir/mysqld.pid, /run/mysqld/mysqld.pid; " \
-		 "else mysqld is found by its cwd in /proc]; only a mysqld running in the datadir counts.",            \
-	  0 },                                                                                                         \
-		{ "sst-file-grace",                                                                                    \
-		  0,                                                                                                   \
-		  OPT_INT,                                                                                             \
-		  "SECONDS",                                                                                           \
-		  "300",                                                                                               \
-		  NULL,                                                                                                \
-		  0,                                                                                                   \
-		  31536000,                                                                                            \
-		  NULL,                                                                                                \
-		  PREFIX                                                                                               \
-		  "A sst_in_progress file older than this, with no SST process of mysqld, no longer means alive.",     \
-		  0 },                                                                                                 \
-	{                                                                                                              \
-		"trust-sst-file", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,                                            \
-			PREFIX "sst_in_progress means alive whatever its age (the operator script's rule).", 0         \
-	}
-
-/* Fill `s` from a probe's options (datadir, pid-file, recovery-file, sst-file-grace, trust-sst-file). */
-void probe_sst_settings_load(const struct opts *o, struct probe_sst *s);
+/* clang-format off */
+/* The liveness options every probe with a liveness verdict shares (rows of its option table),
+ * bound to the struct probe_sst `SST` of the settings struct `TYPE` (its datadir and
+ * recovery_file are bound by the probe's own rows, whose help differs). */
+#define PROBE_SST_OPTIONS(PREFIX, TYPE, SST)                                                                           \
+	{"pid-file", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL,                                                    \
+	 PREFIX "mysqld's pid file [default: $datadir/$(hostname).pid, $datadir/mysqld.pid, /run/mysqld/mysqld.pid; "  \
+	 "else mysqld is found by its cwd in /proc]; only a mysqld running in the datadir counts.", 0,                  \
+	 OPT_FIELD(TYPE, SST.pid_file)},                                                                                \
+	{"sst-file-grace", 0, OPT_INT, "SECONDS", "300", NULL, 0, 31536000, NULL,                                      \
+	 PREFIX "A sst_in_progress file older than this, with no SST process of mysqld, no longer means alive.", 0,     \
+	 OPT_FIELD(TYPE, SST.policy.grace_s)},                                                                          \
+	{"trust-sst-file", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,                                                   \
+	 PREFIX "sst_in_progress means alive whatever its age (the operator script's rule).", 0,                        \
+	 OPT_FIELD(TYPE, SST.policy.trust_file)}
+/* clang-format on */
 
 /* readiness-check.sh's bypass: `recovery_file` or `datadir`/sleep-forever exists, from root, this
  * process's user or the datadir's owner. `ignored` gets the files there from anyone else
