@@ -35,7 +35,8 @@ LIB_SRC := lib/deadline.c lib/util.c lib/log.c lib/opt.c lib/secret.c lib/mycnf.
 	lib/runfile.c lib/consul_login.c \
 	lib/consul_acl.c \
 	checks/galera.c checks/replica.c checks/sst.c checks/sst_proc.c checks/probe.c checks/probe_main.c \
-	checks/readiness.c checks/cc_check.c checks/clustercheck_opts.c checks/healthcheck.c
+	checks/readiness.c checks/cc_check.c checks/clustercheck_opts.c checks/healthcheck.c \
+	checks/proxysql_verdict.c
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 LIBSK := $(BUILD)/libsidekick.a
 

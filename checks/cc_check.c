@@ -2,7 +2,8 @@
  * --listen and --register modes (clustercheck.c, register.c). */
 #include <string.h>
 
-#include "clustercheck.h"
+#include "cc_check.h"
+#include "sst_proc.h"
 #include "trust.h"
 
 const char *const cc_check_answer_names[] = { "synced", "not synced", "read-only", "manually disabled" };
@@ -43,7 +44,7 @@ bool cc_check_disabled(const struct cc_checker *c, struct cc_result *r)
 	enum trust_verdict tv;
 
 	r->ignored[0] = '\0';
-	sst_trust_of(c->datadir, &t);
+	sst_trust_of(c->sst.datadir, &t);
 	tv = c->disabled_file && *c->disabled_file ? trust_path(c->disabled_file, t.datadir_owner, &owner)
 						   : TRUST_ABSENT;
 	if (tv == TRUST_FOREIGN)

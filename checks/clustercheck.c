@@ -13,14 +13,16 @@
 #include <poll.h>
 #include <unistd.h>
 
-#include "clustercheck.h"
+#include "cc_check.h"
+#include "clustercheck_opts.h"
 #include "consul.h"
 #include "galera.h"
 #include "healthcheck.h"
 #include "http.h"
 #include "log.h"
 #include "proc.h"
-#include "probe.h"
+#include "register.h"
+#include "probe_main.h"
 
 /* The classic answers, byte for byte (Percona clustercheck). */
 static const struct {
@@ -79,7 +81,8 @@ static int one_shot(struct cc_checker *c, bool json, bool tell, FILE *diag, int6
 	if (diag)
 		fprintf(diag, "%s\n", r.detail);
 	if (json)
-		return probe_report("clustercheck", true, r.answer == CC_SYNCED, r.reason, r.detail, NULL, started);
+		return probe_report(&(struct probe_out){ .probe = "clustercheck", .json = true, .started_us = started },
+				    r.answer == CC_SYNCED, r.reason, r.detail);
 	n = format_response(r.answer, out, sizeof(out));
 	if (fwrite(out, 1, (size_t)n, stdout) != (size_t)n || fflush(stdout) != 0)
 		return 1;
@@ -213,17 +216,16 @@ static void answer_liveness(struct cc_checker *c, const deadline_t *dl, struct h
 {
 	struct probe_fetch f = { 0 };
 	struct probe_verdict v;
-	struct probe_sst sst = { .datadir = c->datadir,
-				 .pid_file = c->pid_file,
-				 .recovery_file = c->recovery_file,
-				 .policy = c->sst_policy };
+	struct probe_sst sst = c->sst; /* this request's evidence */
 	struct db_err e = { .reason = DB_TIMEOUT };
 
 	if (!probe_liveness_before(&sst, &v)) {
-		bool fetched = fetch_shared(c, false, dl, &f, &e);
+		struct probe_outcome o = {
+			.f = &f, .e = &e, .pc = &c->pc, .budget_ms = c->timeout_ms, .setting = "--timeout"
+		};
 
-		probe_liveness_judge(fetched, &f.status, &e, c->state_file, &sst, &c->pc, c->timeout_ms, "--timeout",
-				     &v);
+		o.fetched = fetch_shared(c, false, dl, &f, &e);
+		probe_liveness_judge(&o, c->state_file, &sst, &v);
 	}
 	reply_text(rep, v.up, v.msg);
 	probe_fetch_free(&f);
@@ -237,10 +239,13 @@ static void answer_readiness(struct cc_checker *c, const deadline_t *dl, struct 
 	struct db_err e = { .reason = DB_TIMEOUT };
 	char ignored[400];
 
-	if (!probe_readiness_bypass(c->recovery_file, c->datadir, &v, ignored, sizeof(ignored))) {
-		bool fetched = fetch_shared(c, true, dl, &f, &e);
+	if (!probe_readiness_bypass(c->sst.recovery_file, c->sst.datadir, &v, ignored, sizeof(ignored))) {
+		struct probe_outcome o = {
+			.f = &f, .e = &e, .pc = &c->pc, .budget_ms = c->timeout_ms, .setting = "--timeout"
+		};
 
-		readiness_judge(&c->readiness, fetched, &f, &e, &c->pc, c->timeout_ms, "--timeout", &v);
+		o.fetched = fetch_shared(c, true, dl, &f, &e);
+		readiness_judge(&c->readiness, &o, &v);
 		probe_verdict_note(&v, ignored);
 	}
 	reply_text(rep, v.up, v.msg);
@@ -282,16 +287,15 @@ static int hh_query_failed(struct hc_http *h, const struct db_err *e)
 	return -1;
 }
 
-static int hh_value(void *ctx, const struct hc_defaults *d, const char *sql, char *val, size_t vlen, bool *found,
-		    struct db_err *e)
+static int hh_value(void *ctx, const struct hc_defaults *d, const char *sql, struct hc_value *v, struct db_err *e)
 {
 	struct hc_http *h = ctx;
 
 	(void)d;
-	*found = false;
+	v->found = false;
 	if (hh_connect(h, e) < 0)
 		return -1;
-	if (db_query_value(&h->c->db, sql, h->dl, val, vlen, found, e) < 0)
+	if (db_query_value(&h->c->db, sql, h->dl, v->buf, v->len, &v->found, e) < 0)
 		return hh_query_failed(h, e);
 	return 0;
 }
@@ -308,30 +312,26 @@ static int hh_status(void *ctx, const struct hc_defaults *d, struct statusmap *s
 	return 0;
 }
 
-static int hh_rows(void *ctx, const struct hc_defaults *d, const char *sql, struct statusmap *rows, size_t max,
-		   size_t *nrows, struct db_err *e)
+static int hh_rows(void *ctx, const struct hc_defaults *d, const char *sql, struct hc_rows *r, struct db_err *e)
 {
 	struct hc_http *h = ctx;
 
 	(void)d;
-	*nrows = 0;
+	r->n = 0;
 	if (hh_connect(h, e) < 0)
 		return -1;
-	if (db_query_rows(&h->c->db, sql, h->dl, rows, max, nrows, e) < 0)
+	if (db_query_rows(&h->c->db, sql, h->dl, r->rows, r->max, &r->n, e) < 0)
 		return hh_query_failed(h, e);
 	return 0;
 }
 
-static int hh_fallback(void *ctx, const struct hc_defaults *d, const char *sql, char *val, size_t vlen, bool *found,
-		       struct db_err *e)
+static int hh_fallback(void *ctx, const struct hc_defaults *d, const char *sql, struct hc_value *v, struct db_err *e)
 {
 	struct hc_http *h = ctx;
 
 	(void)d;
 	(void)sql;
-	(void)val;
-	(void)vlen;
-	*found = false;
+	v->found = false;
 	*e = h->failed;
 	return -1;
 }
@@ -354,9 +354,15 @@ static int hh_upgrade_locked(void *ctx, const char *path, char *why, size_t whyl
 	return healthcheck_upgrade_locked(path, why, whylen);
 }
 
-/* The query "connect&replication_io=1&replication" as healthcheck's argv; options that pick files
- * or users are refused over HTTP. Returns the argc, or -1 with `bad` naming the argument. */
-static int query_argv(char *query, char **argv, int max, char *store, size_t storelen, char *bad, size_t badlen)
+/* A /healthcheck query as healthcheck's argv, its words kept in `store`. */
+struct query_args {
+	char *argv[64];
+	char store[sizeof(((struct http_reply *)0)->query) + 128];
+};
+
+/* The query "connect&replication_io=1&replication" as healthcheck's argv in `a`; options that pick
+ * files or users are refused over HTTP. Returns the argc, or -1 with `bad` naming the argument. */
+static int query_argv(char *query, struct query_args *a, char *bad, size_t badlen)
 {
 	static const char *const refused[] = { "su",
 					       "su-mysql",
@@ -370,9 +376,9 @@ static int query_argv(char *query, char **argv, int max, char *store, size_t sto
 					       "user",
 					       "password-file",
 					       "alive-during-sst" };
-	char *save = NULL, *tok;
-	size_t used = 0;
-	int argc = 0;
+	char **argv = a->argv, *store = a->store, *save = NULL, *tok;
+	size_t used = 0, storelen = sizeof(a->store);
+	int argc = 0, max = (int)SK_ARRAY_LEN(a->argv);
 
 	argv[argc++] = "healthcheck";
 	for (tok = strtok_r(query, "&", &save); tok && argc + 1 < max; tok = strtok_r(NULL, "&", &save)) {
@@ -429,12 +435,13 @@ static void answer_healthcheck(struct cc_checker *c, char *query, const deadline
 		.describe = hh_describe,
 		.ctx = &h,
 	};
-	char *argv[64], store[sizeof(rep->query) + 128], bad[200], lines[2048] = "", line[600] = "healthy:";
+	struct query_args args;
+	char bad[200], lines[2048] = "", line[600] = "healthy:";
 	struct hc_run run;
 	FILE *err;
 	int argc, rc;
 
-	argc = query_argv(query, argv, (int)SK_ARRAY_LEN(argv), store, sizeof(store), bad, sizeof(bad));
+	argc = query_argv(query, &args, bad, sizeof(bad));
 	if (argc < 0) {
 		sk_fmt(line, sizeof(line), "healthcheck: '%s' is not accepted over HTTP", bad);
 		reply_text(rep, false, line);
@@ -449,8 +456,8 @@ static void answer_healthcheck(struct cc_checker *c, char *query, const deadline
 		return;
 	}
 	err = fmemopen(lines, sizeof(lines) - 1, "w");
-	healthcheck_run_init(&run, c->datadir, err);
-	rc = healthcheck_run_args(&run, argc, argv, &io);
+	healthcheck_run_init(&run, c->sst.datadir, err);
+	rc = healthcheck_run_args(&run, argc, args.argv, &io);
 	conn_release(c);
 	if (err)
 		fclose(err);
@@ -533,19 +540,13 @@ static int serve(struct cc_checker *c, const char *spec, const struct http_limit
 	return 0;
 }
 
-struct clustercheck_settings {
-	struct probe_settings p;
-	struct cc_checker c; /* the check's settings, and --listen's shared connection */
-	bool password_on_argv;
-	const char *log_file;
-	const char *listen; /* --listen; NULL: one-shot or --register */
-	bool registering, once;
-	bool verbose; /* one-shot: the reason on stderr too */
-	enum log_level log_level; /* --log-level and --log-format, for --listen and --register */
-	enum log_format log_format;
-	struct http_limits limits;
-	struct register_settings reg;
-};
+/* The classic positional form (xinetd server_args), before the rows are bound. */
+static int positional(struct opts *o, void *settings, char *err, size_t errlen)
+{
+	struct clustercheck_settings *s = settings;
+
+	return clustercheck_opts_apply_positional(o, &s->password_on_argv, err, errlen);
+}
 
 /* The classic check's rules, --listen's paths' settings, and the modes' own. */
 static int settings_load(struct opts *o, void *settings, char *err, size_t errlen)
@@ -553,8 +554,7 @@ static int settings_load(struct opts *o, void *settings, char *err, size_t errle
 	struct clustercheck_settings *s = settings;
 	struct cc_checker *c = &s->c;
 
-	if (clustercheck_opts_apply_positional(o, &s->password_on_argv, err, errlen) < 0 ||
-	    readiness_rules_load(o, "readiness-", &c->readiness, err, errlen) < 0)
+	if (readiness_rules_load(o, "readiness-", &c->readiness, err, errlen) < 0)
 		return -1;
 	probe_settings_load(o, &s->p);
 	c->rules = (struct galera_rules){ .need_primary = true,
@@ -562,19 +562,6 @@ static int settings_load(struct opts *o, void *settings, char *err, size_t errle
 					  .donor_ok = opt_flag(o, "available-when-donor"),
 					  .readonly_ok = opt_flag(o, "available-when-readonly") };
 	c->timeout_ms = (long)(opt_num(o, "timeout") * 1000);
-	c->cache_ms = opt_int(o, "cache-ms");
-	c->disabled_file = opt_str(o, "disabled-file");
-	c->datadir = opt_str(o, "datadir");
-	c->recovery_file = opt_str(o, "recovery-file");
-	c->state_file = opt_str(o, "state-file");
-	c->pid_file = opt_str(o, "pid-file");
-	c->sst_policy.grace_s = opt_int(o, "sst-file-grace");
-	c->sst_policy.trust_file = opt_flag(o, "trust-sst-file");
-	s->log_file = opt_str(o, "log-file");
-	s->listen = opt_str(o, "listen");
-	s->registering = opt_flag(o, "register");
-	s->once = opt_flag(o, "once");
-	s->verbose = opt_flag(o, "verbose");
 	if (!log_level_parse(opt_str(o, "log-level"), &s->log_level) ||
 	    !log_format_parse(opt_str(o, "log-format"), &s->log_format))
 		s->log_level = LOG_INFO, s->log_format = LOG_TEXT;
@@ -662,7 +649,7 @@ static int run_mode(struct clustercheck_settings *s, const char *prog, FILE *dia
 	bool abandoned = false;
 	int rc;
 
-	if (s->once && !s->registering) {
+	if (s->reg.once && !s->registering) {
 		fprintf(stderr, "clustercheck: --once goes with --register\n");
 		return 2;
 	}
@@ -717,6 +704,7 @@ static const struct probe_kind clustercheck_kind = {
 	.opts_init = clustercheck_opts_init,
 	.log_level = LOG_INFO,
 	.settings_size = sizeof(struct clustercheck_settings),
+	.positional = positional,
 	.settings_load = settings_load,
 	.settings_free = settings_free,
 	.run = run,

@@ -6,7 +6,7 @@
 
 #include "galera.h"
 #include "log.h"
-#include "probe.h"
+#include "probe_main.h"
 #include "secret.h"
 
 /* clang-format off */
@@ -93,10 +93,17 @@ static int host_settings_load(struct opts *o, char *err, size_t errlen)
 	return opt_set(o, "host", o->args[2], "argument 3", err, errlen);
 }
 
+/* A boolean setting of the operator's: its file in the env secret directory and the option that wins. */
+struct file_flag {
+	const char *file; /* "OK_IF_DONOR" */
+	const char *option; /* "ok-if-donor" */
+};
+
 /* One boolean of the env secret directory, unless its option is given. */
-static int bool_setting_load(const struct opts *o, const char *dir, const char *file, const char *option, bool *out,
-			     char *err, size_t errlen)
+static int bool_setting_load(const struct opts *o, const char *dir, const struct file_flag *f, bool *out, char *err,
+			     size_t errlen)
 {
+	const char *file = f->file, *option = f->option;
 	char setting[64];
 
 	if (read_setting(dir, file, setting, sizeof(setting), err, errlen) < 0)
@@ -157,8 +164,9 @@ static int settings_load(struct opts *o, void *settings, char *err, size_t errle
 
 	s->verbose = true;
 	if (host_settings_load(o, err, errlen) < 0 || timeout_settings_load(o, dir, &s->p.budget_ms, err, errlen) < 0 ||
-	    bool_setting_load(o, dir, "OK_IF_DONOR", "ok-if-donor", &ok_if_donor, err, errlen) < 0 ||
-	    bool_setting_load(o, dir, "VERBOSE", "verbose", &s->verbose, err, errlen) < 0 ||
+	    bool_setting_load(o, dir, &(struct file_flag){ "OK_IF_DONOR", "ok-if-donor" }, &ok_if_donor, err, errlen) <
+		    0 ||
+	    bool_setting_load(o, dir, &(struct file_flag){ "VERBOSE", "verbose" }, &s->verbose, err, errlen) < 0 ||
 	    nodes_load(opt_str(o, "available-nodes-file"), &s->nodes, err, errlen) < 0)
 		return -1;
 	probe_settings_load(o, &s->p);
@@ -182,19 +190,18 @@ static int fetch(const void *settings, const struct probe_conn *pc, const deadli
 }
 
 /* The verdict's message is the detail of the log line: the rule that failed, or why it could not be told. */
-static void judge(void *settings, bool fetched, const struct probe_fetch *f, const struct db_err *e,
-		  const struct probe_conn *pc, struct probe_verdict *v)
+static void judge(void *settings, const struct probe_outcome *o, struct probe_verdict *v)
 {
 	const struct haproxy_settings *s = settings;
 	struct galera_verdict gv;
 
-	if (!fetched) {
+	if (!o->fetched) {
 		v->up = false;
-		v->reason = e->reason == DB_TIMEOUT ? "timeout" : db_reason_str(e->reason);
-		probe_describe_error(e, pc, s->p.budget_ms, s->p.timeout_setting, v->msg, sizeof(v->msg));
+		v->reason = o->e->reason == DB_TIMEOUT ? "timeout" : db_reason_str(o->e->reason);
+		probe_describe_error(o->e, o->pc, o->budget_ms, o->setting, v->msg, sizeof(v->msg));
 		return;
 	}
-	galera_judge(&f->status, &f->vars, &s->rules, &gv);
+	galera_judge(&o->f->status, &o->f->vars, &s->rules, &gv);
 	v->up = gv.up;
 	v->reason = galera_reason_str(gv.reason);
 	sk_strlcpy(v->msg, gv.detail, sizeof(v->msg));

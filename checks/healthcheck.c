@@ -17,6 +17,7 @@
 #include "mycnf.h"
 #include "probe.h"
 #include "sst.h"
+#include "sst_proc.h"
 
 static const char *const test_names[HC_NTESTS] = {
 	"connect",     "innodb_initialized", "innodb_buffer_pool_loaded", "galera_online", "galera_ready",
@@ -493,9 +494,10 @@ static bool test_connect(struct hc_run *r, const struct hc_io *io, char *reason,
 {
 	struct db_err e;
 	char val[64], sock_why[300] = "", tcp_why[300];
-	bool found = false, ok;
+	struct hc_value v = { .buf = val, .len = sizeof(val) };
+	bool ok;
 
-	if (io->socket_value(io->ctx, &r->defs, SQL_SKIP_NETWORKING, val, sizeof(val), &found, &e) == 0 && found &&
+	if (io->socket_value(io->ctx, &r->defs, SQL_SKIP_NETWORKING, &v, &e) == 0 && v.found &&
 	    (strcmp(val, "0") == 0 || strcmp(val, "1") == 0)) {
 		if (val[0] == '1') {
 			snprintf(reason, len, "skip_networking=1: the server does not listen on TCP yet");
@@ -504,13 +506,13 @@ static bool test_connect(struct hc_run *r, const struct hc_io *io, char *reason,
 		snprintf(reason, len, "connected over the socket, skip_networking=0");
 		return true;
 	}
-	if (found)
+	if (v.found)
 		snprintf(sock_why, sizeof(sock_why), "unexpected answer '%s' to select @@skip_networking", val);
 	else
 		io->describe(io->ctx, &e, sock_why, sizeof(sock_why));
-	found = false;
-	if (io->tcp_value(io->ctx, &r->defs, SQL_SKIP_NETWORKING, val, sizeof(val), &found, &e) == 0)
-		ok = healthcheck_judge_tcp_connect(val, found, NULL, tcp_why, sizeof(tcp_why));
+	v.found = false;
+	if (io->tcp_value(io->ctx, &r->defs, SQL_SKIP_NETWORKING, &v, &e) == 0)
+		ok = healthcheck_judge_tcp_connect(val, v.found, NULL, tcp_why, sizeof(tcp_why));
 	else {
 		char d[300];
 
@@ -537,17 +539,17 @@ static bool test_connect(struct hc_run *r, const struct hc_io *io, char *reason,
 static bool test_replication(struct hc_run *r, const struct hc_io *io, char *reason, size_t len)
 {
 	struct statusmap rows[64];
+	struct hc_rows got = { .rows = rows, .max = SK_ARRAY_LEN(rows) };
 	struct db_err e;
 	char sql[400];
-	size_t nrows = 0;
 	bool ok = false;
 
 	memset(rows, 0, sizeof(rows));
 	healthcheck_replication_sql(&r->repl, sql, sizeof(sql));
-	if (io->socket_rows(io->ctx, &r->defs, sql, rows, SK_ARRAY_LEN(rows), &nrows, &e) < 0)
+	if (io->socket_rows(io->ctx, &r->defs, sql, &got, &e) < 0)
 		io->describe(io->ctx, &e, reason, len);
 	else
-		ok = healthcheck_judge_replication(rows, nrows, &r->repl, reason, len);
+		ok = healthcheck_judge_replication(rows, got.n, &r->repl, reason, len);
 	for (size_t i = 0; i < SK_ARRAY_LEN(rows); i++)
 		statusmap_free(&rows[i]);
 	return ok;
@@ -558,7 +560,8 @@ bool healthcheck_run_test(struct hc_run *r, enum hc_test t, const struct hc_io *
 	struct statusmap status = { 0 };
 	struct db_err e;
 	char val[512], path[1100];
-	bool found = false, ok = false;
+	struct hc_value v = { .buf = val, .len = sizeof(val) };
+	bool ok = false;
 
 	reason[0] = '\0';
 	switch (t) {
@@ -569,13 +572,13 @@ bool healthcheck_run_test(struct hc_run *r, enum hc_test t, const struct hc_io *
 		break;
 	case HC_INNODB_INITIALIZED:
 	case HC_INNODB_BUFFER_POOL_LOADED:
-		if (io->socket_value(io->ctx, &r->defs, t == HC_INNODB_INITIALIZED ? SQL_INNODB : SQL_BUFFER_POOL, val,
-				     sizeof(val), &found, &e) < 0)
+		if (io->socket_value(io->ctx, &r->defs, t == HC_INNODB_INITIALIZED ? SQL_INNODB : SQL_BUFFER_POOL, &v,
+				     &e) < 0)
 			io->describe(io->ctx, &e, reason, len);
 		else if (t == HC_INNODB_INITIALIZED)
-			ok = healthcheck_judge_innodb_initialized(val, found, reason, len);
+			ok = healthcheck_judge_innodb_initialized(val, v.found, reason, len);
 		else
-			ok = healthcheck_judge_buffer_pool_loaded(val, found, reason, len);
+			ok = healthcheck_judge_buffer_pool_loaded(val, v.found, reason, len);
 		break;
 	case HC_GALERA_ONLINE:
 	case HC_GALERA_READY:
@@ -878,15 +881,15 @@ static int query_failed(struct hc_dbio *d, const struct db_err *e)
 	return -1;
 }
 
-static int dbio_socket_value(void *ctx, const struct hc_defaults *defs, const char *sql, char *val, size_t vlen,
-			     bool *found, struct db_err *e)
+static int dbio_socket_value(void *ctx, const struct hc_defaults *defs, const char *sql, struct hc_value *v,
+			     struct db_err *e)
 {
 	struct hc_dbio *d = ctx;
 
-	*found = false;
+	v->found = false;
 	if (ensure_socket(d, defs, e) < 0)
 		return -1;
-	if (db_query_value(&d->db, sql, d->dl, val, vlen, found, e) < 0)
+	if (db_query_value(&d->db, sql, d->dl, v->buf, v->len, &v->found, e) < 0)
 		return query_failed(d, e);
 	return 0;
 }
@@ -902,30 +905,30 @@ static int dbio_socket_status(void *ctx, const struct hc_defaults *defs, struct 
 	return 0;
 }
 
-static int dbio_socket_rows(void *ctx, const struct hc_defaults *defs, const char *sql, struct statusmap *rows,
-			    size_t max, size_t *nrows, struct db_err *e)
+static int dbio_socket_rows(void *ctx, const struct hc_defaults *defs, const char *sql, struct hc_rows *r,
+			    struct db_err *e)
 {
 	struct hc_dbio *d = ctx;
 
-	*nrows = 0;
+	r->n = 0;
 	if (ensure_socket(d, defs, e) < 0)
 		return -1;
-	if (db_query_rows(&d->db, sql, d->dl, rows, max, nrows, e) < 0)
+	if (db_query_rows(&d->db, sql, d->dl, r->rows, r->max, &r->n, e) < 0)
 		return query_failed(d, e);
 	return 0;
 }
 
-static int dbio_tcp_value(void *ctx, const struct hc_defaults *defs, const char *sql, char *val, size_t vlen,
-			  bool *found, struct db_err *e)
+static int dbio_tcp_value(void *ctx, const struct hc_defaults *defs, const char *sql, struct hc_value *v,
+			  struct db_err *e)
 {
 	struct hc_dbio *d = ctx;
 	struct db db = { 0 };
 	int rc;
 
-	*found = false;
+	v->found = false;
 	if (connect_to(d, &db, defs, true, e) < 0)
 		return -1;
-	rc = db_query_value(&db, sql, d->dl, val, vlen, found, e);
+	rc = db_query_value(&db, sql, d->dl, v->buf, v->len, &v->found, e);
 	db_close(&db);
 	return rc;
 }

@@ -80,21 +80,35 @@ struct hc_defaults {
 	uid_t datadir_owner; /* trusted for option files besides root and this process's user (0: none) */
 };
 
+/* Where a one-value query's answer goes: `buf` (`len` bytes, cut to fit); `found` false when
+ * the query returned no row. */
+struct hc_value {
+	char *buf;
+	size_t len;
+	bool found;
+};
+
+/* Where a query's rows go, column name -> value: at most `max` into `rows`, `n` of them filled. */
+struct hc_rows {
+	struct statusmap *rows;
+	size_t max;
+	size_t n;
+};
+
 /* What the tests need from the server; the real one (hc_dbio) talks to mysqld, the unit tests
  * pass a fake. Every function returns 0 or -1 with `e` filled. */
 struct hc_io {
 	/* One value (first column of the first row) of `sql` on the socket connection, opened on
-	 * first use with the current option-file settings and reused; *found is false when no row. */
-	int (*socket_value)(void *ctx, const struct hc_defaults *d, const char *sql, char *val, size_t vlen,
-			    bool *found, struct db_err *e);
+	 * first use with the current option-file settings and reused, into `v`. */
+	int (*socket_value)(void *ctx, const struct hc_defaults *d, const char *sql, struct hc_value *v,
+			    struct db_err *e);
 	/* The wsrep status (as probe_galera_read) on the socket connection. */
 	int (*socket_status)(void *ctx, const struct hc_defaults *d, struct statusmap *status, struct db_err *e);
-	/* Every row of `sql` (SHOW REPLICA STATUS), column name -> value, at most `max` rows. */
-	int (*socket_rows)(void *ctx, const struct hc_defaults *d, const char *sql, struct statusmap *rows, size_t max,
-			   size_t *nrows, struct db_err *e);
+	/* Every row of `sql` (SHOW REPLICA STATUS) into `r`. */
+	int (*socket_rows)(void *ctx, const struct hc_defaults *d, const char *sql, struct hc_rows *r,
+			   struct db_err *e);
 	/* One value of `sql` over TCP to localhost (the connect test's fallback), on a new connection. */
-	int (*tcp_value)(void *ctx, const struct hc_defaults *d, const char *sql, char *val, size_t vlen, bool *found,
-			 struct db_err *e);
+	int (*tcp_value)(void *ctx, const struct hc_defaults *d, const char *sql, struct hc_value *v, struct db_err *e);
 	/* 1 when `path` is readable and another process holds a lock on it, 0 when not (or absent);
 	 * `why` says which. */
 	int (*upgrade_locked)(void *ctx, const char *path, char *why, size_t whylen);

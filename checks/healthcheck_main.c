@@ -10,8 +10,16 @@
 
 #include "healthcheck.h"
 #include "log.h"
-#include "probe.h"
+#include "probe_main.h"
 #include "secret.h"
+
+struct healthcheck_settings {
+	struct probe_settings p;
+	const char *datadir;
+	const char *user; /* --user; NULL: the option files' */
+	char *password; /* --password-file's content or --password; NULL: the option files' */
+	bool alive_during_sst;
+};
 
 /* clang-format off */
 /* The table drives --help and docs/options/healthcheck.md. The tests and the script's options are
@@ -46,7 +54,7 @@ static const struct opt_def options[] = {
 	{"replication_name", 0, OPT_STRING, "NAME", NULL, NULL, 0, 0, NULL,
 	 "For --replication: check this multi-source connection (clears --replication_all).", 0},
 	{"datadir", 0, OPT_STRING, "DIR", "/var/lib/mysql", "HEALTHCHECK_DATADIR", 0, 0, NULL,
-	 "Where mariadb_upgrade_info is; the environment also moves where .my-healthcheck.cnf is looked up.", 0},
+	 "Where mariadb_upgrade_info is; the environment also moves where .my-healthcheck.cnf is looked up.", 0, OPT_FIELD(struct healthcheck_settings, datadir)},
 	{"no-defaults", 0, OPT_FLAG, NULL, NULL, NULL, 0, 0, NULL,
 	 "Read no option files (also drops the default $datadir/.my-healthcheck.cnf).", 0},
 	{"defaults-file", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL,
@@ -65,10 +73,10 @@ static const struct opt_def options[] = {
 	{"timeout", 0, OPT_NUMBER, "SECONDS", "3", "HEALTHCHECK_TIMEOUT", 0.05, 3600, NULL,
 	 "One deadline for the whole run, every connection and query included; decimals allowed.", 0},
 	{"json", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,
-	 "Also print one JSON object on stdout: every test run, its verdict and reason.", 0},
+	 "Also print one JSON object on stdout: every test run, its verdict and reason.", 0, OPT_FIELD(struct healthcheck_settings, p.json)},
 	{"user", 0, OPT_STRING, "USER", NULL, "HEALTHCHECK_USER", 0, 0, NULL,
 	 "User to log in to mariadbd as, over any option file's (.my-healthcheck.cnf included): credentials kept "
-	 "outside the datadir survive an SST, which replaces the datadir.", 0},
+	 "outside the datadir survive an SST, which replaces the datadir.", 0, OPT_FIELD(struct healthcheck_settings, user)},
 	{"password-file", 0, OPT_STRING, "PATH", NULL, "HEALTHCHECK_PASSWORD_FILE", 0, 0, NULL,
 	 "Read the password from this file (a Kubernetes secret mount), over any option file's.", 0},
 	{"password", 0, OPT_STRING, "PASSWORD", NULL, "HEALTHCHECK_PASSWORD", 0, 0, NULL,
@@ -77,7 +85,7 @@ static const struct opt_def options[] = {
 	{"alive-during-sst", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,
 	 "For a liveness probe: the connect test also passes while liveness-check would call the datadir's mysqld "
 	 "alive without asking it: its joiner SST process, --wsrep-recover, sleep-forever, "
-	 "wsrep_recovery_verbose.log, or a sst_in_progress younger than 300 s.", 0},
+	 "wsrep_recovery_verbose.log, or a sst_in_progress younger than 300 s.", 0, OPT_FIELD(struct healthcheck_settings, alive_during_sst)},
 };
 /* clang-format on */
 
@@ -142,14 +150,6 @@ static void print_json(const struct hc_run *r, int rc, int64_t started)
 	sk_buf_free(&b);
 }
 
-struct healthcheck_settings {
-	struct probe_settings p;
-	const char *datadir;
-	const char *user; /* --user; NULL: the option files' */
-	char *password; /* --password-file's content or --password; NULL: the option files' */
-	bool alive_during_sst;
-};
-
 static int settings_load(struct opts *o, void *settings, char *err, size_t errlen)
 {
 	struct healthcheck_settings *s = settings;
@@ -163,14 +163,10 @@ static int settings_load(struct opts *o, void *settings, char *err, size_t errle
 	} else if (opt_str(o, "password")) {
 		s->password = xstrdup(opt_str(o, "password"));
 	}
-	s->p.json = opt_flag(o, "json");
 	s->p.budget_ms = (long)(opt_num(o, "timeout") * 1000);
 	s->p.timeout_setting = opt_given(o, "timeout") && strncmp(opt_source(o, "timeout"), "env", 3) == 0
 				       ? "HEALTHCHECK_TIMEOUT"
 				       : "--timeout";
-	s->datadir = opt_str(o, "datadir");
-	s->user = opt_str(o, "user");
-	s->alive_during_sst = opt_flag(o, "alive-during-sst");
 	return 0;
 }
 

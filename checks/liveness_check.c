@@ -4,7 +4,13 @@
 
 #include "galera.h"
 #include "log.h"
-#include "probe.h"
+#include "probe_main.h"
+
+struct liveness_settings {
+	struct probe_settings p;
+	struct probe_sst sst;
+	const char *state_file;
+};
 
 /* clang-format off */
 static const struct opt_def options[] = {
@@ -15,22 +21,16 @@ static const struct opt_def options[] = {
 	{"k8s-timeout", 0, OPT_INT, "SECONDS", "5", "LIVENESS_CHECK_TIMEOUT", 1, 3600, NULL,
 	 "The probe's timeoutSeconds; the deadline stays below it by 20% (at most 1 s).", 0},
 	{"state-file", 0, OPT_STRING, "PATH", NULL, "MYSQL_STATE_FILE", 0, 0, NULL,
-	 "mysqld state file (NUL bytes ignored); when it says 'startup' a failing node is left alive.", 0},
+	 "mysqld state file (NUL bytes ignored); when it says 'startup' a failing node is left alive.", 0, OPT_FIELD(struct liveness_settings, state_file)},
 	{"datadir", 0, OPT_STRING, "DIR", "/var/lib/mysql", NULL, 0, 0, NULL,
 	 "mysqld's datadir: where sleep-forever, sst_in_progress and wsrep_recovery_verbose.log live, and the cwd of "
-	 "the mysqld whose SST processes count.", 0},
+	 "the mysqld whose SST processes count.", 0, OPT_FIELD(struct liveness_settings, sst.datadir)},
 	{"recovery-file", 0, OPT_STRING, "PATH", "/tmp/recovery-case", NULL, 0, 0, NULL,
 	 "When this file exists the node is in manual recovery: report alive (only a file of root, this user or "
-	 "the datadir's owner counts, as for the datadir's files).", 0},
-	PROBE_SST_OPTIONS(""),
+	 "the datadir's owner counts, as for the datadir's files).", 0, OPT_FIELD(struct liveness_settings, sst.recovery_file)},
+	PROBE_SST_OPTIONS("", struct liveness_settings, sst),
 };
 /* clang-format on */
-
-struct liveness_settings {
-	struct probe_settings p;
-	struct probe_sst sst;
-	const char *state_file;
-};
 
 static int settings_load(struct opts *o, void *settings, char *err, size_t errlen)
 {
@@ -40,8 +40,6 @@ static int settings_load(struct opts *o, void *settings, char *err, size_t errle
 	(void)errlen;
 	probe_settings_load(o, &s->p);
 	probe_k8s_settings_load(o, "LIVENESS_CHECK_TIMEOUT", &s->p);
-	probe_sst_settings_load(o, &s->sst);
-	s->state_file = opt_str(o, "state-file");
 	return 0;
 }
 
@@ -59,13 +57,11 @@ static int fetch(const void *settings, const struct probe_conn *pc, const deadli
 	return probe_fetch_galera(pc, dl, &f->status, NULL, e);
 }
 
-static void judge(void *settings, bool fetched, const struct probe_fetch *f, const struct db_err *e,
-		  const struct probe_conn *pc, struct probe_verdict *v)
+static void judge(void *settings, const struct probe_outcome *o, struct probe_verdict *v)
 {
 	struct liveness_settings *s = settings;
 
-	probe_liveness_judge(fetched, &f->status, e, s->state_file, &s->sst, pc, s->p.budget_ms, s->p.timeout_setting,
-			     v);
+	probe_liveness_judge(o, s->state_file, &s->sst, v);
 }
 
 static const struct probe_kind liveness_kind = {

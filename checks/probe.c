@@ -14,6 +14,7 @@
 #include "log.h"
 #include "mycnf.h"
 #include "secret.h"
+#include "sst_proc.h"
 
 void probe_conn_settings_load(const struct opts *o, struct probe_conn_settings *cs)
 {
@@ -230,25 +231,24 @@ void probe_read_state_file(const char *path, char *buf, size_t len)
 	free(text);
 }
 
-int probe_report(const char *probe, bool json, bool up, const char *reason, const char *message, FILE *text_stream,
-		 int64_t started_us)
+int probe_report(const struct probe_out *out, bool up, const char *reason, const char *message)
 {
 	char line[512];
 
 	sk_strlcpy(line, message, sizeof(line));
 	log_redact(line);
-	if (json) {
+	if (out->json) {
 		sk_buf b;
 
 		sk_buf_init(&b, 4096);
-		if (sk_buf_addf(&b, "{\"probe\":\"%s\",\"up\":%s,\"reason\":", probe, up ? "true" : "false") &&
+		if (sk_buf_addf(&b, "{\"probe\":\"%s\",\"up\":%s,\"reason\":", out->probe, up ? "true" : "false") &&
 		    sk_buf_add_json_str(&b, reason) && sk_buf_add(&b, ",\"message\":", 11) &&
 		    sk_buf_add_json_str(&b, line) &&
-		    sk_buf_addf(&b, ",\"elapsed_ms\":%.1f}\n", (double)(deadline_now_us() - started_us) / 1000.0))
+		    sk_buf_addf(&b, ",\"elapsed_ms\":%.1f}\n", (double)(deadline_now_us() - out->started_us) / 1000.0))
 			fputs(b.data, stdout);
 		sk_buf_free(&b);
-	} else if (text_stream) {
-		fprintf(text_stream, "%s\n", line);
+	} else if (out->text_stream) {
+		fprintf(out->text_stream, "%s\n", line);
 	}
 	fflush(stdout);
 	return up ? 0 : 1;
@@ -307,18 +307,6 @@ void probe_describe_error(const struct db_err *e, const struct probe_conn *pc, l
 		snprintf(buf, len, "%s (%s): %s", db_reason_str(e->reason), pc->what, e->msg);
 }
 
-int probe_report_db_error(const char *probe, const char *down_word, bool json, const struct db_err *e,
-			  const struct probe_conn *pc, long budget_ms, const char *timeout_setting, FILE *text_stream,
-			  int64_t started_us)
-{
-	char why[400], msg[600];
-
-	probe_describe_error(e, pc, budget_ms, timeout_setting, why, sizeof(why));
-	snprintf(msg, sizeof(msg), "%s: %s", down_word, why);
-	return probe_report(probe, json, false, e->reason == DB_TIMEOUT ? "timeout" : db_reason_str(e->reason), msg,
-			    text_stream, started_us);
-}
-
 static void verdict_set(struct probe_verdict *v, bool up, const char *reason, const char *msg)
 {
 	v->up = up;
@@ -355,16 +343,6 @@ bool probe_liveness_before(struct probe_sst *s, struct probe_verdict *v)
 	return sst_decides(s, v);
 }
 
-void probe_sst_settings_load(const struct opts *o, struct probe_sst *s)
-{
-	memset(s, 0, sizeof(*s));
-	s->datadir = opt_str(o, "datadir");
-	s->pid_file = opt_str(o, "pid-file");
-	s->recovery_file = opt_str(o, "recovery-file");
-	s->policy.grace_s = opt_int(o, "sst-file-grace");
-	s->policy.trust_file = opt_flag(o, "trust-sst-file");
-}
-
 void probe_verdict_note(struct probe_verdict *v, const char *note)
 {
 	if (note && *note)
@@ -396,8 +374,7 @@ void probe_db_verdict(const char *down_word, const struct db_err *e, const struc
 	snprintf(v->msg, sizeof(v->msg), "%s: %s", down_word, why);
 }
 
-void probe_liveness_judge(bool fetched, const struct statusmap *status, const struct db_err *e, const char *state_file,
-			  struct probe_sst *s, const struct probe_conn *pc, long budget_ms, const char *setting,
+void probe_liveness_judge(const struct probe_outcome *o, const char *state_file, struct probe_sst *s,
 			  struct probe_verdict *v)
 {
 	struct galera_rules rules = { .need_primary = true, .readonly_ok = true };
@@ -405,9 +382,9 @@ void probe_liveness_judge(bool fetched, const struct statusmap *status, const st
 	char state[64], note[400];
 	bool startup = false;
 
-	if (fetched)
-		galera_judge(status, NULL, &rules, &gv);
-	if (fetched && gv.up) {
+	if (o->fetched)
+		galera_judge(&o->f->status, NULL, &rules, &gv);
+	if (o->fetched && gv.up) {
 		v->up = true;
 		v->reason = "ok";
 		snprintf(v->msg, sizeof(v->msg), "alive: %s", gv.detail);
@@ -425,8 +402,8 @@ void probe_liveness_judge(bool fetched, const struct statusmap *status, const st
 			probe_read_state_file(state_file, state, sizeof(state));
 		if ((startup = strcmp(state, "startup") == 0))
 			verdict_set(v, true, "startup", "MySQL is starting up, not killing it...");
-		else if (!fetched)
-			probe_db_verdict("not alive", e, pc, budget_ms, setting, v);
+		else if (!o->fetched)
+			probe_db_verdict("not alive", o->e, o->pc, o->budget_ms, o->setting, v);
 		else {
 			v->up = false;
 			v->reason = galera_reason_str(gv.reason);

@@ -95,10 +95,18 @@ bool probe_file_exists(const char *path);
 /* Read a state file (mysql.state), drop NUL bytes and white space; "" when absent. */
 void probe_read_state_file(const char *path, char *buf, size_t len);
 
-/* Print the verdict: text to `text_stream` ("ready" / "not ready: reason"), or one JSON object
- * on stdout when json is set. Returns the exit code (0 up, 1 down). */
-int probe_report(const char *probe, bool json, bool up, const char *reason, const char *message, FILE *text_stream,
-		 int64_t started_us);
+/* Where and how a verdict is printed: the "probe" of the JSON object, --json, the stream of the
+ * text line (NULL: none) and when the check started (the JSON object's elapsed_ms). */
+struct probe_out {
+	const char *probe;
+	bool json;
+	FILE *text_stream;
+	int64_t started_us;
+};
+
+/* Print the verdict: text to out->text_stream ("ready" / "not ready: reason"), or one JSON object
+ * on stdout when out->json is set. Returns the exit code (0 up, 1 down). */
+int probe_report(const struct probe_out *out, bool up, const char *reason, const char *message);
 
 /* Connect, turn off wsrep_sync_wait for the session (ignored where the variable does not
  * exist) and read the wsrep status, plus the variables the rules need (`vars` may be NULL
@@ -118,16 +126,29 @@ int probe_galera_read(struct db *db, const deadline_t *dl, struct statusmap *sta
 void probe_describe_error(const struct db_err *e, const struct probe_conn *pc, long budget_ms,
 			  const char *timeout_setting, char *buf, size_t len);
 
-/* Report a failed connection or query as "<down_word>: <why>" and return exit code 1. */
-int probe_report_db_error(const char *probe, const char *down_word, bool json, const struct db_err *e,
-			  const struct probe_conn *pc, long budget_ms, const char *timeout_setting, FILE *text_stream,
-			  int64_t started_us);
-
 /* A verdict of the operator's scripts' rules, for a probe's report or an HTTP answer. */
 struct probe_verdict {
 	bool up;
 	const char *reason; /* "ok", "bypass", "startup", "timeout", a galera or db reason */
 	char msg[600]; /* "alive: wsrep_cluster_status=Primary", "not ready: ..." */
+};
+
+/* What one fetch brought back: wsrep status and variables, or a replica's status row (or what a
+ * kind of its own puts there: proxysql_verdict.h). */
+struct probe_fetch {
+	struct statusmap status, vars, row;
+	unsigned long nrows;
+};
+
+/* What a judge sees of one fetch: what came back, or why nothing did, and what the message of a
+ * failure names (the server, the deadline and the setting that sets it). */
+struct probe_outcome {
+	bool fetched;
+	const struct probe_fetch *f; /* the answers, when fetched */
+	const struct db_err *e; /* why not, when not fetched */
+	const struct probe_conn *pc;
+	long budget_ms;
+	const char *setting; /* "--timeout", "LIVENESS_CHECK_TIMEOUT" */
 };
 
 /* What a liveness probe knows about the node's files and processes before it asks mysqld. */
@@ -147,39 +168,22 @@ struct probe_sst {
  * probe_liveness_judge reads them when mysqld's answer fails. */
 bool probe_liveness_before(struct probe_sst *s, struct probe_verdict *v);
 
-/* The liveness options every probe with a liveness verdict shares (rows of its option table). */
-#define PROBE_SST_OPTIONS(PREFIX)                                                                                      \
-	{ "pid-file",                                                                                                  \
-	  0,                                                                                                           \
-	  OPT_STRING,                                                                                                  \
-	  "PATH",                                                                                                      \
-	  NULL,                                                                                                        \
-	  NULL,                                                                                                        \
-	  0,                                                                                                           \
-	  0,                                                                                                           \
-	  NULL,                                                                                                        \
-	  PREFIX "mysqld's pid file [default: $datadir/$(hostname).pid, $datadir/mysqld.pid, /run/mysqld/mysqld.pid; " \
-		 "else mysqld is found by its cwd in /proc]; only a mysqld running in the datadir counts.",            \
-	  0 },                                                                                                         \
-		{ "sst-file-grace",                                                                                    \
-		  0,                                                                                                   \
-		  OPT_INT,                                                                                             \
-		  "SECONDS",                                                                                           \
-		  "300",                                                                                               \
-		  NULL,                                                                                                \
-		  0,                                                                                                   \
-		  31536000,                                                                                            \
-		  NULL,                                                                                                \
-		  PREFIX                                                                                               \
-		  "A sst_in_progress file older than this, with no SST process of mysqld, no longer means alive.",     \
-		  0 },                                                                                                 \
-	{                                                                                                              \
-		"trust-sst-file", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,                                            \
-			PREFIX "sst_in_progress means alive whatever its age (the operator script's rule).", 0         \
-	}
-
-/* Fill `s` from a probe's options (datadir, pid-file, recovery-file, sst-file-grace, trust-sst-file). */
-void probe_sst_settings_load(const struct opts *o, struct probe_sst *s);
+/* clang-format off */
+/* The liveness options every probe with a liveness verdict shares (rows of its option table),
+ * bound to the struct probe_sst `SST` of the settings struct `TYPE` (its datadir and
+ * recovery_file are bound by the probe's own rows, whose help differs). */
+#define PROBE_SST_OPTIONS(PREFIX, TYPE, SST)                                                                           \
+	{"pid-file", 0, OPT_STRING, "PATH", NULL, NULL, 0, 0, NULL,                                                    \
+	 PREFIX "mysqld's pid file [default: $datadir/$(hostname).pid, $datadir/mysqld.pid, /run/mysqld/mysqld.pid; "  \
+	 "else mysqld is found by its cwd in /proc]; only a mysqld running in the datadir counts.", 0,                  \
+	 OPT_FIELD(TYPE, SST.pid_file)},                                                                                \
+	{"sst-file-grace", 0, OPT_INT, "SECONDS", "300", NULL, 0, 31536000, NULL,                                      \
+	 PREFIX "A sst_in_progress file older than this, with no SST process of mysqld, no longer means alive.", 0,     \
+	 OPT_FIELD(TYPE, SST.policy.grace_s)},                                                                          \
+	{"trust-sst-file", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,                                                   \
+	 PREFIX "sst_in_progress means alive whatever its age (the operator script's rule).", 0,                        \
+	 OPT_FIELD(TYPE, SST.policy.trust_file)}
+/* clang-format on */
 
 /* readiness-check.sh's bypass: `recovery_file` or `datadir`/sleep-forever exists, from root, this
  * process's user or the datadir's owner. `ignored` gets the files there from anyone else
@@ -191,20 +195,17 @@ bool probe_readiness_bypass(const char *recovery_file, const char *datadir, stru
 /* Append "; note" to the verdict's message when note is not empty. */
 void probe_verdict_note(struct probe_verdict *v, const char *note);
 
-/* Liveness from a fetch of the wsrep status (`fetched` false: `e` says why): alive in a Primary
+/* Liveness from a fetch of the wsrep status (o->f->status; o->fetched false: o->e says why): alive in a Primary
  * component; when that fails, alive on the SST evidence (mysqld's processes are read now when
  * probe_liveness_before left them), or whatever failed while the state file (from a trusted owner:
  * sst_trusted_file) says startup. A stale sst_in_progress the evidence let go, and any file ignored
  * for its owner, are named in the message. */
-void probe_liveness_judge(bool fetched, const struct statusmap *status, const struct db_err *e, const char *state_file,
-			  struct probe_sst *s, const struct probe_conn *pc, long budget_ms, const char *setting,
+void probe_liveness_judge(const struct probe_outcome *o, const char *state_file, struct probe_sst *s,
 			  struct probe_verdict *v);
 
 /* A failed connection or query as a verdict: "<down_word>: <why>", reason "timeout" or the db reason. */
 void probe_db_verdict(const char *down_word, const struct db_err *e, const struct probe_conn *pc, long budget_ms,
 		      const char *setting, struct probe_verdict *v);
-
-/* ---- the probe driver (probe_main.c) ------------------------------------------------------- */
 
 /* The settings every MySQL probe shares; each kind's settings struct starts with one. */
 struct probe_settings {
@@ -222,45 +223,6 @@ void probe_settings_load(const struct opts *o, struct probe_settings *p);
  * margin (probe_k8s_deadline_ms), named by `env` in a timeout message. */
 void probe_k8s_settings_load(const struct opts *o, const char *env, struct probe_settings *p);
 
-/* What one fetch brought back: wsrep status and variables, or a replica's status row. */
-struct probe_fetch {
-	struct statusmap status, vars, row;
-	unsigned long nrows;
-};
-
 void probe_fetch_free(struct probe_fetch *f);
-
-/* A kind of probe, as data: its option table, how it reads its settings, and either the steps of
- * a one-shot check (before, fetch, judge, print) or a run of its own. `s` is the kind's settings
- * struct (settings_size bytes, zeroed, starting with struct probe_settings). */
-struct probe_kind {
-	const char *name; /* the verdict's "probe": "liveness" */
-	struct opts opts; /* option table and help text: prog, synopsis, summary, defs */
-	void (*opts_init)(struct opts *o); /* instead of `opts`, when the table lives elsewhere */
-	enum log_level log_level; /* until the settings choose one */
-	int usage_exit; /* exit code for bad arguments and settings (0: 2) */
-	const char *ignored_args; /* positional arguments are only warned about: "as by liveness-check.sh" */
-	/* The arguments opts_parse reads (NULL: all); `out` has room for argc + 1. */
-	int (*own_args)(int argc, char **argv, char **out);
-	size_t settings_size;
-	/* Options into settings, once; -1 with err: "<prog>: err", exit usage_exit. */
-	int (*settings_load)(struct opts *o, void *s, char *err, size_t errlen);
-	void (*settings_free)(void *s); /* NULL: nothing to free */
-	/* A one-shot check: decide without the server (NULL: never); fetch on a new connection within
-	 * the deadline (0 or -1 with e); judge; print (NULL: probe_report on stdout) and give the exit code. */
-	bool (*before)(void *s, struct probe_verdict *v);
-	int (*fetch)(const void *s, const struct probe_conn *pc, const deadline_t *dl, struct probe_fetch *f,
-		     struct db_err *e);
-	void (*judge)(void *s, bool fetched, const struct probe_fetch *f, const struct db_err *e,
-		      const struct probe_conn *pc, struct probe_verdict *v);
-	int (*print)(const void *s, const struct probe_conn *pc, const struct probe_fetch *f,
-		     const struct probe_verdict *v, int64_t started);
-	/* Or a run of its own (modes, servers, ordered tests): returns the exit code. */
-	int (*run)(void *s, int argc, char **argv, int64_t started);
-};
-
-/* The whole of a probe binary: core dumps off, logging, options, settings, then the kind's steps or
- * run. Returns the exit code (0 up, 1 down, 2 bad usage unless the kind says otherwise). */
-int probe_main(const struct probe_kind *k, int argc, char **argv);
 
 #endif

@@ -9,7 +9,15 @@
 #include "consul.h"
 #include "log.h"
 #include "statusmap.h"
-#include "probe.h"
+#include "probe_main.h"
+#include "proxysql_verdict.h"
+
+struct proxysql_settings {
+	struct probe_settings p;
+	struct proxysql_rules rules;
+	long drain_delay_ms;
+	bool resume_on_failure; /* --resume-on-failure */
+};
 
 /* clang-format off */
 static const struct opt_def options[] = {
@@ -19,34 +27,18 @@ static const struct opt_def options[] = {
 	{"readiness", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,
 	 "Ready when every --writer-hostgroup has an ONLINE server in runtime_mysql_servers.", 0},
 	{"writer-hostgroup", 'w', OPT_STRING, "ID[,ID...]", "0", "PROXYSQL_WRITER_HOSTGROUPS", 0, 0, NULL,
-	 "Hostgroups that must each have an ONLINE server for --readiness.", 0},
+	 "Hostgroups that must each have an ONLINE server for --readiness.", 0, OPT_FIELD(struct proxysql_settings, rules.writer_hostgroup)},
 	{"sync-readyz", 0, OPT_STRING, "URL", NULL, NULL, 0, 0, NULL,
-	 "With --readiness: also require this proxysql-sync /readyz URL to answer 200.", 0},
+	 "With --readiness: also require this proxysql-sync /readyz URL to answer 200.", 0, OPT_FIELD(struct proxysql_settings, rules.sync_readyz)},
 	{"drain", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,
 	 "Before a stop: serve for --drain-delay, PROXYSQL PAUSE (new connections refused), then wait until no client is connected (exit 0; 1 at --timeout, naming the clients left).", 0},
 	{"drain-delay", 0, OPT_NUMBER, "SECONDS", "0", "PROXYSQL_DRAIN_DELAY", 0, 3600, NULL,
 	 "With --drain: keep accepting connections this long first (the Service drops the endpoint meanwhile); shorter than --timeout.", 0},
 	{"resume-on-failure", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,
-	 "With --drain: when the drain fails or times out once ProxySQL is paused, send PROXYSQL RESUME (a fresh connection, up to 5 s more) so it serves again; for drains not followed by a stop. Without it the failure line says ProxySQL stays paused.", 0},
+	 "With --drain: when the drain fails or times out once ProxySQL is paused, send PROXYSQL RESUME (a fresh connection, up to 5 s more) so it serves again; for drains not followed by a stop. Without it the failure line says ProxySQL stays paused.", 0, OPT_FIELD(struct proxysql_settings, resume_on_failure)},
 	{"timeout", 't', OPT_NUMBER, "SECONDS", "2", NULL, 0.05, 3600, NULL, "One deadline for the whole check (with --drain: for the whole drain).", 0},
 };
 /* clang-format on */
-
-/* Parse "10,20" into ids; returns the count or -1. */
-static int parse_hostgroups(const char *s, long *ids, int max)
-{
-	char buf[256], *save = NULL, *tok;
-	int n = 0;
-
-	if (!sk_strlcpy(buf, s, sizeof(buf)))
-		return -1;
-	for (tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
-		if (n == max || !sk_parse_long(tok, 0, 2147483647L, &ids[n]))
-			return -1;
-		n++;
-	}
-	return n > 0 ? n : -1;
-}
 
 static size_t discard(char *p, size_t size, size_t n, void *ctx)
 {
@@ -376,50 +368,36 @@ static int drain(struct drain_run *d, struct db *db)
 
 	if (!ok)
 		drain_after_failure(d);
-	return probe_report("proxysql-drain", d->json, ok, d->reason, d->msg, stdout, d->started);
+	return probe_report(&(struct probe_out){ .probe = proxysql_probe_name(PROXYSQL_DRAIN),
+						 .json = d->json,
+						 .text_stream = stdout,
+						 .started_us = d->started },
+			    ok, d->reason, d->msg);
 }
-
-enum proxysql_mode { PROXYSQL_LIVENESS, PROXYSQL_READINESS, PROXYSQL_DRAIN };
-
-struct proxysql_settings {
-	struct probe_settings p;
-	enum proxysql_mode mode;
-	long ids[32]; /* --writer-hostgroup */
-	int nids;
-	const char *writer_hostgroup; /* as given, for the verdict */
-	const char *sync_readyz; /* NULL: not asked */
-	long drain_delay_ms;
-	bool resume_on_failure; /* --resume-on-failure */
-};
-
-static const char *const probe_names[] = { "proxysql-liveness", "proxysql-readiness", "proxysql-drain" };
-static const char *const down_words[] = { "not alive", "not ready", "not drained" };
 
 static int settings_load(struct opts *o, void *settings, char *err, size_t errlen)
 {
 	struct proxysql_settings *s = settings;
+	struct proxysql_rules *r = &s->rules;
 	bool ready = opt_flag(o, "readiness"), draining = opt_flag(o, "drain");
 
 	if ((int)opt_flag(o, "liveness") + (int)ready + (int)draining != 1)
 		return sk_err(err, errlen, "give exactly one of --liveness, --readiness and --drain");
-	if (!draining && opt_flag(o, "resume-on-failure"))
+	if (!draining && s->resume_on_failure)
 		return sk_err(err, errlen, "--resume-on-failure goes with --drain");
 	if (draining && opt_num(o, "drain-delay") >= opt_num(o, "timeout"))
 		return sk_err(err, errlen, "--drain-delay (%.1fs) must be shorter than --timeout (%.1fs)",
 			      opt_num(o, "drain-delay"), opt_num(o, "timeout"));
-	s->writer_hostgroup = opt_str(o, "writer-hostgroup");
-	if (ready && (s->nids = parse_hostgroups(s->writer_hostgroup, s->ids, 32)) < 0)
+	if (ready && (r->nids = proxysql_parse_hostgroups(r->writer_hostgroup, r->ids, PROXYSQL_MAX_HOSTGROUPS)) < 0)
 		return sk_err(err, errlen, "%s: '%s' is not a list of hostgroup ids (like 10,20)",
 			      opt_source(o, "writer-hostgroup")[0] ? opt_source(o, "writer-hostgroup")
 								   : "--writer-hostgroup",
-			      s->writer_hostgroup);
-	s->mode = draining ? PROXYSQL_DRAIN : ready ? PROXYSQL_READINESS : PROXYSQL_LIVENESS;
+			      r->writer_hostgroup);
+	r->mode = draining ? PROXYSQL_DRAIN : ready ? PROXYSQL_READINESS : PROXYSQL_LIVENESS;
 	probe_settings_load(o, &s->p);
 	s->p.budget_ms = (long)(opt_num(o, "timeout") * 1000);
 	s->p.timeout_setting = "--timeout";
-	s->sync_readyz = opt_str(o, "sync-readyz");
 	s->drain_delay_ms = (long)(opt_num(o, "drain-delay") * 1000);
-	s->resume_on_failure = opt_flag(o, "resume-on-failure");
 	return 0;
 }
 
@@ -442,49 +420,96 @@ static int online_servers(struct db *db, long id, const deadline_t *dl, long *on
 	return 0;
 }
 
-/* --readiness on a connected admin: an ONLINE server in each writer hostgroup, then proxysql-sync's
- * /readyz when asked. Returns the exit code. */
-static int readiness(const struct proxysql_settings *s, struct db *db, const deadline_t *dl,
-		     const struct probe_conn *pc, int64_t started)
+/* A fetch whose answers do not fit (never with PROXYSQL_MAX_HOSTGROUPS): -1 with e filled. */
+static int answers_full(struct db_err *e)
 {
-	const char *probe = probe_names[PROXYSQL_READINESS];
-	struct db_err e;
-	char msg[1024];
-
-	for (int i = 0; i < s->nids; i++) {
-		long online = 0;
-
-		if (online_servers(db, s->ids[i], dl, &online, &e) < 0)
-			return probe_report_db_error(probe, "not ready", s->p.json, &e, pc, s->p.budget_ms, "--timeout",
-						     stdout, started);
-		if (online == 0) {
-			snprintf(msg, sizeof(msg), "not ready: no ONLINE server in writer hostgroup %ld", s->ids[i]);
-			return probe_report(probe, s->p.json, false, "no_writer", msg, stdout, started);
-		}
-	}
-	if (s->sync_readyz) {
-		char why[256] = "";
-		long status = http_status(s->sync_readyz, dl, why, sizeof(why));
-
-		if (status != 200) {
-			if (status < 0)
-				snprintf(msg, sizeof(msg), "not ready: proxysql-sync %s: %s", s->sync_readyz, why);
-			else
-				snprintf(msg, sizeof(msg), "not ready: proxysql-sync %s answered %ld", s->sync_readyz,
-					 status);
-			return probe_report(probe, s->p.json, false, "sync_not_ready", msg, stdout, started);
-		}
-	}
-	snprintf(msg, sizeof(msg), "ready: every writer hostgroup (%s) has an ONLINE server%s", s->writer_hostgroup,
-		 s->sync_readyz ? ", proxysql-sync ready" : "");
-	return probe_report(probe, s->p.json, true, "ok", msg, stdout, started);
+	memset(e, 0, sizeof(*e));
+	e->reason = DB_SERVER_ERROR;
+	sk_fmt(e->msg, sizeof(e->msg), "too many answers to keep");
+	return -1;
 }
 
-/* Connect to the admin interface and see it answer, then the mode's own steps. */
+/* --readiness on a connected admin: the ONLINE servers of each writer hostgroup until one has none,
+ * then proxysql-sync's /readyz when asked (proxysql_verdict.h says where each answer goes). */
+static int fetch_readiness(const struct proxysql_rules *r, struct db *db, const deadline_t *dl, struct probe_fetch *f,
+			   struct db_err *e)
+{
+	char id[32], n[32], why[256] = "";
+	long online = 0, status;
+
+	for (int i = 0; i < r->nids; i++) {
+		if (online_servers(db, r->ids[i], dl, &online, e) < 0)
+			return -1;
+		snprintf(id, sizeof(id), "%ld", r->ids[i]);
+		snprintf(n, sizeof(n), "%ld", online);
+		if (statusmap_set(&f->status, id, n) < 0)
+			return answers_full(e);
+		if (online == 0)
+			return 0;
+	}
+	if (!r->sync_readyz)
+		return 0;
+	status = http_status(r->sync_readyz, dl, why, sizeof(why));
+	snprintf(n, sizeof(n), "%ld", status);
+	if (statusmap_set(&f->vars, PROXYSQL_READYZ_STATUS, n) < 0 ||
+	    (status < 0 && statusmap_set(&f->vars, PROXYSQL_READYZ_ERROR, why) < 0))
+		return answers_full(e);
+	return 0;
+}
+
+/* Connect to the admin interface and see it answer, then what --readiness judges. */
+static int fetch(const void *settings, const struct probe_conn *pc, const deadline_t *dl, struct probe_fetch *f,
+		 struct db_err *e)
+{
+	const struct proxysql_settings *s = settings;
+	struct db db = { 0 };
+	MYSQL_RES *res = NULL;
+	int rc = -1;
+
+	if (db_connect(&db, &pc->t, dl, e) == 0 && db_query(&db, "SELECT 1", dl, &res, e) == 0) {
+		if (res)
+			mysql_free_result(res);
+		rc = s->rules.mode == PROXYSQL_READINESS ? fetch_readiness(&s->rules, &db, dl, f, e) : 0;
+	}
+	db_close(&db);
+	return rc;
+}
+
+static void judge(void *settings, const struct probe_outcome *o, struct probe_verdict *v)
+{
+	const struct proxysql_settings *s = settings;
+
+	proxysql_judge(&s->rules, o, v);
+}
+
+/* The verdict under the mode's name ("proxysql-readiness"). */
+static int print(const void *settings, const struct probe_conn *pc, const struct probe_fetch *f,
+		 const struct probe_verdict *v, int64_t started)
+{
+	const struct proxysql_settings *s = settings;
+
+	(void)pc;
+	(void)f;
+	return probe_report(&(struct probe_out){ .probe = proxysql_probe_name(s->rules.mode),
+						 .json = s->p.json,
+						 .text_stream = stdout,
+						 .started_us = started },
+			    v->up, v->reason, v->msg);
+}
+
+/* --drain runs on its own; --liveness and --readiness are the driver's steps. */
+static bool runs_own(const void *settings)
+{
+	const struct proxysql_settings *s = settings;
+
+	return s->rules.mode == PROXYSQL_DRAIN;
+}
+
+/* --drain: connect to the admin interface and see it answer, then pause and wait for the clients. */
 static int run(void *settings, int argc, char **argv, int64_t started)
 {
 	const struct proxysql_settings *s = settings;
-	const char *probe = probe_names[s->mode];
+	struct probe_verdict v;
 	struct probe_conn pc;
 	struct db db = { 0 };
 	struct db_err e;
@@ -503,25 +528,19 @@ static int run(void *settings, int argc, char **argv, int64_t started)
 		fprintf(stderr, "proxysql-check: %s\n", err);
 	dl = deadline_since_start_ms(s->p.budget_ms);
 	if (db_connect(&db, &pc.t, &dl, &e) < 0 || db_query(&db, "SELECT 1", &dl, &res, &e) < 0) {
-		rc = probe_report_db_error(probe, down_words[s->mode], s->p.json, &e, &pc, s->p.budget_ms, "--timeout",
-					   stdout, started);
+		probe_db_verdict(proxysql_down_word(PROXYSQL_DRAIN), &e, &pc, s->p.budget_ms, "--timeout", &v);
+		rc = print(s, &pc, NULL, &v, started);
 	} else {
 		if (res)
 			mysql_free_result(res);
-		if (s->mode == PROXYSQL_DRAIN)
-			rc = drain(&(struct drain_run){ .pc = &pc,
-							.dl = &dl,
-							.budget_ms = s->p.budget_ms,
-							.delay_ms = s->drain_delay_ms,
-							.json = s->p.json,
-							.resume_on_failure = s->resume_on_failure,
-							.started = started },
-				   &db);
-		else if (s->mode == PROXYSQL_LIVENESS)
-			rc = probe_report(probe, s->p.json, true, "ok", "alive: admin interface answers", stdout,
-					  started);
-		else
-			rc = readiness(s, &db, &dl, &pc, started);
+		rc = drain(&(struct drain_run){ .pc = &pc,
+						.dl = &dl,
+						.budget_ms = s->p.budget_ms,
+						.delay_ms = s->drain_delay_ms,
+						.json = s->p.json,
+						.resume_on_failure = s->resume_on_failure,
+						.started = started },
+			   &db);
 	}
 	db_close(&db);
 	probe_conn_free(&pc);
@@ -545,6 +564,10 @@ static const struct probe_kind proxysql_kind = {
 	.log_level = LOG_WARN,
 	.settings_size = sizeof(struct proxysql_settings),
 	.settings_load = settings_load,
+	.fetch = fetch,
+	.judge = judge,
+	.print = print,
+	.runs_own = runs_own,
 	.run = run,
 };
 

@@ -7,6 +7,13 @@
 
 #include "log.h"
 
+struct readiness_settings {
+	struct probe_settings p;
+	struct readiness_rules rules;
+	const char *datadir, *recovery_file;
+	char ignored[400]; /* bypass files there from an untrusted owner, named in the verdict */
+};
+
 /* clang-format off */
 static const struct opt_def options[] = {
 	PROBE_CONN_OPTIONS("mysqld", NULL, "mysqld address [default: this node's first IP, like hostname -I]", "33062",
@@ -15,19 +22,12 @@ static const struct opt_def options[] = {
 	 "One deadline for the whole check; decimals allowed. Overrides READINESS_CHECK_TIMEOUT.", 0},
 	{"k8s-timeout", 0, OPT_INT, "SECONDS", "10", "READINESS_CHECK_TIMEOUT", 1, 3600, NULL,
 	 "The probe's timeoutSeconds; the deadline stays below it by 20% (at most 1 s).", 0},
-	{"available-when-donor", 0, OPT_FLAG, NULL, "1", "AVAILABLE_WHEN_DONOR", 0, 0, NULL,
-	 "A donor/desynced node (wsrep_local_state=2) counts as ready.", 0},
-	{"replica", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL,
-	 "Check an async replica instead of a Galera node: IO and SQL threads running, lag known.", 0},
-	{"max-lag", 0, OPT_INT, "SECONDS", "-1", NULL, -1, 100000000, NULL,
-	 "With --replica: not ready when Seconds_Behind_Master is above this (-1: no limit).", 0},
-	{"require-read-only", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Not ready unless read_only=ON.", 0},
-	{"require-writable", 0, OPT_FLAG, NULL, "0", NULL, 0, 0, NULL, "Not ready unless read_only=OFF.", 0},
+	READINESS_RULE_OPTIONS
 	{"datadir", 0, OPT_STRING, "DIR", "/var/lib/mysql", NULL, 0, 0, NULL,
-	 "Where the bypass file sleep-forever lives.", 0},
+	 "Where the bypass file sleep-forever lives.", 0, OPT_FIELD(struct readiness_settings, datadir)},
 	{"recovery-file", 0, OPT_STRING, "PATH", "/tmp/recovery-case", NULL, 0, 0, NULL,
 	 "When this file exists the node is in manual recovery: report ready (only a file of root, this user or "
-	 "the datadir's owner counts, as for sleep-forever).", 0},
+	 "the datadir's owner counts, as for sleep-forever).", 0, OPT_FIELD(struct readiness_settings, recovery_file)},
 };
 /* clang-format on */
 
@@ -71,13 +71,13 @@ int readiness_fetch(struct db *db, const struct readiness_rules *r, const deadli
 	return 0;
 }
 
-void readiness_judge(const struct readiness_rules *r, bool fetched, const struct probe_fetch *f, const struct db_err *e,
-		     const struct probe_conn *pc, long budget_ms, const char *setting, struct probe_verdict *v)
+void readiness_judge(const struct readiness_rules *r, const struct probe_outcome *o, struct probe_verdict *v)
 {
+	const struct probe_fetch *f = o->f;
 	const char *detail;
 
-	if (!fetched) {
-		probe_db_verdict("not ready", e, pc, budget_ms, setting, v);
+	if (!o->fetched) {
+		probe_db_verdict("not ready", o->e, o->pc, o->budget_ms, o->setting, v);
 		return;
 	}
 	if (r->replica) {
@@ -100,13 +100,6 @@ void readiness_judge(const struct readiness_rules *r, bool fetched, const struct
 
 /* ---- readiness-check ------------------------------------------------------------------------ */
 
-struct readiness_settings {
-	struct probe_settings p;
-	struct readiness_rules rules;
-	const char *datadir, *recovery_file;
-	char ignored[400]; /* bypass files there from an untrusted owner, named in the verdict */
-};
-
 static int settings_load(struct opts *o, void *settings, char *err, size_t errlen)
 {
 	struct readiness_settings *s = settings;
@@ -115,8 +108,6 @@ static int settings_load(struct opts *o, void *settings, char *err, size_t errle
 		return -1;
 	probe_settings_load(o, &s->p);
 	probe_k8s_settings_load(o, "READINESS_CHECK_TIMEOUT", &s->p);
-	s->datadir = opt_str(o, "datadir");
-	s->recovery_file = opt_str(o, "recovery-file");
 	return 0;
 }
 
@@ -143,12 +134,11 @@ static int fetch(const void *settings, const struct probe_conn *pc, const deadli
 	return rc;
 }
 
-static void judge(void *settings, bool fetched, const struct probe_fetch *f, const struct db_err *e,
-		  const struct probe_conn *pc, struct probe_verdict *v)
+static void judge(void *settings, const struct probe_outcome *o, struct probe_verdict *v)
 {
 	const struct readiness_settings *s = settings;
 
-	readiness_judge(&s->rules, fetched, f, e, pc, s->p.budget_ms, s->p.timeout_setting, v);
+	readiness_judge(&s->rules, o, v);
 	probe_verdict_note(v, s->ignored);
 }
 

@@ -11,7 +11,7 @@
 #include <poll.h>
 #include <unistd.h>
 
-#include "clustercheck.h"
+#include "register.h"
 #include "consul.h"
 #include "consul_login.h"
 #include "log.h"
@@ -134,16 +134,9 @@ static int register_names(struct registrar *g, char *err, size_t errlen)
 
 void register_settings_load(const struct opts *o, struct register_settings *r)
 {
-	memset(r, 0, sizeof(*r));
-	r->once = opt_flag(o, "once");
-	r->ttl_s = opt_int(o, "session-ttl");
 	r->interval_ms = (long)(opt_num(o, "interval") * 1000);
-	r->session_file = opt_str(o, "session-file");
 	/* mysqld's state file, from the command line: the session file's name until it was renamed */
 	r->state_file_flag = strncmp(opt_source(o, "state-file"), "--", 2) == 0 ? opt_str(o, "state-file") : NULL;
-	r->prefix = opt_str(o, "consul-prefix");
-	r->advertise = opt_str(o, "advertise");
-	r->key_without_port = opt_flag(o, "key-without-port");
 	if (!consul_agent_mode_parse(opt_str(o, "consul-agent"), &r->agent))
 		r->agent = CONSUL_AGENT_AUTO; /* opts_parse refuses any other value first */
 	r->consul_rc = consul_config_from_opts(&r->consul, o, r->consul_err, sizeof(r->consul_err));

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "sst.h"
+#include "sst_proc.h"
 #include "trust.h"
 #include "util.h"
 
@@ -349,11 +350,19 @@ static size_t pid_file_candidates(const char *datadir, const char *pid_file, cha
 	return nc;
 }
 
-/* mysqld from a pid file that names a mysqld of this datadir: true with ev filled; else `why`
- * says what the files held and *unreadable names a mysqld whose cwd cannot be read. */
+/* What the pid files said when none named our mysqld, for the search by cwd that follows. */
+struct pid_file_miss {
+	char why[200]; /* what the files held ("" when nothing) */
+	long unreadable; /* a mysqld whose cwd cannot be read (0: none) */
+};
+
+/* mysqld from a pid file that names a mysqld of this datadir: true with ev filled; else `miss`
+ * says what the files held. */
 static bool from_pid_files(const char *proc, const char *datadir, const char *pid_file, struct sst_evidence *ev,
-			   char *why, size_t whylen, long *unreadable)
+			   struct pid_file_miss *miss)
 {
+	char *why = miss->why;
+	size_t whylen = sizeof(miss->why);
 	char cand[2][PATH_MAX], text[64];
 	const char *candidates[4];
 	size_t nc = pid_file_candidates(datadir, pid_file, cand, candidates);
@@ -379,7 +388,7 @@ static bool from_pid_files(const char *proc, const char *datadir, const char *pi
 			return true;
 		}
 		if (ours == OURS_UNREADABLE)
-			*unreadable = pid;
+			miss->unreadable = pid;
 		else if (ours == OURS_FOREIGN) /* pid reuse, or a planted process: not ours */
 			sk_fmt(why, whylen,
 			       "pid file %s names pid %ld, a mysqld of uid %u, not root, the probe's user or the "
@@ -443,16 +452,15 @@ static void by_cwd(const char *proc, const char *datadir, struct sst_evidence *e
 /* mysqld chdirs to its datadir at start, before any SST: its cwd identifies it. */
 static void find_mysqld(const char *proc, const char *datadir, const char *pid_file, struct sst_evidence *ev)
 {
-	char why[200] = "";
-	long unreadable = 0;
+	struct pid_file_miss miss = { .why = "" };
 
-	if (from_pid_files(proc, datadir, pid_file, ev, why, sizeof(why), &unreadable))
+	if (from_pid_files(proc, datadir, pid_file, ev, &miss))
 		return;
 	/* A joiner writes its pid file only after the transfer; MariaDB's SST scripts write theirs
 	 * ($datadir/wsrep_sst.pid) and name mysqld with --parent. */
 	if (sst_script_parent(proc, datadir, ev))
 		return;
-	by_cwd(proc, datadir, ev, why, unreadable);
+	by_cwd(proc, datadir, ev, miss.why, miss.unreadable);
 }
 
 /* The datadir as /proc shows mysqld's cwd: resolved, without trailing slashes. */

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "fuzz.h"
-#include "clustercheck.h"
+#include "clustercheck_opts.h"
 #include "config.h"
 #include "log.h"
 #include "probe.h"

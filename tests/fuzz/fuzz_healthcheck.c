@@ -26,31 +26,29 @@ static void fail_with(struct db_err *e, unsigned code, const char *state)
 	snprintf(e->msg, sizeof(e->msg), "fake error (%u)", code);
 }
 
-static int fk_value(void *ctx, const struct hc_defaults *d, const char *sql, char *val, size_t vlen, bool *found,
-		    struct db_err *e)
+static int fk_value(void *ctx, const struct hc_defaults *d, const char *sql, struct hc_value *v, struct db_err *e)
 {
 	(void)ctx;
 	(void)d;
-	*found = false;
+	v->found = false;
 	if (answers & 1) {
 		fail_with(e, 2002, "HY000");
 		return -1;
 	}
 	if (strstr(sql, "skip_networking")) {
-		*found = true;
-		snprintf(val, vlen, "%d", (answers >> 3) & 1);
+		v->found = true;
+		snprintf(v->buf, v->len, "%d", (answers >> 3) & 1);
 	} else if ((answers >> 4) & 1) {
-		*found = true;
-		snprintf(val, vlen, "%s", strstr(sql, "ENGINES") ? "1" : "Buffer pool(s) load completed at 1");
+		v->found = true;
+		snprintf(v->buf, v->len, "%s", strstr(sql, "ENGINES") ? "1" : "Buffer pool(s) load completed at 1");
 	}
 	return 0;
 }
 
-static int fk_tcp(void *ctx, const struct hc_defaults *d, const char *sql, char *val, size_t vlen, bool *found,
-		  struct db_err *e)
+static int fk_tcp(void *ctx, const struct hc_defaults *d, const char *sql, struct hc_value *v, struct db_err *e)
 {
 	switch ((answers >> 1) & 3) {
-	case 0: return fk_value(ctx, d, sql, val, vlen, found, e);
+	case 0: return fk_value(ctx, d, sql, v, e);
 	case 1: fail_with(e, 1045, "28000"); return -1;
 	default: fail_with(e, 2002, "HY000"); return -1;
 	}
@@ -70,24 +68,23 @@ static int fk_status(void *ctx, const struct hc_defaults *d, struct statusmap *s
 	return 0;
 }
 
-static int fk_rows(void *ctx, const struct hc_defaults *d, const char *sql, struct statusmap *rows, size_t max,
-		   size_t *nrows, struct db_err *e)
+static int fk_rows(void *ctx, const struct hc_defaults *d, const char *sql, struct hc_rows *r, struct db_err *e)
 {
 	(void)ctx;
 	(void)d;
 	(void)sql;
-	*nrows = 0;
+	r->n = 0;
 	if (answers & 1) {
 		fail_with(e, 2002, "HY000");
 		return -1;
 	}
-	if (((answers >> 5) & 1) && max > 0) {
-		if (statusmap_set(&rows[0], "Slave_IO_Running", "No") < 0 ||
-		    statusmap_set(&rows[0], "Slave_SQL_Running", "Yes") < 0 ||
-		    statusmap_set(&rows[0], "Seconds_Behind_Master", NULL) < 0 ||
-		    statusmap_set(&rows[0], "SQL_Remaining_Delay", "30") < 0)
+	if (((answers >> 5) & 1) && r->max > 0) {
+		if (statusmap_set(&r->rows[0], "Slave_IO_Running", "No") < 0 ||
+		    statusmap_set(&r->rows[0], "Slave_SQL_Running", "Yes") < 0 ||
+		    statusmap_set(&r->rows[0], "Seconds_Behind_Master", NULL) < 0 ||
+		    statusmap_set(&r->rows[0], "SQL_Remaining_Delay", "30") < 0)
 			abort();
-		*nrows = 1;
+		r->n = 1;
 	}
 	return 0;
 }

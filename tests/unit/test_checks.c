@@ -1,5 +1,6 @@
-/* test_checks.c: table tests of the Galera and replica verdicts and of healthcheck runs (argv and canned
- * server answers in, exit code and stderr out); one case a file in tests/data/checks. */
+/* test_checks.c: table tests of the Galera, replica and proxysql-check verdicts and of healthcheck
+ * runs (argv and canned server answers in, exit code and stderr out); one case a file in
+ * tests/data/checks. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,12 +13,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clustercheck.h"
+#include "clustercheck_opts.h"
 #include "galera.h"
 #include "healthcheck.h"
+#include "proxysql_verdict.h"
 #include "readiness.h"
 #include "replica.h"
 #include "sst.h"
+#include "sst_proc.h"
 #include "statusmap.h"
 #include "testdata.h"
 
@@ -146,39 +149,37 @@ static bool case_error(const struct tcase *c, const char *key, struct db_err *e)
 	return true;
 }
 
-static int fake_value(const struct tcase *c, const char *key, const char *sql, char *val, size_t vlen, bool *found,
-		      struct db_err *e)
+static int fake_value(const struct tcase *c, const char *key, const char *sql, struct hc_value *out, struct db_err *e)
 {
 	const char *which = strstr(sql, "skip_networking") ? "skip_networking"
 			    : strstr(sql, "ENGINES")       ? "innodb"
 							   : "buffer_pool";
 	const char *v;
 
-	*found = false;
+	out->found = false;
 	if (case_error(c, key, e))
 		return -1;
 	if (strcmp(key, "tcp") == 0)
 		which = "tcp_skip_networking";
 	v = statusmap_get(&c->head, which);
 	if (v) {
-		*found = true;
-		sk_strlcpy(val, v, vlen);
+		out->found = true;
+		sk_strlcpy(out->buf, v, out->len);
 	}
 	return 0;
 }
 
-static int fk_socket_value(void *ctx, const struct hc_defaults *d, const char *sql, char *val, size_t vlen, bool *found,
+static int fk_socket_value(void *ctx, const struct hc_defaults *d, const char *sql, struct hc_value *v,
 			   struct db_err *e)
 {
 	(void)d;
-	return fake_value(ctx, "socket", sql, val, vlen, found, e);
+	return fake_value(ctx, "socket", sql, v, e);
 }
 
-static int fk_tcp_value(void *ctx, const struct hc_defaults *d, const char *sql, char *val, size_t vlen, bool *found,
-			struct db_err *e)
+static int fk_tcp_value(void *ctx, const struct hc_defaults *d, const char *sql, struct hc_value *v, struct db_err *e)
 {
 	(void)d;
-	return fake_value(ctx, "tcp", sql, val, vlen, found, e);
+	return fake_value(ctx, "tcp", sql, v, e);
 }
 
 static int copy_map(const struct statusmap *from, struct statusmap *to)
@@ -200,23 +201,22 @@ static int fk_socket_status(void *ctx, const struct hc_defaults *d, struct statu
 	return 0;
 }
 
-static int fk_socket_rows(void *ctx, const struct hc_defaults *d, const char *sql, struct statusmap *rows, size_t max,
-			  size_t *nrows, struct db_err *e)
+static int fk_socket_rows(void *ctx, const struct hc_defaults *d, const char *sql, struct hc_rows *r, struct db_err *e)
 {
 	const struct tcase *c = ctx;
 	const char *want = statusmap_get(&c->head, "expect_sql");
 
 	(void)d;
-	*nrows = 0;
+	r->n = 0;
 	if (want)
 		assert_string_equal(sql, want);
 	if (case_error(c, "socket", e) || case_error(c, "replication_error", e))
 		return -1;
-	assert_true(max >= 2);
+	assert_true(r->max >= 2);
 	if (c->row.n)
-		assert_int_equal(copy_map(&c->row, &rows[(*nrows)++]), 0);
+		assert_int_equal(copy_map(&c->row, &r->rows[r->n++]), 0);
 	if (c->row2.n)
-		assert_int_equal(copy_map(&c->row2, &rows[(*nrows)++]), 0);
+		assert_int_equal(copy_map(&c->row2, &r->rows[r->n++]), 0);
 	return 0;
 }
 
@@ -613,6 +613,44 @@ static void run_sst_proc_case(const char *path, struct tcase *c)
 	assert_int_equal(nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS), 0);
 }
 
+/* ---- proxysql-check's liveness and readiness on canned admin answers ------------------------ */
+
+/* The case's mode and writer hostgroups, its answers ([status]: hostgroup -> ONLINE servers;
+ * [vars]: proxysql-sync's /readyz) or its failure (admin = error ...), judged. */
+static void run_proxysql_case(const char *path, struct tcase *c)
+{
+	const char *mode = statusmap_get(&c->head, "mode");
+	const char *want_reason = statusmap_get(&c->head, "expect_reason");
+	const char *want_msg = statusmap_get(&c->head, "expect_msg");
+	struct proxysql_rules r = { .writer_hostgroup = statusmap_get(&c->head, "writer_hostgroup"),
+				    .sync_readyz = statusmap_get(&c->head, "sync_readyz") };
+	struct probe_fetch f = { .status = c->status, .vars = c->vars };
+	struct probe_conn pc = { .what = "127.0.0.1:6032" };
+	struct probe_verdict v;
+	struct db_err e;
+
+	assert_non_null(mode);
+	assert_non_null(want_reason);
+	assert_non_null(want_msg);
+	r.mode = strcmp(mode, "readiness") == 0 ? PROXYSQL_READINESS : PROXYSQL_LIVENESS;
+	if (!r.writer_hostgroup)
+		r.writer_hostgroup = "0";
+	r.nids = proxysql_parse_hostgroups(r.writer_hostgroup, r.ids, PROXYSQL_MAX_HOSTGROUPS);
+	assert_true(r.nids > 0);
+	proxysql_judge(&r,
+		       &(struct probe_outcome){ .fetched = !case_error(c, "admin", &e),
+						.f = &f,
+						.e = &e,
+						.pc = &pc,
+						.budget_ms = head_long(c, "budget_ms", 2000),
+						.setting = "--timeout" },
+		       &v);
+	if ((long)v.up != head_long(c, "expect_up", -1) || strcmp(v.reason, want_reason) != 0 ||
+	    strcmp(v.msg, want_msg) != 0)
+		fail_msg("%s: got up=%d reason=%s msg='%s'; want up=%ld reason=%s msg='%s'", path, v.up, v.reason,
+			 v.msg, head_long(c, "expect_up", -1), want_reason, want_msg);
+}
+
 /* ---- /readiness over HTTP and readiness-check: one verdict for the same flags ------------- */
 
 /* The case's rules as readiness-check's flags, or as clustercheck's (`prefix` "readiness-"). */
@@ -661,7 +699,7 @@ static void readiness_path(const struct tcase *c, const char *path, bool cluster
 	if (readiness_rules_load(&o, clustercheck ? "readiness-" : "", &r, err, sizeof(err)) < 0)
 		fail_msg("%s: %s: %s", path, o.prog, err);
 	f.nrows = (unsigned long)head_long(c, "nrows", 1);
-	readiness_judge(&r, true, &f, NULL, NULL, 0, "--timeout", v);
+	readiness_judge(&r, &(struct probe_outcome){ .fetched = true, .f = &f, .setting = "--timeout" }, v);
 	opts_free(&o);
 }
 
@@ -710,6 +748,10 @@ static void run_case(void **state)
 	}
 	if (kind && strcmp(kind, "sst_needs") == 0) {
 		run_sst_needs_case(path, &c);
+		goto done;
+	}
+	if (kind && strcmp(kind, "proxysql") == 0) {
+		run_proxysql_case(path, &c);
 		goto done;
 	}
 	want_reason = statusmap_get(&c.head, "expect_reason");
