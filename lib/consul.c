@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "consul_acl.h"
 #include "consul_http.h"
 #include "consul_login.h"
 #include "log.h"

@@ -1,7 +1,7 @@
 /* consul_config.c: where the Consul client's settings come from: the CONSUL_* environment as
  * Consul's own tools read it, the shared consul-* options, and the proxy for an address as
  * Consul's Go client chooses it (HTTP_PROXY, HTTPS_PROXY, NO_PROXY). No I/O besides getenv. */
-#include "consul.h"
+#include "consul_config.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>

@@ -1,7 +1,7 @@
 /* consul_listing.c: the strict parser of Consul's listings (a KV export, a health-checked
  * service), fed as the answer arrives: one entry at a time is checked by a strict JSON scanner,
  * parsed with cJSON and kept as one compact consul_kv. Pure: no I/O, no globals. */
-#include "consul.h"
+#include "consul_listing.h"
 
 #include <cJSON.h>
 #include <ctype.h>
@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base64.h"
+#include "consul_config.h"
 
 #define KV_MAX_DEPTH 8
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "consul.h"
+#include "consul_acl.h"
 #include "consul_login.h"
 #include "log.h"
 #include "testdata.h"
