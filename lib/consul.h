@@ -106,20 +106,29 @@ int consul_agent_self(struct consul *c, const deadline_t *dl, bool *server, char
 
 /* consul-agent = auto resolved at one answer of GET /v1/agent/self: Config.Server false is LOCAL,
  * true is NONE, a 403 (the token lacks agent:read) is NONE too. On 0, *mode is LOCAL or NONE and
- * why[whylen] says in words what decided it ("Consul servers answer directly"); -1 with err set
- * when no such answer came (unreachable, timeout, another status): ask again later. */
-int consul_agent_detect(struct consul *c, const deadline_t *dl, enum consul_agent_mode *mode, char *why, size_t whylen,
+ * *why (a constant string) says in words what decided it ("Consul servers answer directly"); -1
+ * with err set when no such answer came (unreachable, timeout, another status): ask again later. */
+int consul_agent_detect(struct consul *c, const deadline_t *dl, enum consul_agent_mode *mode, const char **why,
 			char *err, size_t errlen) SK_MUST_CHECK;
 
-/* Read every key under `prefix` (GET /v1/kv/<prefix>?recurse). With index > 0 it is a blocking
- * query: Consul answers when something under the prefix changes or after wait_ms (plus up to
- * wait_ms/16 of jitter), so the caller gives a deadline of at least consul_wait_budget_ms(wait_ms).
- * A prefix with no keys (404) is an empty list, not an error. On success *out holds the entries
- * (free with consul_kv_list_free) and *meta the headers; the index is always present (an answer
- * without X-Consul-Index is an error). On failure returns -1, *out is empty, *meta says what
+/* One read of a listing: with index > 0 a blocking query, which Consul answers when something
+ * changes or after wait_ms (plus up to wait_ms/16 of jitter), so the deadline `dl` allows at
+ * least consul_wait_budget_ms(wait_ms); the consistency mode. The call fills `meta` with the
+ * answer's headers and the reason of a failure. */
+struct consul_read {
+	uint64_t index;
+	long wait_ms;
+	enum consul_consistency mode;
+	const deadline_t *dl;
+	struct consul_meta meta; /* filled by the call */
+};
+
+/* Read every key under `prefix` (GET /v1/kv/<prefix>?recurse), blocking as r says. A prefix
+ * with no keys (404) is an empty list, not an error. On success *out holds the entries (free
+ * with consul_kv_list_free) and r->meta the headers; the index is always present (an answer
+ * without X-Consul-Index is an error). On failure returns -1, *out is empty, r->meta says what
  * arrived (http_status 0: no answer) and err says the status and the first line of the body. */
-int consul_kv_list(struct consul *c, const char *prefix, uint64_t index, long wait_ms, enum consul_consistency mode,
-		   const deadline_t *dl, struct consul_kv_list *out, struct consul_meta *meta, char *err,
+int consul_kv_list(struct consul *c, const char *prefix, struct consul_read *r, struct consul_kv_list *out, char *err,
 		   size_t errlen) SK_MUST_CHECK;
 
 /* A health-checked service to read: GET /v1/health/service/<name>?passing, with each tag (every
@@ -136,11 +145,10 @@ struct consul_service_query {
 
 /* The instances of a service whose checks all pass, as KV pairs: the key "<address>:<port>"
  * (Service.Address, else Node.Address), the value a JSON object {"node", "id", "weight" (its
- * Weights.Passing), "meta" (Service.Meta)}. Blocking (index, wait_ms), consistency, meta and
+ * Weights.Passing), "meta" (Service.Meta)}. The read (blocking, consistency, meta) and
  * failures as consul_kv_list. */
-int consul_health_service(struct consul *c, const struct consul_service_query *q, uint64_t index, long wait_ms,
-			  enum consul_consistency mode, const deadline_t *dl, struct consul_kv_list *out,
-			  struct consul_meta *meta, char *err, size_t errlen) SK_MUST_CHECK;
+int consul_health_service(struct consul *c, const struct consul_service_query *q, struct consul_read *r,
+			  struct consul_kv_list *out, char *err, size_t errlen) SK_MUST_CHECK;
 
 /* The deadline a blocking query with `wait_ms` needs: the wait, Consul's jitter (wait/16) and
  * a margin for the network. */
@@ -154,32 +162,48 @@ long consul_wait_budget_ms(long wait_ms);
  * loop), so 0 becomes 1, which is always safe. Pure. */
 uint64_t consul_next_index(uint64_t prev, uint64_t got);
 
-/* Write `len` bytes as the value of `key` (PUT /v1/kv/<key>, body raw). With `acquire_session`
- * the write also takes the key's lock for that session (?acquire=), and *done is false when
- * another session holds it or a lock delay is in force; a plain write sets *done true.
- * Returns 0, or -1 with err set (a non-200 answer, the network). */
-int consul_kv_put(struct consul *c, const char *key, const void *value, size_t len, const char *acquire_session,
-		  const deadline_t *dl, bool *done, char *err, size_t errlen) SK_MUST_CHECK;
+/* A write to one key: `len` bytes of `value`, and the session that takes the key's lock with it
+ * (consul_kv_put; NULL: a plain write) or gives it back (consul_kv_release). */
+struct consul_kv_write {
+	const char *key;
+	const void *value;
+	size_t len;
+	const char *session;
+};
 
-/* Release the lock `session` holds on `key` (PUT ?release=, the value emptied); *done is false when
- * the session did not hold it. Returns 0, or -1 with err set. */
-int consul_kv_release(struct consul *c, const char *key, const char *session, const deadline_t *dl, bool *done,
-		      char *err, size_t errlen) SK_MUST_CHECK;
+/* Write w->len bytes as the value of w->key (PUT /v1/kv/<key>, body raw). With w->session the
+ * write also takes the key's lock for that session (?acquire=), and *done is false when another
+ * session holds it or a lock delay is in force; a plain write sets *done true.
+ * Returns 0, or -1 with err set (a non-200 answer, the network). */
+int consul_kv_put(struct consul *c, const struct consul_kv_write *w, const deadline_t *dl, bool *done, char *err,
+		  size_t errlen) SK_MUST_CHECK;
+
+/* Release the lock w->session holds on w->key (PUT ?release=, the value emptied: w->value is not
+ * read); *done is false when the session did not hold it. Returns 0, or -1 with err set. */
+int consul_kv_release(struct consul *c, const struct consul_kv_write *w, const deadline_t *dl, bool *done, char *err,
+		      size_t errlen) SK_MUST_CHECK;
 
 /* Delete `key`, or every key under it with `recurse`. Deleting a missing key succeeds. */
 int consul_kv_delete(struct consul *c, const char *key, bool recurse, const deadline_t *dl, char *err,
 		     size_t errlen) SK_MUST_CHECK;
 
-/* Create a session (PUT /v1/session/create) named `name` with a TTL of ttl_s seconds (0: none),
- * `behavior` "delete" or "release" (what happens to its keys when it ends) and `lock_delay`
- * (a Go duration such as "0s" or "15s"). With `node_health` the session has Consul's default
- * check, the node's serfHealth, and ends when the node does (a restart of the local Consul agent
- * included); without, it has no check ("NodeChecks" and, for Consul before 1.7, "Checks" empty)
- * and lives as long as it is renewed within its TTL. Writes its ID into id[idlen]. Returns 0 or
+/* A session to create: named `name` with a TTL of ttl_s seconds (0: none), `behavior` "delete" or
+ * "release" (what happens to its keys when it ends; NULL: Consul's default) and `lock_delay` (a Go
+ * duration such as "0s" or "15s"; NULL: Consul's default). With `node_health` the session has
+ * Consul's default check, the node's serfHealth, and ends when the node does (a restart of the
+ * local Consul agent included); without, it has no check ("NodeChecks" and, for Consul before
+ * 1.7, "Checks" empty) and lives as long as it is renewed within its TTL. */
+struct consul_session_spec {
+	const char *name;
+	long ttl_s;
+	const char *behavior, *lock_delay;
+	bool node_health;
+};
+
+/* Create a session (PUT /v1/session/create) as s says and write its ID into id. Returns 0 or
  * -1. */
-int consul_session_create(struct consul *c, const char *name, long ttl_s, const char *behavior, const char *lock_delay,
-			  bool node_health, const deadline_t *dl, char *id, size_t idlen, char *err,
-			  size_t errlen) SK_MUST_CHECK;
+int consul_session_create(struct consul *c, const struct consul_session_spec *s, const deadline_t *dl,
+			  char id[CONSUL_SESSION_ID_MAX], char *err, size_t errlen) SK_MUST_CHECK;
 
 /* Renew a TTL session. When Consul no longer knows it (404: expired or destroyed) returns 0
  * with *gone true; the caller creates a new one. Returns -1 on any other failure. */
@@ -194,14 +218,14 @@ int consul_session_destroy(struct consul *c, const char *id, const deadline_t *d
 /* The local Consul agent's service API. Register a service (`json`: a service definition, its
  * checks included), deregister one by ID, pass a TTL check by ID with a note. A check pass that
  * the agent does not know (404 "Unknown check ID", or the 500 "does not have associated TTL" of
- * older releases: the agent restarted without it, or someone deregistered the service) returns 0
- * with *unknown true; the caller registers again. Each returns 0 or -1. */
+ * older releases: the agent restarted without it, or someone deregistered the service) returns 1;
+ * the caller registers again. Each returns 0 or -1. */
 int consul_agent_service_register(struct consul *c, const char *json, size_t len, const deadline_t *dl, char *err,
 				  size_t errlen) SK_MUST_CHECK;
 int consul_agent_service_deregister(struct consul *c, const char *id, const deadline_t *dl, char *err,
 				    size_t errlen) SK_MUST_CHECK;
-int consul_agent_check_pass(struct consul *c, const char *check_id, const char *note, const deadline_t *dl,
-			    bool *unknown, char *err, size_t errlen) SK_MUST_CHECK;
+int consul_agent_check_pass(struct consul *c, const char *check_id, const char *note, const deadline_t *dl, char *err,
+			    size_t errlen) SK_MUST_CHECK;
 
 /* The Raft leader's address (GET /v1/status/leader) into out[len]; "" when there is none.
  * A cheap liveness probe: no ACL, no blocking. Returns 0 or -1. */

@@ -61,22 +61,34 @@ int consul_config_from_opts(struct consul_config *c, const struct opts *o, char 
  * with or without one trailing dot. Pure. */
 bool consul_host_is_local(const char *host);
 
-/* The proxy a request to Consul goes through, chosen as Consul's own Go client chooses it (Go's
- * http.ProxyFromEnvironment, golang.org/x/net/http/httpproxy): `http_proxy` (HTTP_PROXY, else
+/* Where a request goes: the address's scheme ("http", "https"), host and port (0: the scheme's
+ * default). */
+struct consul_proxy_dest {
+	const char *scheme, *host;
+	long port;
+};
+
+/* The proxy settings, as Go's httpproxy.Config holds them (NULL: unset). */
+struct consul_proxy_env {
+	const char *http_proxy, *https_proxy, *no_proxy;
+};
+
+/* The proxy a request to Consul (d) goes through, chosen as Consul's own Go client chooses it (Go's
+ * http.ProxyFromEnvironment, golang.org/x/net/http/httpproxy) from the settings e: `http_proxy` (HTTP_PROXY, else
  * http_proxy) for an http address, `https_proxy` (HTTPS_PROXY, else https_proxy) for an https
  * one; never for a host on this machine (consul_host_is_local: decided on the address connected
  * to, not on its spelling, so a token for a local Consul never reaches a proxy); never when
  * `no_proxy` (NO_PROXY, else no_proxy: a comma-separated list) has "*", an IP address (with an
  * optional port) equal to the host's, a CIDR block holding it, or a name that is the host or one
  * of its parent domains (".example.com" and "*.example.com": subdomains only; "name:port": that
- * port only). `host` is the address's host, `port` its port (0: the scheme's default).
+ * port only).
  * On 0, *proxy is the proxy URL for libcurl (a new string the caller wipes and frees: it may hold
  * a password; "http://" prefixed when it has no scheme, an '@' in its user or password
  * percent-encoded) or NULL for a direct connection. -1 with err set, quoting none of the value,
  * when the chosen proxy's user or password holds a '/', '?', '#', space or control character.
  * Pure. */
-int consul_proxy_for(const char *scheme, const char *host, long port, const char *http_proxy, const char *https_proxy,
-		     const char *no_proxy, char **proxy, char *err, size_t errlen) SK_MUST_CHECK;
+int consul_proxy_for(const struct consul_proxy_dest *d, const struct consul_proxy_env *e, char **proxy, char *err,
+		     size_t errlen) SK_MUST_CHECK;
 
 /* consul_proxy_for with the proxies from the environment as Go reads them (HTTP_PROXY, else
  * http_proxy; HTTPS_PROXY, else https_proxy; NO_PROXY, else no_proxy). The credentials of every

@@ -60,11 +60,16 @@ static void watch_ignore(struct watch *w, const char *reason, const char *detail
 int watch_read(struct watch *w, uint64_t index, long wait_ms, enum consul_consistency mode, const deadline_t *dl,
 	       struct consul_kv_list *out, struct consul_meta *meta, char *err, size_t errlen)
 {
+	struct consul_read r = { .index = index, .wait_ms = wait_ms, .mode = mode, .dl = dl };
 	const struct layout_service *sv;
 	struct consul_service_query q;
+	int rc;
 
-	if (w->svc < 0)
-		return consul_kv_list(w->c, w->prefix, index, wait_ms, mode, dl, out, meta, err, errlen);
+	if (w->svc < 0) {
+		rc = consul_kv_list(w->c, w->prefix, &r, out, err, errlen);
+		*meta = r.meta;
+		return rc;
+	}
 	sv = &w->ag->cfg->layout.services[w->svc];
 	q = (struct consul_service_query){ .name = sv->name,
 					   .tags = sv->tags,
@@ -74,7 +79,9 @@ int watch_read(struct watch *w, uint64_t index, long wait_ms, enum consul_consis
 					   .near = sv->near,
 					   .filter = sv->filter,
 					   .datacenter = sv->datacenter };
-	if (consul_health_service(w->c, &q, index, wait_ms, mode, dl, out, meta, err, errlen) < 0)
+	rc = consul_health_service(w->c, &q, &r, out, err, errlen);
+	*meta = r.meta;
+	if (rc < 0)
 		return -1;
 	for (size_t i = 0; i < out->n; i++) { /* the key the layout maps to this service's hostgroup */
 		char key[512];
