@@ -291,7 +291,7 @@ static int hh_value(void *ctx, const struct hc_defaults *d, const char *sql, cha
 	*found = false;
 	if (hh_connect(h, e) < 0)
 		return -1;
-	if (db_query_value(&h->c->db, sql, h->dl, val, vlen, found, e) < 0)
+	if (db_query_value(&h->c->db, sql, h->dl, &(struct db_value_dest){ val, vlen, found }, e) < 0)
 		return hh_query_failed(h, e);
 	return 0;
 }
@@ -317,7 +317,7 @@ static int hh_rows(void *ctx, const struct hc_defaults *d, const char *sql, stru
 	*nrows = 0;
 	if (hh_connect(h, e) < 0)
 		return -1;
-	if (db_query_rows(&h->c->db, sql, h->dl, rows, max, nrows, e) < 0)
+	if (db_query_rows(&h->c->db, sql, h->dl, &(struct db_rows_dest){ rows, max, nrows }, e) < 0)
 		return hh_query_failed(h, e);
 	return 0;
 }
@@ -513,7 +513,7 @@ static int serve(struct cc_checker *c, const char *spec, const struct http_limit
 		db_set_abort_fd(abort_pipe[0]);
 	else
 		abort_pipe[0] = abort_pipe[1] = -1;
-	srv = http_start(spec, HTTP_HANDLERS_BLOCK, on_http, c, lim, err, sizeof(err));
+	srv = http_start(spec, &(struct http_service){ HTTP_HANDLERS_BLOCK, on_http, c }, lim, err, sizeof(err));
 	if (!srv) {
 		log_error("%s (--listen)", err);
 		return 2;

@@ -886,7 +886,7 @@ static int dbio_socket_value(void *ctx, const struct hc_defaults *defs, const ch
 	*found = false;
 	if (ensure_socket(d, defs, e) < 0)
 		return -1;
-	if (db_query_value(&d->db, sql, d->dl, val, vlen, found, e) < 0)
+	if (db_query_value(&d->db, sql, d->dl, &(struct db_value_dest){ val, vlen, found }, e) < 0)
 		return query_failed(d, e);
 	return 0;
 }
@@ -910,7 +910,7 @@ static int dbio_socket_rows(void *ctx, const struct hc_defaults *defs, const cha
 	*nrows = 0;
 	if (ensure_socket(d, defs, e) < 0)
 		return -1;
-	if (db_query_rows(&d->db, sql, d->dl, rows, max, nrows, e) < 0)
+	if (db_query_rows(&d->db, sql, d->dl, &(struct db_rows_dest){ rows, max, nrows }, e) < 0)
 		return query_failed(d, e);
 	return 0;
 }
@@ -925,7 +925,7 @@ static int dbio_tcp_value(void *ctx, const struct hc_defaults *defs, const char 
 	*found = false;
 	if (connect_to(d, &db, defs, true, e) < 0)
 		return -1;
-	rc = db_query_value(&db, sql, d->dl, val, vlen, found, e);
+	rc = db_query_value(&db, sql, d->dl, &(struct db_value_dest){ val, vlen, found }, e);
 	db_close(&db);
 	return rc;
 }
