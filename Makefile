@@ -44,14 +44,18 @@ SYNC_SRC := sync/model.c sync/layout.c sync/plan.c sync/config.c sync/proxysql.c
 SYNC_OBJ := $(SYNC_SRC:%.c=$(BUILD)/%.o)
 LIBSYNC := $(BUILD)/libsync.a
 
-PROBES := liveness-check readiness-check clustercheck haproxy-check proxysql-check healthcheck
+# The probe binaries: dist/probes.list, the list the probes image and the tests read too.
+PROBES := $(shell sed -e 's/\#.*//' dist/probes.list)
 PROGRAMS := $(PROBES:%=$(BIN)/%) $(BIN)/proxysql-sync
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all help test unit unit-asan integration deps build-deps deb demo lint install clean docs check-docs shape check-shape
+.PHONY: all help print-probes test unit unit-asan integration deps build-deps deb demo lint install clean docs check-docs shape check-shape
 all: $(PROGRAMS) ## build every binary into bin/
+
+print-probes: ## the probe binaries' names, one a line (dist/probes.list)
+	@printf '%s\n' $(PROBES)
 
 help: ## this list
 	@sed -n 's/^\([a-zA-Z0-9_.-]*\):.*## \(.*\)$$/\1\t\2/p' $(MAKEFILE_LIST) | \
