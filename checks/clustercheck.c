@@ -295,7 +295,7 @@ static int hh_value(void *ctx, const struct hc_defaults *d, const char *sql, str
 	v->found = false;
 	if (hh_connect(h, e) < 0)
 		return -1;
-	if (db_query_value(&h->c->db, sql, h->dl, v->buf, v->len, &v->found, e) < 0)
+	if (db_query_value(&h->c->db, sql, h->dl, &(struct db_value_dest){ v->buf, v->len, &v->found }, e) < 0)
 		return hh_query_failed(h, e);
 	return 0;
 }
@@ -320,7 +320,7 @@ static int hh_rows(void *ctx, const struct hc_defaults *d, const char *sql, stru
 	r->n = 0;
 	if (hh_connect(h, e) < 0)
 		return -1;
-	if (db_query_rows(&h->c->db, sql, h->dl, r->rows, r->max, &r->n, e) < 0)
+	if (db_query_rows(&h->c->db, sql, h->dl, &(struct db_rows_dest){ r->rows, r->max, &r->n }, e) < 0)
 		return hh_query_failed(h, e);
 	return 0;
 }
@@ -520,7 +520,7 @@ static int serve(struct cc_checker *c, const char *spec, const struct http_limit
 		db_set_abort_fd(abort_pipe[0]);
 	else
 		abort_pipe[0] = abort_pipe[1] = -1;
-	srv = http_start(spec, HTTP_HANDLERS_BLOCK, on_http, c, lim, err, sizeof(err));
+	srv = http_start(spec, &(struct http_service){ HTTP_HANDLERS_BLOCK, on_http, c }, lim, err, sizeof(err));
 	if (!srv) {
 		log_error("%s (--listen)", err);
 		return 2;

@@ -889,7 +889,7 @@ static int dbio_socket_value(void *ctx, const struct hc_defaults *defs, const ch
 	v->found = false;
 	if (ensure_socket(d, defs, e) < 0)
 		return -1;
-	if (db_query_value(&d->db, sql, d->dl, v->buf, v->len, &v->found, e) < 0)
+	if (db_query_value(&d->db, sql, d->dl, &(struct db_value_dest){ v->buf, v->len, &v->found }, e) < 0)
 		return query_failed(d, e);
 	return 0;
 }
@@ -913,7 +913,7 @@ static int dbio_socket_rows(void *ctx, const struct hc_defaults *defs, const cha
 	r->n = 0;
 	if (ensure_socket(d, defs, e) < 0)
 		return -1;
-	if (db_query_rows(&d->db, sql, d->dl, r->rows, r->max, &r->n, e) < 0)
+	if (db_query_rows(&d->db, sql, d->dl, &(struct db_rows_dest){ r->rows, r->max, &r->n }, e) < 0)
 		return query_failed(d, e);
 	return 0;
 }
@@ -928,7 +928,7 @@ static int dbio_tcp_value(void *ctx, const struct hc_defaults *defs, const char 
 	v->found = false;
 	if (connect_to(d, &db, defs, true, e) < 0)
 		return -1;
-	rc = db_query_value(&db, sql, d->dl, v->buf, v->len, &v->found, e);
+	rc = db_query_value(&db, sql, d->dl, &(struct db_value_dest){ v->buf, v->len, &v->found }, e);
 	db_close(&db);
 	return rc;
 }

@@ -136,7 +136,7 @@ static int one_count(struct db *db, const char *table, const deadline_t *dl, lon
 
 	snprintf(sql, sizeof(sql), "SELECT Variable_Value FROM %s WHERE Variable_Name='Client_Connections_connected'",
 		 table);
-	if (db_query_value(db, sql, dl, val, sizeof(val), &found, e) < 0)
+	if (db_query_value(db, sql, dl, &(struct db_value_dest){ val, sizeof(val), &found }, e) < 0)
 		return -1;
 	if (!found || !sk_parse_long(val, 0, 1L << 40, n)) {
 		e->reason = DB_SERVER_ERROR;
@@ -182,7 +182,8 @@ static void name_clients(struct db *db, const deadline_t *dl, bool pgsql, char *
 
 	memset(rows, 0, sizeof(rows));
 	out[0] = '\0';
-	if (db_query_rows(db, pgsql ? both : mysql_only, dl, rows, SK_ARRAY_LEN(rows), &n, &e) < 0) {
+	if (db_query_rows(db, pgsql ? both : mysql_only, dl, &(struct db_rows_dest){ rows, SK_ARRAY_LEN(rows), &n },
+			  &e) < 0) {
 		sk_fmt(out, len, "processlist unreadable: %s", e.msg);
 		return;
 	}

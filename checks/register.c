@@ -233,8 +233,9 @@ static int session_ensure(struct registrar *g, const deadline_t *dl, char *err, 
 	}
 	/* No serfHealth check: a restart of the local Consul agent must not delete every node's key at
 	 * once; a dead node's key goes when its TTL lapses. */
-	if (consul_session_create(g->consul, g->session_name, g->ttl_s, "delete", "0s", false, dl, g->session,
-				  sizeof(g->session), err, errlen) < 0)
+	if (consul_session_create(g->consul,
+				  &(struct consul_session_spec){ g->session_name, g->ttl_s, "delete", "0s", false }, dl,
+				  g->session, err, errlen) < 0)
 		return -1;
 	log_debug("session %s created (TTL %lds, behavior delete)", g->session, g->ttl_s);
 	if (g->once && session_save(g, err, errlen) < 0) {
@@ -263,7 +264,8 @@ static int key_hold(struct registrar *g, const struct consul_kv *e, const deadli
 		g->state = KEY_PRESENT;
 		return 0;
 	}
-	if (consul_kv_put(g->consul, g->key, g->advertise, alen, g->session, dl, &done, err, errlen) < 0)
+	if (consul_kv_put(g->consul, &(struct consul_kv_write){ g->key, g->advertise, alen, g->session }, dl, &done,
+			  err, errlen) < 0)
 		return -1;
 	if (!done)
 		return sk_err(err, errlen,
@@ -302,8 +304,11 @@ static void agent_say(struct registrar *g, const deadline_t *dl)
 	if (g->agent_logged)
 		return;
 	if (mode == CONSUL_AGENT_AUTO) {
-		if (consul_agent_detect(g->consul, dl, &mode, why, sizeof(why), err, sizeof(err)) < 0)
+		const char *said;
+
+		if (consul_agent_detect(g->consul, dl, &mode, &said, err, sizeof(err)) < 0)
 			return;
+		snprintf(why, sizeof(why), "%s", said);
 	} else {
 		snprintf(why, sizeof(why), "--consul-agent %s", consul_agent_mode_str(mode));
 	}
@@ -318,14 +323,14 @@ static int consul_round(struct registrar *g, bool up, const char *why_down, cons
 			size_t errlen)
 {
 	struct consul_kv_list l = { 0 };
-	struct consul_meta meta;
+	struct consul_read rd = { .dl = dl };
 	const struct consul_kv *e = NULL;
 	int ret;
 
 	agent_say(g, dl);
 	if (up && session_ensure(g, dl, err, errlen) < 0)
 		return -1;
-	if (consul_kv_list(g->consul, g->key, 0, 0, CONSUL_DEFAULT, dl, &l, &meta, err, errlen) < 0)
+	if (consul_kv_list(g->consul, g->key, &rd, &l, err, errlen) < 0)
 		return -1;
 	for (size_t i = 0; i < l.n; i++)
 		if (strcmp(l.items[i].key, g->key) == 0)

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "consul_acl.h"
 #include "consul_http.h"
 #include "consul_login.h"
 #include "log.h"
@@ -55,23 +56,21 @@ static int status_error(struct consul *c, const char *what, char *err, size_t er
 /* One request with the client's token: with a login (consul_set_login), its current token,
  * logging in first when needed; an answer 403 "ACL not found" (Consul no longer knows the token)
  * logs in again and sends the request once more. */
-static int request(struct consul *c, const char *method, const char *path, const char *what, const char *content_type,
-		   const void *body, size_t len, const deadline_t *dl, char *err, size_t errlen)
+static int request(struct consul *c, const struct consul_call *call, char *err, size_t errlen)
 {
-	char secret[CONSUL_LOGIN_SECRET_MAX];
-	uint64_t gen;
+	struct consul_login_secret secret;
 	int rc;
 
 	if (!c->login)
-		return consul_http_request(c, method, path, what, content_type, body, len, dl, err, errlen);
+		return consul_http_request(c, call, err, errlen);
 	for (int attempt = 0;; attempt++) {
-		if (consul_login_token(c->login, c, dl, secret, sizeof(secret), &gen, err, errlen) < 0)
+		if (consul_login_token(c->login, c, call->dl, &secret, err, errlen) < 0)
 			return -1;
-		rc = consul_http_request_as(c, secret, method, path, what, content_type, body, len, dl, err, errlen);
-		sk_wipe(secret, sizeof(secret));
+		rc = consul_http_request_as(c, secret.token, call, err, errlen);
+		sk_wipe(secret.token, sizeof(secret.token));
 		if (rc < 0 || attempt > 0 || !consul_http_acl_not_found(c))
 			return rc;
-		consul_login_lost(c->login, gen);
+		consul_login_lost(c->login, secret.gen);
 	}
 }
 
@@ -88,7 +87,9 @@ int consul_logout(struct consul *c, const deadline_t *dl, char *err, size_t errl
 
 	if (!c->login || !consul_login_take(c->login, secret, sizeof(secret)))
 		return 0;
-	rc = consul_http_request_as(c, secret, "POST", "/v1/acl/logout", what, NULL, NULL, 0, dl, err, errlen);
+	rc = consul_http_request_as(
+		c, secret, &(struct consul_call){ .method = "POST", .path = "/v1/acl/logout", .what = what, .dl = dl },
+		err, errlen);
 	log_forget_secret(secret);
 	sk_wipe(secret, sizeof(secret));
 	if (rc < 0)
@@ -200,29 +201,42 @@ long consul_wait_budget_ms(long wait_ms)
 }
 
 /* The index, wait and consistency parameters of a blocking read (after a first parameter). */
-static bool add_blocking(sk_buf *path, uint64_t index, long wait_ms, enum consul_consistency mode)
+static bool add_blocking(sk_buf *path, const struct consul_read *r)
 {
+	uint64_t index = r->index;
+	long wait_ms = r->wait_ms;
+	enum consul_consistency mode = r->mode;
+
 	return (index == 0 || sk_buf_addf(path, "&index=%" PRIu64, index)) &&
 	       (index == 0 || wait_ms <= 0 || sk_buf_addf(path, "&wait=%ldms", wait_ms)) &&
 	       (mode == CONSUL_DEFAULT || sk_buf_addf(path, "&%s", consul_consistency_str(mode)));
 }
 
-/* GET a blocking listing (a 404 is an empty one where `empty_404`), parsed as it arrives: the
- * status and the index checked, the entries into out, the answer's headers into meta. */
-static int blocking_list(struct consul *c, const char *path, const char *what, bool empty_404,
-			 enum consul_listing_kind kind, const deadline_t *dl, struct consul_kv_list *out,
-			 struct consul_meta *meta, char *err, size_t errlen)
+/* A listing to GET: its path (with the query) and name in errors, whether a 404 is an empty
+ * listing, and the parser it goes to. */
+struct listing_call {
+	const char *path, *what;
+	bool empty_404;
+	enum consul_listing_kind kind;
+};
+
+/* GET a blocking listing, parsed as it arrives: the status and the index checked, the entries
+ * into out, the answer's headers into r->meta. */
+static int blocking_list(struct consul *c, const struct listing_call *lc, struct consul_read *r,
+			 struct consul_kv_list *out, char *err, size_t errlen)
 {
-	struct consul_listing *l = consul_listing_new(kind, c->body.max);
+	struct consul_listing *l = consul_listing_new(lc->kind, c->body.max);
+	const char *what = lc->what;
 	char why[240];
 	int ret = -1, rc;
 
 	c->listing = l;
-	rc = request(c, "GET", path, what, NULL, NULL, 0, dl, err, errlen);
+	rc = request(c, &(struct consul_call){ .method = "GET", .path = lc->path, .what = what, .dl = r->dl }, err,
+		     errlen);
 	c->listing = NULL;
 	if (rc < 0)
 		goto out;
-	if (c->meta.http_status != 200 && !(empty_404 && c->meta.http_status == 404)) {
+	if (c->meta.http_status != 200 && !(lc->empty_404 && c->meta.http_status == 404)) {
 		status_error(c, what, err, errlen);
 		goto out;
 	}
@@ -238,13 +252,13 @@ static int blocking_list(struct consul *c, const char *path, const char *what, b
 	ret = 0;
 out:
 	consul_listing_free(l);
-	*meta = c->meta;
+	r->meta = c->meta;
 	consul_http_release_body(c);
 	return ret;
 }
 
-int consul_kv_list(struct consul *c, const char *prefix, uint64_t index, long wait_ms, enum consul_consistency mode,
-		   const deadline_t *dl, struct consul_kv_list *out, struct consul_meta *meta, char *err, size_t errlen)
+int consul_kv_list(struct consul *c, const char *prefix, struct consul_read *r, struct consul_kv_list *out, char *err,
+		   size_t errlen)
 {
 	sk_buf path;
 	char what[300];
@@ -257,21 +271,31 @@ int consul_kv_list(struct consul *c, const char *prefix, uint64_t index, long wa
 	if (check_key(c, prefix, true, err, errlen) < 0)
 		goto out;
 	if (!sk_buf_add(&path, "/v1/kv/", 7) || !consul_http_escape(&path, prefix, true) ||
-	    !sk_buf_add(&path, "?recurse", 8) || !add_blocking(&path, index, wait_ms, mode))
+	    !sk_buf_add(&path, "?recurse", 8) || !add_blocking(&path, r))
 		consul_http_refuse(c, err, errlen, "%s: key too long", what);
 	else
-		ret = blocking_list(c, path.data, what, true, CONSUL_LISTING_KV, dl, out, meta, err, errlen);
+		ret = blocking_list(c, &(struct listing_call){ path.data, what, true, CONSUL_LISTING_KV }, r, out, err,
+				    errlen);
 out:
-	*meta = c->meta;
+	r->meta = c->meta;
 	sk_buf_free(&path);
 	return ret;
 }
 
+/* A PUT or DELETE on a key: its query ("?name" or "?name=value", the value escaped; no name: none)
+ * and the value sent (NULL: no body). */
+struct kv_op {
+	const char *method, *key;
+	const char *query_name, *query_value;
+	const void *value;
+	size_t len;
+};
+
 /* PUT/DELETE on a key, expecting true/false. */
-static int kv_write(struct consul *c, const char *method, const char *key, const char *query_name,
-		    const char *query_value, const void *value, size_t len, const deadline_t *dl, bool *done, char *err,
+static int kv_write(struct consul *c, const struct kv_op *op, const deadline_t *dl, bool *done, char *err,
 		    size_t errlen)
 {
+	const char *method = op->method, *key = op->key, *query_name = op->query_name, *query_value = op->query_value;
 	sk_buf path;
 	char what[300];
 	int ret = -1;
@@ -287,8 +311,10 @@ static int kv_write(struct consul *c, const char *method, const char *key, const
 		consul_http_refuse(c, err, errlen, "%s: key too long", what);
 		goto out;
 	}
-	if (request(c, method, path.data, what, value ? "application/octet-stream" : NULL, value, len, dl, err,
-		    errlen) < 0)
+	if (request(c,
+		    &(struct consul_call){ method, path.data, what, op->value ? "application/octet-stream" : NULL,
+					   op->value, op->len, dl },
+		    err, errlen) < 0)
 		goto out;
 	if (c->meta.http_status != 200) {
 		status_error(c, what, err, errlen);
@@ -300,30 +326,35 @@ out:
 	return ret;
 }
 
-int consul_kv_put(struct consul *c, const char *key, const void *value, size_t len, const char *acquire_session,
-		  const deadline_t *dl, bool *done, char *err, size_t errlen)
+int consul_kv_put(struct consul *c, const struct consul_kv_write *w, const deadline_t *dl, bool *done, char *err,
+		  size_t errlen)
 {
+	const char *session = w->session;
+
 	*done = false;
-	if (acquire_session && !*acquire_session)
-		return consul_http_refuse(c, err, errlen, "PUT /v1/kv/%.200s: empty session ID", key);
-	return kv_write(c, "PUT", key, acquire_session ? "acquire" : NULL, acquire_session, value ? value : "", len, dl,
-			done, err, errlen);
+	if (session && !*session)
+		return consul_http_refuse(c, err, errlen, "PUT /v1/kv/%.200s: empty session ID", w->key);
+	return kv_write(
+		c,
+		&(struct kv_op){ "PUT", w->key, session ? "acquire" : NULL, session, w->value ? w->value : "", w->len },
+		dl, done, err, errlen);
 }
 
-int consul_kv_release(struct consul *c, const char *key, const char *session, const deadline_t *dl, bool *done,
-		      char *err, size_t errlen)
+int consul_kv_release(struct consul *c, const struct consul_kv_write *w, const deadline_t *dl, bool *done, char *err,
+		      size_t errlen)
 {
 	*done = false;
-	if (!session || !*session)
-		return consul_http_refuse(c, err, errlen, "PUT /v1/kv/%.200s: empty session ID", key);
-	return kv_write(c, "PUT", key, "release", session, "", 0, dl, done, err, errlen);
+	if (!w->session || !*w->session)
+		return consul_http_refuse(c, err, errlen, "PUT /v1/kv/%.200s: empty session ID", w->key);
+	return kv_write(c, &(struct kv_op){ "PUT", w->key, "release", w->session, "", 0 }, dl, done, err, errlen);
 }
 
 int consul_kv_delete(struct consul *c, const char *key, bool recurse, const deadline_t *dl, char *err, size_t errlen)
 {
 	bool done;
 
-	return kv_write(c, "DELETE", key, recurse ? "recurse" : NULL, NULL, NULL, 0, dl, &done, err, errlen);
+	return kv_write(c, &(struct kv_op){ "DELETE", key, recurse ? "recurse" : NULL, NULL, NULL, 0 }, dl, &done, err,
+			errlen);
 }
 
 static bool session_id_ok(const char *id)
@@ -338,32 +369,40 @@ static bool session_id_ok(const char *id)
 	return true;
 }
 
-int consul_session_create(struct consul *c, const char *name, long ttl_s, const char *behavior, const char *lock_delay,
-			  bool node_health, const deadline_t *dl, char *id, size_t idlen, char *err, size_t errlen)
+/* The JSON body of PUT /v1/session/create. False when it does not fit. */
+static bool session_body(sk_buf *body, const struct consul_session_spec *s)
 {
-	const char *what = "PUT /v1/session/create";
+	return sk_buf_add(body, "{\"Name\":", 8) && sk_buf_add_json_str(body, s->name ? s->name : "") &&
+	       (s->ttl_s <= 0 || sk_buf_addf(body, ",\"TTL\":\"%lds\"", s->ttl_s)) &&
+	       (!s->behavior || sk_buf_addf(body, ",\"Behavior\":\"%s\"", s->behavior)) &&
+	       (!s->lock_delay || sk_buf_addf(body, ",\"LockDelay\":\"%s\"", s->lock_delay)) &&
+	       (s->node_health || sk_buf_addf(body, ",\"NodeChecks\":[],\"Checks\":[]")) && sk_buf_add(body, "}", 1);
+}
+
+int consul_session_create(struct consul *c, const struct consul_session_spec *s, const deadline_t *dl,
+			  char id[CONSUL_SESSION_ID_MAX], char *err, size_t errlen)
+{
+	const char *what = "PUT /v1/session/create", *behavior = s->behavior, *lock_delay = s->lock_delay;
 	cJSON *doc = NULL, *jid;
 	sk_buf body;
 	int ret = -1;
 
-	if (idlen)
-		id[0] = '\0';
+	id[0] = '\0';
 	if (behavior && strcmp(behavior, "delete") != 0 && strcmp(behavior, "release") != 0)
 		return consul_http_refuse(c, err, errlen, "%s: behavior must be delete or release", what);
 	if (lock_delay && (!*lock_delay || strspn(lock_delay, "0123456789.nsumh") != strlen(lock_delay)))
 		return consul_http_refuse(c, err, errlen, "%s: bad lock delay '%.40s'", what, lock_delay);
-	if (ttl_s < 0 || ttl_s > 86400)
-		return consul_http_refuse(c, err, errlen, "%s: TTL %lds out of range", what, ttl_s);
+	if (s->ttl_s < 0 || s->ttl_s > 86400)
+		return consul_http_refuse(c, err, errlen, "%s: TTL %lds out of range", what, s->ttl_s);
 	sk_buf_init(&body, 4096);
-	if (!sk_buf_add(&body, "{\"Name\":", 8) || !sk_buf_add_json_str(&body, name ? name : "") ||
-	    (ttl_s > 0 && !sk_buf_addf(&body, ",\"TTL\":\"%lds\"", ttl_s)) ||
-	    (behavior && !sk_buf_addf(&body, ",\"Behavior\":\"%s\"", behavior)) ||
-	    (lock_delay && !sk_buf_addf(&body, ",\"LockDelay\":\"%s\"", lock_delay)) ||
-	    (!node_health && !sk_buf_addf(&body, ",\"NodeChecks\":[],\"Checks\":[]")) || !sk_buf_add(&body, "}", 1)) {
+	if (!session_body(&body, s)) {
 		consul_http_refuse(c, err, errlen, "%s: session name too long", what);
 		goto out;
 	}
-	if (request(c, "PUT", "/v1/session/create", what, "application/json", body.data, body.len, dl, err, errlen) < 0)
+	if (request(c,
+		    &(struct consul_call){ "PUT", "/v1/session/create", what, "application/json", body.data, body.len,
+					   dl },
+		    err, errlen) < 0)
 		goto out;
 	if (c->meta.http_status != 200) {
 		status_error(c, what, err, errlen);
@@ -375,7 +414,7 @@ int consul_session_create(struct consul *c, const char *name, long ttl_s, const 
 		consul_http_fail(c, CONSUL_BAD_ANSWER, err, errlen, "%s: answer without a session ID", what);
 		goto out;
 	}
-	if (!sk_strlcpy(id, jid->valuestring, idlen)) {
+	if (!sk_strlcpy(id, jid->valuestring, CONSUL_SESSION_ID_MAX)) {
 		consul_http_fail(c, CONSUL_CLIENT_ERROR, err, errlen, "%s: session ID too long", what);
 		goto out;
 	}
@@ -386,14 +425,20 @@ out:
 	return ret;
 }
 
-/* PUT <path><id>[?note=...]: the endpoints that name a session, a service or a check. */
-static int put_named(struct consul *c, const char *path, const char *id, const char *note, const deadline_t *dl,
-		     char *what, size_t wlen, char *err, size_t errlen)
+/* PUT <path><id>[?note=...]: the endpoints that name a session, a service or a check; `what`
+ * receives the request's name for errors. */
+struct named_put {
+	const char *path, *id, *note;
+	char what[200];
+};
+
+static int put_named(struct consul *c, struct named_put *n, const deadline_t *dl, char *err, size_t errlen)
 {
+	const char *path = n->path, *id = n->id, *note = n->note, *what = n->what;
 	sk_buf url;
 	int ret = -1;
 
-	snprintf(what, wlen, "PUT %s%.120s", path, id);
+	snprintf(n->what, sizeof(n->what), "PUT %s%.120s", path, id);
 	if (!*id || sk_has_ctl(id) || (note && sk_has_ctl(note)))
 		return consul_http_refuse(c, err, errlen, "%s: not an ID", what);
 	sk_buf_init(&url, 1024);
@@ -402,32 +447,35 @@ static int put_named(struct consul *c, const char *path, const char *id, const c
 		consul_http_refuse(c, err, errlen, "%s: too long", what);
 		goto out;
 	}
-	ret = request(c, "PUT", url.data, what, NULL, NULL, 0, dl, err, errlen);
+	ret = request(c, &(struct consul_call){ .method = "PUT", .path = url.data, .what = what, .dl = dl }, err,
+		      errlen);
 out:
 	sk_buf_free(&url);
 	return ret;
 }
 
-/* PUT /v1/session/<verb>/<id>. */
-static int session_op(struct consul *c, const char *verb, const char *id, const deadline_t *dl, char *what, size_t wlen,
-		      char *err, size_t errlen)
+/* PUT /v1/session/<verb>/<n->id>. */
+static int session_op(struct consul *c, const char *verb, struct named_put *n, const deadline_t *dl, char *err,
+		      size_t errlen)
 {
 	char path[64];
 
 	snprintf(path, sizeof(path), "/v1/session/%s/", verb);
-	if (!session_id_ok(id)) {
-		snprintf(what, wlen, "PUT %s%.80s", path, id);
-		return consul_http_refuse(c, err, errlen, "%s: not a session ID", what);
+	n->path = path;
+	if (!session_id_ok(n->id)) {
+		snprintf(n->what, sizeof(n->what), "PUT %s%.80s", path, n->id);
+		return consul_http_refuse(c, err, errlen, "%s: not a session ID", n->what);
 	}
-	return put_named(c, path, id, NULL, dl, what, wlen, err, errlen);
+	return put_named(c, n, dl, err, errlen);
 }
 
 int consul_session_renew(struct consul *c, const char *id, const deadline_t *dl, bool *gone, char *err, size_t errlen)
 {
-	char what[160];
+	struct named_put n = { .id = id };
+	const char *what = n.what;
 
 	*gone = false;
-	if (session_op(c, "renew", id, dl, what, sizeof(what), err, errlen) < 0)
+	if (session_op(c, "renew", &n, dl, err, errlen) < 0)
 		return -1;
 	if (c->meta.http_status == 404) {
 		*gone = true;
@@ -440,10 +488,11 @@ int consul_session_renew(struct consul *c, const char *id, const deadline_t *dl,
 
 int consul_session_destroy(struct consul *c, const char *id, const deadline_t *dl, char *err, size_t errlen)
 {
-	char what[160];
+	struct named_put n = { .id = id };
+	const char *what = n.what;
 	bool ok;
 
-	if (session_op(c, "destroy", id, dl, what, sizeof(what), err, errlen) < 0)
+	if (session_op(c, "destroy", &n, dl, err, errlen) < 0)
 		return -1;
 	if (c->meta.http_status != 200)
 		return status_error(c, what, err, errlen);
@@ -459,38 +508,39 @@ int consul_agent_service_register(struct consul *c, const char *json, size_t len
 {
 	const char *what = "PUT /v1/agent/service/register";
 
-	if (request(c, "PUT", "/v1/agent/service/register", what, "application/json", json, len, dl, err, errlen) < 0)
+	if (request(c,
+		    &(struct consul_call){ "PUT", "/v1/agent/service/register", what, "application/json", json, len,
+					   dl },
+		    err, errlen) < 0)
 		return -1;
 	return c->meta.http_status == 200 ? 0 : status_error(c, what, err, errlen);
 }
 
 int consul_agent_service_deregister(struct consul *c, const char *id, const deadline_t *dl, char *err, size_t errlen)
 {
-	char what[200];
+	struct named_put n = { .path = "/v1/agent/service/deregister/", .id = id };
 
-	if (put_named(c, "/v1/agent/service/deregister/", id, NULL, dl, what, sizeof(what), err, errlen) < 0)
+	if (put_named(c, &n, dl, err, errlen) < 0)
 		return -1;
-	return c->meta.http_status == 200 ? 0 : status_error(c, what, err, errlen);
+	return c->meta.http_status == 200 ? 0 : status_error(c, n.what, err, errlen);
 }
 
-int consul_agent_check_pass(struct consul *c, const char *check_id, const char *note, const deadline_t *dl,
-			    bool *unknown, char *err, size_t errlen)
+int consul_agent_check_pass(struct consul *c, const char *check_id, const char *note, const deadline_t *dl, char *err,
+			    size_t errlen)
 {
-	char what[200], line[256];
+	struct named_put n = { .path = "/v1/agent/check/pass/", .id = check_id, .note = note };
+	char line[256];
 
-	*unknown = false;
-	if (put_named(c, "/v1/agent/check/pass/", check_id, note, dl, what, sizeof(what), err, errlen) < 0)
+	if (put_named(c, &n, dl, err, errlen) < 0)
 		return -1;
 	if (c->meta.http_status == 200)
 		return 0;
 	consul_http_body_line(c, line, sizeof(line));
 	if (c->meta.http_status == 404 ||
 	    (c->meta.http_status == 500 &&
-	     (strstr(line, "does not have associated TTL") || strstr(line, "Unknown check")))) {
-		*unknown = true;
-		return 0;
-	}
-	return status_error(c, what, err, errlen);
+	     (strstr(line, "does not have associated TTL") || strstr(line, "Unknown check"))))
+		return 1;
+	return status_error(c, n.what, err, errlen);
 }
 
 int consul_leader(struct consul *c, const deadline_t *dl, char *out, size_t len, char *err, size_t errlen)
@@ -501,7 +551,8 @@ int consul_leader(struct consul *c, const deadline_t *dl, char *out, size_t len,
 
 	if (len)
 		out[0] = '\0';
-	if (request(c, "GET", "/v1/status/leader", what, NULL, NULL, 0, dl, err, errlen) < 0)
+	if (request(c, &(struct consul_call){ .method = "GET", .path = "/v1/status/leader", .what = what, .dl = dl },
+		    err, errlen) < 0)
 		return -1;
 	if (c->meta.http_status != 200)
 		return status_error(c, what, err, errlen);
@@ -523,7 +574,9 @@ int consul_agent_self(struct consul *c, const deadline_t *dl, bool *server, char
 	int ret = -1;
 
 	*server = false;
-	if (consul_http_request(c, "GET", "/v1/agent/self", what, NULL, NULL, 0, dl, err, errlen) < 0)
+	if (consul_http_request(
+		    c, &(struct consul_call){ .method = "GET", .path = "/v1/agent/self", .what = what, .dl = dl }, err,
+		    errlen) < 0)
 		return -1;
 	if (c->meta.http_status != 200)
 		return status_error(c, what, err, errlen);
@@ -541,23 +594,21 @@ int consul_agent_self(struct consul *c, const deadline_t *dl, bool *server, char
 	return ret;
 }
 
-int consul_agent_detect(struct consul *c, const deadline_t *dl, enum consul_agent_mode *mode, char *why, size_t whylen,
+int consul_agent_detect(struct consul *c, const deadline_t *dl, enum consul_agent_mode *mode, const char **why,
 			char *err, size_t errlen)
 {
 	bool server = false;
 
 	if (consul_agent_self(c, dl, &server, err, errlen) == 0) {
 		*mode = server ? CONSUL_AGENT_NONE : CONSUL_AGENT_LOCAL;
-		snprintf(why, whylen, "%s",
-			 server ? "Consul servers answer directly" : "a Consul client agent answers");
+		*why = server ? "Consul servers answer directly" : "a Consul client agent answers";
 		return 0;
 	}
 	if (c->meta.reason != CONSUL_FORBIDDEN)
 		return -1;
 	*mode = CONSUL_AGENT_NONE;
-	snprintf(why, whylen,
-		 "the token may not read GET /v1/agent/self (agent_prefix \"\" read): taken as Consul servers; set "
-		 "consul-agent to local if a client agent runs here");
+	*why = "the token may not read GET /v1/agent/self (agent_prefix \"\" read): taken as Consul servers; set "
+	       "consul-agent to local if a client agent runs here";
 	return 0;
 }
 
@@ -570,10 +621,10 @@ uint64_t consul_next_index(uint64_t prev, uint64_t got)
 	return got;
 }
 
-int consul_health_service(struct consul *c, const struct consul_service_query *q, uint64_t index, long wait_ms,
-			  enum consul_consistency mode, const deadline_t *dl, struct consul_kv_list *out,
-			  struct consul_meta *meta, char *err, size_t errlen)
+int consul_health_service(struct consul *c, const struct consul_service_query *q, struct consul_read *r,
+			  struct consul_kv_list *out, char *err, size_t errlen)
 {
+	struct consul_meta *meta = &r->meta;
 	sk_buf path;
 	char what[300];
 	int ret = -1;
@@ -598,11 +649,12 @@ int consul_health_service(struct consul *c, const struct consul_service_query *q
 	ok = ok && (!q->near || (sk_buf_add(&path, "&near=", 6) && consul_http_escape(&path, q->near, false))) &&
 	     (!q->filter || (sk_buf_add(&path, "&filter=", 8) && consul_http_escape(&path, q->filter, false))) &&
 	     (!q->datacenter || (sk_buf_add(&path, "&dc=", 4) && consul_http_escape(&path, q->datacenter, false))) &&
-	     add_blocking(&path, index, wait_ms, mode);
+	     add_blocking(&path, r);
 	if (!ok)
 		consul_http_refuse(c, err, errlen, "%s: query too long", what);
 	else
-		ret = blocking_list(c, path.data, what, false, CONSUL_LISTING_HEALTH, dl, out, meta, err, errlen);
+		ret = blocking_list(c, &(struct listing_call){ path.data, what, false, CONSUL_LISTING_HEALTH }, r, out,
+				    err, errlen);
 	*meta = c->meta;
 	sk_buf_free(&path);
 	return ret;

@@ -1,8 +1,9 @@
 /* consul.h: a Consul HTTP API client (KV, sessions, status) on libcurl and cJSON, with the
  * standard CONSUL_* environment, blocking queries, one deadline per call and a response cap.
- * Its parts: the settings and the proxy (consul_config.c), the transport (consul_http.c), the
- * endpoints (consul.c), the listing parser (consul_listing.c), the ACL rule each endpoint needs
- * (consul_acl.c). */
+ * This header is the client proper (its endpoints: consul.c; the client and its transport:
+ * consul_http.c). It includes what its users need with it: the settings and the proxy
+ * (consul_config.h) and the listings (consul_listing.h). The ACL rule of an endpoint is in
+ * consul_acl.h, the transport's internals in consul_http.h. */
 #ifndef SK_CONSUL_H
 #define SK_CONSUL_H
 
@@ -10,92 +11,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "consul_config.h"
+#include "consul_listing.h"
 #include "deadline.h"
 #include "util.h"
 
-#define CONSUL_DEFAULT_ADDR "127.0.0.1:8500"
-#define CONSUL_MAX_RESPONSE_DEFAULT ((size_t)16 * 1024 * 1024) /* bytes of one answer, decompressed */
-#define CONSUL_KV_MAX_ITEMS 100000 /* entries in one KV listing */
-#define CONSUL_ENTRY_MAX_BYTES (2 * 1024 * 1024) /* one entry of a listing (Consul's values: 512 KiB) */
-#define CONSUL_ENTRY_MAX_VALUES 16384 /* JSON values (objects, arrays, members) in one entry */
 #define CONSUL_SESSION_ID_MAX 64 /* room for a session ID (a 36-character UUID) and its NUL */
-
-/* How the client reaches Consul and proves who it is. Every string is heap-owned by the
- * config (NULL when unset); set fields with consul_config_set, release with consul_config_free. */
-struct consul_config {
-	char *addr; /* host:port, http://host:port[/prefix], https://..., or unix:///path */
-	char *token; /* ACL token: a secret, sent only as the X-Consul-Token header */
-	char *token_file; /* a file holding the token; wins over `token` when set */
-	char *http_auth; /* "user[:password]" for HTTP basic auth (a secret), or NULL */
-	char *cacert, *capath; /* CA bundle file / directory for verifying the server */
-	char *client_cert, *client_key; /* both or neither */
-	char *tls_server_name; /* name sent in SNI and checked against the certificate */
-	bool ssl; /* https even when addr carries no scheme */
-	bool ssl_verify; /* verify the server certificate (default true) */
-	char *datacenter; /* ?dc= on every request, or NULL for the agent's own */
-	char *login_method; /* consul-login-method: log in with this auth method (consul_login.h) */
-	char *login_bearer_file; /* consul-login-bearer-token-file (NULL: the Kubernetes default) */
-	char *login_meta; /* consul-login-meta: "key=value,..." */
-	size_t max_response; /* a larger answer is an error, never an allocation */
-};
-
-/* Fill `c` with the defaults and the environment, as Consul's own tools read it: CONSUL_HTTP_ADDR,
- * CONSUL_HTTP_TOKEN, CONSUL_HTTP_TOKEN_FILE, CONSUL_HTTP_AUTH, CONSUL_HTTP_SSL, CONSUL_HTTP_SSL_VERIFY,
- * CONSUL_CACERT, CONSUL_CAPATH, CONSUL_CLIENT_CERT, CONSUL_CLIENT_KEY, CONSUL_TLS_SERVER_NAME.
- * Secrets from the environment are registered with the log redactor. The token file is only
- * named here and read by consul_new, so a caller may still replace it. Returns 0, or -1 with err
- * naming the variable (a boolean that is not one, a client certificate without its key);
- * `c` is then still safe to free. */
-int consul_config_from_env(struct consul_config *c, char *err, size_t errlen) SK_MUST_CHECK;
-
-/* Replace one string field of a config (for flags and config files that override the
- * environment): the old value is wiped and freed; NULL or "" unsets the field. */
-void consul_config_set(char **field, const char *value);
-
-/* Wipe the secrets and free every field; the struct may be reused after consul_config_from_env. */
-void consul_config_free(struct consul_config *c);
-
-struct opts;
-
-/* consul_config_from_env, then the options every Consul-using binary shares (consul-addr,
- * consul-token-file, consul-cacert, consul-client-cert, consul-client-key,
- * consul-tls-server-name, consul-datacenter) override it where set. Returns 0 or -1. */
-int consul_config_from_opts(struct consul_config *c, const struct opts *o, char *err, size_t errlen) SK_MUST_CHECK;
-
-/* Whether a request to `host` (a URL's host: a name, an IPv4 address in any spelling inet_aton
- * takes, an IPv6 address with or without brackets and zone) reaches this machine, as libcurl will
- * connect to it: 127.0.0.0/8, 0.0.0.0/8 (connects to this host on Linux), ::1, ::, their
- * IPv4-mapped forms, "localhost" and "*.localhost" (libcurl answers these itself), in any case and
- * with or without one trailing dot. Pure. */
-bool consul_host_is_local(const char *host);
-
-/* The proxy a request to Consul goes through, chosen as Consul's own Go client chooses it (Go's
- * http.ProxyFromEnvironment, golang.org/x/net/http/httpproxy): `http_proxy` (HTTP_PROXY, else
- * http_proxy) for an http address, `https_proxy` (HTTPS_PROXY, else https_proxy) for an https
- * one; never for a host on this machine (consul_host_is_local: decided on the address connected
- * to, not on its spelling, so a token for a local Consul never reaches a proxy); never when
- * `no_proxy` (NO_PROXY, else no_proxy: a comma-separated list) has "*", an IP address (with an
- * optional port) equal to the host's, a CIDR block holding it, or a name that is the host or one
- * of its parent domains (".example.com" and "*.example.com": subdomains only; "name:port": that
- * port only). `host` is the address's host, `port` its port (0: the scheme's default).
- * On 0, *proxy is the proxy URL for libcurl (a new string the caller wipes and frees: it may hold
- * a password; "http://" prefixed when it has no scheme, an '@' in its user or password
- * percent-encoded) or NULL for a direct connection. -1 with err set, quoting none of the value,
- * when the chosen proxy's user or password holds a '/', '?', '#', space or control character.
- * Pure. */
-int consul_proxy_for(const char *scheme, const char *host, long port, const char *http_proxy, const char *https_proxy,
-		     const char *no_proxy, char **proxy, char *err, size_t errlen) SK_MUST_CHECK;
-
-/* consul_proxy_for with the proxies from the environment as Go reads them (HTTP_PROXY, else
- * http_proxy; HTTPS_PROXY, else https_proxy; NO_PROXY, else no_proxy). The credentials of every
- * proxy variable (ALL_PROXY and all_proxy included) are registered with the log redactor first.
- * For any HTTP client of the project that should pick its proxy the way Consul's client does. */
-int consul_proxy_from_env(const char *scheme, const char *host, long port, char **proxy, char *err,
-			  size_t errlen) SK_MUST_CHECK;
-
-/* A proxy URL fit to show: everything from after "://" (or the start) to its last '@' becomes
- * "***" (a user and password before "@proxy:3128" are shown as "***"). Returns false, with out "***", when it does not fit. Pure. */
-bool consul_proxy_redact(const char *url, char *out, size_t len);
 
 /* The client: one reusable connection (keep-alive). Not thread-safe: one thread at a time. */
 struct consul;
@@ -185,45 +106,29 @@ int consul_agent_self(struct consul *c, const deadline_t *dl, bool *server, char
 
 /* consul-agent = auto resolved at one answer of GET /v1/agent/self: Config.Server false is LOCAL,
  * true is NONE, a 403 (the token lacks agent:read) is NONE too. On 0, *mode is LOCAL or NONE and
- * why[whylen] says in words what decided it ("Consul servers answer directly"); -1 with err set
- * when no such answer came (unreachable, timeout, another status): ask again later. */
-int consul_agent_detect(struct consul *c, const deadline_t *dl, enum consul_agent_mode *mode, char *why, size_t whylen,
+ * *why (a constant string) says in words what decided it ("Consul servers answer directly"); -1
+ * with err set when no such answer came (unreachable, timeout, another status): ask again later. */
+int consul_agent_detect(struct consul *c, const deadline_t *dl, enum consul_agent_mode *mode, const char **why,
 			char *err, size_t errlen) SK_MUST_CHECK;
 
-/* The ACL rule a token needs for one endpoint the project calls, in Consul's policy language
- * (`session_prefix "" write`, `key_prefix "mysql/master" read`), for the line a 403 answer is logged
- * as: `method` "GET", "PUT", "DELETE"; `path` as in the request, with or without its query
- * ("/v1/kv/mysql/master?recurse"). An endpoint it does not know gets a general sentence. Writes at
- * most len bytes into out and returns out. Pure. */
-const char *consul_acl_rule(const char *method, const char *path, char *out, size_t len);
-
-/* One KV entry. `value` holds `len` decoded bytes and one extra NUL (it may contain NULs);
- * `session` is NULL when the key is not locked. */
-struct consul_kv {
-	char *key;
-	char *value;
-	size_t len;
-	uint64_t modify_index, create_index, flags;
-	char *session;
+/* One read of a listing: with index > 0 a blocking query, which Consul answers when something
+ * changes or after wait_ms (plus up to wait_ms/16 of jitter), so the deadline `dl` allows at
+ * least consul_wait_budget_ms(wait_ms); the consistency mode. The call fills `meta` with the
+ * answer's headers and the reason of a failure. */
+struct consul_read {
+	uint64_t index;
+	long wait_ms;
+	enum consul_consistency mode;
+	const deadline_t *dl;
+	struct consul_meta meta; /* filled by the call */
 };
 
-struct consul_kv_list {
-	size_t n;
-	struct consul_kv *items;
-};
-
-/* Free every entry; the list is left empty ({0, NULL}). */
-void consul_kv_list_free(struct consul_kv_list *l);
-
-/* Read every key under `prefix` (GET /v1/kv/<prefix>?recurse). With index > 0 it is a blocking
- * query: Consul answers when something under the prefix changes or after wait_ms (plus up to
- * wait_ms/16 of jitter), so the caller gives a deadline of at least consul_wait_budget_ms(wait_ms).
- * A prefix with no keys (404) is an empty list, not an error. On success *out holds the entries
- * (free with consul_kv_list_free) and *meta the headers; the index is always present (an answer
- * without X-Consul-Index is an error). On failure returns -1, *out is empty, *meta says what
+/* Read every key under `prefix` (GET /v1/kv/<prefix>?recurse), blocking as r says. A prefix
+ * with no keys (404) is an empty list, not an error. On success *out holds the entries (free
+ * with consul_kv_list_free) and r->meta the headers; the index is always present (an answer
+ * without X-Consul-Index is an error). On failure returns -1, *out is empty, r->meta says what
  * arrived (http_status 0: no answer) and err says the status and the first line of the body. */
-int consul_kv_list(struct consul *c, const char *prefix, uint64_t index, long wait_ms, enum consul_consistency mode,
-		   const deadline_t *dl, struct consul_kv_list *out, struct consul_meta *meta, char *err,
+int consul_kv_list(struct consul *c, const char *prefix, struct consul_read *r, struct consul_kv_list *out, char *err,
 		   size_t errlen) SK_MUST_CHECK;
 
 /* A health-checked service to read: GET /v1/health/service/<name>?passing, with each tag (every
@@ -240,51 +145,14 @@ struct consul_service_query {
 
 /* The instances of a service whose checks all pass, as KV pairs: the key "<address>:<port>"
  * (Service.Address, else Node.Address), the value a JSON object {"node", "id", "weight" (its
- * Weights.Passing), "meta" (Service.Meta)}. Blocking (index, wait_ms), consistency, meta and
+ * Weights.Passing), "meta" (Service.Meta)}. The read (blocking, consistency, meta) and
  * failures as consul_kv_list. */
-int consul_health_service(struct consul *c, const struct consul_service_query *q, uint64_t index, long wait_ms,
-			  enum consul_consistency mode, const deadline_t *dl, struct consul_kv_list *out,
-			  struct consul_meta *meta, char *err, size_t errlen) SK_MUST_CHECK;
-
-/* The parsing half of consul_health_service (pure; fuzzed). */
-int consul_parse_health_json(const char *body, size_t len, struct consul_kv_list *out, char *err,
-			     size_t errlen) SK_MUST_CHECK;
+int consul_health_service(struct consul *c, const struct consul_service_query *q, struct consul_read *r,
+			  struct consul_kv_list *out, char *err, size_t errlen) SK_MUST_CHECK;
 
 /* The deadline a blocking query with `wait_ms` needs: the wait, Consul's jitter (wait/16) and
  * a margin for the network. */
 long consul_wait_budget_ms(long wait_ms);
-
-/* Parse a KV listing (the JSON array of GET /v1/kv/?recurse) into *out. Pure: no I/O, no
- * globals. Rejects, with err naming the item and field: anything that is not an array of
- * objects, a missing or non-string Key, a Value that is neither null nor canonical base64,
- * a Session that is not a string, an index or Flags that is not a whole number in uint64,
- * duplicate fields, NUL characters in strings, nesting deeper than 8, more than
- * CONSUL_KV_MAX_ITEMS entries, an entry larger than CONSUL_ENTRY_MAX_BYTES or holding more than
- * CONSUL_ENTRY_MAX_VALUES values, trailing garbage. Unknown fields are ignored. Returns 0 or -1
- * (then *out is empty). */
-int consul_parse_kv_json(const char *body, size_t len, struct consul_kv_list *out, char *err,
-			 size_t errlen) SK_MUST_CHECK;
-
-/* A listing parsed as its bytes arrive (what consul_kv_list and consul_health_service use), so that
- * memory follows the entries kept, never the size or shape of the answer: one entry at a time
- * (at most CONSUL_ENTRY_MAX_BYTES and CONSUL_ENTRY_MAX_VALUES) is checked and parsed as
- * consul_parse_kv_json / consul_parse_health_json describe, and only its compact consul_kv stays.
- * More than max_bytes fed in all is an error ("answer larger than ... (the response size cap)").
- * Errors are sticky: once feed returns -1 the rest is ignored. */
-enum consul_listing_kind { CONSUL_LISTING_KV, CONSUL_LISTING_HEALTH };
-struct consul_listing;
-
-/* A new parser (free with consul_listing_free); max_bytes 0 means CONSUL_MAX_RESPONSE_DEFAULT. */
-struct consul_listing *consul_listing_new(enum consul_listing_kind kind, size_t max_bytes);
-/* Feed the next `len` bytes of the answer. Returns 0, or -1 once the answer is known bad. */
-int consul_listing_feed(struct consul_listing *p, const char *data, size_t len) SK_MUST_CHECK;
-/* The answer is complete: on success moves the entries into *out (free with consul_kv_list_free)
- * and returns 0; otherwise -1 with err saying why and *out empty. */
-int consul_listing_finish(struct consul_listing *p, struct consul_kv_list *out, char *err, size_t errlen) SK_MUST_CHECK;
-void consul_listing_free(struct consul_listing *p);
-/* Why the listing failed so far (NULL: it has not; the text is the parser's), and whether it was
- * the size cap (*too_large). */
-const char *consul_listing_error(const struct consul_listing *p, bool *too_large);
 
 /* The index for the next blocking query, from the previous one and the X-Consul-Index just
  * received (Consul's blocking-query rules): when the index went backwards (got < prev: a
@@ -294,32 +162,48 @@ const char *consul_listing_error(const struct consul_listing *p, bool *too_large
  * loop), so 0 becomes 1, which is always safe. Pure. */
 uint64_t consul_next_index(uint64_t prev, uint64_t got);
 
-/* Write `len` bytes as the value of `key` (PUT /v1/kv/<key>, body raw). With `acquire_session`
- * the write also takes the key's lock for that session (?acquire=), and *done is false when
- * another session holds it or a lock delay is in force; a plain write sets *done true.
- * Returns 0, or -1 with err set (a non-200 answer, the network). */
-int consul_kv_put(struct consul *c, const char *key, const void *value, size_t len, const char *acquire_session,
-		  const deadline_t *dl, bool *done, char *err, size_t errlen) SK_MUST_CHECK;
+/* A write to one key: `len` bytes of `value`, and the session that takes the key's lock with it
+ * (consul_kv_put; NULL: a plain write) or gives it back (consul_kv_release). */
+struct consul_kv_write {
+	const char *key;
+	const void *value;
+	size_t len;
+	const char *session;
+};
 
-/* Release the lock `session` holds on `key` (PUT ?release=, the value emptied); *done is false when
- * the session did not hold it. Returns 0, or -1 with err set. */
-int consul_kv_release(struct consul *c, const char *key, const char *session, const deadline_t *dl, bool *done,
-		      char *err, size_t errlen) SK_MUST_CHECK;
+/* Write w->len bytes as the value of w->key (PUT /v1/kv/<key>, body raw). With w->session the
+ * write also takes the key's lock for that session (?acquire=), and *done is false when another
+ * session holds it or a lock delay is in force; a plain write sets *done true.
+ * Returns 0, or -1 with err set (a non-200 answer, the network). */
+int consul_kv_put(struct consul *c, const struct consul_kv_write *w, const deadline_t *dl, bool *done, char *err,
+		  size_t errlen) SK_MUST_CHECK;
+
+/* Release the lock w->session holds on w->key (PUT ?release=, the value emptied: w->value is not
+ * read); *done is false when the session did not hold it. Returns 0, or -1 with err set. */
+int consul_kv_release(struct consul *c, const struct consul_kv_write *w, const deadline_t *dl, bool *done, char *err,
+		      size_t errlen) SK_MUST_CHECK;
 
 /* Delete `key`, or every key under it with `recurse`. Deleting a missing key succeeds. */
 int consul_kv_delete(struct consul *c, const char *key, bool recurse, const deadline_t *dl, char *err,
 		     size_t errlen) SK_MUST_CHECK;
 
-/* Create a session (PUT /v1/session/create) named `name` with a TTL of ttl_s seconds (0: none),
- * `behavior` "delete" or "release" (what happens to its keys when it ends) and `lock_delay`
- * (a Go duration such as "0s" or "15s"). With `node_health` the session has Consul's default
- * check, the node's serfHealth, and ends when the node does (a restart of the local Consul agent
- * included); without, it has no check ("NodeChecks" and, for Consul before 1.7, "Checks" empty)
- * and lives as long as it is renewed within its TTL. Writes its ID into id[idlen]. Returns 0 or
+/* A session to create: named `name` with a TTL of ttl_s seconds (0: none), `behavior` "delete" or
+ * "release" (what happens to its keys when it ends; NULL: Consul's default) and `lock_delay` (a Go
+ * duration such as "0s" or "15s"; NULL: Consul's default). With `node_health` the session has
+ * Consul's default check, the node's serfHealth, and ends when the node does (a restart of the
+ * local Consul agent included); without, it has no check ("NodeChecks" and, for Consul before
+ * 1.7, "Checks" empty) and lives as long as it is renewed within its TTL. */
+struct consul_session_spec {
+	const char *name;
+	long ttl_s;
+	const char *behavior, *lock_delay;
+	bool node_health;
+};
+
+/* Create a session (PUT /v1/session/create) as s says and write its ID into id. Returns 0 or
  * -1. */
-int consul_session_create(struct consul *c, const char *name, long ttl_s, const char *behavior, const char *lock_delay,
-			  bool node_health, const deadline_t *dl, char *id, size_t idlen, char *err,
-			  size_t errlen) SK_MUST_CHECK;
+int consul_session_create(struct consul *c, const struct consul_session_spec *s, const deadline_t *dl,
+			  char id[CONSUL_SESSION_ID_MAX], char *err, size_t errlen) SK_MUST_CHECK;
 
 /* Renew a TTL session. When Consul no longer knows it (404: expired or destroyed) returns 0
  * with *gone true; the caller creates a new one. Returns -1 on any other failure. */
@@ -334,14 +218,14 @@ int consul_session_destroy(struct consul *c, const char *id, const deadline_t *d
 /* The local Consul agent's service API. Register a service (`json`: a service definition, its
  * checks included), deregister one by ID, pass a TTL check by ID with a note. A check pass that
  * the agent does not know (404 "Unknown check ID", or the 500 "does not have associated TTL" of
- * older releases: the agent restarted without it, or someone deregistered the service) returns 0
- * with *unknown true; the caller registers again. Each returns 0 or -1. */
+ * older releases: the agent restarted without it, or someone deregistered the service) returns 1;
+ * the caller registers again. Each returns 0 or -1. */
 int consul_agent_service_register(struct consul *c, const char *json, size_t len, const deadline_t *dl, char *err,
 				  size_t errlen) SK_MUST_CHECK;
 int consul_agent_service_deregister(struct consul *c, const char *id, const deadline_t *dl, char *err,
 				    size_t errlen) SK_MUST_CHECK;
-int consul_agent_check_pass(struct consul *c, const char *check_id, const char *note, const deadline_t *dl,
-			    bool *unknown, char *err, size_t errlen) SK_MUST_CHECK;
+int consul_agent_check_pass(struct consul *c, const char *check_id, const char *note, const deadline_t *dl, char *err,
+			    size_t errlen) SK_MUST_CHECK;
 
 /* The Raft leader's address (GET /v1/status/leader) into out[len]; "" when there is none.
  * A cheap liveness probe: no ACL, no blocking. Returns 0 or -1. */

@@ -1,9 +1,12 @@
 /* consul_acl.c: the ACL rule each Consul endpoint the project calls needs, so that a 403 answer is
  * logged with what to add to the token's policy. */
-#include "consul.h"
+#include "consul_acl.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "util.h"
 
 /* One endpoint: the method (NULL: any other than those listed before it for the same path), the
  * path or, ending in '/', its prefix, and the rule: `before`, then the rest of the path after the

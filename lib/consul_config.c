@@ -1,7 +1,7 @@
 /* consul_config.c: where the Consul client's settings come from: the CONSUL_* environment as
  * Consul's own tools read it, the shared consul-* options, and the proxy for an address as
  * Consul's Go client chooses it (HTTP_PROXY, HTTPS_PROXY, NO_PROXY). No I/O besides getenv. */
-#include "consul.h"
+#include "consul_config.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -413,11 +413,13 @@ static char *proxy_url(const char *value, const char *var, char *err, size_t err
 	return out;
 }
 
-int consul_proxy_for(const char *scheme, const char *host, long port, const char *http_proxy, const char *https_proxy,
-		     const char *no_proxy, char **out, char *err, size_t errlen)
+int consul_proxy_for(const struct consul_proxy_dest *d, const struct consul_proxy_env *e, char **out, char *err,
+		     size_t errlen)
 {
-	bool https = strcmp(scheme, "https") == 0;
-	const char *proxy = https ? https_proxy : strcmp(scheme, "http") == 0 ? http_proxy : NULL;
+	const char *host = d->host;
+	bool https = strcmp(d->scheme, "https") == 0;
+	const char *proxy = https ? e->https_proxy : strcmp(d->scheme, "http") == 0 ? e->http_proxy : NULL;
+	long port = d->port;
 	char h[256], portstr[24];
 	struct ipaddr ip;
 	bool is_ip;
@@ -429,7 +431,7 @@ int consul_proxy_for(const char *scheme, const char *host, long port, const char
 	if (!proxy || !*proxy || !host || consul_host_is_local(host) || !connect_host(host, h, &ip, &is_ip))
 		return 0;
 	snprintf(portstr, sizeof(portstr), "%ld", port > 0 ? port : https ? 443L : 80L);
-	if (no_proxy_lists(no_proxy, h, portstr, is_ip ? &ip : NULL))
+	if (no_proxy_lists(e->no_proxy, h, portstr, is_ip ? &ip : NULL))
 		return 0;
 	*out = proxy_url(proxy, https ? "HTTPS_PROXY (or https_proxy)" : "HTTP_PROXY (or http_proxy)", err, errlen);
 	return *out ? 0 : -1;
@@ -439,14 +441,16 @@ int consul_proxy_from_env(const char *scheme, const char *host, long port, char 
 {
 	static const char *const vars[] = { "HTTP_PROXY",  "http_proxy", "HTTPS_PROXY",
 					    "https_proxy", "ALL_PROXY",  "all_proxy" };
-	const char *http = env_any("HTTP_PROXY", "http_proxy"), *https = env_any("HTTPS_PROXY", "https_proxy");
+	struct consul_proxy_env e = { .http_proxy = env_any("HTTP_PROXY", "http_proxy"),
+				      .https_proxy = env_any("HTTPS_PROXY", "https_proxy"),
+				      .no_proxy = env_any("NO_PROXY", "no_proxy") };
 
 	/* Registered before anything is decided, ALL_PROXY's too (libcurl's own variable, never read
 	 * here: CURLOPT_PROXY is always set): whatever happens next, no log line shows them. */
 	for (size_t i = 0; i < SK_ARRAY_LEN(vars); i++)
 		if (env(vars[i]))
 			proxy_secrets(env(vars[i]));
-	if (consul_proxy_for(scheme, host, port, http, https, env_any("NO_PROXY", "no_proxy"), proxy, err, errlen) < 0)
+	if (consul_proxy_for(&(struct consul_proxy_dest){ scheme, host, port }, &e, proxy, err, errlen) < 0)
 		return -1;
 	if (*proxy)
 		proxy_secrets(*proxy);

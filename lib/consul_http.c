@@ -53,13 +53,32 @@ static int addr_scheme(const char *addr, bool ssl, const char **scheme, const ch
 	return sk_err(err, errlen, "consul address '%.80s': unknown scheme (http, https or unix)", addr);
 }
 
-/* The authority of `rest` (up to its first '/'), "host[:port]" or "[v6][:port]", copied into
- * host[ADDR_HOST_MAX]; *hlen is the length of its host part (brackets kept) and *port the text of
- * its port (inside host[]), or NULL when it has none. Returns 0 or -1 with err set. */
 #define ADDR_HOST_MAX 256
-static int addr_authority(const char *addr, const char *rest, char *host, size_t *hlen, const char **port, char *err,
-			  size_t errlen)
+
+/* An address's authority, "host[:port]" or "[v6][:port]": `hlen` is the length of its host part
+ * (brackets kept) and `port` the text of its port (inside host[]), or NULL when it has none. */
+struct authority {
+	char host[ADDR_HOST_MAX];
+	size_t hlen;
+	const char *port;
+};
+
+/* Where the requests of a client go, from its address (parse_addr). `ssl` and `server_name` (the
+ * TLS server name, or NULL) are given; the rest is filled. */
+struct endpoint {
+	bool ssl;
+	const char *server_name;
+	sk_buf base; /* scheme://authority[/prefix] */
+	char *unix_path; /* the socket of a unix:// address, or NULL */
+	char *connect_to; /* the CURLOPT_CONNECT_TO entry when a TLS server name is set, or NULL */
+	char req_host[ADDR_HOST_MAX]; /* the host and port requests go to, for the proxy's choice */
+	long req_port;
+};
+
+/* The authority of `rest` (up to its first '/') into *a. Returns 0 or -1 with err set. */
+static int addr_authority(const char *addr, const char *rest, struct authority *a, char *err, size_t errlen)
 {
+	char *host = a->host;
 	const char *slash = strchr(rest, '/');
 	size_t alen = slash ? (size_t)(slash - rest) : strlen(rest);
 
@@ -72,8 +91,8 @@ static int addr_authority(const char *addr, const char *rest, char *host, size_t
 
 		if (!close || (close[1] && close[1] != ':'))
 			return sk_err(err, errlen, "consul address '%.80s': bad IPv6 address", addr);
-		*port = close[1] ? close + 2 : NULL;
-		*hlen = (size_t)(close - host) + 1;
+		a->port = close[1] ? close + 2 : NULL;
+		a->hlen = (size_t)(close - host) + 1;
 	} else {
 		char *colon = strchr(host, ':');
 
@@ -81,26 +100,30 @@ static int addr_authority(const char *addr, const char *rest, char *host, size_t
 		if (strchr(host, '%'))
 			return sk_err(err, errlen, "consul address '%.80s': unexpected character %% in the host", addr);
 
-		*port = colon ? colon + 1 : NULL;
-		*hlen = colon ? (size_t)(colon - host) : alen;
+		a->port = colon ? colon + 1 : NULL;
+		a->hlen = colon ? (size_t)(colon - host) : alen;
 	}
 	return 0;
 }
 
-/* The base URL "scheme://authority[/prefix]" (the prefix without trailing slashes). With a TLS
- * server name, that name and the port stand for the authority and *connect_to sends the
- * connection to the real host (CURLOPT_CONNECT_TO). Returns 0 or -1 with err set. */
-static int addr_base(const char *scheme, const char *authority, size_t hlen, const char *port, const char *server_name,
-		     const char *prefix, sk_buf *base, char **connect_to, char *err, size_t errlen)
+/* The base URL "scheme://authority[/prefix]" (the prefix without trailing slashes) into e->base.
+ * With TLS and a server name, that name and the port stand for the authority and e->connect_to
+ * sends the connection to the real host (CURLOPT_CONNECT_TO). Returns 0 or -1 with err set. */
+static int addr_base(const char *scheme, const struct authority *a, const char *prefix, struct endpoint *e, char *err,
+		     size_t errlen)
 {
+	const char *server_name = e->ssl ? e->server_name : NULL, *port = a->port, *authority = a->host;
+	sk_buf *base = &e->base;
+	size_t hlen = a->hlen;
+
 	if (server_name) {
 		const char *pt = port ? port : strcmp(scheme, "https") == 0 ? "443" : "80";
 		size_t n = strlen(server_name) + hlen + 2 * strlen(pt) + 4;
 
 		if (!sk_buf_addf(base, "%s://%s:%s", scheme, server_name, pt))
 			return sk_err(err, errlen, "consul address too long");
-		*connect_to = xmalloc(n);
-		snprintf(*connect_to, n, "%s:%s:%.*s:%s", server_name, pt, (int)hlen, authority, pt);
+		e->connect_to = xmalloc(n);
+		snprintf(e->connect_to, n, "%s:%s:%.*s:%s", server_name, pt, (int)hlen, authority, pt);
 	} else if (!sk_buf_addf(base, "%s://%s", scheme, authority)) {
 		return sk_err(err, errlen, "consul address too long");
 	}
@@ -116,37 +139,34 @@ static int addr_base(const char *scheme, const char *authority, size_t hlen, con
 }
 
 /* Split an address the way Consul's api.NewClient does: "[scheme://]authority[/prefix]" or
- * "unix:///path". Fills the base URL (with the TLS server name in place of the authority's host
- * when one is set and TLS is on), the socket path, the CURLOPT_CONNECT_TO entry and the host and
- * port requests go to (for the proxy's choice). */
-static int parse_addr(const char *addr, bool ssl, const char *server_name, sk_buf *base, char **unix_path,
-		      char **connect_to, char *req_host, long *req_port, char *err, size_t errlen)
+ * "unix:///path". Fills e's base URL (with the TLS server name in place of the authority's host
+ * when one is set and TLS is on), socket path, CURLOPT_CONNECT_TO entry and the host and port
+ * requests go to (for the proxy's choice). */
+static int parse_addr(const char *addr, struct endpoint *e, char *err, size_t errlen)
 {
-	const char *scheme, *rest, *port = NULL;
-	char host[ADDR_HOST_MAX];
-	size_t hlen = 0;
+	const char *scheme, *rest;
+	struct authority a = { .hlen = 0, .port = NULL };
 	int kind;
 
 	if (sk_has_ctl(addr) || strpbrk(addr, " @?#\\"))
 		return sk_err(err, errlen, "consul address '%.80s': unexpected character (spaces, @, ?, # or \\)",
 			      addr);
-	kind = addr_scheme(addr, ssl, &scheme, &rest, err, errlen);
+	kind = addr_scheme(addr, e->ssl, &scheme, &rest, err, errlen);
 	if (kind < 0)
 		return -1;
 	if (kind == 1) {
-		*unix_path = xstrdup(rest);
-		if (!sk_buf_addf(base, "%s://%s", scheme, server_name && ssl ? server_name : "localhost"))
+		e->unix_path = xstrdup(rest);
+		if (!sk_buf_addf(&e->base, "%s://%s", scheme, e->server_name && e->ssl ? e->server_name : "localhost"))
 			return sk_err(err, errlen, "consul address too long");
 		return 0;
 	}
-	if (addr_authority(addr, rest, host, &hlen, &port, err, errlen) < 0)
+	if (addr_authority(addr, rest, &a, err, errlen) < 0)
 		return -1;
-	if (port && !sk_parse_long(port, 1, 65535, req_port))
+	if (a.port && !sk_parse_long(a.port, 1, 65535, &e->req_port))
 		return sk_err(err, errlen, "consul address '%.80s': bad port", addr);
-	memcpy(req_host, host, hlen);
-	req_host[hlen] = '\0';
-	return addr_base(scheme, host, hlen, port, ssl ? server_name : NULL, strchr(rest, '/'), base, connect_to, err,
-			 errlen);
+	memcpy(e->req_host, a.host, a.hlen);
+	e->req_host[a.hlen] = '\0';
+	return addr_base(scheme, &a, strchr(rest, '/'), e, err, errlen);
 }
 
 #define ERROR_BODY_MAX 4096 /* what is kept of a listing's answer that is not a 200: its message */
@@ -307,11 +327,12 @@ static void set_common(struct consul *c)
 /* The proxy is decided here, never by libcurl's own reading of the environment (which proxies
  * loopback too, and would hand the token to the proxy). "" means direct; an empty CURLOPT_NOPROXY
  * makes libcurl ignore NO_PROXY: consul_proxy_from_env already applied it. */
-static int set_proxy(struct consul *c, bool ssl, const char *req_host, long req_port, char *err, size_t errlen)
+static int set_proxy(struct consul *c, const struct endpoint *e, char *err, size_t errlen)
 {
 	char *proxy = NULL;
 
-	if (!c->unix_path && consul_proxy_from_env(ssl ? "https" : "http", req_host, req_port, &proxy, err, errlen) < 0)
+	if (!c->unix_path &&
+	    consul_proxy_from_env(e->ssl ? "https" : "http", e->req_host, e->req_port, &proxy, err, errlen) < 0)
 		return -1;
 	curl_easy_setopt(c->easy, CURLOPT_PROXY, proxy ? proxy : "");
 	curl_easy_setopt(c->easy, CURLOPT_NOPROXY, "");
@@ -349,47 +370,48 @@ static int set_tls(struct consul *c, const struct consul_config *cfg, const char
 }
 
 /* libcurl's handles, set up for this client. */
-static int start_handle(struct consul *c, const struct consul_config *cfg, bool ssl, const char *req_host,
-			long req_port, const char *connect_to, char *err, size_t errlen)
+static int start_handle(struct consul *c, const struct consul_config *cfg, const struct endpoint *e, char *err,
+			size_t errlen)
 {
 	pthread_once(&curl_once, curl_init);
 	if (curl_init_rc != CURLE_OK || !(c->multi = curl_multi_init()) || !(c->easy = curl_easy_init()))
 		return sk_err(err, errlen, "cannot start libcurl");
 	set_common(c);
-	if (set_proxy(c, ssl, req_host, req_port, err, errlen) < 0)
+	if (set_proxy(c, e, err, errlen) < 0)
 		return -1;
 	if (c->userpwd)
 		curl_easy_setopt(c->easy, CURLOPT_USERPWD, c->userpwd);
-	return ssl ? set_tls(c, cfg, connect_to, err, errlen) : 0;
+	return e->ssl ? set_tls(c, cfg, e->connect_to, err, errlen) : 0;
 }
 
 struct consul *consul_new(const struct consul_config *cfg, char *err, size_t errlen)
 {
 	struct consul *c = xcalloc(1, sizeof(*c));
-	sk_buf base;
-	char *connect_to = NULL, req_host[ADDR_HOST_MAX] = "";
-	long req_port = 0;
-	bool ssl = cfg->ssl || (cfg->addr && strncmp(cfg->addr, "https://", 8) == 0);
+	struct endpoint e = {
+		.ssl = cfg->ssl || (cfg->addr && strncmp(cfg->addr, "https://", 8) == 0),
+		.server_name = cfg->tls_server_name,
+	};
 	int rc = -1;
 
-	sk_buf_init(&base, 4096);
+	sk_buf_init(&e.base, 4096);
 	c->cancel_fd = -1;
 	sk_buf_init(&c->body, cfg->max_response ? cfg->max_response : CONSUL_MAX_RESPONSE_DEFAULT);
 	if (!cfg->client_cert != !cfg->client_key) {
 		sk_err(err, errlen, "a consul client certificate needs its key and the other way round");
 		goto out;
 	}
-	if (parse_addr(cfg->addr && *cfg->addr ? cfg->addr : CONSUL_DEFAULT_ADDR, ssl, cfg->tls_server_name, &base,
-		       &c->unix_path, &connect_to, req_host, &req_port, err, errlen) < 0)
+	rc = parse_addr(cfg->addr && *cfg->addr ? cfg->addr : CONSUL_DEFAULT_ADDR, &e, err, errlen);
+	c->unix_path = e.unix_path;
+	if (rc < 0)
 		goto out;
-	c->base = xstrdup(base.data);
-	if (take_credentials(c, cfg, err, errlen) < 0 ||
-	    start_handle(c, cfg, ssl, req_host, req_port, connect_to, err, errlen) < 0)
+	rc = -1;
+	c->base = xstrdup(e.base.data);
+	if (take_credentials(c, cfg, err, errlen) < 0 || start_handle(c, cfg, &e, err, errlen) < 0)
 		goto out;
 	rc = 0;
 out:
-	free(connect_to);
-	sk_buf_free(&base);
+	free(e.connect_to);
+	sk_buf_free(&e.base);
 	if (rc < 0) {
 		consul_free(c);
 		return NULL;
@@ -583,9 +605,11 @@ static bool add_headers(const char *token_header, const char *content_type, stru
 }
 
 /* Point the handle at one request: its URL, headers, method and body, and the time left. */
-static void set_request(struct consul *c, const char *url, struct curl_slist *hdrs, long left, const char *method,
-			const void *body, size_t len)
+static void set_request(struct consul *c, const char *url, struct curl_slist *hdrs, long left,
+			const struct consul_call *call)
 {
+	const char *method = call->method;
+
 	curl_easy_setopt(c->easy, CURLOPT_URL, url);
 	curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(c->easy, CURLOPT_TIMEOUT_MS, left);
@@ -593,24 +617,31 @@ static void set_request(struct consul *c, const char *url, struct curl_slist *hd
 	curl_easy_setopt(c->easy, CURLOPT_HTTPGET, 1L);
 	curl_easy_setopt(c->easy, CURLOPT_CUSTOMREQUEST, NULL);
 	if (strcmp(method, "PUT") == 0 || strcmp(method, "POST") == 0) {
-		curl_easy_setopt(c->easy, CURLOPT_POSTFIELDS, body ? body : "");
-		curl_easy_setopt(c->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+		curl_easy_setopt(c->easy, CURLOPT_POSTFIELDS, call->body ? call->body : "");
+		curl_easy_setopt(c->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)call->len);
 		curl_easy_setopt(c->easy, CURLOPT_CUSTOMREQUEST, method);
 	} else if (strcmp(method, "GET") != 0) {
 		curl_easy_setopt(c->easy, CURLOPT_CUSTOMREQUEST, method);
 	}
 }
 
+/* One transfer as perform() ended it, and the time it was given. */
+struct transfer {
+	CURLcode rc;
+	bool cancelled;
+	long left;
+};
+
 /* How the transfer ended: 0 when an answer arrived (any status), else -1 with err and the reason
  * set; http_status is 0 when no answer came. */
-static int transfer_outcome(struct consul *c, CURLcode rc, bool cancelled, long left, const char *what, char *err,
-			    size_t errlen)
+static int transfer_outcome(struct consul *c, const struct transfer *t, const char *what, char *err, size_t errlen)
 {
 	const char *why;
 	bool too_large = false;
+	CURLcode rc = t->rc;
 
 	curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &c->meta.http_status);
-	if (cancelled) {
+	if (t->cancelled) {
 		c->meta.http_status = 0;
 		return consul_http_fail(c, CONSUL_CANCELLED, err, errlen, "%s: cancelled", what);
 	}
@@ -625,7 +656,7 @@ static int transfer_outcome(struct consul *c, CURLcode rc, bool cancelled, long 
 	c->meta.http_status = 0;
 	if (rc == CURLE_OPERATION_TIMEDOUT)
 		return consul_http_fail(c, CONSUL_TIMEOUT, err, errlen, "%s: timeout after %ld ms (deadline)", what,
-					left);
+					t->left);
 	if (c->proxy_shown)
 		return consul_http_fail(
 			c, CONSUL_UNREACHABLE, err, errlen,
@@ -636,16 +667,14 @@ static int transfer_outcome(struct consul *c, CURLcode rc, bool cancelled, long 
 				c->curl_err[0] ? c->curl_err : curl_easy_strerror(rc));
 }
 
-static int request_with(struct consul *c, const char *token_header, const char *method, const char *path,
-			const char *what, const char *content_type, const void *body, size_t len, const deadline_t *dl,
-			char *err, size_t errlen)
+static int request_with(struct consul *c, const char *token_header, const struct consul_call *call, char *err,
+			size_t errlen)
 {
+	const char *path = call->path, *what = call->what;
 	struct curl_slist *hdrs = NULL;
+	struct transfer t;
 	sk_buf url;
-	bool cancelled;
-	CURLcode rc;
 	int ret = -1;
-	long left;
 
 	reset_answer(c);
 	sk_buf_init(&url, 16384);
@@ -655,19 +684,19 @@ static int request_with(struct consul *c, const char *token_header, const char *
 		consul_http_fail(c, CONSUL_CLIENT_ERROR, err, errlen, "%s: URL too long", what);
 		goto out;
 	}
-	left = deadline_timeout_ms(dl); /* never 0 below: libcurl reads a 0 timeout as "none" */
-	if (left < 0) {
+	t.left = deadline_timeout_ms(call->dl); /* never 0 below: libcurl reads a 0 timeout as "none" */
+	if (t.left < 0) {
 		consul_http_fail(c, CONSUL_TIMEOUT, err, errlen, "%s: no time left before the request (deadline)",
 				 what);
 		goto out;
 	}
-	if (!add_headers(token_header, content_type, &hdrs)) {
+	if (!add_headers(token_header, call->content_type, &hdrs)) {
 		consul_http_fail(c, CONSUL_CLIENT_ERROR, err, errlen, "%s: out of memory", what);
 		goto out;
 	}
-	set_request(c, url.data, hdrs, left, method, body, len);
-	rc = perform(c, &cancelled);
-	ret = transfer_outcome(c, rc, cancelled, left, what, err, errlen);
+	set_request(c, url.data, hdrs, t.left, call);
+	t.rc = perform(c, &t.cancelled);
+	ret = transfer_outcome(c, &t, what, err, errlen);
 out:
 	curl_easy_setopt(c->easy, CURLOPT_HTTPHEADER, NULL);
 	for (struct curl_slist *h = hdrs; h; h = h->next)
@@ -677,22 +706,20 @@ out:
 	return ret;
 }
 
-int consul_http_request(struct consul *c, const char *method, const char *path, const char *what,
-			const char *content_type, const void *body, size_t len, const deadline_t *dl, char *err,
-			size_t errlen)
+int consul_http_request(struct consul *c, const struct consul_call *call, char *err, size_t errlen)
 {
-	return request_with(c, c->token_header, method, path, what, content_type, body, len, dl, err, errlen);
+	return request_with(c, c->token_header, call, err, errlen);
 }
 
-int consul_http_request_as(struct consul *c, const char *token, const char *method, const char *path, const char *what,
-			   const char *content_type, const void *body, size_t len, const deadline_t *dl, char *err,
+int consul_http_request_as(struct consul *c, const char *token, const struct consul_call *call, char *err,
 			   size_t errlen)
 {
+	const char *what = call->what;
 	sk_buf hdr;
 	int rc;
 
 	if (!token)
-		return request_with(c, NULL, method, path, what, content_type, body, len, dl, err, errlen);
+		return request_with(c, NULL, call, err, errlen);
 	if (sk_has_ctl(token))
 		return consul_http_refuse(c, err, errlen, "%s: the consul token contains a control character", what);
 	sk_buf_init(&hdr, 4096);
@@ -700,7 +727,7 @@ int consul_http_request_as(struct consul *c, const char *token, const char *meth
 		sk_buf_free(&hdr);
 		return consul_http_refuse(c, err, errlen, "%s: the consul token is too long", what);
 	}
-	rc = request_with(c, hdr.data, method, path, what, content_type, body, len, dl, err, errlen);
+	rc = request_with(c, hdr.data, call, err, errlen);
 	sk_wipe(hdr.data, hdr.len);
 	sk_buf_free(&hdr);
 	return rc;

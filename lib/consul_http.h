@@ -28,18 +28,25 @@ struct consul {
 	char curl_err[CURL_ERROR_SIZE];
 };
 
-/* One request: `path` is already escaped and may carry a query (the client's ?dc= is added);
- * `what` names it in errors. Returns 0 when an answer arrived: it is in c->body and c->meta (any
- * status; the caller judges it). Returns -1 when none did (or the answer was refused unread: the
- * size cap, a listing that went bad), with err set and c->meta.reason saying why. While
- * c->listing is set, a 200 answer streams into it instead of c->body. */
-int consul_http_request(struct consul *c, const char *method, const char *path, const char *what,
-			const char *content_type, const void *body, size_t len, const deadline_t *dl, char *err,
-			size_t errlen) SK_MUST_CHECK;
+/* One request: `method` ("GET", "PUT", "POST", "DELETE"); `path` already escaped, perhaps with a
+ * query (the client's ?dc= is added); `what` names it in errors ("METHOD PATH"); a body of `len`
+ * bytes of `content_type` (NULL: none); the deadline that bounds it all. */
+struct consul_call {
+	const char *method, *path, *what;
+	const char *content_type;
+	const void *body;
+	size_t len;
+	const deadline_t *dl;
+};
+
+/* Send one request. Returns 0 when an answer arrived: it is in c->body and c->meta (any status;
+ * the caller judges it). Returns -1 when none did (or the answer was refused unread: the size
+ * cap, a listing that went bad), with err set and c->meta.reason saying why. While c->listing is
+ * set, a 200 answer streams into it instead of c->body. */
+int consul_http_request(struct consul *c, const struct consul_call *call, char *err, size_t errlen) SK_MUST_CHECK;
 
 /* consul_http_request with `token` (NULL: none) instead of the client's own token. */
-int consul_http_request_as(struct consul *c, const char *token, const char *method, const char *path, const char *what,
-			   const char *content_type, const void *body, size_t len, const deadline_t *dl, char *err,
+int consul_http_request_as(struct consul *c, const char *token, const struct consul_call *call, char *err,
 			   size_t errlen) SK_MUST_CHECK;
 
 /* The answer is 403 "ACL not found": Consul does not know the token sent (revoked, expired). */

@@ -1,7 +1,7 @@
 /* consul_listing.c: the strict parser of Consul's listings (a KV export, a health-checked
  * service), fed as the answer arrives: one entry at a time is checked by a strict JSON scanner,
  * parsed with cJSON and kept as one compact consul_kv. Pure: no I/O, no globals. */
-#include "consul.h"
+#include "consul_listing.h"
 
 #include <cJSON.h>
 #include <ctype.h>
@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base64.h"
+#include "consul_config.h"
 
 #define KV_MAX_DEPTH 8
 
@@ -38,6 +39,15 @@ struct numtok {
 struct scan {
 	struct numtok *nums;
 	size_t n, cap;
+	size_t base; /* where the entry starts in the answer, for the byte offsets of messages */
+};
+
+/* One KV entry being parsed: its text, the number literals found in it and its ordinal in the
+ * listing, for messages. */
+struct entry {
+	const char *body;
+	const struct scan *s;
+	size_t i;
 };
 
 /* Length of a valid UTF-8 sequence at p (at most `left` bytes), or 0. */
@@ -133,7 +143,7 @@ static int scan_string(const unsigned char *p, size_t len, size_t *i, size_t bas
 
 /* The number literal that starts at body[*i]: strict syntax, its place recorded in s. *i ends
  * past it. Returns 0 or -1 with err set. */
-static int scan_number(const char *body, size_t len, size_t *i, size_t base, struct scan *s, char *err, size_t errlen)
+static int scan_number(const char *body, size_t len, size_t *i, struct scan *s, char *err, size_t errlen)
 {
 	const unsigned char *p = (const unsigned char *)body;
 	size_t start = *i;
@@ -142,7 +152,7 @@ static int scan_number(const char *body, size_t len, size_t *i, size_t base, str
 	       (isdigit(p[*i]) || p[*i] == '-' || p[*i] == '+' || p[*i] == '.' || p[*i] == 'e' || p[*i] == 'E'))
 		++*i;
 	if (!json_number_ok(body + start, *i - start))
-		return sk_err(err, errlen, "bad number at byte %zu", base + start);
+		return sk_err(err, errlen, "bad number at byte %zu", s->base + start);
 	if (s->n == s->cap) {
 		s->cap = s->cap ? s->cap * 2 : 64;
 		s->nums = xrealloc(s->nums, s->cap * sizeof(*s->nums));
@@ -163,6 +173,7 @@ static int scan_json(const char *body, size_t len, size_t base, struct scan *s, 
 	const unsigned char *p = (const unsigned char *)body;
 	int depth = 1;
 
+	s->base = base;
 	for (size_t i = 0; i < len;) {
 		unsigned char ch = p[i];
 
@@ -170,7 +181,7 @@ static int scan_json(const char *body, size_t len, size_t base, struct scan *s, 
 			if (scan_string(p, len, &i, base, err, errlen) < 0)
 				return -1;
 		} else if (ch == '-' || (ch >= '0' && ch <= '9')) {
-			if (scan_number(body, len, &i, base, s, err, errlen) < 0)
+			if (scan_number(body, len, &i, s, err, errlen) < 0)
 				return -1;
 		} else if (ch == '[' || ch == '{') {
 			if (++depth > KV_MAX_DEPTH)
@@ -202,18 +213,19 @@ static void number_ordinals(cJSON *node, size_t *next)
 	}
 }
 
-static int field_u64(const char *body, const struct scan *s, const cJSON *node, const char *name, size_t item,
-		     uint64_t *out, char *err, size_t errlen)
+static int field_u64(const struct entry *e, const cJSON *node, const char *name, uint64_t *out, char *err,
+		     size_t errlen)
 {
+	size_t item = e->i;
 	const struct numtok *t;
 	char text[32];
 
 	if (!cJSON_IsNumber(node))
 		return sk_err(err, errlen, "item %zu: %s is not a number", item, name);
-	t = &s->nums[node->valueint];
+	t = &e->s->nums[node->valueint];
 	if (t->len >= sizeof(text))
 		return sk_err(err, errlen, "item %zu: %s is out of range", item, name);
-	memcpy(text, body + t->off, t->len);
+	memcpy(text, e->body + t->off, t->len);
 	text[t->len] = '\0';
 	if (strspn(text, "0123456789") != t->len)
 		return sk_err(err, errlen, "item %zu: %s %s is not a whole number", item, name, text);
@@ -224,9 +236,9 @@ static int field_u64(const char *body, const struct scan *s, const cJSON *node, 
 	return 0;
 }
 
-static int parse_item(const char *body, const struct scan *s, const cJSON *obj, size_t i, struct consul_kv *kv,
-		      char *err, size_t errlen)
+static int parse_item(const struct entry *e, const cJSON *obj, struct consul_kv *kv, char *err, size_t errlen)
 {
+	size_t i = e->i;
 	enum { F_KEY, F_VALUE, F_SESSION, F_CREATE, F_MODIFY, F_FLAGS, F_N };
 	static const char *const names[F_N] = { "Key", "Value", "Session", "CreateIndex", "ModifyIndex", "Flags" };
 	const cJSON *f[F_N] = { 0 };
@@ -249,9 +261,9 @@ static int parse_item(const char *body, const struct scan *s, const cJSON *obj, 
 	if (!f[F_CREATE] || !f[F_MODIFY])
 		return sk_err(err, errlen, "item %zu (%.100s): no %s", i, f[F_KEY]->valuestring,
 			      f[F_CREATE] ? "ModifyIndex" : "CreateIndex");
-	if (field_u64(body, s, f[F_CREATE], "CreateIndex", i, &kv->create_index, err, errlen) < 0 ||
-	    field_u64(body, s, f[F_MODIFY], "ModifyIndex", i, &kv->modify_index, err, errlen) < 0 ||
-	    (f[F_FLAGS] && field_u64(body, s, f[F_FLAGS], "Flags", i, &kv->flags, err, errlen) < 0))
+	if (field_u64(e, f[F_CREATE], "CreateIndex", &kv->create_index, err, errlen) < 0 ||
+	    field_u64(e, f[F_MODIFY], "ModifyIndex", &kv->modify_index, err, errlen) < 0 ||
+	    (f[F_FLAGS] && field_u64(e, f[F_FLAGS], "Flags", &kv->flags, err, errlen) < 0))
 		return -1;
 	if (f[F_SESSION] && !cJSON_IsNull(f[F_SESSION]) && !cJSON_IsString(f[F_SESSION]))
 		return sk_err(err, errlen, "item %zu (%.100s): Session is not a string", i, f[F_KEY]->valuestring);
@@ -430,7 +442,7 @@ static int keep_entry(struct consul_listing *p, const cJSON *doc, const struct s
 	}
 	kv = &p->out.items[i];
 	memset(kv, 0, sizeof(*kv));
-	if ((p->kind == CONSUL_LISTING_KV ? parse_item(p->entry, s, doc, i, kv, why, sizeof(why))
+	if ((p->kind == CONSUL_LISTING_KV ? parse_item(&(struct entry){ p->entry, s, i }, doc, kv, why, sizeof(why))
 					  : health_item(doc, i, kv, why, sizeof(why))) < 0) {
 		free(kv->key);
 		if (kv->value)

@@ -388,8 +388,10 @@ static int login_post(const struct consul_login *l, struct consul *c, const dead
 		consul_http_fail(c, CONSUL_CLIENT_ERROR, err, errlen, "%s", why);
 		goto out;
 	}
-	if (consul_http_request_as(c, NULL, "POST", "/v1/acl/login", what, "application/json", body.data, body.len, dl,
-				   err, errlen) < 0)
+	if (consul_http_request_as(
+		    c, NULL,
+		    &(struct consul_call){ "POST", "/v1/acl/login", what, "application/json", body.data, body.len, dl },
+		    err, errlen) < 0)
 		goto out;
 	if (c->meta.http_status != 200) {
 		refused(l, c, what, err, errlen);
@@ -492,8 +494,8 @@ static int64_t wait_for_login(struct consul_login *l, const deadline_t *dl)
 	return deadline_now_us();
 }
 
-int consul_login_token(struct consul_login *l, struct consul *c, const deadline_t *dl, char *out, size_t outlen,
-		       uint64_t *gen, char *err, size_t errlen)
+int consul_login_token(struct consul_login *l, struct consul *c, const deadline_t *dl, struct consul_login_secret *out,
+		       char *err, size_t errlen)
 {
 	struct consul_login_answer a;
 	deadline_t login_dl;
@@ -507,7 +509,8 @@ int consul_login_token(struct consul_login *l, struct consul *c, const deadline_
 		now = wait_for_login(l, dl);
 	due = !usable(l, now) || now >= l->renew_at_us;
 	if (!due || l->busy || now < l->next_try_us) {
-		rc = usable(l, now) ? hand_out(l, out, outlen, gen, err, errlen) : no_token(l, c, now, err, errlen);
+		rc = usable(l, now) ? hand_out(l, out->token, sizeof(out->token), &out->gen, err, errlen)
+				    : no_token(l, c, now, err, errlen);
 		pthread_mutex_unlock(&l->mu);
 		return rc;
 	}
@@ -523,7 +526,7 @@ int consul_login_token(struct consul_login *l, struct consul *c, const deadline_
 	login_done(l, rc, &a, why);
 	now = deadline_now_us();
 	if (usable(l, now))
-		rc = hand_out(l, out, outlen, gen, err, errlen);
+		rc = hand_out(l, out->token, sizeof(out->token), &out->gen, err, errlen);
 	else
 		rc = sk_err(err, errlen, "%s", why);
 	pthread_mutex_unlock(&l->mu);

@@ -71,14 +71,20 @@ struct consul_login *consul_login_new(const char *method, const char *bearer_fil
 /* Wipe the token and free (NULL is fine). Does not log out: see consul_logout. */
 void consul_login_free(struct consul_login *l);
 
-/* The token a request of client `c` carries, copied into out[outlen], with its generation in
- * *gen. Logs in first through `c` (whose own token is not sent) when there is no token yet, when
+/* The token a request carries and the generation it is of (a secret: wipe it after use). */
+struct consul_login_secret {
+	char token[CONSUL_LOGIN_SECRET_MAX];
+	uint64_t gen;
+};
+
+/* The token a request of client `c` carries, copied into out->token, with its generation in
+ * out->gen. Logs in first through `c` (whose own token is not sent) when there is no token yet, when
  * it is due for renewal, or when it was lost; a renewal that fails keeps using the old token
  * until it expires. At most one thread logs in at a time; while one does, another without a
  * usable token fails at once ("a login is in progress"), and after a failed login nobody tries
  * again before the backoff. Returns 0, or -1 with err set and c's reason saying why. */
-int consul_login_token(struct consul_login *l, struct consul *c, const deadline_t *dl, char *out, size_t outlen,
-		       uint64_t *gen, char *err, size_t errlen) SK_MUST_CHECK;
+int consul_login_token(struct consul_login *l, struct consul *c, const deadline_t *dl, struct consul_login_secret *out,
+		       char *err, size_t errlen) SK_MUST_CHECK;
 
 /* A request sent with the token of generation `gen` answered 403 "ACL not found": Consul no
  * longer knows the token (revoked, or expired early). The next consul_login_token logs in again

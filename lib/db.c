@@ -576,34 +576,35 @@ int db_query_row(struct db *db, const char *sql, const deadline_t *dl, struct st
 		 struct db_err *e)
 {
 	size_t n = 0;
-	int rc = db_query_rows(db, sql, dl, map, 1, &n, e);
+	int rc = db_query_rows(db, sql, dl, &(struct db_rows_dest){ map, 1, &n }, e);
 
 	*nrows = n;
 	return rc;
 }
 
-int db_query_value(struct db *db, const char *sql, const deadline_t *dl, char *val, size_t vlen, bool *found,
+int db_query_value(struct db *db, const char *sql, const deadline_t *dl, const struct db_value_dest *to,
 		   struct db_err *e)
 {
 	MYSQL_RES *res;
 	MYSQL_ROW row;
 
-	*found = false;
-	val[0] = '\0';
+	*to->found = false;
+	to->val[0] = '\0';
 	if (db_query(db, sql, dl, &res, e) < 0)
 		return -1;
 	if (res && (row = mysql_fetch_row(res)) != NULL && mysql_num_fields(res) > 0) {
-		*found = true;
-		sk_strlcpy(val, row[0] ? row[0] : "NULL", vlen);
+		*to->found = true;
+		sk_strlcpy(to->val, row[0] ? row[0] : "NULL", to->len);
 	}
 	if (res)
 		mysql_free_result(res);
 	return 0;
 }
 
-int db_query_rows(struct db *db, const char *sql, const deadline_t *dl, struct statusmap *rows, size_t max,
-		  size_t *nrows, struct db_err *e)
+int db_query_rows(struct db *db, const char *sql, const deadline_t *dl, const struct db_rows_dest *to, struct db_err *e)
 {
+	struct statusmap *rows = to->rows;
+	size_t *nrows = to->n, max = to->max;
 	MYSQL_RES *res;
 	MYSQL_ROW row;
 	int rc = 0;

@@ -95,15 +95,30 @@ int db_query_pairs(struct db *db, const char *sql, const deadline_t *dl, struct 
 int db_query_row(struct db *db, const char *sql, const deadline_t *dl, struct statusmap *map, unsigned long *nrows,
 		 struct db_err *e) SK_MUST_CHECK;
 
-/* Run a query for one value: the first column of the first row into `val` ("NULL" for SQL
- * NULL); *found is false when there is no row. */
-int db_query_value(struct db *db, const char *sql, const deadline_t *dl, char *val, size_t vlen, bool *found,
+/* Where a query's one value goes: the buffer val[len], and *found, whether a row came. */
+struct db_value_dest {
+	char *val;
+	size_t len;
+	bool *found;
+};
+
+/* Run a query for one value: the first column of the first row into to->val ("NULL" for SQL
+ * NULL); *to->found is false when there is no row. */
+int db_query_value(struct db *db, const char *sql, const deadline_t *dl, const struct db_value_dest *to,
 		   struct db_err *e) SK_MUST_CHECK;
 
-/* Run a query and store up to `max` rows, each as column name -> value, in rows[0..*nrows-1]
- * (maps the caller provides, empty, and frees). */
-int db_query_rows(struct db *db, const char *sql, const deadline_t *dl, struct statusmap *rows, size_t max,
-		  size_t *nrows, struct db_err *e) SK_MUST_CHECK;
+/* Where a query's rows go: up to `max` maps rows[] (the caller provides them, empty, and frees
+ * them), and *n, how many were filled. */
+struct db_rows_dest {
+	struct statusmap *rows;
+	size_t max;
+	size_t *n;
+};
+
+/* Run a query and store up to to->max rows, each as column name -> value, in
+ * to->rows[0..*to->n-1]. */
+int db_query_rows(struct db *db, const char *sql, const deadline_t *dl, const struct db_rows_dest *to,
+		  struct db_err *e) SK_MUST_CHECK;
 
 /* Close the connection (never blocks: the socket is shut down first). Safe on a closed handle. */
 void db_close(struct db *db);

@@ -394,13 +394,13 @@ static void server_free(struct http_server *s)
 }
 
 /* A server for `h` within `lim`, its lock and condition made, its thread and daemon not started. */
-static struct http_server *server_new(http_handler h, void *ctx, const struct http_limits *lim)
+static struct http_server *server_new(const struct http_service *svc, const struct http_limits *lim)
 {
 	struct http_server *s = xcalloc(1, sizeof(*s));
 	pthread_condattr_t ca;
 
-	s->h = h;
-	s->ctx = ctx;
+	s->h = svc->h;
+	s->ctx = svc->ctx;
 	s->request_timeout_us = (int64_t)lim->request_timeout_ms * 1000;
 	s->max_conns = lim->max_conns;
 	pthread_mutex_init(&s->mu, NULL);
@@ -411,8 +411,8 @@ static struct http_server *server_new(http_handler h, void *ctx, const struct ht
 	return s;
 }
 
-struct http_server *http_start(const char *spec, enum http_mode mode, http_handler h, void *ctx,
-			       const struct http_limits *lim, char *err, size_t errlen)
+struct http_server *http_start(const char *spec, const struct http_service *svc, const struct http_limits *lim,
+			       char *err, size_t errlen)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
@@ -423,11 +423,11 @@ struct http_server *http_start(const char *spec, enum http_mode mode, http_handl
 
 	if (http_parse_listen(spec, &ss, &len, err, errlen) < 0 || fd_room(lim->max_conns, err, errlen) < 0)
 		return NULL;
-	if (mode == HTTP_HANDLERS_BLOCK)
+	if (svc->mode == HTTP_HANDLERS_BLOCK)
 		flags |= MHD_USE_THREAD_PER_CONNECTION;
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
-	s = server_new(h, ctx, lim);
+	s = server_new(svc, lim);
 	rc = pthread_create(&s->watchdog, NULL, watchdog, s);
 	if (rc != 0) {
 		server_free(s);

@@ -37,6 +37,13 @@ int http_parse_listen(const char *spec, struct sockaddr_storage *ss, socklen_t *
  * thread per request cost 5 times the CPU of this mode, 7 times under musl). */
 enum http_mode { HTTP_HANDLERS_BLOCK, HTTP_HANDLERS_QUICK };
 
+/* What answers the requests: the handler, its context and how it runs. */
+struct http_service {
+	enum http_mode mode;
+	http_handler h;
+	void *ctx;
+};
+
 /* The limits that keep a health port answering under hostile clients. */
 struct http_limits {
 	/* Open connections at most. At the cap a new connection closes the one that has waited
@@ -52,11 +59,11 @@ struct http_limits {
 };
 /* Whatever the limits, a connection's 100th answer closes it ("Connection: close"). */
 
-/* Start serving `spec` within `lim`. Raises the soft RLIMIT_NOFILE when lim->max_conns needs more
+/* Start serving `spec` with `svc` within `lim`. Raises the soft RLIMIT_NOFILE when lim->max_conns needs more
  * descriptors (lim->max_conns + 192: 128 connections closing, 64 for the rest). Returns NULL with err set (bad address, port in use, a hard descriptor limit
  * below what lim->max_conns needs). */
-struct http_server *http_start(const char *spec, enum http_mode mode, http_handler h, void *ctx,
-			       const struct http_limits *lim, char *err, size_t errlen);
+struct http_server *http_start(const char *spec, const struct http_service *svc, const struct http_limits *lim,
+			       char *err, size_t errlen);
 
 /* The port actually bound (useful with port 0). */
 unsigned http_port(const struct http_server *s);

@@ -23,7 +23,8 @@ static int read_cnf_text(const char *path, char **text, struct secret_seen *seen
 		*text = xstrdup("");
 		return 0;
 	}
-	return sk_read_file_checked(path, DEFAULTS_FILE_MAX, secret_check, seen, text, NULL, err, errlen);
+	return sk_read_file_checked(&(struct sk_file_read){ path, DEFAULTS_FILE_MAX, secret_check, seen }, text, NULL,
+				    err, errlen);
 }
 
 /* The warning for an option file that sets a password other users can read. */

@@ -193,7 +193,8 @@ int opts_load_file(struct opts *o, const char *path, char *err, size_t errlen)
 
 	/* Read it ourselves first: bounded size, a clear message for a missing file, and refused when
 	 * another user could have written it (it may hold passwords and name the files that do). */
-	if (sk_read_file_checked(path, CONFIG_FILE_MAX, secret_check, NULL, &text, NULL, why, sizeof(why)) < 0)
+	if (sk_read_file_checked(&(struct sk_file_read){ path, CONFIG_FILE_MAX, secret_check, NULL }, &text, NULL, why,
+				 sizeof(why)) < 0)
 		return sk_err(err, errlen, "config file %s", why);
 	if (has_include(text)) {
 		sk_wipe(text, strlen(text));
@@ -225,10 +226,16 @@ static void print_version(const struct opts *o)
 	printf("%s (sidekick) %s\n", o->prog, o->version);
 }
 
-/* "--name[=value]": the option's index in *i ((size_t)-1: none) and its inline value, the name
- * as written in source[slen]. Returns 0, 1 (--help, --version or --help-markdown printed) or -1. */
-static int parse_long(struct opts *o, const char *a, size_t *i, const char **inline_val, char *source, size_t slen,
-		      char *err, size_t errlen)
+/* What one command-line argument names: the option's index ((size_t)-1: none), its inline value
+ * (NULL: none) and the name as written, for messages. */
+struct arg_seen {
+	size_t i;
+	const char *inline_val;
+	char source[112];
+};
+
+/* "--name[=value]" into *s. Returns 0, 1 (--help, --version or --help-markdown printed) or -1. */
+static int parse_long(struct opts *o, const char *a, struct arg_seen *s, char *err, size_t errlen)
 {
 	const char *eq = strchr(a + 2, '=');
 	size_t n = eq ? (size_t)(eq - (a + 2)) : strlen(a + 2);
@@ -238,7 +245,7 @@ static int parse_long(struct opts *o, const char *a, size_t *i, const char **inl
 		return sk_err(err, errlen, "unknown option '%.40s...' (see --help)", a);
 	memcpy(name, a + 2, n);
 	name[n] = '\0';
-	*inline_val = eq ? eq + 1 : NULL;
+	s->inline_val = eq ? eq + 1 : NULL;
 	if (strcmp(name, "help") == 0) {
 		opts_help(o, stdout);
 		return 1;
@@ -251,13 +258,13 @@ static int parse_long(struct opts *o, const char *a, size_t *i, const char **inl
 		opts_markdown(o, stdout);
 		return 1;
 	}
-	*i = find(o, name);
-	snprintf(source, slen, "--%s", name);
+	s->i = find(o, name);
+	snprintf(s->source, sizeof(s->source), "--%s", name);
 	return 0;
 }
 
 /* "-x[value]": as parse_long; 1 for -h (help printed). */
-static int parse_short(struct opts *o, const char *a, size_t *i, const char **inline_val, char *source, size_t slen)
+static int parse_short(struct opts *o, const char *a, struct arg_seen *s)
 {
 	if (a[1] == 'h' && a[2] == '\0') {
 		opts_help(o, stdout);
@@ -265,24 +272,25 @@ static int parse_short(struct opts *o, const char *a, size_t *i, const char **in
 	}
 	for (size_t k = 0; k < o->ndefs; k++)
 		if (o->defs[k].short_name && o->defs[k].short_name == a[1])
-			*i = k;
-	if (*i != (size_t)-1 && a[2])
-		*inline_val = a + 2;
-	snprintf(source, slen, "-%c", a[1]);
+			s->i = k;
+	if (s->i != (size_t)-1 && a[2])
+		s->inline_val = a + 2;
+	snprintf(s->source, sizeof(s->source), "-%c", a[1]);
 	return 0;
 }
 
 /* Handle one command-line option. Returns 0, 1 (help/version printed) or -1. */
 static int take_arg(struct opts *o, int argc, char **argv, int *idx, char *err, size_t errlen)
 {
-	const char *a = argv[*idx], *inline_val = NULL;
-	char source[112];
-	size_t i = (size_t)-1;
-	int r = a[1] == '-' ? parse_long(o, a, &i, &inline_val, source, sizeof(source), err, errlen)
-			    : parse_short(o, a, &i, &inline_val, source, sizeof(source));
+	const char *a = argv[*idx], *inline_val;
+	struct arg_seen s = { .i = (size_t)-1, .inline_val = NULL };
+	int r = a[1] == '-' ? parse_long(o, a, &s, err, errlen) : parse_short(o, a, &s);
+	const char *source = s.source;
+	size_t i = s.i;
 
 	if (r != 0)
 		return r;
+	inline_val = s.inline_val;
 	if (i == (size_t)-1 || (o->defs[i].flags & OPT_NO_ARGV)) {
 		if (i != (size_t)-1)
 			return sk_err(err, errlen, "%s is not accepted on the command line (%s)", source,

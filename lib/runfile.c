@@ -41,8 +41,9 @@ static bool dir_private(const char *dir, struct stat *st)
 }
 
 /* tmp/prefix-EUID: made 0700 when missing; kept when it is this user's own and private. */
-static int tmp_dir(const struct runfile_dirs *d, const char *prefix, char *dir, size_t len, char *err, size_t errlen)
+static int tmp_dir(const struct runfile_dirs *d, char *dir, size_t len, char *err, size_t errlen)
 {
+	const char *prefix = d->prefix;
 	struct stat st;
 
 	if (!sk_fmt(dir, len, "%s/%s-%u", d->tmp, prefix, (unsigned)geteuid()))
@@ -61,8 +62,7 @@ static int tmp_dir(const struct runfile_dirs *d, const char *prefix, char *dir, 
 	return 0;
 }
 
-int runfile_pick(const struct runfile_dirs *d, const char *prefix, const char *name, char *buf, size_t len, char *err,
-		 size_t errlen)
+int runfile_pick(const struct runfile_dirs *d, const char *name, char *buf, size_t len, char *err, size_t errlen)
 {
 	char dir[4096];
 	struct stat st;
@@ -71,7 +71,7 @@ int runfile_pick(const struct runfile_dirs *d, const char *prefix, const char *n
 		return 0;
 	if (d->run && access(d->run, W_OK) == 0 && dir_private(d->run, &st) && sk_fmt(buf, len, "%s/%s", d->run, name))
 		return 0;
-	if (tmp_dir(d, prefix, dir, sizeof(dir), err, errlen) < 0)
+	if (tmp_dir(d, dir, sizeof(dir), err, errlen) < 0)
 		return -1;
 	if (!sk_fmt(buf, len, "%s/%s", dir, name))
 		return sk_err(err, errlen, "%s/%s: path too long", dir, name);
@@ -80,7 +80,9 @@ int runfile_pick(const struct runfile_dirs *d, const char *prefix, const char *n
 
 int runfile_default(const char *prefix, const char *name, char *buf, size_t len, char *err, size_t errlen)
 {
-	const struct runfile_dirs d = { .xdg = getenv("XDG_RUNTIME_DIR"), .run = "/run", .tmp = "/tmp" };
+	const struct runfile_dirs d = {
+		.xdg = getenv("XDG_RUNTIME_DIR"), .run = "/run", .tmp = "/tmp", .prefix = prefix
+	};
 
-	return runfile_pick(&d, prefix, name, buf, len, err, errlen);
+	return runfile_pick(&d, name, buf, len, err, errlen);
 }

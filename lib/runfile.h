@@ -23,6 +23,7 @@ struct runfile_dirs {
 	const char *xdg; /* $XDG_RUNTIME_DIR; NULL or "": none */
 	const char *run; /* "/run" */
 	const char *tmp; /* "/tmp" */
+	const char *prefix; /* names this user's directory in tmp: prefix-EUID */
 };
 
 /* The default path of the file `name` this user keeps between runs, into buf:
@@ -32,7 +33,7 @@ struct runfile_dirs {
  *   when it is a directory (not a link) of this user that no one else can write.
  * Returns 0, or -1 with a one-line reason in err when the last one belongs to someone else or
  * cannot be made (the caller names its option for another path). */
-int runfile_pick(const struct runfile_dirs *d, const char *prefix, const char *name, char *buf, size_t len, char *err,
+int runfile_pick(const struct runfile_dirs *d, const char *name, char *buf, size_t len, char *err,
 		 size_t errlen) SK_MUST_CHECK;
 
 /* runfile_pick from $XDG_RUNTIME_DIR, /run and /tmp. */

@@ -117,7 +117,8 @@ static char *read_value(const char *path, struct secret_seen *seen, char *err, s
 	char *buf;
 	size_t len;
 
-	if (sk_read_file_checked(path, SECRET_MAX, secret_check, seen, &buf, &len, err, errlen) < 0)
+	if (sk_read_file_checked(&(struct sk_file_read){ path, SECRET_MAX, secret_check, seen }, &buf, &len, err,
+				 errlen) < 0)
 		return NULL;
 	if (strlen(buf) != len) {
 		sk_wipe(buf, len);

@@ -222,27 +222,29 @@ void sk_json_delete_wiped(cJSON *doc)
 	cJSON_Delete(doc);
 }
 
-/* Read the rest of `fd` (at most `max` bytes) into a new NUL-terminated buffer; closes fd. */
-static int read_all(int fd, const char *path, size_t max, char **out, size_t *len, char *err, size_t errlen)
+/* Read the rest of `fd` (at most r->max bytes) into a new NUL-terminated buffer; closes fd. */
+static int read_all(int fd, const struct sk_file_read *r, char **out, size_t *len, char *err, size_t errlen)
 {
+	const char *path = r->path;
+	size_t max = r->max;
 	char *buf = xmalloc(max + 1);
 	size_t got = 0;
 
 	for (;;) {
-		ssize_t r = read(fd, buf + got, max + 1 - got);
+		ssize_t n = read(fd, buf + got, max + 1 - got);
 
-		if (r < 0 && errno == EINTR)
+		if (n < 0 && errno == EINTR)
 			continue;
-		if (r < 0) {
+		if (n < 0) {
 			int e = errno;
 
 			close(fd);
 			free(buf);
 			return sk_err(err, errlen, "%s: %s", path, strerror(e));
 		}
-		if (r == 0)
+		if (n == 0)
 			break;
-		got += (size_t)r;
+		got += (size_t)n;
 		if (got > max) {
 			close(fd);
 			sk_wipe(buf, got);
@@ -258,9 +260,10 @@ static int read_all(int fd, const char *path, size_t max, char **out, size_t *le
 	return 0;
 }
 
-int sk_read_file_checked(const char *path, size_t max, sk_file_check check, void *ctx, char **out, size_t *len,
-			 char *err, size_t errlen)
+int sk_read_file_checked(const struct sk_file_read *r, char **out, size_t *len, char *err, size_t errlen)
 {
+	const char *path = r->path;
+	size_t max = r->max;
 	struct stat st;
 	int fd;
 
@@ -271,7 +274,7 @@ int sk_read_file_checked(const char *path, size_t max, sk_file_check check, void
 		close(fd);
 		return sk_err(err, errlen, "%s: not a regular file", path);
 	}
-	if (check && check(path, fd, &st, ctx, err, errlen) < 0) {
+	if (r->check && r->check(path, fd, &st, r->ctx, err, errlen) < 0) {
 		close(fd);
 		return -1;
 	}
@@ -279,12 +282,12 @@ int sk_read_file_checked(const char *path, size_t max, sk_file_check check, void
 		close(fd);
 		return sk_err(err, errlen, "%s: too large (%lld bytes, at most %zu)", path, (long long)st.st_size, max);
 	}
-	return read_all(fd, path, max, out, len, err, errlen);
+	return read_all(fd, r, out, len, err, errlen);
 }
 
 int sk_read_file(const char *path, size_t max, char **out, size_t *len, char *err, size_t errlen)
 {
-	return sk_read_file_checked(path, max, NULL, NULL, out, len, err, errlen);
+	return sk_read_file_checked(&(struct sk_file_read){ path, max, NULL, NULL }, out, len, err, errlen);
 }
 
 void sk_buf_init(sk_buf *b, size_t max)

@@ -68,9 +68,17 @@ int sk_read_file(const char *path, size_t max, char **out, size_t *len, char *er
 struct stat;
 typedef int (*sk_file_check)(const char *path, int fd, const struct stat *st, void *ctx, char *err, size_t errlen);
 
-/* sk_read_file with `check` (may be NULL) run after the open and before the read. */
-int sk_read_file_checked(const char *path, size_t max, sk_file_check check, void *ctx, char **out, size_t *len,
-			 char *err, size_t errlen) SK_MUST_CHECK;
+/* A file to read: its path, the most bytes it may hold, and the check (NULL: none) run on it
+ * after the open and before the read, with its context. */
+struct sk_file_read {
+	const char *path;
+	size_t max;
+	sk_file_check check;
+	void *ctx;
+};
+
+/* sk_read_file of the file r names, with its check. */
+int sk_read_file_checked(const struct sk_file_read *r, char **out, size_t *len, char *err, size_t errlen) SK_MUST_CHECK;
 
 /* A growing byte buffer with a hard cap; appends past the cap fail instead of growing. */
 typedef struct sk_buf {

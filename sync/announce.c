@@ -62,10 +62,12 @@ static int kv_session(struct agent *ag, struct announcement *an, char *err, size
 	if (!an->session[0])
 		return shared_consul_agent(ag, ag->announce_c, &agent, err, errlen) < 0
 			       ? -1
-			       : consul_session_create(ag->announce_c, "proxysql-sync announce",
-						       ag->cfg->settings.announce_ttl_s, "delete", "0s",
-						       agent == CONSUL_AGENT_LOCAL, &dl, an->session,
-						       sizeof(an->session), err, errlen);
+			       : consul_session_create(ag->announce_c,
+						       &(struct consul_session_spec){ "proxysql-sync announce",
+										      ag->cfg->settings.announce_ttl_s,
+										      "delete", "0s",
+										      agent == CONSUL_AGENT_LOCAL },
+						       &dl, an->session, err, errlen);
 	if (consul_session_renew(ag->announce_c, an->session, &dl, &gone, err, errlen) < 0)
 		return -1;
 	if (!gone)
@@ -92,19 +94,20 @@ static bool kv_mine(const struct announcement *an, const struct consul_kv_list *
 static int kv_write(struct agent *ag, struct announcement *an, char *err, size_t errlen)
 {
 	struct consul_kv_list cur = { 0 };
-	struct consul_meta meta;
 	deadline_t dl = deadline_in_ms(5000);
+	struct consul_read rd = { .dl = &dl };
 	bool mine, done = false;
 
-	if (consul_kv_list(ag->announce_c, an->key, 0, 0, CONSUL_DEFAULT, &dl, &cur, &meta, err, errlen) < 0)
+	if (consul_kv_list(ag->announce_c, an->key, &rd, &cur, err, errlen) < 0)
 		return -1;
 	mine = kv_mine(an, &cur);
 	consul_kv_list_free(&cur);
 	if (mine)
 		return 0;
 	dl = deadline_in_ms(5000);
-	if (consul_kv_put(ag->announce_c, an->key, an->value.data, an->value.len, an->session, &dl, &done, err,
-			  errlen) < 0)
+	if (consul_kv_put(ag->announce_c,
+			  &(struct consul_kv_write){ an->key, an->value.data, an->value.len, an->session }, &dl, &done,
+			  err, errlen) < 0)
 		return -1;
 	if (!done)
 		return sk_err(err, errlen, "%.300s is held by another session", an->key);
@@ -222,7 +225,7 @@ static int service_round(struct agent *ag, struct instance *in, char *err, size_
 {
 	const struct sync_settings *s = &ag->cfg->settings;
 	deadline_t dl = deadline_in_ms(5000);
-	bool unknown = false;
+	int unknown;
 
 	if (in->registered && ag->login && consul_login_generation(ag->login) != in->token_gen) {
 		/* The local agent syncs the instance to the catalog with the token it was registered
@@ -240,8 +243,8 @@ static int service_round(struct agent *ag, struct instance *in, char *err, size_
 		in->token_gen = ag->login ? consul_login_generation(ag->login) : 0;
 		return 0;
 	}
-	if (consul_agent_check_pass(ag->announce_c, in->check, "proxysql-sync is running", &dl, &unknown, err, errlen) <
-	    0)
+	unknown = consul_agent_check_pass(ag->announce_c, in->check, "proxysql-sync is running", &dl, err, errlen);
+	if (unknown < 0)
 		return -1;
 	if (!unknown)
 		return 0;

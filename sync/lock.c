@@ -62,7 +62,9 @@ static void release(struct agent *ag, const char *why)
 
 	lose(ag, why);
 	if (k->session[0] &&
-	    consul_kv_release(k->c, ag->cfg->settings.cluster_lock_key, k->session, &dl, &done, err, sizeof(err)) < 0)
+	    consul_kv_release(
+		    k->c, &(struct consul_kv_write){ .key = ag->cfg->settings.cluster_lock_key, .session = k->session },
+		    &dl, &done, err, sizeof(err)) < 0)
 		log_warn("cluster lock: %s", err);
 }
 
@@ -86,9 +88,10 @@ static long keep_session(struct agent *ag, const char *name)
 		/* With a local agent, tied to its node's serfHealth too: a holder whose node dies loses it.
 		 * Without, to its TTL only (a server's restart must not end it). */
 		if (shared_consul_agent(ag, k->c, &agent, err, sizeof(err)) < 0 ||
-		    consul_session_create(k->c, name, s->cluster_lock_ttl_s, "release", delay,
-					  agent == CONSUL_AGENT_LOCAL, &dl, k->session, sizeof(k->session), err,
-					  sizeof(err)) < 0) {
+		    consul_session_create(k->c,
+					  &(struct consul_session_spec){ name, s->cluster_lock_ttl_s, "release", delay,
+									 agent == CONSUL_AGENT_LOCAL },
+					  &dl, k->session, err, sizeof(err)) < 0) {
 			lose(ag, err);
 			if (!k->create_failing) /* once while it lasts */
 				log_warn("cluster lock %s: %s (retrying)", s->cluster_lock_key, err);
@@ -136,8 +139,8 @@ static void hold_or_take(struct agent *ag, const char *name)
 	}
 	if (target_gone(ag, s->cluster_leader_grace_us))
 		return;
-	if (consul_kv_put(k->c, s->cluster_lock_key, name, strlen(name), k->session, &dl, &done, err, sizeof(err)) <
-	    0) {
+	if (consul_kv_put(k->c, &(struct consul_kv_write){ s->cluster_lock_key, name, strlen(name), k->session }, &dl,
+			  &done, err, sizeof(err)) < 0) {
 		if (!k->put_failing) /* once while it lasts: the others try every second */
 			log_warn("cluster lock %s: %s", s->cluster_lock_key, err);
 		k->put_failing = true;

@@ -137,7 +137,8 @@ static int start_health(const struct sync_settings *s, struct http_server **heal
 	*health = NULL;
 	if (!*s->health_listen)
 		return 0;
-	*health = http_start(s->health_listen, HTTP_HANDLERS_QUICK, on_health, NULL, &lim, err, sizeof(err));
+	*health = http_start(s->health_listen, &(struct http_service){ HTTP_HANDLERS_QUICK, on_health, NULL }, &lim,
+			     err, sizeof(err));
 	if (!*health) {
 		log_error("%s (health-listen)", err);
 		return -1;

@@ -115,6 +115,7 @@ int shared_consul_agent(struct agent *ag, struct consul *c, enum consul_agent_mo
 	enum consul_agent_mode m = ag->cfg->settings.consul_agent;
 	deadline_t dl = deadline_in_ms(5000);
 	char why[300];
+	const char *said = "";
 	int rc = 0;
 
 	pthread_mutex_lock(&ag->agent_mu);
@@ -125,9 +126,10 @@ int shared_consul_agent(struct agent *ag, struct consul *c, enum consul_agent_mo
 	}
 	/* Held across the request (bounded by its deadline): the other thread waits for this answer
 	 * rather than ask again. */
-	if (m == CONSUL_AGENT_AUTO)
-		rc = consul_agent_detect(c, &dl, &m, why, sizeof(why), err, errlen);
-	else
+	if (m == CONSUL_AGENT_AUTO) {
+		rc = consul_agent_detect(c, &dl, &m, &said, err, errlen);
+		snprintf(why, sizeof(why), "%s", said);
+	} else
 		snprintf(why, sizeof(why), "consul-agent = %s", consul_agent_mode_str(m));
 	if (rc == 0) {
 		ag->consul_agent = m;

@@ -61,12 +61,16 @@ static void watch_ignore(struct watch *w, const char *reason, const char *detail
 int watch_read(struct watch *w, const struct watch_query *rq, struct consul_kv_list *out, struct consul_meta *meta,
 	       char *err, size_t errlen)
 {
+	struct consul_read r = { .index = rq->index, .wait_ms = rq->wait_ms, .mode = rq->mode, .dl = rq->dl };
 	const struct layout_service *sv;
 	struct consul_service_query q;
+	int rc;
 
-	if (w->svc < 0)
-		return consul_kv_list(w->c, w->prefix, rq->index, rq->wait_ms, rq->mode, rq->dl, out, meta, err,
-				      errlen);
+	if (w->svc < 0) {
+		rc = consul_kv_list(w->c, w->prefix, &r, out, err, errlen);
+		*meta = r.meta;
+		return rc;
+	}
 	sv = &w->ag->cfg->layout.services[w->svc];
 	q = (struct consul_service_query){ .name = sv->name,
 					   .tags = sv->tags,
@@ -76,7 +80,9 @@ int watch_read(struct watch *w, const struct watch_query *rq, struct consul_kv_l
 					   .near = sv->near,
 					   .filter = sv->filter,
 					   .datacenter = sv->datacenter };
-	if (consul_health_service(w->c, &q, rq->index, rq->wait_ms, rq->mode, rq->dl, out, meta, err, errlen) < 0)
+	rc = consul_health_service(w->c, &q, &r, out, err, errlen);
+	*meta = r.meta;
+	if (rc < 0)
 		return -1;
 	for (size_t i = 0; i < out->n; i++) { /* the key the layout maps to this service's hostgroup */
 		char key[512];

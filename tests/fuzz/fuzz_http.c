@@ -70,7 +70,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argv;
 	log_setup("fuzz", LOG_TEXT, LOG_OFF, stderr);
 	log_add_secret("s3cret-in-path");
-	srv = http_start("127.0.0.1:0", HTTP_HANDLERS_QUICK, on_request, NULL, &lim, err, sizeof(err));
+	srv = http_start("127.0.0.1:0", &(struct http_service){ HTTP_HANDLERS_QUICK, on_request, NULL }, &lim, err,
+			 sizeof(err));
 	if (!srv) {
 		fprintf(stderr, "fuzz_http: %s\n", err);
 		abort();

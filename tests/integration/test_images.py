@@ -28,14 +28,14 @@ import pytest
 
 from fakes.consul import Consul
 from fakes.proxysql import ProxySQL
+from probe_names import probe_names
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
 IMAGES_DIR = os.environ.get("IMAGES_DIR", os.path.join(REPO, "build", "images"))
 PROBES_IMAGE = "localhost/sidekick-probes:latest"
 SYNC_IMAGE = "localhost/sidekick-sync:latest"
-PROBES = ["liveness-check", "readiness-check", "clustercheck", "haproxy-check", "proxysql-check", "healthcheck",
-          "healthcheck.sh"]
+PROBES = probe_names() + ["healthcheck.sh"]  # dist/probes.list, and healthcheck under the MariaDB image's name
 ADMIN_PASSWORD = "adm-" + os.urandom(6).hex()
 
 # The flags that work on these machines (shared/reference/environment.md): a private store,

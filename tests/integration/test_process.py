@@ -16,6 +16,7 @@ import pytest
 
 import pid1
 from fakes.consul import Consul, free_port
+from probe_names import PROBES
 
 BIN = os.environ.get("SIDEKICK_BIN", os.path.join(os.path.dirname(__file__), "..", "..", "bin"))
 CLUSTERCHECK = os.path.join(BIN, "clustercheck")
@@ -113,8 +114,7 @@ def test_listener_is_not_dumpable():
                   assert_not_dumpable)
 
 
-@pytest.mark.parametrize("probe", ["liveness-check", "readiness-check", "clustercheck", "haproxy-check",
-                                   "proxysql-check", "healthcheck"])
+@pytest.mark.parametrize("probe", PROBES)
 def test_probes_are_not_dumpable(probe, silent_server):
     cnf = "/tmp/sk-process-test-%d.cnf" % os.getpid()   # readable by nobody
     with open(cnf, "w") as f:

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "consul.h"
+#include "consul_acl.h"
 #include "consul_login.h"
 #include "log.h"
 #include "testdata.h"
@@ -368,7 +369,8 @@ static void test_proxy_table(void **state)
 		assert_non_null(want);
 		assert_int_equal(sscanf(target, "%15s %127s %ld", scheme, host, &port), 3);
 		err[0] = '\0';
-		rc = consul_proxy_for(scheme, host, port, http, https, no, &got, err, sizeof(err));
+		rc = consul_proxy_for(&(struct consul_proxy_dest){ scheme, host, port },
+				      &(struct consul_proxy_env){ http, https, no }, &got, err, sizeof(err));
 		shown = rc < 0 ? "error" : got ? got : "direct";
 		if (strcmp(shown, want) != 0)
 			fail_msg("%s %s %ld, NO_PROXY '%s' (%s): want %s, got %s %s", scheme, host, port, no ? no : "",
@@ -728,6 +730,16 @@ static struct consul *client_for(const struct canned *s, const char *token, cons
 	return c;
 }
 
+/* consul_kv_list with the read given by value and its meta copied out. */
+static int kv_list(struct consul *c, const char *prefix, struct consul_read r, struct consul_kv_list *out,
+		   struct consul_meta *m, char *err, size_t errlen)
+{
+	int rc = consul_kv_list(c, prefix, &r, out, err, errlen);
+
+	*m = r.meta;
+	return rc;
+}
+
 static const char kv_answer[] =
 	"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Consul-Index: 7\r\nX-Consul-Knownleader: true\r\n"
 	"X-Consul-Lastcontact: 12\r\nX-Consul-Results-Filtered-By-Acls: true\r\nContent-Length: 76\r\n"
@@ -747,7 +759,8 @@ static void test_kv_list_request(void **state)
 	canned_start(&s);
 	c = client_for(&s, "the-acl-token", "dc 2", 0);
 	canned_expect(&s, kv_answer);
-	assert_int_equal(consul_kv_list(c, "a b/", 5, 1000, CONSUL_STALE, &dl, &l, &m, err, sizeof(err)), 0);
+	assert_int_equal(
+		kv_list(c, "a b/", (struct consul_read){ 5, 1000, CONSUL_STALE, &dl }, &l, &m, err, sizeof(err)), 0);
 	canned_wait(&s);
 	assert_non_null(
 		strstr(s.request, "GET /v1/kv/a%20b/?recurse&index=5&wait=1000ms&stale&dc=dc%202 HTTP/1.1\r\n"));
@@ -765,7 +778,8 @@ static void test_kv_list_request(void **state)
 
 	/* No index: a plain read, no wait; consistent mode. */
 	canned_expect(&s, kv_answer);
-	assert_int_equal(consul_kv_list(c, "x", 0, 1000, CONSUL_CONSISTENT, &dl, &l, &m, err, sizeof(err)), 0);
+	assert_int_equal(
+		kv_list(c, "x", (struct consul_read){ 0, 1000, CONSUL_CONSISTENT, &dl }, &l, &m, err, sizeof(err)), 0);
 	canned_wait(&s);
 	assert_non_null(strstr(s.request, "GET /v1/kv/x?recurse&consistent&dc=dc%202 HTTP/1.1\r\n"));
 	consul_kv_list_free(&l);
@@ -789,7 +803,8 @@ static void test_kv_list_answers(void **state)
 	/* 404: an empty prefix, with its index. */
 	canned_expect(&s,
 		      "HTTP/1.1 404 Not Found\r\nX-Consul-Index: 9\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
-	assert_int_equal(consul_kv_list(c, "none/", 0, 0, CONSUL_DEFAULT, &dl, &l, &m, err, sizeof(err)), 0);
+	assert_int_equal(
+		kv_list(c, "none/", (struct consul_read){ 0, 0, CONSUL_DEFAULT, &dl }, &l, &m, err, sizeof(err)), 0);
 	canned_wait(&s);
 	assert_null(strstr(s.request, "X-Consul-Token"));
 	assert_int_equal(l.n, 0);
@@ -801,7 +816,8 @@ static void test_kv_list_answers(void **state)
 	/* 500: the status and the first line of the body. */
 	canned_expect(&s, "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 24\r\nConnection: close\r\n\r\n"
 			  "No cluster leader\nsecond");
-	assert_int_equal(consul_kv_list(c, "p/", 0, 0, CONSUL_DEFAULT, &dl, &l, &m, err, sizeof(err)), -1);
+	assert_int_equal(kv_list(c, "p/", (struct consul_read){ 0, 0, CONSUL_DEFAULT, &dl }, &l, &m, err, sizeof(err)),
+			 -1);
 	canned_wait(&s);
 	assert_string_equal(err, "GET /v1/kv/p/?recurse: HTTP 500: No cluster leader");
 	assert_int_equal(m.http_status, 500);
@@ -811,14 +827,16 @@ static void test_kv_list_answers(void **state)
 
 	/* 200 without X-Consul-Index. */
 	canned_expect(&s, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n[]");
-	assert_int_equal(consul_kv_list(c, "p/", 0, 0, CONSUL_DEFAULT, &dl, &l, &m, err, sizeof(err)), -1);
+	assert_int_equal(kv_list(c, "p/", (struct consul_read){ 0, 0, CONSUL_DEFAULT, &dl }, &l, &m, err, sizeof(err)),
+			 -1);
 	canned_wait(&s);
 	assert_non_null(strstr(err, "X-Consul-Index"));
 	assert_int_equal(m.reason, CONSUL_BAD_ANSWER);
 
 	/* A malformed body. */
 	canned_expect(&s, "HTTP/1.1 200 OK\r\nX-Consul-Index: 3\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}");
-	assert_int_equal(consul_kv_list(c, "p/", 0, 0, CONSUL_DEFAULT, &dl, &l, &m, err, sizeof(err)), -1);
+	assert_int_equal(kv_list(c, "p/", (struct consul_read){ 0, 0, CONSUL_DEFAULT, &dl }, &l, &m, err, sizeof(err)),
+			 -1);
 	canned_wait(&s);
 	assert_non_null(strstr(err, "bad answer: not a JSON array"));
 	assert_int_equal(m.reason, CONSUL_BAD_ANSWER);
@@ -833,18 +851,22 @@ static void test_kv_list_answers(void **state)
 		memset(big + n, ' ', 1000);
 		big[n + 1000] = '\0';
 		canned_expect(&s, big);
-		assert_int_equal(consul_kv_list(c, "p/", 0, 0, CONSUL_DEFAULT, &dl, &l, &m, err, sizeof(err)), -1);
+		assert_int_equal(
+			kv_list(c, "p/", (struct consul_read){ 0, 0, CONSUL_DEFAULT, &dl }, &l, &m, err, sizeof(err)),
+			-1);
 		canned_wait(&s);
 		assert_non_null(strstr(err, "answer larger than 300 bytes"));
 		assert_int_equal(m.reason, CONSUL_TOO_LARGE);
 	}
 
 	/* Keys that URL normalisation would turn into other keys never leave the process. */
-	assert_int_equal(consul_kv_list(c, "a/../b", 0, 0, CONSUL_DEFAULT, &dl, &l, &m, err, sizeof(err)), -1);
+	assert_int_equal(
+		kv_list(c, "a/../b", (struct consul_read){ 0, 0, CONSUL_DEFAULT, &dl }, &l, &m, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "'..' segment"));
 	assert_int_equal(m.reason, CONSUL_CLIENT_ERROR);
 	assert_int_equal(m.http_status, 0);
-	assert_int_equal(consul_kv_list(c, "/abs", 0, 0, CONSUL_DEFAULT, &dl, &l, &m, err, sizeof(err)), -1);
+	assert_int_equal(
+		kv_list(c, "/abs", (struct consul_read){ 0, 0, CONSUL_DEFAULT, &dl }, &l, &m, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "starts with '/'"));
 	consul_free(c);
 	close(s.lfd);
@@ -867,7 +889,8 @@ static void test_deadline_and_cancel(void **state)
 
 	/* A server that never answers: the deadline ends it. */
 	canned_expect(&s, NULL);
-	assert_int_equal(consul_kv_list(c, "p/", 1, 60000, CONSUL_DEFAULT, &dl, &l, &m, err, sizeof(err)), -1);
+	assert_int_equal(
+		kv_list(c, "p/", (struct consul_read){ 1, 60000, CONSUL_DEFAULT, &dl }, &l, &m, err, sizeof(err)), -1);
 	assert_true(deadline_now_us() - t0 < 450 * 1000);
 	canned_wait(&s);
 	assert_non_null(strstr(err, "timeout after"));
@@ -875,7 +898,8 @@ static void test_deadline_and_cancel(void **state)
 	assert_int_equal(m.reason, CONSUL_TIMEOUT);
 
 	/* An expired deadline: no request at all. */
-	assert_int_equal(consul_kv_list(c, "p/", 1, 60000, CONSUL_DEFAULT, &dl, &l, &m, err, sizeof(err)), -1);
+	assert_int_equal(
+		kv_list(c, "p/", (struct consul_read){ 1, 60000, CONSUL_DEFAULT, &dl }, &l, &m, err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "no time left"));
 	assert_int_equal(m.reason, CONSUL_TIMEOUT);
 
@@ -886,7 +910,8 @@ static void test_deadline_and_cancel(void **state)
 	dl = deadline_in_ms(5000);
 	t0 = deadline_now_us();
 	canned_expect(&s, NULL);
-	assert_int_equal(consul_kv_list(c, "p/", 1, 60000, CONSUL_DEFAULT, &dl, &l, &m, err, sizeof(err)), -1);
+	assert_int_equal(
+		kv_list(c, "p/", (struct consul_read){ 1, 60000, CONSUL_DEFAULT, &dl }, &l, &m, err, sizeof(err)), -1);
 	assert_true(deadline_now_us() - t0 < 300 * 1000);
 	assert_non_null(strstr(err, "cancelled"));
 	assert_int_equal(m.reason, CONSUL_CANCELLED);
@@ -911,7 +936,9 @@ static void test_writes_and_sessions(void **state)
 	c = client_for(&s, "tok-abcdef", NULL, 0);
 
 	canned_expect(&s, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\nConnection: close\r\n\r\ntrue");
-	assert_int_equal(consul_kv_put(c, "svc/h:3306", "h:3306", 6, sid, &dl, &done, err, sizeof(err)), 0);
+	assert_int_equal(consul_kv_put(c, &(struct consul_kv_write){ "svc/h:3306", "h:3306", 6, sid }, &dl, &done, err,
+				       sizeof(err)),
+			 0);
 	canned_wait(&s);
 	assert_true(done);
 	assert_non_null(strstr(s.request, "PUT /v1/kv/svc/h%3A3306?acquire=adf4238a-882b-9ddc-4a9d-5b6758e4159e HTTP"));
@@ -919,12 +946,15 @@ static void test_writes_and_sessions(void **state)
 	assert_non_null(strstr(s.request, "X-Consul-Token: tok-abcdef\r\n"));
 
 	canned_expect(&s, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nfalse");
-	assert_int_equal(consul_kv_put(c, "svc/h:3306", "h:3306", 6, sid, &dl, &done, err, sizeof(err)), 0);
+	assert_int_equal(consul_kv_put(c, &(struct consul_kv_write){ "svc/h:3306", "h:3306", 6, sid }, &dl, &done, err,
+				       sizeof(err)),
+			 0);
 	canned_wait(&s);
 	assert_false(done);
 
 	canned_expect(&s, "HTTP/1.1 403 Forbidden\r\nContent-Length: 17\r\nConnection: close\r\n\r\nPermission denied");
-	assert_int_equal(consul_kv_put(c, "svc/x", "v", 1, NULL, &dl, &done, err, sizeof(err)), -1);
+	assert_int_equal(
+		consul_kv_put(c, &(struct consul_kv_write){ "svc/x", "v", 1, NULL }, &dl, &done, err, sizeof(err)), -1);
 	canned_wait(&s);
 	assert_string_equal(err, "PUT /v1/kv/svc/x denied: the token needs key_prefix \"svc/x\" write (see "
 				 "docs/consul-acl.md)");
@@ -939,8 +969,9 @@ static void test_writes_and_sessions(void **state)
 
 	canned_expect(&s, "HTTP/1.1 200 OK\r\nContent-Length: 47\r\nConnection: close\r\n\r\n"
 			  "{\"ID\":\"adf4238a-882b-9ddc-4a9d-5b6758e4159e\"}\n  ");
-	assert_int_equal(consul_session_create(c, "clustercheck \"h\"", 15, "delete", "0s", false, &dl, id, sizeof(id),
-					       err, sizeof(err)),
+	assert_int_equal(consul_session_create(
+				 c, &(struct consul_session_spec){ "clustercheck \"h\"", 15, "delete", "0s", false },
+				 &dl, id, err, sizeof(err)),
 			 0);
 	canned_wait(&s);
 	assert_string_equal(id, sid);
@@ -948,8 +979,9 @@ static void test_writes_and_sessions(void **state)
 	assert_non_null(strstr(s.request, "\r\n\r\n{\"Name\":\"clustercheck "
 					  "\\\"h\\\"\",\"TTL\":\"15s\",\"Behavior\":\"delete\",\"LockDelay\":\"0s\","
 					  "\"NodeChecks\":[],\"Checks\":[]}"));
-	assert_int_equal(
-		consul_session_create(c, "n", 15, "explode", "0s", true, &dl, id, sizeof(id), err, sizeof(err)), -1);
+	assert_int_equal(consul_session_create(c, &(struct consul_session_spec){ "n", 15, "explode", "0s", true }, &dl,
+					       id, err, sizeof(err)),
+			 -1);
 
 	canned_expect(&s, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n[]");
 	assert_int_equal(consul_session_renew(c, sid, &dl, &gone, err, sizeof(err)), 0);
@@ -1178,11 +1210,11 @@ static void test_login_flow(void **state)
 	struct consul *c = login_rig(&q, path, "jwt-one\n", "pod=p-0", &l, &t);
 
 	(void)state;
-	if (consul_kv_list(c, "p", 0, 0, CONSUL_DEFAULT, &dl, &kv, &m, err, sizeof(err)) < 0)
+	if (kv_list(c, "p", (struct consul_read){ 0, 0, CONSUL_DEFAULT, &dl }, &kv, &m, err, sizeof(err)) < 0)
 		fail_msg("first read: %s", err);
 	consul_kv_list_free(&kv);
 	put_file(path, "jwt-two"); /* kubelet rotated it: the next login reads this */
-	if (consul_kv_list(c, "p", 0, 0, CONSUL_DEFAULT, &dl, &kv, &m, err, sizeof(err)) < 0)
+	if (kv_list(c, "p", (struct consul_read){ 0, 0, CONSUL_DEFAULT, &dl }, &kv, &m, err, sizeof(err)) < 0)
 		fail_msg("read after the token was revoked: %s", err);
 	consul_kv_list_free(&kv);
 	/* The token in use is redacted; the replaced one and the bearer tokens, which nothing holds
@@ -1240,11 +1272,13 @@ static void test_login_refused(void **state)
 	struct consul *c = login_rig(&q, path, "jwt-secret-value", NULL, &l, &t);
 
 	(void)state;
-	assert_int_equal(consul_kv_list(c, "p", 0, 0, CONSUL_DEFAULT, &dl, &kv, &m, err, sizeof(err)), -1);
+	assert_int_equal(kv_list(c, "p", (struct consul_read){ 0, 0, CONSUL_DEFAULT, &dl }, &kv, &m, err, sizeof(err)),
+			 -1);
 	pthread_join(t, NULL);
 	assert_non_null(strstr(err, "POST /v1/acl/login: HTTP 403: Permission denied"));
 	assert_int_equal(consul_last_meta(c)->reason, CONSUL_FORBIDDEN);
-	assert_int_equal(consul_kv_list(c, "p", 0, 0, CONSUL_DEFAULT, &dl, &kv, &m, err, sizeof(err)), -1);
+	assert_int_equal(kv_list(c, "p", (struct consul_read){ 0, 0, CONSUL_DEFAULT, &dl }, &kv, &m, err, sizeof(err)),
+			 -1);
 	assert_non_null(strstr(err, "failed; next try in"));
 	assert_null(strstr(err, "jwt-secret-value"));
 	consul_login_counts(l, &ok, &failed);
@@ -1272,7 +1306,8 @@ static void test_login_bounded(void **state)
 	int64_t t0 = deadline_now_us(), took_ms;
 
 	(void)state;
-	assert_int_equal(consul_kv_list(c, "p", 0, 0, CONSUL_DEFAULT, &dl, &kv, &m, err, sizeof(err)), -1);
+	assert_int_equal(kv_list(c, "p", (struct consul_read){ 0, 0, CONSUL_DEFAULT, &dl }, &kv, &m, err, sizeof(err)),
+			 -1);
 	took_ms = (deadline_now_us() - t0) / 1000;
 	assert_true(took_ms >= CONSUL_LOGIN_TIMEOUT_MS - 100 && took_ms < CONSUL_LOGIN_TIMEOUT_MS + 2000);
 	assert_non_null(strstr(err, "POST /v1/acl/login: timeout"));
@@ -1291,7 +1326,8 @@ static void test_agent_self(void **state)
 	struct consul *c;
 	deadline_t dl = deadline_in_ms(5000);
 	enum consul_agent_mode mode = CONSUL_AGENT_AUTO;
-	char err[300], why[300];
+	char err[300];
+	const char *why = NULL;
 	bool server = true;
 
 	(void)state;
@@ -1306,20 +1342,20 @@ static void test_agent_self(void **state)
 
 	canned_expect(&s, "HTTP/1.1 200 OK\r\nContent-Length: 28\r\nConnection: close\r\n\r\n"
 			  "{\"Config\": {\"Server\": true}}");
-	assert_int_equal(consul_agent_detect(c, &dl, &mode, why, sizeof(why), err, sizeof(err)), 0);
+	assert_int_equal(consul_agent_detect(c, &dl, &mode, &why, err, sizeof(err)), 0);
 	canned_wait(&s);
 	assert_int_equal(mode, CONSUL_AGENT_NONE);
 	assert_string_equal(why, "Consul servers answer directly");
 
 	canned_expect(&s, "HTTP/1.1 200 OK\r\nContent-Length: 29\r\nConnection: close\r\n\r\n"
 			  "{\"Config\": {\"Server\": false}}");
-	assert_int_equal(consul_agent_detect(c, &dl, &mode, why, sizeof(why), err, sizeof(err)), 0);
+	assert_int_equal(consul_agent_detect(c, &dl, &mode, &why, err, sizeof(err)), 0);
 	canned_wait(&s);
 	assert_int_equal(mode, CONSUL_AGENT_LOCAL);
 	assert_string_equal(why, "a Consul client agent answers");
 
 	canned_expect(&s, "HTTP/1.1 403 Forbidden\r\nContent-Length: 17\r\nConnection: close\r\n\r\nPermission denied");
-	assert_int_equal(consul_agent_detect(c, &dl, &mode, why, sizeof(why), err, sizeof(err)), 0);
+	assert_int_equal(consul_agent_detect(c, &dl, &mode, &why, err, sizeof(err)), 0);
 	canned_wait(&s);
 	assert_int_equal(mode, CONSUL_AGENT_NONE);
 	assert_non_null(strstr(why, "agent_prefix \"\" read"));
@@ -1342,7 +1378,7 @@ static void test_agent_self(void **state)
 	mode = CONSUL_AGENT_LOCAL;
 	canned_expect(&s, "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 17\r\nConnection: close\r\n\r\n"
 			  "No cluster leader");
-	assert_int_equal(consul_agent_detect(c, &dl, &mode, why, sizeof(why), err, sizeof(err)), -1);
+	assert_int_equal(consul_agent_detect(c, &dl, &mode, &why, err, sizeof(err)), -1);
 	canned_wait(&s);
 	assert_int_equal(mode, CONSUL_AGENT_LOCAL);
 	assert_string_equal(err, "GET /v1/agent/self: HTTP 500: No cluster leader");

@@ -1032,7 +1032,7 @@ static void test_runfile_open(void **state)
 static void test_runfile_pick(void **state)
 {
 	char base[] = "/tmp/sk-pick-XXXXXX", xdg[64], run[64], tmp[64], mine[96], want[128], buf[256], err[300];
-	struct runfile_dirs d = { .xdg = xdg, .run = run, .tmp = tmp };
+	struct runfile_dirs d = { .xdg = xdg, .run = run, .tmp = tmp, .prefix = "p" };
 	struct stat st;
 
 	(void)state;
@@ -1045,32 +1045,32 @@ static void test_runfile_pick(void **state)
 	assert_int_equal(mkdir(run, 0755), 0);
 	assert_int_equal(mkdir(tmp, 01777), 0);
 	chmod(tmp, 01777);
-	assert_int_equal(runfile_pick(&d, "p", "f.lock", buf, sizeof(buf), err, sizeof(err)), 0);
+	assert_int_equal(runfile_pick(&d, "f.lock", buf, sizeof(buf), err, sizeof(err)), 0);
 	snprintf(want, sizeof(want), "%s/f.lock", xdg);
 	assert_string_equal(buf, want);
 	chmod(xdg, 0777); /* others can write it: not used */
-	assert_int_equal(runfile_pick(&d, "p", "f.lock", buf, sizeof(buf), err, sizeof(err)), 0);
+	assert_int_equal(runfile_pick(&d, "f.lock", buf, sizeof(buf), err, sizeof(err)), 0);
 	snprintf(want, sizeof(want), "%s/f.lock", run);
 	assert_string_equal(buf, want);
 	d.xdg = "relative";
 	chmod(run, 0777);
-	assert_int_equal(runfile_pick(&d, "p", "f.lock", buf, sizeof(buf), err, sizeof(err)), 0);
+	assert_int_equal(runfile_pick(&d, "f.lock", buf, sizeof(buf), err, sizeof(err)), 0);
 	snprintf(want, sizeof(want), "%s/f.lock", mine);
 	assert_string_equal(buf, want);
 	assert_int_equal(lstat(mine, &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0700);
 	chmod(mine, 0777);
-	assert_int_equal(runfile_pick(&d, "p", "f.lock", buf, sizeof(buf), err, sizeof(err)), -1);
+	assert_int_equal(runfile_pick(&d, "f.lock", buf, sizeof(buf), err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "others can write it (mode 777)"));
 	rmdir(mine);
 	assert_int_equal(symlink(xdg, mine), 0); /* a link to a directory, even ours: not used */
-	assert_int_equal(runfile_pick(&d, "p", "f.lock", buf, sizeof(buf), err, sizeof(err)), -1);
+	assert_int_equal(runfile_pick(&d, "f.lock", buf, sizeof(buf), err, sizeof(err)), -1);
 	assert_non_null(strstr(err, "not a directory"));
 	unlink(mine);
 	if (geteuid() == 0) {
 		assert_int_equal(mkdir(mine, 0700), 0);
 		assert_int_equal(chown(mine, 12345, 12345), 0);
-		assert_int_equal(runfile_pick(&d, "p", "f.lock", buf, sizeof(buf), err, sizeof(err)), -1);
+		assert_int_equal(runfile_pick(&d, "f.lock", buf, sizeof(buf), err, sizeof(err)), -1);
 		assert_non_null(strstr(err, "belongs to uid 12345, not to this user"));
 		rmdir(mine);
 	}
