@@ -523,18 +523,19 @@ static int entry_track(struct consul_listing *p, unsigned char ch, size_t at)
 	return 0;
 }
 
-/* Append one byte to the entry's text, growing it up to CONSUL_ENTRY_MAX_BYTES. */
-static int entry_append(struct consul_listing *p, unsigned char ch)
+/* Append n bytes to the entry's text, growing it up to CONSUL_ENTRY_MAX_BYTES. */
+static int entry_append(struct consul_listing *p, const unsigned char *bytes, size_t n)
 {
-	if (p->elen == p->ecap) {
-		if (p->elen >= CONSUL_ENTRY_MAX_BYTES)
-			return listing_fail(p, "entry %zu (at byte %zu) is larger than %d bytes", p->out.n, p->estart,
-					    CONSUL_ENTRY_MAX_BYTES);
+	if (n > CONSUL_ENTRY_MAX_BYTES - p->elen)
+		return listing_fail(p, "entry %zu (at byte %zu) is larger than %d bytes", p->out.n, p->estart,
+				    CONSUL_ENTRY_MAX_BYTES);
+	if (p->elen + n > p->ecap) {
+		size_t cap = p->ecap ? p->ecap : 1024;
 		char *bigger;
 
-		p->ecap = p->ecap ? p->ecap * 2 : 1024;
-		if (p->ecap > CONSUL_ENTRY_MAX_BYTES)
-			p->ecap = CONSUL_ENTRY_MAX_BYTES;
+		while (cap < p->elen + n)
+			cap *= 2;
+		p->ecap = cap > CONSUL_ENTRY_MAX_BYTES ? CONSUL_ENTRY_MAX_BYTES : cap;
 		bigger = xmalloc(p->ecap); /* not realloc: the old text is wiped, not left behind */
 		if (p->elen)
 			memcpy(bigger, p->entry, p->elen);
@@ -543,8 +544,27 @@ static int entry_append(struct consul_listing *p, unsigned char ch)
 		free(p->entry);
 		p->entry = bigger;
 	}
-	p->entry[p->elen++] = (char)ch;
+	memcpy(p->entry + p->elen, bytes, n);
+	p->elen += n;
 	return 0;
+}
+
+/* Inside a string of an entry, the bytes up to the next '"' or '\\' change nothing the tracker
+ * follows: they are appended at once (most of a listing is its keys and base64 values). Returns
+ * how many were taken (0: none), or -1 (the entry grew too large). */
+static long entry_string_run(struct consul_listing *p, const unsigned char *d, size_t len)
+{
+	const unsigned char *quote, *slash;
+	size_t n;
+
+	if (p->state != L_ENTRY || !p->in_str || p->esc)
+		return 0;
+	quote = memchr(d, '"', len); /* memchr twice, the second within the first's span: linear */
+	n = quote ? (size_t)(quote - d) : len;
+	slash = memchr(d, '\\', n);
+	if (slash)
+		n = (size_t)(slash - d);
+	return n && entry_append(p, d, n) < 0 ? -1 : (long)n;
 }
 
 /* One byte of an entry; `at` is its offset in the answer. */
@@ -557,7 +577,7 @@ static int listing_entry_byte(struct consul_listing *p, unsigned char ch, size_t
 	if (p->values > CONSUL_ENTRY_MAX_VALUES)
 		return listing_fail(p, "entry %zu (at byte %zu) holds more than %d JSON values", p->out.n, p->estart,
 				    CONSUL_ENTRY_MAX_VALUES);
-	return entry_append(p, ch);
+	return entry_append(p, &ch, 1);
 }
 
 /* One byte of the answer, by where the parser stands; `at` is its offset. */
@@ -608,9 +628,19 @@ int consul_listing_feed(struct consul_listing *p, const char *data, size_t len)
 		p->too_large = true;
 		return listing_fail(p, "answer larger than %zu bytes (the response size cap)", p->max_bytes);
 	}
-	for (size_t i = 0; i < len; i++)
+	for (size_t i = 0; i < len;) {
+		long run = entry_string_run(p, d + i, len - i);
+
+		if (run < 0)
+			return -1;
+		if (run > 0) {
+			i += (size_t)run;
+			continue;
+		}
 		if (listing_byte(p, d[i], p->seen + i) < 0)
 			return -1;
+		i++;
+	}
 	p->seen += len;
 	return 0;
 }

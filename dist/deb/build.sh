@@ -106,7 +106,8 @@ control() { # ROOT PKG
 
 # sidekick-probes: the probes; clustercheck's systemd socket and units, its xinetd entry (off).
 P=$WORK/sidekick-probes
-bins "$P" liveness-check readiness-check clustercheck haproxy-check proxysql-check healthcheck
+# shellcheck disable=SC2046 # one word a probe
+bins "$P" $(sed -n 's/#.*//; /[^[:space:]]/p' dist/probes.list)
 install -d "$P/lib/systemd/system" "$P/etc/sidekick" "$P/etc/xinetd.d" "$P/usr/share/doc/sidekick-probes/examples"
 for f in clustercheck.socket clustercheck@.service clustercheck-http.service clustercheck-register.service; do
 	dist_sed "dist/systemd/$f" "$P/lib/systemd/system/$f" /usr/share/doc/sidekick-probes

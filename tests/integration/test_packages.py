@@ -34,6 +34,7 @@ import subprocess
 import tempfile
 
 import pytest
+from probe_names import PROBES
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
@@ -46,7 +47,6 @@ VERSION = open(os.path.join(REPO, "VERSION")).read().strip()
 CHROOT = shutil.which("chroot") or "/usr/sbin/chroot"
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-PROBES = ["liveness-check", "readiness-check", "clustercheck", "haproxy-check", "proxysql-check", "healthcheck"]
 PROBE_UNITS = ["clustercheck.socket", "clustercheck@.service", "clustercheck-http.service",
                "clustercheck-register.service"]
 CONF = "etc/sidekick/proxysql-sync.conf"
