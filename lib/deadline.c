@@ -80,6 +80,7 @@ int64_t deadline_age_from_stat(const char *stat, long hz, int64_t boot_now_us)
 	}
 	if (sscanf(p + 1, "%llu", &ticks) != 1)
 		return 0;
+	ticks++; /* the start lies within its tick: the end of it gives the age the process has at least */
 	start_us = (int64_t)(ticks / (unsigned long long)hz) * 1000000 +
 		   (int64_t)(ticks % (unsigned long long)hz) * 1000000 / hz;
 	return boot_now_us > start_us ? boot_now_us - start_us : 0;

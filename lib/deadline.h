@@ -24,9 +24,10 @@ deadline_t deadline_in_ms(int64_t ms);
 #define DEADLINE_STARTUP_MAX_US 250000
 deadline_t deadline_since_start_ms(int64_t ms);
 
-/* The age in microseconds of the process whose /proc/PID/stat text is `stat` (its starttime, in
- * `hz` clock ticks since boot), at `boot_now_us` on CLOCK_BOOTTIME; 0 when the text does not
- * parse. Pure: deadline_since_start_ms reads the inputs. */
+/* The age in microseconds that the process whose /proc/PID/stat text is `stat` has at least (its
+ * starttime, in `hz` clock ticks since boot, counted from the end of its tick, so that a deadline
+ * never ends before the budget has passed), at `boot_now_us` on CLOCK_BOOTTIME; 0 when the text
+ * does not parse. Pure: deadline_since_start_ms reads the inputs. */
 int64_t deadline_age_from_stat(const char *stat, long hz, int64_t boot_now_us);
 
 /* A deadline that never expires. Only long-running loops use it, never a check. */

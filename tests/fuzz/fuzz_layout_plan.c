@@ -605,7 +605,13 @@ static void check_after(const struct plan *p, const struct layout_result *want, 
 	model_servers_sort(&s);
 	for (size_t i = 0; i < p->nafter_users; i++)
 		model_users_add(&u, p->after_users[i]);
-	plan_build(&want->servers, &want->users, &s, &u, d, nd, o, &q);
+	plan_build(&(struct plan_inputs){ .want_servers = &want->servers,
+					  .have_servers = &s,
+					  .want_users = &want->users,
+					  .have_users = &u,
+					  .drains = d,
+					  .ndrains = nd },
+		   o, &q);
 	if (q.n)
 		FAIL("the rows after a plan are not its fixed point: %s", q.steps[0].shown);
 	plan_free(&q);
@@ -661,6 +667,32 @@ static void current(unsigned sel, struct px_servers *s, struct px_users *u)
 	model_users_sort(u);
 }
 
+/* The two parts built alone are the whole built at once: the same rows, keeps and rejects
+ * (layout_build_parts, which the coordinator uses to rebuild only what a change feeds). */
+static void check_parts(const struct layout_result *all, const struct kv_pair *kv, size_t n)
+{
+	struct layout_result s, u;
+
+	layout_build_parts(&cfg.layout, kv, n, LAYOUT_PART_SERVERS, &s);
+	layout_build_parts(&cfg.layout, kv, n, LAYOUT_PART_USERS, &u);
+	if (s.servers.n != all->servers.n || u.users.n != all->users.n || s.users.n || u.servers.n ||
+	    s.peers.n != all->peers.n || s.keep_servers.n != all->keep_servers.n ||
+	    u.keep_users.n != all->keep_users.n || s.nunsettled != all->nunsettled ||
+	    s.nrejects + u.nrejects != all->nrejects)
+		FAIL("the parts built alone differ from the whole in their counts");
+	for (size_t i = 0; i < s.servers.n; i++)
+		if (!model_server_same(&s.servers.v[i], &all->servers.v[i]))
+			FAIL("server %zu differs between the servers part and the whole", i);
+	for (size_t i = 0; i < u.users.n; i++)
+		if (!model_user_same(&u.users.v[i], &all->users.v[i]))
+			FAIL("user %zu differs between the users part and the whole", i);
+	for (size_t i = 0; i < u.nrejects; i++)
+		if (layout_key_parts(&cfg.layout, u.rejects[i].key) != LAYOUT_PART_USERS)
+			FAIL("the users part rejected a key that feeds the servers: %s", u.rejects[i].key);
+	layout_result_free(&s);
+	layout_result_free(&u);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct kv_pair kv[MAX_RECORDS];
@@ -682,6 +714,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_rows(&lr);
 	check_subset(&lr, kv, n);
 	check_rejected(&lr, kv, n, route);
+	check_parts(&lr, kv, n);
 	for (size_t i = 0; i < lr.nrejects; i++)
 		if (!lr.rejects[i].key || !lr.rejects[i].reason || strlen(lr.rejects[i].key) > 300)
 			FAIL("reject without a key or reason, or a key longer than 300 bytes");
@@ -692,7 +725,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	po.user_tag = cfg.layout.user_tag;
 	po.drain_timeout_ms = (sel & 0x80) ? 0 : 60000;
 	po.save_to_disk = (sel & 0x40) != 0;
-	plan_build(&lr.servers, &lr.users, &have_s, &have_u, drains, SK_ARRAY_LEN(drains), &po, &plan);
+	plan_build(&(struct plan_inputs){ .want_servers = &lr.servers,
+					  .have_servers = &have_s,
+					  .want_users = &lr.users,
+					  .have_users = &have_u,
+					  .drains = drains,
+					  .ndrains = SK_ARRAY_LEN(drains) },
+		   &po, &plan);
 	check_plan(&plan, &lr, &have_s, &have_u);
 	check_after(&plan, &lr, drains, SK_ARRAY_LEN(drains), &po);
 	text = plan_text(&plan);
