@@ -59,7 +59,16 @@ static void init_target(struct agent *ag, struct target *t, const struct sync_ta
 {
 	t->ag = ag;
 	t->cfg = st;
-	t->pt.name = st->name;
+	t->px.m = ag->mod;
+	/* The PostgreSQL side's target says so in logs and /readyz ("name/pgsql"); /metrics gives it
+	 * the target's name and module="pgsql" (metrics_render). */
+	if (ag->parent) {
+		size_t n = strlen(st->name) + strlen(ag->mod->name) + 2;
+
+		t->side_name = xmalloc(n);
+		snprintf(t->side_name, n, "%s/%s", st->name, ag->mod->name);
+	}
+	t->pt.name = ag->parent ? t->side_name : st->name;
 	t->pt.host = st->host;
 	t->pt.port = st->port;
 	t->pt.port_explicit = st->port_explicit;
@@ -70,13 +79,17 @@ static void init_target(struct agent *ag, struct target *t, const struct sync_ta
 	t->pt.tls_ca = st->tls_ca;
 	t->pt.tls_cert = st->tls_cert;
 	t->pt.tls_key = st->tls_key;
-	t->label = metrics_label_value(t->pt.name);
+	t->label = metrics_label_value(st->name);
 }
 
-static void agent_init(struct agent *ag, struct sync_config *cfg)
+/* The agent of one side: the MySQL one (parent NULL, cfg->layout) or the PostgreSQL one. */
+static void agent_init(struct agent *ag, struct sync_config *cfg, struct agent *parent)
 {
 	memset(ag, 0, sizeof(*ag));
 	ag->cfg = cfg;
+	ag->parent = parent;
+	ag->layout = parent ? &cfg->pg_layout : &cfg->layout;
+	ag->mod = parent ? &px_pgsql : &px_mysql;
 	/* The client settings and the token are in cfg->consul (read by sync_config_load). */
 	ag->mode = cfg->settings.consistency;
 	ag->cancel_fd = -1;
@@ -84,14 +97,15 @@ static void agent_init(struct agent *ag, struct sync_config *cfg)
 	pthread_mutex_init(&ag->pub_mu, NULL);
 	pthread_mutex_init(&ag->agent_mu, NULL);
 	pthread_cond_init(&ag->cv, NULL);
-	ag->nowned = layout_owned_hostgroups(&cfg->layout, ag->owned, SK_ARRAY_LEN(ag->owned));
+	ag->nowned = layout_owned_hostgroups(ag->layout, ag->owned, SK_ARRAY_LEN(ag->owned));
 	if (ag->nowned > SK_ARRAY_LEN(ag->owned)) /* --check-config refuses that; never read past the array */
 		ag->nowned = SK_ARRAY_LEN(ag->owned);
-	add_watches(ag, &cfg->layout);
-	ag->ntargets = cfg->ntargets;
+	add_watches(ag, ag->layout);
+	/* A side with nothing to watch (only PostgreSQL configured, say) keeps no target. */
+	ag->ntargets = ag->nwatches ? cfg->ntargets : 0;
 	ag->targets = xcalloc(cfg->ntargets, sizeof(*ag->targets));
 	ag->started = xcalloc(ag->nwatches + cfg->ntargets + 3, sizeof(*ag->started));
-	for (size_t i = 0; i < cfg->ntargets; i++)
+	for (size_t i = 0; i < ag->ntargets; i++)
 		init_target(ag, &ag->targets[i], &cfg->targets[i]);
 }
 
@@ -102,6 +116,8 @@ static struct consul *agent_client(struct agent *ag, char *err, size_t errlen)
 	const struct consul_config *cc = &ag->cfg->consul;
 	struct consul *c;
 
+	if (ag->parent) /* the PostgreSQL side carries the MySQL side's login */
+		ag = ag->parent;
 	if (cc->login_method && !ag->login) {
 		ag->login = consul_login_new(cc->login_method, cc->login_bearer_file, cc->login_meta, err, errlen);
 		if (!ag->login)
@@ -223,13 +239,13 @@ static int open_clients(struct agent *ag, char *err, size_t errlen)
 			return sk_err(err, errlen, "eventfd: %s", strerror(errno));
 		consul_set_cancel_fd(w->c, w->wake_fd);
 	}
-	if (*ag->cfg->settings.announce_address) {
+	if (*ag->cfg->settings.announce_address && !ag->parent) {
 		ag->announce_c = agent_client(ag, err, errlen);
 		if (!ag->announce_c)
 			return -1;
 		consul_set_cancel_fd(ag->announce_c, ag->cancel_fd);
 	}
-	if (lock_single_writer(ag)) {
+	if (lock_single_writer(ag) && !ag->parent) { /* the PostgreSQL side follows the MySQL side's lock */
 		ag->lock.enabled = true;
 		ag->lock.c = agent_client(ag, err, errlen);
 		if (!ag->lock.c)
@@ -272,6 +288,8 @@ static void log_watching(const struct agent *ag)
 	char list[600] = "";
 	size_t used = 0;
 
+	if (!ag->nwatches)
+		return;
 	for (size_t i = 0; i < ag->nwatches && used < sizeof(list); i++) {
 		int w = snprintf(list + used, sizeof(list) - used, "%s%s", i ? ", " : "", ag->watches[i].prefix);
 
@@ -281,9 +299,9 @@ static void log_watching(const struct agent *ag)
 		 consul_consistency_str(ag->mode), ag->ntargets, ag->ntargets == 1 ? "" : "s");
 }
 
-int agent_start(struct agent *ag, struct sync_config *cfg, char *err, size_t errlen)
+/* Open the clients and start the threads of an agent initialised (agent_init). */
+static int start_side(struct agent *ag, char *err, size_t errlen)
 {
-	agent_init(ag, cfg);
 	if (open_clients(ag, err, errlen) < 0)
 		goto fail;
 	log_watching(ag);
@@ -296,11 +314,35 @@ fail:
 	return -1;
 }
 
+int agent_start(struct agent *ag, struct sync_config *cfg, char *err, size_t errlen)
+{
+	agent_init(ag, cfg, NULL);
+	if (start_side(ag, err, errlen) < 0)
+		return -1;
+	if (!sync_config_has_pgsql(cfg))
+		return 0;
+	ag->pg = xmalloc(sizeof(*ag->pg));
+	agent_init(ag->pg, cfg, ag);
+	if (start_side(ag->pg, err, errlen) < 0) {
+		free(ag->pg);
+		ag->pg = NULL;
+		(void)agent_stop(ag, true);
+		return -1;
+	}
+	return 0;
+}
+
 bool agent_stop(struct agent *ag, bool wait_targets)
 {
 	struct timespec ts;
 
 	signal_stop(ag);
+	if (ag->pg) { /* both sides told at once; the PostgreSQL side's end first (it uses our login) */
+		if (!agent_stop(ag->pg, wait_targets))
+			return false;
+		free(ag->pg);
+		ag->pg = NULL;
+	}
 	for (size_t i = 0; i < ag->nwatches; i++)
 		pthread_join(ag->watches[i].tid, NULL);
 	pthread_join(ag->coordinator, NULL);
@@ -376,13 +418,12 @@ static bool read_all(struct agent *ag)
 	return true;
 }
 
-int agent_once(struct sync_config *cfg, bool dry_run)
+/* --once and --dry-run for one side's agent (initialised). */
+static int once_side(struct agent *ag, bool dry_run)
 {
-	struct agent ag;
-	long confirmations = cfg->settings.confirmations;
+	long confirmations = ag->cfg->settings.confirmations;
 	int rc = 0;
 
-	agent_init(&ag, cfg);
 	/* A hostgroup guard that holds is confirmed by reading again, 200 ms apart, as the running
 	 * agent does. */
 	for (long round = 0;; round++) {
@@ -390,21 +431,21 @@ int agent_once(struct sync_config *cfg, bool dry_run)
 		struct agent_want *w;
 		bool holding = false;
 
-		if (!read_all(&ag)) {
+		if (!read_all(ag)) {
 			rc = 1;
 			break;
 		}
-		if (!desired_build_all(&ag, &lr)) {
+		if (!desired_build_all(ag, &lr)) {
 			layout_result_free(&lr);
 			rc = 1;
 			break;
 		}
-		shared_want_put(desired_publish_all(&ag, &lr));
-		w = shared_want_get(&ag);
+		shared_want_put(desired_publish_all(ag, &lr));
+		w = shared_want_get(ag);
 		rc = 0;
-		for (size_t i = 0; i < ag.ntargets; i++) {
-			struct target *t = &ag.targets[i];
-			int r = target_reconcile(&ag, t, w, dry_run);
+		for (size_t i = 0; i < ag->ntargets; i++) {
+			struct target *t = &ag->targets[i];
+			int r = target_reconcile(ag, t, w, dry_run);
 
 			if (r < 0 || (!dry_run && !t->in_sync))
 				rc = 1;
@@ -415,8 +456,23 @@ int agent_once(struct sync_config *cfg, bool dry_run)
 			break;
 		usleep(200000);
 	}
-	for (size_t i = 0; i < ag.ntargets; i++)
-		pxadmin_close(&ag.targets[i].px);
+	for (size_t i = 0; i < ag->ntargets; i++)
+		pxadmin_close(&ag->targets[i].px);
+	return rc;
+}
+
+int agent_once(struct sync_config *cfg, bool dry_run)
+{
+	struct agent ag, pg;
+	int rc;
+
+	agent_init(&ag, cfg, NULL);
+	rc = once_side(&ag, dry_run);
+	if (sync_config_has_pgsql(cfg)) {
+		agent_init(&pg, cfg, &ag);
+		rc = once_side(&pg, dry_run) || rc;
+		agent_release(&pg);
+	}
 	agent_release(&ag);
 	return rc;
 }
@@ -455,5 +511,5 @@ bool agent_ready(struct agent *ag, char *why, size_t len)
 	if (ready)
 		snprintf(why, len, "ready");
 	pthread_mutex_unlock(&ag->pub_mu);
-	return ready;
+	return ready && (!ag->pg || agent_ready(ag->pg, why, len));
 }

@@ -40,6 +40,12 @@ void agent_seen_free(struct agent_seen *s);
 
 struct agent {
 	struct sync_config *cfg;
+	/* The side of ProxySQL this agent keeps: the MySQL tables from cfg->layout, or (the second
+	 * agent, `pg`) the PostgreSQL tables from cfg->pg_layout. */
+	const struct layout_config *layout;
+	const struct px_module *mod;
+	struct agent *pg; /* the PostgreSQL side's agent, started and stopped with this one; NULL: none */
+	struct agent *parent; /* of the PostgreSQL side's agent: the MySQL one (its login, its lock) */
 	enum consul_consistency mode;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;

@@ -14,8 +14,6 @@
 #include "log.h"
 #include "report.h"
 
-static const char *const table_names[TABLE_COUNT] = { "mysql_servers", "mysql_users" };
-
 static bool family_has(const struct px_family *f, long hg)
 {
 	return hg >= 0 && guard_in_list(f->hg, f->n, hg);
@@ -24,7 +22,7 @@ static bool family_has(const struct px_family *f, long hg)
 /* A table that its ProxySQL Cluster pulls from peers is not written (cluster-mode = refuse). */
 static void refuse_pulled(struct agent *ag, struct target *t, struct tstate *st)
 {
-	const struct layout_config *l = &ag->cfg->layout;
+	const struct layout_config *l = ag->layout;
 	bool managed[TABLE_COUNT] = { ag->nowned > 0, *l->users_prefix != '\0' };
 	long pulled[TABLE_COUNT] = { st->facts.servers_diffs_before_sync, st->facts.users_diffs_before_sync };
 
@@ -38,7 +36,7 @@ static void refuse_pulled(struct agent *ag, struct target *t, struct tstate *st)
 			 "in a ProxySQL Cluster that pulls %s from its peers (admin-cluster_%s_diffs_before_sync=%ld): "
 			 "not "
 			 "written; choose cluster-mode = \"disable-pull\" or \"single-writer\"",
-			 table_names[tb], table_names[tb], pulled[tb]);
+			 ag->mod->tables[tb], ag->mod->tables[tb], pulled[tb]);
 	}
 }
 
@@ -110,7 +108,7 @@ void cluster_scope(struct agent *ag, struct target *t, struct tstate *st)
 	memcpy(st->owned, ag->owned, ag->nowned * sizeof(long));
 	st->refused_why[0] = '\0';
 	refuse_pulled(ag, t, st);
-	refuse_monitored(&ag->cfg->layout, st);
+	refuse_monitored(ag->layout, st);
 	for (size_t i = 0; i < st->nowned; i++)
 		if (st->owned[i] >= 0)
 			st->owned[k++] = st->owned[i];
@@ -123,7 +121,7 @@ void cluster_scope(struct agent *ag, struct target *t, struct tstate *st)
  * peers; the tables it does not manage keep syncing. */
 int cluster_disable_pull(struct agent *ag, struct target *t, struct tstate *st, const deadline_t *dl, struct db_err *e)
 {
-	bool managed[TABLE_COUNT] = { ag->nowned > 0, *ag->cfg->layout.users_prefix != '\0' };
+	bool managed[TABLE_COUNT] = { ag->nowned > 0, *ag->layout->users_prefix != '\0' };
 	long *pulled[TABLE_COUNT] = { &st->facts.servers_diffs_before_sync, &st->facts.users_diffs_before_sync };
 	bool changed = false;
 
@@ -134,16 +132,16 @@ int cluster_disable_pull(struct agent *ag, struct target *t, struct tstate *st, 
 
 		if (!managed[tb] || *pulled[tb] <= 0)
 			continue;
-		sk_fmt(sql, sizeof(sql), "SET admin-cluster_%s_diffs_before_sync=0", table_names[tb]);
+		sk_fmt(sql, sizeof(sql), "SET admin-cluster_%s_diffs_before_sync=0", ag->mod->tables[tb]);
 		if (pxadmin_exec(&t->px, sql, dl, e) < 0)
 			return -1;
 		log_info("target %s: ProxySQL Cluster member: no longer pulls %s from its peers (cluster-mode = "
 			 "disable-pull; was admin-cluster_%s_diffs_before_sync=%ld)",
-			 t->pt.name, table_names[tb], table_names[tb], *pulled[tb]);
+			 t->pt.name, ag->mod->tables[tb], ag->mod->tables[tb], *pulled[tb]);
 		*pulled[tb] = 0;
 		changed = true;
 	}
-	if (layout_has_fleet(&ag->cfg->layout) && st->facts.peers_diffs_before_sync > 0) {
+	if (layout_has_fleet(ag->layout) && st->facts.peers_diffs_before_sync > 0) {
 		/* proxysql_servers follows the announced fleet: the agent's too */
 		if (pxadmin_exec(&t->px, "SET admin-cluster_proxysql_servers_diffs_before_sync=0", dl, e) < 0)
 			return -1;
@@ -201,9 +199,11 @@ int cluster_await_newer_epoch(struct agent *ag, struct target *t, const struct p
 	long long epoch;
 	struct db_err e;
 	bool loads = false;
+	char load[16];
 
+	sk_fmt(load, sizeof(load), "LOAD %s ", p->m->cmd);
 	for (size_t i = 0; i < p->n && !loads; i++)
-		loads = strncmp(p->steps[i].sql, "LOAD MYSQL ", 11) == 0;
+		loads = strncmp(p->steps[i].sql, load, strlen(load)) == 0;
 	if (!loads || t->cluster_peers <= 0)
 		return 0;
 	if (pxadmin_peer_epoch(&t->px, dl, &epoch, &e) < 0) {

@@ -420,3 +420,8 @@ void sync_config_free(struct sync_config *c)
 	opts_free(&c->o);
 	memset(c, 0, sizeof(*c));
 }
+
+bool sync_config_has_pgsql(const struct sync_config *c)
+{
+	return c->pg_layout.users_prefix && *c->pg_layout.users_prefix; /* TEMP until the patroni list lands */
+}

@@ -101,6 +101,7 @@ struct sync_config {
 	struct opts o; /* every setting by name, as parsed: read only by the loading code */
 	struct sync_settings settings; /* the scalar settings, typed */
 	struct layout_config layout;
+	struct layout_config pg_layout; /* the PostgreSQL side */
 	struct sync_target *targets;
 	size_t ntargets;
 	/* The Consul client's settings (environment, then options), with the token already read
@@ -123,6 +124,9 @@ enum opts_result sync_config_load(struct sync_config *c, int argc, char **argv, 
 int sync_settings_load(struct sync_settings *s, const struct opts *o, char *err, size_t errlen) SK_MUST_CHECK;
 
 void sync_config_free(struct sync_config *c);
+
+/* The PostgreSQL side is configured. */
+bool sync_config_has_pgsql(const struct sync_config *c);
 
 /* The option table, for the docs test and --help. */
 extern const struct opt_def sync_options[];

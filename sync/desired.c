@@ -184,7 +184,7 @@ bool desired_build_all(struct agent *ag, struct layout_result *lr)
 	size_t n;
 	struct kv_pair *kv = gather(ag, &n);
 
-	layout_build(&ag->cfg->layout, kv, n, lr);
+	layout_build(ag->layout, kv, n, lr);
 	free(kv);
 	return judge_build(ag, lr, LAYOUT_PARTS);
 }
@@ -233,7 +233,7 @@ static struct agent_want *publish(struct agent *ag, struct layout_result *lr, un
 	atomic_init(&w->refs, 1);
 	for (int p = 0; p < 2; p++) {
 		if ((parts & which[p]) || !old) {
-			w->parts[p] = part_take(&ag->cfg->layout, lr, which[p], old ? parts : LAYOUT_PARTS);
+			w->parts[p] = part_take(ag->layout, lr, which[p], old ? parts : LAYOUT_PARTS);
 		} else {
 			w->parts[p] = old->parts[p];
 			atomic_fetch_add(&w->parts[p]->refs, 1);
@@ -337,7 +337,7 @@ static unsigned parts_changed(struct agent *ag, unsigned *feeds, unsigned long *
 		feeds[i] = ag->built_feeds[i];
 		if (ag->want && w->gen == ag->built_gen[i])
 			continue;
-		feeds[i] = snapshot_feeds(&ag->cfg->layout, &w->kv);
+		feeds[i] = snapshot_feeds(ag->layout, &w->kv);
 		parts |= ag->built_feeds[i] | feeds[i];
 	}
 	return parts;
@@ -373,7 +373,7 @@ static void build_and_publish(struct agent *ag, bool *announced)
 	kv = gather(ag, &nkv);
 	ag->pinned = true;
 	pthread_mutex_unlock(&ag->mu);
-	layout_build_parts(&ag->cfg->layout, kv, nkv, parts, &lr);
+	layout_build_parts(ag->layout, kv, nkv, parts, &lr);
 	free(kv);
 	pthread_mutex_lock(&ag->mu);
 	shared_snapshots_unpin(ag);

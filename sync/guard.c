@@ -40,7 +40,7 @@ int guard_keep_writers(struct agent *ag, const long *owned, size_t nowned, struc
 {
 	if (ag->cfg->settings.allow_empty_writer)
 		return 0;
-	return layout_keep_writers(&ag->cfg->layout, owned, nowned, want, have);
+	return layout_keep_writers(ag->layout, owned, nowned, want, have);
 }
 
 static unsigned long reads_now(struct agent *ag)

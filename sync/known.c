@@ -52,8 +52,8 @@ static void runtime_user(void *ctx, const struct px_user *u)
 
 int known_read_state(struct target *t, bool users, bool disk, const deadline_t *dl, struct tstate *st, struct db_err *e)
 {
-	bool peers = layout_has_fleet(&t->ag->cfg->layout);
-	struct rowset_sink sink = { &st->rt_u, t->ag->cfg->layout.user_tag };
+	bool peers = layout_has_fleet(t->ag->layout);
+	struct rowset_sink sink = { &st->rt_u, t->ag->layout->user_tag };
 	struct px_vouchers before;
 
 	memset(st, 0, sizeof(*st));
@@ -120,11 +120,16 @@ void known_take(struct target *t, struct tstate *st, int64_t *read_us)
 /* Which tables a plan writes. */
 static void plan_tables(const struct plan *p, bool *servers, bool *users)
 {
+	char load_servers[32], load_users[32];
+
+	sk_fmt(load_servers, sizeof(load_servers), "%s SERVERS", p->m->cmd);
+	sk_fmt(load_users, sizeof(load_users), "%s USERS", p->m->cmd);
 	*servers = *users = false;
 	for (size_t i = 0; i < p->n; i++) {
-		*servers = *servers || strstr(p->steps[i].sql, "MYSQL SERVERS") ||
-			   strstr(p->steps[i].sql, "mysql_servers");
-		*users = *users || strstr(p->steps[i].sql, "MYSQL USERS") || strstr(p->steps[i].sql, "mysql_users");
+		*servers = *servers || strstr(p->steps[i].sql, load_servers) ||
+			   strstr(p->steps[i].sql, p->m->tables[TABLE_SERVERS]);
+		*users = *users || strstr(p->steps[i].sql, load_users) ||
+			 strstr(p->steps[i].sql, p->m->tables[TABLE_USERS]);
 	}
 }
 
@@ -226,11 +231,13 @@ int known_verify(struct target *t, const struct known_applied *a, const deadline
 	bool users = a->users, disk = a->disk;
 	bool servers_loaded = false, servers_written, users_written;
 	uint64_t before_v2 = before->v.servers_v2;
+	char load[40];
 
 	/* A users LOAD is not checked here: runtime_checksums_values sums runtime's rows (one per
 	 * role), which never equal memory's CHECKSUM; the full verify at resync-interval reads them. */
+	sk_fmt(load, sizeof(load), "LOAD %s SERVERS TO RUNTIME", p->m->cmd);
 	for (size_t i = 0; i < p->n; i++)
-		servers_loaded = servers_loaded || strcmp(p->steps[i].sql, "LOAD MYSQL SERVERS TO RUNTIME") == 0;
+		servers_loaded = servers_loaded || strcmp(p->steps[i].sql, load) == 0;
 	plan_tables(p, &servers_written, &users_written);
 	/* The users' checksums only when the plan wrote users. A table the plan did not write keeps
 	 * the checksums it was verified with: only those vouch for its known rows. */
@@ -288,6 +295,7 @@ void known_save_before_stopping(struct target *t)
 	int64_t left_ms = (t->ag->stop_us + 700000 - deadline_now_us()) / 1000;
 	deadline_t dl = deadline_min(deadline_in_ms(t->ag->cfg->settings.admin_timeout_ms), deadline_in_ms(left_ms));
 	struct db_err e;
+	char save_servers[40], save_users[40];
 
 	if (!t->save_due_us || !t->px.db.connected)
 		return;
@@ -297,8 +305,10 @@ void known_save_before_stopping(struct target *t)
 			 t->pt.name);
 		return;
 	}
-	if ((t->save_servers && pxadmin_exec(&t->px, "SAVE MYSQL SERVERS TO DISK", &dl, &e) < 0) ||
-	    (t->save_users && pxadmin_exec(&t->px, "SAVE MYSQL USERS TO DISK", &dl, &e) < 0)) {
+	sk_fmt(save_servers, sizeof(save_servers), "SAVE %s SERVERS TO DISK", t->ag->mod->cmd);
+	sk_fmt(save_users, sizeof(save_users), "SAVE %s USERS TO DISK", t->ag->mod->cmd);
+	if ((t->save_servers && pxadmin_exec(&t->px, save_servers, &dl, &e) < 0) ||
+	    (t->save_users && pxadmin_exec(&t->px, save_users, &dl, &e) < 0)) {
 		log_warn("target %s: stopping: the SAVE put off by save-delay failed: %s", t->pt.name, e.msg);
 		return;
 	}

@@ -22,7 +22,7 @@ bool lock_single_writer(const struct agent *ag)
 
 bool lock_may_write(struct agent *ag)
 {
-	struct cluster_lock *k = &ag->lock;
+	struct cluster_lock *k = &(ag->parent ? ag->parent : ag)->lock; /* one lock for both sides */
 
 	/* Only until the TTL since the last renew runs out: Consul cannot give the lock to anyone else
 	 * before the session is invalidated (at least a TTL later) and the lock-delay has passed. */

@@ -335,10 +335,101 @@ static bool desired_metrics(struct agent *ag, sk_buf *b)
 	return ok;
 }
 
+static bool render_side(struct agent *ag, sk_buf *b)
+{
+	return watch_metrics(ag, b) && guard_metrics(ag, b) && per_target(ag, b, TM_APPLIES) &&
+	       per_target(ag, b, TM_WRITER_GUARD) && per_target(ag, b, TM_LAST_SYNC_UNIX) &&
+	       per_target(ag, b, TM_IN_SYNC) && apply_histogram(ag, b) && desired_metrics(ag, b) &&
+	       target_facts(ag, b);
+}
+
+/* A family of rendered text: its "# HELP name ..." line up to the next family's. */
+struct family {
+	const char *at, *series, *end; /* the block, its first series line, its end */
+	size_t namelen; /* of the name after "# HELP " */
+	bool merged;
+};
+
+#define METRICS_MAX_FAMILIES 64
+
+static size_t split_families(const sk_buf *b, struct family *f, size_t max)
+{
+	const char *p = b->data, *end = b->data + b->len;
+	size_t n = 0;
+
+	while (p && p < end) {
+		const char *eol = memchr(p, '\n', (size_t)(end - p)), *next = eol ? eol + 1 : end;
+
+		if (end - p > 7 && memcmp(p, "# HELP ", 7) == 0 && n < max) {
+			const char *name = p + 7, *stop = memchr(name, ' ', (size_t)(next - name));
+
+			f[n++] = (struct family){ p, next, next, (size_t)((stop ? stop : next) - name), false };
+		} else if (n) {
+			if (*p == '#' && f[n - 1].series == p) /* # TYPE */
+				f[n - 1].series = next;
+			f[n - 1].end = next;
+		}
+		p = next;
+	}
+	return n;
+}
+
+/* The series lines of `f` with `label` first among their labels. */
+static bool add_labelled(sk_buf *out, const struct family *f, const char *label)
+{
+	bool ok = true;
+
+	for (const char *line = f->series; ok && line < f->end;) {
+		const char *eol = memchr(line, '\n', (size_t)(f->end - line));
+		size_t name = strcspn(line, "{ "), len = eol ? (size_t)(eol - line) : (size_t)(f->end - line);
+
+		ok = sk_buf_add(out, line, name) &&
+		     (line[name] == '{' ? sk_buf_addf(out, "{%s,", label) && sk_buf_add(out, line + name + 1, len - name - 1)
+					: sk_buf_addf(out, "{%s}", label) && sk_buf_add(out, line + name, len - name)) &&
+		     sk_buf_add(out, "\n", 1);
+		line += len + 1;
+	}
+	return ok;
+}
+
+/* `side`'s series, labelled, after `main`'s of the same family; its other families at the end. */
+static bool merge_sides(sk_buf *out, const sk_buf *main, const sk_buf *side, const char *label)
+{
+	struct family m[METRICS_MAX_FAMILIES], s[METRICS_MAX_FAMILIES];
+	size_t nm = split_families(main, m, METRICS_MAX_FAMILIES), ns = split_families(side, s, METRICS_MAX_FAMILIES);
+	bool ok = true;
+
+	for (size_t i = 0; ok && i < nm; i++) {
+		ok = sk_buf_add(out, m[i].at, (size_t)(m[i].end - m[i].at));
+		for (size_t k = 0; ok && k < ns; k++)
+			if (!s[k].merged && s[k].namelen == m[i].namelen &&
+			    memcmp(s[k].at + 7, m[i].at + 7, m[i].namelen) == 0) {
+				ok = add_labelled(out, &s[k], label);
+				s[k].merged = true;
+			}
+	}
+	for (size_t k = 0; ok && k < ns; k++)
+		if (!s[k].merged)
+			ok = sk_buf_add(out, s[k].at, (size_t)(s[k].series - s[k].at)) && add_labelled(out, &s[k], label);
+	return ok;
+}
+
 void metrics_render(struct agent *ag, sk_buf *b)
 {
-	if (!(watch_metrics(ag, b) && guard_metrics(ag, b) && per_target(ag, b, TM_APPLIES) &&
-	      per_target(ag, b, TM_WRITER_GUARD) && per_target(ag, b, TM_LAST_SYNC_UNIX) &&
-	      per_target(ag, b, TM_IN_SYNC) && apply_histogram(ag, b) && desired_metrics(ag, b) && target_facts(ag, b)))
+	sk_buf mine, pg;
+	bool ok;
+
+	if (!ag->pg) {
+		if (!render_side(ag, b))
+			log_warn("metrics: output larger than its buffer; truncated");
+		return;
+	}
+	/* The PostgreSQL side's series join the MySQL side's families, labelled module="pgsql". */
+	sk_buf_init(&mine, b->max);
+	sk_buf_init(&pg, b->max);
+	ok = render_side(ag, &mine) && render_side(ag->pg, &pg) && merge_sides(b, &mine, &pg, "module=\"pgsql\"");
+	if (!ok)
 		log_warn("metrics: output larger than its buffer; truncated");
+	sk_buf_free(&mine);
+	sk_buf_free(&pg);
 }

@@ -75,11 +75,12 @@ static void plan_state(struct pass *r, struct plan *out)
 	const struct tstate *st = &r->st;
 	const struct agent_want *want = r->want;
 	struct sync_config *cfg = r->ag->cfg;
-	bool users = *cfg->layout.users_prefix != '\0';
+	bool users = *r->ag->layout->users_prefix != '\0';
 	struct plan_options po = {
+		.module = r->ag->mod,
 		.owned_hostgroups = st->owned,
 		.nowned = st->nowned,
-		.user_tag = cfg->layout.user_tag,
+		.user_tag = r->ag->layout->user_tag,
 		.drain_timeout_ms = cfg->settings.drain_timeout_ms,
 		.save_to_disk = r->save,
 		.keep_servers = &want->keep_servers,
@@ -103,18 +104,24 @@ static void plan_state(struct pass *r, struct plan *out)
 	};
 
 	plan_target(&in, &po, out, &r->ds, &r->du);
-	if (layout_has_fleet(&cfg->layout))
+	if (layout_has_fleet(r->ag->layout))
 		plan_fleet(cfg, want, st, out);
 }
 
 /* Only drains (and the LOAD and SAVE that follow them) left to do. */
 static bool only_drains(const struct plan *p)
 {
+	char drain[64], del[40];
+	size_t ndrain, ndel;
+
+	sk_fmt(drain, sizeof(drain), "UPDATE %s SET status='OFFLINE_SOFT'", p->m->tables[TABLE_SERVERS]);
+	sk_fmt(del, sizeof(del), "DELETE FROM %s", p->m->tables[TABLE_SERVERS]);
+	ndrain = strlen(drain);
+	ndel = strlen(del);
 	for (size_t i = 0; i < p->n; i++) {
 		const char *sql = p->steps[i].sql;
 
-		if (strncmp(sql, "UPDATE mysql_servers SET status='OFFLINE_SOFT'", 46) != 0 &&
-		    strncmp(sql, "DELETE FROM mysql_servers", 25) != 0 && strncmp(sql, "LOAD ", 5) != 0 &&
+		if (strncmp(sql, drain, ndrain) != 0 && strncmp(sql, del, ndel) != 0 && strncmp(sql, "LOAD ", 5) != 0 &&
 		    strncmp(sql, "SAVE ", 5) != 0)
 			return false;
 	}
@@ -133,12 +140,12 @@ static void pass_begin(struct pass *r, struct agent *ag, struct target *t, const
 	r->t = t;
 	r->want = want;
 	r->print = print;
-	r->users = *cfg->layout.users_prefix != '\0';
+	r->users = *r->ag->layout->users_prefix != '\0';
 	r->disk = r->save = cfg->settings.save_to_disk;
 	r->dl = deadline_in_ms(cfg->settings.admin_timeout_ms);
 	r->started = r->read_us = deadline_now_us();
 	r->rc = -1;
-	if (!t->px.db.connected || print || layout_has_fleet(&cfg->layout) ||
+	if (!t->px.db.connected || print || layout_has_fleet(ag->layout) || !ag->mod->hot_path ||
 	    t->cfg->mode == SYNC_CLUSTER_SINGLE_WRITER ||
 	    (t->known && r->started - known_read_us(t) >= cfg->settings.resync_interval_us))
 		known_forget(t);
@@ -165,6 +172,24 @@ static int connect_target(struct pass *r)
 	return -1;
 }
 
+/* The PostgreSQL side on a ProxySQL without pgsql tables (before 3.0): refused, said once, in
+ * /readyz while it lasts; the MySQL side is another agent and goes on. */
+static void no_module_tables(struct pass *r)
+{
+	struct target *t = r->t;
+
+	if (!(t->refused_now & REFUSED_NO_TABLES))
+		log_error("target %s: this ProxySQL has no %s tables (%s; ProxySQL 3.0 or later has them): the %s side "
+			  "is not written here, the other side is not affected",
+			  t->pt.name, r->ag->mod->name, r->e.msg, r->ag->mod->name);
+	t->refused_now = REFUSED_NO_TABLES;
+	t->reachable = true;
+	t->in_sync = false;
+	t->last_failure = r->e.reason;
+	report_why(r->ag, t, "no %s tables on this ProxySQL (3.0 or later has them): not written", r->ag->mod->name);
+	known_tstate_free(&r->st);
+}
+
 /* Read: the known rows and what the target says of itself (the hot path), or its tables. */
 static int read_tables(struct pass *r)
 {
@@ -179,6 +204,10 @@ static int read_tables(struct pass *r)
 			r->save = false;
 	}
 	if (!r->fast && known_read_state(t, r->users, r->disk, &r->dl, &r->st, &r->e) < 0) {
+		if (r->ag->parent && strstr(r->e.msg, "no such table")) {
+			no_module_tables(r);
+			return -1;
+		}
 		log_warn("target %s: reading its tables failed: %s", t->pt.name, r->e.msg);
 		t->errors_read++;
 		t->last_failure = r->e.reason;
@@ -255,7 +284,8 @@ static int read_drains(struct pass *r)
 		return 0;
 	r->used = xcalloc(r->nd, sizeof(long));
 	if (pxadmin_conn_used(&t->px, &r->dl, r->draining, r->nd, r->used, &r->e) < 0) {
-		log_warn("target %s: reading stats_mysql_connection_pool failed: %s", t->pt.name, r->e.msg);
+		log_warn("target %s: reading stats_%s_connection_pool failed: %s", t->pt.name, r->ag->mod->name,
+			 r->e.msg);
 		t->errors_read++;
 		t->last_failure = r->e.reason;
 		return -1;
@@ -347,7 +377,11 @@ static bool apply(struct pass *r)
 {
 	struct agent *ag = r->ag;
 	struct target *t = r->t;
-	bool single_writer = t->cfg->mode == SYNC_CLUSTER_SINGLE_WRITER;
+	/* single-writer, where the target's Cluster carries these tables (ProxySQL 3.0 pulls no pgsql
+	 * table: every agent writes its own target's). */
+	bool single_writer = t->cfg->mode == SYNC_CLUSTER_SINGLE_WRITER &&
+			     (ag->mod == &px_mysql || r->st.facts.servers_diffs_before_sync > 0 ||
+			      r->st.facts.users_diffs_before_sync > 0);
 	size_t done = 0;
 
 	if (r->print) {
@@ -458,7 +492,7 @@ static int still_held(struct pass *r)
 	t->in_sync = false;
 	if (r->plan.servers_held || r->plan.users_held)
 		report_why(r->ag, t, "%s held: rows staged by someone else are not loaded (foreign-edits = hold)",
-			   r->plan.servers_held ? "mysql_servers" : "mysql_users");
+			   r->ag->mod->tables[r->plan.servers_held ? TABLE_SERVERS : TABLE_USERS]);
 	else if (r->st.refused)
 		report_why(r->ag, t, "%s", r->st.refused_why);
 	else
@@ -470,7 +504,7 @@ static int still_held(struct pass *r)
 static void conclude(struct pass *r)
 {
 	struct target *t = r->t;
-	const struct layout_config *l = &r->ag->cfg->layout;
+	const struct layout_config *l = r->ag->layout;
 	bool draining = r->plan.draining || r->plan.server_drains;
 
 	if (still_held(r)) {

@@ -83,9 +83,10 @@ static void server_inserts(struct plan *p, const struct px_server *const *rows, 
 		sk_buf b;
 
 		sk_buf_init(&b, SQL_MAX);
-		ok = ADD_LIT(&b,
-			     "INSERT INTO mysql_servers (hostgroup_id, hostname, port, status, weight, compression, "
-			     "max_connections, max_replication_lag, use_ssl, max_latency_ms, comment) VALUES ");
+		ok = sk_buf_addf(&b,
+				 "INSERT INTO %s_servers (hostgroup_id, hostname, port, status, weight, compression, "
+				 "max_connections, max_replication_lag, use_ssl, max_latency_ms, comment) VALUES ",
+				 p->m->name);
 		for (size_t i = at; i < end && ok; i++) {
 			const struct px_server *s = rows[i];
 
@@ -109,7 +110,7 @@ static void server_update(struct plan *p, const struct px_server *s)
 	sk_buf b;
 
 	sk_buf_init(&b, SQL_MAX);
-	if (ADD_LIT(&b, "UPDATE mysql_servers SET status=") && model_sql_quote(&b, s->status) &&
+	if (sk_buf_addf(&b, "UPDATE %s_servers SET status=", p->m->name) && model_sql_quote(&b, s->status) &&
 	    sk_buf_addf(&b,
 			", weight=%ld, compression=%ld, max_connections=%ld, max_replication_lag=%ld, use_ssl=%ld, "
 			"max_latency_ms=%ld, comment=",
@@ -127,7 +128,7 @@ static void server_drain(struct plan *p, const struct px_server *s)
 	sk_buf b;
 
 	sk_buf_init(&b, SQL_MAX);
-	if (ADD_LIT(&b, "UPDATE mysql_servers SET status='OFFLINE_SOFT'") && where_server(&b, s))
+	if (sk_buf_addf(&b, "UPDATE %s_servers SET status='OFFLINE_SOFT'", p->m->name) && where_server(&b, s))
 		add_step(p, &b, NULL);
 	else
 		sk_buf_free(&b);
@@ -139,7 +140,7 @@ static void server_delete(struct plan *p, const struct px_server *s)
 	sk_buf b;
 
 	sk_buf_init(&b, SQL_MAX);
-	if (ADD_LIT(&b, "DELETE FROM mysql_servers") && where_server(&b, s))
+	if (sk_buf_addf(&b, "DELETE FROM %s_servers", p->m->name) && where_server(&b, s))
 		add_step(p, &b, NULL);
 	else
 		sk_buf_free(&b);
@@ -223,20 +224,27 @@ static void user_delete(struct plan *p, const char *username)
 	sk_buf b;
 
 	sk_buf_init(&b, SQL_MAX);
-	if (ADD_LIT(&b, "DELETE FROM mysql_users WHERE username=") && model_sql_quote(&b, username))
+	if (sk_buf_addf(&b, "DELETE FROM %s_users WHERE username=", p->m->name) && model_sql_quote(&b, username))
 		add_step(p, &b, NULL);
 	else
 		sk_buf_free(&b);
 }
 
-static bool user_values(sk_buf *t, const struct px_user *u, bool redact)
+/* default_schema and schema_locked, for a users table that has them. */
+static bool user_schema(sk_buf *t, const struct px_user *u, bool schema)
+{
+	return !schema || (((u->default_schema ? model_sql_quote(t, u->default_schema) : ADD_LIT(t, "NULL")) &&
+			    sk_buf_addf(t, ", %ld, ", u->schema_locked)));
+}
+
+static bool user_values(sk_buf *t, const struct px_user *u, bool redact, bool schema)
 {
 	return ADD_LIT(t, "(") && model_sql_quote(t, u->username) && ADD_LIT(t, ", ") &&
 	       (redact ? ADD_LIT(t, "'***'") : model_sql_quote(t, u->password)) &&
 	       sk_buf_addf(t, ", %ld, %ld, %ld, ", u->active, u->use_ssl, u->default_hostgroup) &&
-	       (u->default_schema ? model_sql_quote(t, u->default_schema) : ADD_LIT(t, "NULL")) &&
-	       sk_buf_addf(t, ", %ld, %ld, %ld, %ld, %ld, %ld, ", u->schema_locked, u->transaction_persistent,
-			   u->fast_forward, u->backend, u->frontend, u->max_connections) &&
+	       user_schema(t, u, schema) &&
+	       sk_buf_addf(t, "%ld, %ld, %ld, %ld, %ld, ", u->transaction_persistent, u->fast_forward, u->backend,
+			   u->frontend, u->max_connections) &&
 	       model_sql_quote(t, u->comment) && ADD_LIT(t, ")");
 }
 
@@ -252,12 +260,13 @@ static void user_inserts(struct plan *p, const struct px_user *const *rows, size
 		for (int pass = 0; pass < 2 && ok; pass++) {
 			sk_buf *t = pass ? &shown : &b;
 
-			ok = ADD_LIT(t,
-				     "INSERT INTO mysql_users (username, password, active, use_ssl, default_hostgroup, "
-				     "default_schema, schema_locked, transaction_persistent, fast_forward, backend, "
-				     "frontend, max_connections, comment) VALUES ");
+			ok = sk_buf_addf(t,
+					 "INSERT INTO %s_users (username, password, active, use_ssl, default_hostgroup, %s"
+					 "transaction_persistent, fast_forward, backend, frontend, max_connections, "
+					 "comment) VALUES ",
+					 p->m->name, p->m->schema ? "default_schema, schema_locked, " : "");
 			for (size_t i = at; i < end && ok; i++)
-				ok = (i == at || ADD_LIT(t, ", ")) && user_values(t, rows[i], pass == 1);
+				ok = (i == at || ADD_LIT(t, ", ")) && user_values(t, rows[i], pass == 1, p->m->schema);
 		}
 		if (ok) {
 			add_step(p, &b, &shown);
@@ -343,19 +352,23 @@ static bool kept_server(const struct px_keep *const *v, size_t n, const struct p
 struct table_end {
 	bool load_owed, save_owed;
 	size_t foreign;
-	const char *load, *save;
+	const char *table; /* "SERVERS", "USERS" */
 };
 
 /* The LOAD and SAVE that close a table's plan: a LOAD after statements or when one is owed, a SAVE
  * with it; else a SAVE when one is owed and saving would not put rows on disk that nobody loaded. */
 static void finish_table(struct plan *p, size_t before, const struct plan_options *o, const struct table_end *t)
 {
+	char load[40], save[40];
+
+	sk_fmt(load, sizeof(load), "LOAD %s %s TO RUNTIME", p->m->cmd, t->table);
+	sk_fmt(save, sizeof(save), "SAVE %s %s TO DISK", p->m->cmd, t->table);
 	if (p->n > before || t->load_owed) {
-		add_literal(p, t->load);
+		add_literal(p, load);
 		if (o->save_to_disk)
-			add_literal(p, t->save);
+			add_literal(p, save);
 	} else if (o->save_to_disk && t->save_owed && t->foreign == 0) {
-		add_literal(p, t->save);
+		add_literal(p, save);
 	}
 }
 
@@ -430,7 +443,7 @@ static void plan_servers(const struct px_servers *want, const struct px_servers 
 	p->servers_changed = p->n > before;
 	finish_table(p, before, o,
 		     &(struct table_end){ o->load_owed_servers, o->save_owed_servers, o->foreign_servers,
-					  "LOAD MYSQL SERVERS TO RUNTIME", "SAVE MYSQL SERVERS TO DISK" });
+					  "SERVERS" });
 }
 
 static bool tagged(const struct px_user *u, const char *tag)
@@ -562,12 +575,13 @@ static void plan_users(const struct px_users *want, const struct px_users *have,
 	p->users_changed = p->n > before;
 	finish_table(p, before, o,
 		     &(struct table_end){ o->load_owed_users, o->save_owed_users, o->foreign_users,
-					  "LOAD MYSQL USERS TO RUNTIME", "SAVE MYSQL USERS TO DISK" });
+					  "USERS" });
 }
 
 void plan_build(const struct plan_inputs *in, const struct plan_options *o, struct plan *out)
 {
 	memset(out, 0, sizeof(*out));
+	out->m = o->module ? o->module : &px_mysql;
 	out->after_exact = true;
 	if (in->want_servers && in->have_servers)
 		plan_servers(in->want_servers, in->have_servers, in->drains, in->ndrains, o, out);

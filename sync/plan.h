@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "model.h"
+#include "module.h"
 
 /* What the pool says about a server that is being drained (OFFLINE_SOFT and no longer wanted). */
 struct plan_drain {
@@ -17,6 +18,7 @@ struct plan_drain {
 };
 
 struct plan_options {
+	const struct px_module *module; /* the tables written (NULL: px_mysql) */
 	const long *owned_hostgroups; /* sorted; servers in other hostgroups are left alone */
 	size_t nowned;
 	const char *user_tag; /* users whose comment starts with this are the agent's */
@@ -50,6 +52,7 @@ struct plan_step {
 };
 
 struct plan {
+	const struct px_module *m; /* the tables the statements write */
 	struct plan_step *steps;
 	size_t n;
 	/* Counts for logs and metrics. */

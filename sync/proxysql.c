@@ -27,6 +27,11 @@ int pxadmin_connect(struct pxadmin *a, const struct pxadmin_target *t, const dea
 	return db_connect(&a->db, &dt, dl, e);
 }
 
+static const struct px_module *mod(const struct pxadmin *a)
+{
+	return a->m ? a->m : &px_mysql;
+}
+
 static long col_long(const char *v, long def)
 {
 	long n;
@@ -60,6 +65,8 @@ static void server_row(void *ctx, MYSQL_ROW row, unsigned ncols)
 	model_servers_add(ctx, &s);
 }
 
+/* A users row as read_layer selects it: pgsql_users has no default_schema and schema_locked, which
+ * the query then selects as NULL and 0, so that both sides read the same 13 columns. */
 static void user_row(void *ctx, MYSQL_ROW row, unsigned ncols)
 {
 	const struct user_sink *sink = ctx;
@@ -91,19 +98,30 @@ static void add_user(void *ctx, const struct px_user *u)
 	model_users_add(ctx, u);
 }
 
-/* Read the servers and users tables of one layer ("main.mysql_" or "runtime_mysql_") row by row:
+/* The columns read of a servers and a users table, in server_row's and user_row's order. */
+#define SERVER_COLUMNS                                                                                                 \
+	"hostgroup_id, hostname, port, status, weight, compression, max_connections, max_replication_lag, use_ssl, "   \
+	"max_latency_ms, comment"
+
+static const char *user_columns(const struct px_module *m)
+{
+	return m->schema ? "username, password, active, use_ssl, default_hostgroup, default_schema, schema_locked, "
+			   "transaction_persistent, fast_forward, backend, frontend, max_connections, comment"
+			 : "username, password, active, use_ssl, default_hostgroup, NULL, 0, transaction_persistent, "
+			   "fast_forward, backend, frontend, max_connections, comment";
+}
+
+/* Read the servers and users tables of one layer ("main.", "runtime_" or "disk.") row by row:
  * servers into `servers` (sorted), each user row to `sink` (NULL: not read). */
 static int read_layer(struct pxadmin *a, const char *layer, const deadline_t *dl, struct px_servers *servers,
 		      const struct user_sink *sink, struct db_err *e)
 {
+	const struct px_module *m = mod(a);
 	char sql[400];
 
 	if (servers) {
 		memset(servers, 0, sizeof(*servers));
-		sk_fmt(sql, sizeof(sql),
-		       "SELECT hostgroup_id, hostname, port, status, weight, compression, max_connections, "
-		       "max_replication_lag, use_ssl, max_latency_ms, comment FROM %sservers",
-		       layer);
+		sk_fmt(sql, sizeof(sql), "SELECT " SERVER_COLUMNS " FROM %s%s_servers", layer, m->name);
 		if (db_query_each(&a->db, sql, dl, server_row, servers, e) < 0) {
 			model_servers_free(servers);
 			return -1;
@@ -112,10 +130,7 @@ static int read_layer(struct pxadmin *a, const char *layer, const deadline_t *dl
 	}
 	if (!sink)
 		return 0;
-	sk_fmt(sql, sizeof(sql),
-	       "SELECT username, password, active, use_ssl, default_hostgroup, default_schema, schema_locked, "
-	       "transaction_persistent, fast_forward, backend, frontend, max_connections, comment FROM %susers",
-	       layer);
+	sk_fmt(sql, sizeof(sql), "SELECT %s FROM %s%s_users", user_columns(m), layer, m->name);
 	if (db_query_each(&a->db, sql, dl, user_row, (void *)sink, e) < 0) {
 		if (servers)
 			model_servers_free(servers);
@@ -131,7 +146,7 @@ int pxadmin_read(struct pxadmin *a, const deadline_t *dl, struct px_servers *ser
 
 	if (users)
 		memset(users, 0, sizeof(*users));
-	if (read_layer(a, "main.mysql_", dl, servers, users ? &sink : NULL, e) < 0) {
+	if (read_layer(a, "main.", dl, servers, users ? &sink : NULL, e) < 0) {
 		if (users)
 			model_users_free(users);
 		return -1;
@@ -146,20 +161,23 @@ int pxadmin_read_runtime(struct pxadmin *a, const deadline_t *dl, struct px_serv
 {
 	struct user_sink sink = { users, ctx };
 
-	return read_layer(a, "runtime_mysql_", dl, servers, users ? &sink : NULL, e);
+	return read_layer(a, "runtime_", dl, servers, users ? &sink : NULL, e);
 }
 
 int pxadmin_peer_epoch(struct pxadmin *a, const deadline_t *dl, long long *epoch, struct db_err *e)
 {
+	const char *m = mod(a)->name;
 	MYSQL_RES *res;
 	MYSQL_ROW row;
+	char sql[300];
 	long n;
 
 	*epoch = 0;
-	if (db_query(&a->db,
-		     "SELECT MAX(epoch) FROM stats.stats_proxysql_servers_checksums WHERE name IN ('mysql_servers', "
-		     "'mysql_servers_v2', 'mysql_users')",
-		     dl, &res, e) < 0)
+	sk_fmt(sql, sizeof(sql),
+	       "SELECT MAX(epoch) FROM stats.stats_proxysql_servers_checksums WHERE name IN ('%s_servers', "
+	       "'%s_servers_v2', '%s_users')",
+	       m, m, m);
+	if (db_query(&a->db, sql, dl, &res, e) < 0)
 		return -1;
 	if (res && (row = mysql_fetch_row(res)) != NULL && row[0] && sk_parse_long(row[0], 0, 4102444800L, &n))
 		*epoch = n;
@@ -228,21 +246,25 @@ static int one_checksum(struct pxadmin *a, const char *sql, const deadline_t *dl
 	return 0;
 }
 
-/* The rows of runtime_checksums_values the agent reads: runtime's mysql_servers and mysql_users,
+/* The rows of runtime_checksums_values the agent reads: runtime's servers and users of the module,
  * and the vouchers. */
 static int runtime_checksums(struct pxadmin *a, const deadline_t *dl, struct px_checksums *c, struct db_err *e)
 {
-	static const char *const names[] = { "mysql_servers",   "mysql_users",      "admin_variables",
-					     "mysql_variables", "mysql_servers_v2", "proxysql_servers" };
+	const struct px_module *m = mod(a);
+	char servers[24], users[24], sql[400];
+	const char *const names[] = { servers, users, "admin_variables", m->variables, m->servers_v2, "proxysql_servers" };
 	uint64_t *const slots[] = { &c->servers_runtime, &c->users_runtime, &c->v.admin_vars,
 				    &c->v.mysql_vars,    &c->v.servers_v2,  &c->v.peers };
 	MYSQL_RES *res;
 	MYSQL_ROW row;
 
-	if (db_query(&a->db,
-		     "SELECT name, checksum FROM runtime_checksums_values WHERE name IN ('mysql_servers', "
-		     "'mysql_users', 'admin_variables', 'mysql_variables', 'mysql_servers_v2', 'proxysql_servers')",
-		     dl, &res, e) < 0)
+	sk_fmt(servers, sizeof(servers), "%s_servers", m->name);
+	sk_fmt(users, sizeof(users), "%s_users", m->name);
+	sk_fmt(sql, sizeof(sql),
+	       "SELECT name, checksum FROM runtime_checksums_values WHERE name IN ('%s', '%s', 'admin_variables', "
+	       "'%s', '%s', 'proxysql_servers')",
+	       servers, users, m->variables, m->servers_v2);
+	if (db_query(&a->db, sql, dl, &res, e) < 0)
 		return -1;
 	while (res && (row = mysql_fetch_row(res)) != NULL)
 		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -255,16 +277,77 @@ static int runtime_checksums(struct pxadmin *a, const deadline_t *dl, struct px_
 	return 0;
 }
 
+/* A checksum of one table of one layer ("main." or "disk.") made by the agent, for a module
+ * without CHECKSUM commands: every column of every row, in primary-key order, hashed. Equal
+ * contents give equal values (never those of a CHECKSUM command: compare like with like). */
+struct row_hash {
+	uint64_t h;
+	size_t rows;
+};
+
+static void hash_row(void *ctx, MYSQL_ROW row, unsigned ncols)
+{
+	struct row_hash *rh = ctx;
+
+	for (unsigned i = 0; i < ncols; i++) {
+		const unsigned char *p = (const unsigned char *)(row[i] ? row[i] : "");
+
+		rh->h = (rh->h ^ (row[i] ? 1u : 2u)) * 0x100000001b3ULL; /* NULL differs from '' */
+		for (; *p; p++)
+			rh->h = (rh->h ^ *p) * 0x100000001b3ULL;
+		if (row[i] && ncols > 1 && i == 1)
+			sk_wipe(row[i], strlen(row[i])); /* a users table's password column */
+	}
+	rh->rows++;
+}
+
+static int table_hash(struct pxadmin *a, const char *layer, bool users, const deadline_t *dl, uint64_t *out,
+		      struct db_err *e)
+{
+	const struct px_module *m = mod(a);
+	struct row_hash rh = { 0xcbf29ce484222325ULL, 0 };
+	char sql[400];
+
+	if (users)
+		sk_fmt(sql, sizeof(sql), "SELECT %s FROM %s%s_users ORDER BY username, backend, frontend",
+		       user_columns(m), layer, m->name);
+	else
+		sk_fmt(sql, sizeof(sql), "SELECT " SERVER_COLUMNS " FROM %s%s_servers ORDER BY hostgroup_id, hostname, port",
+		       layer, m->name);
+	if (db_query_each(&a->db, sql, dl, hash_row, &rh, e) < 0)
+		return -1;
+	*out = rh.rows ? (rh.h ? rh.h : 1) : 0;
+	return 0;
+}
+
+/* Memory's or disk's checksum of the servers or users table: ProxySQL's CHECKSUM command, or the
+ * agent's own hash where the module has none. */
+static int layer_checksum(struct pxadmin *a, bool disk, bool users, const deadline_t *dl, uint64_t *out,
+			  struct db_err *e)
+{
+	const struct px_module *m = mod(a);
+	char sql[80];
+
+	if (!m->checksum_cmds)
+		return table_hash(a, disk ? "disk." : "main.", users, dl, out, e);
+	sk_fmt(sql, sizeof(sql), "CHECKSUM %s %s %s", disk ? "DISK" : "MEMORY", m->cmd, users ? "USERS" : "SERVERS");
+	return one_checksum(a, sql, dl, out, e);
+}
+
 int pxadmin_checksums(struct pxadmin *a, const deadline_t *dl, bool users, bool disk, struct px_checksums *c,
 		      struct db_err *e)
 {
 	memset(c, 0, sizeof(*c));
-	if (one_checksum(a, "CHECKSUM MEMORY MYSQL SERVERS", dl, &c->servers_memory, e) < 0 ||
-	    (disk && one_checksum(a, "CHECKSUM DISK MYSQL SERVERS", dl, &c->servers_disk, e) < 0) ||
-	    (users && one_checksum(a, "CHECKSUM MEMORY MYSQL USERS", dl, &c->users_memory, e) < 0) ||
-	    (users && disk && one_checksum(a, "CHECKSUM DISK MYSQL USERS", dl, &c->users_disk, e) < 0))
+	if (layer_checksum(a, false, false, dl, &c->servers_memory, e) < 0 ||
+	    (disk && layer_checksum(a, true, false, dl, &c->servers_disk, e) < 0) ||
+	    (users && layer_checksum(a, false, true, dl, &c->users_memory, e) < 0) ||
+	    (users && disk && layer_checksum(a, true, true, dl, &c->users_disk, e) < 0))
 		return -1;
-	return runtime_checksums(a, dl, c, e);
+	if (runtime_checksums(a, dl, c, e) < 0)
+		return -1;
+	if (!mod(a)->checksum_cmds) /* runtime's value is ProxySQL's, memory's the agent's: never equal */
+		c->servers_runtime = ~c->servers_memory;
+	return 0;
 }
 
 int pxadmin_vouchers(struct pxadmin *a, const deadline_t *dl, struct px_vouchers *v, struct db_err *e)
@@ -307,15 +390,18 @@ static void credential_users(const char *v, struct px_names *out)
  * cluster's pull settings as they run, in one query. */
 static int read_identity(struct pxadmin *a, const deadline_t *dl, struct px_facts *f, struct db_err *e)
 {
-	static const char names[] = "variable_name IN ('admin-admin_credentials', 'admin-stats_credentials', "
-				    "'admin-cluster_username', 'mysql-monitor_username', "
-				    "'admin-cluster_mysql_servers_diffs_before_sync', "
-				    "'admin-cluster_mysql_users_diffs_before_sync', "
-				    "'admin-cluster_proxysql_servers_diffs_before_sync')";
+	const struct px_module *m = mod(a);
+	char names[400], servers_diffs[64], users_diffs[64];
 	MYSQL_RES *res;
 	MYSQL_ROW row;
-	char sql[900];
+	char sql[1000];
 
+	sk_fmt(servers_diffs, sizeof(servers_diffs), "admin-cluster_%s_servers_diffs_before_sync", m->name);
+	sk_fmt(users_diffs, sizeof(users_diffs), "admin-cluster_%s_users_diffs_before_sync", m->name);
+	sk_fmt(names, sizeof(names),
+	       "variable_name IN ('admin-admin_credentials', 'admin-stats_credentials', 'admin-cluster_username', "
+	       "'%s', '%s', '%s', 'admin-cluster_proxysql_servers_diffs_before_sync')",
+	       m->monitor_user, servers_diffs, users_diffs);
 	sk_fmt(sql, sizeof(sql),
 	       "SELECT 0, variable_name, variable_value FROM global_variables WHERE %s UNION ALL "
 	       "SELECT 1, variable_name, variable_value FROM runtime_global_variables WHERE %s",
@@ -329,13 +415,11 @@ static int read_identity(struct pxadmin *a, const deadline_t *dl, struct px_fact
 
 		if (strcmp(name, "admin-admin_credentials") == 0 || strcmp(name, "admin-stats_credentials") == 0)
 			credential_users(v, &f->protected_users);
-		else if ((strcmp(name, "admin-cluster_username") == 0 || strcmp(name, "mysql-monitor_username") == 0) &&
-			 *v)
+		else if ((strcmp(name, "admin-cluster_username") == 0 || strcmp(name, m->monitor_user) == 0) && *v)
 			model_names_add(&f->protected_users, v);
-		else if (runtime && strcmp(name, "admin-cluster_mysql_servers_diffs_before_sync") == 0 &&
-			 sk_parse_long(v, 0, 2147483647L, &n))
+		else if (runtime && strcmp(name, servers_diffs) == 0 && sk_parse_long(v, 0, 2147483647L, &n))
 			f->servers_diffs_before_sync = n;
-		else if (runtime && strcmp(name, "admin-cluster_mysql_users_diffs_before_sync") == 0 &&
+		else if (runtime && strcmp(name, users_diffs) == 0 &&
 			 sk_parse_long(v, 0, 2147483647L, &n))
 			f->users_diffs_before_sync = n;
 		else if (runtime && strcmp(name, "admin-cluster_proxysql_servers_diffs_before_sync") == 0 &&
@@ -351,18 +435,9 @@ static int read_identity(struct pxadmin *a, const deadline_t *dl, struct px_fact
 
 int pxadmin_read_facts(struct pxadmin *a, const deadline_t *dl, struct px_facts *f, struct db_err *e)
 {
-	/* The rows of the four monitor hostgroup tables (writer first) and the cluster's size, in
-	 * one query: each runtime table it names is regenerated for it. */
-	static const char monitors[] =
-		"SELECT 'mysql_replication_hostgroups', writer_hostgroup, reader_hostgroup, -1, -1 "
-		"FROM runtime_mysql_replication_hostgroups UNION ALL "
-		"SELECT 'mysql_galera_hostgroups', writer_hostgroup, backup_writer_hostgroup, reader_hostgroup, "
-		"offline_hostgroup FROM runtime_mysql_galera_hostgroups UNION ALL "
-		"SELECT 'mysql_group_replication_hostgroups', writer_hostgroup, backup_writer_hostgroup, "
-		"reader_hostgroup, offline_hostgroup FROM runtime_mysql_group_replication_hostgroups UNION ALL "
-		"SELECT 'mysql_aws_aurora_hostgroups', writer_hostgroup, reader_hostgroup, -1, -1 "
-		"FROM runtime_mysql_aws_aurora_hostgroups UNION ALL "
-		"SELECT '', COUNT(*), -1, -1, -1 FROM runtime_proxysql_servers";
+	/* The rows of the monitor hostgroup tables (writer first) and the cluster's size, in one
+	 * query: each runtime table it names is regenerated for it. */
+	const char *monitors = mod(a)->families_sql;
 	MYSQL_RES *res;
 	MYSQL_ROW row;
 
@@ -427,13 +502,15 @@ int pxadmin_conn_used(struct pxadmin *a, const deadline_t *dl, const struct px_s
 {
 	MYSQL_RES *res;
 	MYSQL_ROW row;
+	char sql[120];
 
 	for (size_t i = 0; i < n; i++)
 		conn_used[i] = 0;
 	if (n == 0)
 		return 0;
-	if (db_query(&a->db, "SELECT hostgroup, srv_host, srv_port, ConnUsed FROM stats.stats_mysql_connection_pool",
-		     dl, &res, e) < 0)
+	sk_fmt(sql, sizeof(sql), "SELECT hostgroup, srv_host, srv_port, ConnUsed FROM stats.stats_%s_connection_pool",
+	       mod(a)->name);
+	if (db_query(&a->db, sql, dl, &res, e) < 0)
 		return -1;
 	while (res && (row = mysql_fetch_row(res)) != NULL) {
 		long hg = col_long(row[0], -1), port = col_long(row[2], 0), used = col_long(row[3], 0);

@@ -8,6 +8,7 @@
 
 #include "db.h"
 #include "model.h"
+#include "module.h"
 #include "plan.h"
 
 struct pxadmin_target {
@@ -24,6 +25,7 @@ struct pxadmin_target {
 struct pxadmin {
 	struct db db;
 	const struct pxadmin_target *t;
+	const struct px_module *m; /* the tables read and written (NULL: px_mysql) */
 };
 
 /* Connect (when not connected) within the deadline. */

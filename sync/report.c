@@ -57,7 +57,7 @@ static void report_users(struct agent *ag, struct target *t, const struct plan *
 /* Rows others staged in memory, per table: logged and counted when the count changes. */
 static void report_foreign(struct agent *ag, struct target *t, const struct plan_drift *ds, const struct plan_drift *du)
 {
-	static const char *const tables[TABLE_COUNT] = { "mysql_servers", "mysql_users" };
+	const char *const *tables = ag->mod->tables;
 	const struct plan_drift *d[TABLE_COUNT] = { ds, du };
 	bool hold = ag->cfg->settings.foreign_edits == SYNC_FOREIGN_HOLD;
 
@@ -90,10 +90,10 @@ static void report_facts(struct agent *ag, struct target *t, const struct tstate
 	if (!t->facts_logged || monitor_rows != t->monitor_rows || st->facts.cluster_peers != t->cluster_peers) {
 		t->facts_logged = true;
 		log_info("target %s: %zu monitor hostgroup row(s) over the agent's hostgroups; %ld ProxySQL Cluster "
-			 "peer(s), pulling mysql_servers after %ld differing check(s) and mysql_users after %ld "
+			 "peer(s), pulling %s after %ld differing check(s) and %s after %ld "
 			 "(0: never; admin-cluster_*_diffs_before_sync)",
-			 t->pt.name, monitor_rows, st->facts.cluster_peers, st->facts.servers_diffs_before_sync,
-			 st->facts.users_diffs_before_sync);
+			 t->pt.name, monitor_rows, st->facts.cluster_peers, ag->mod->tables[TABLE_SERVERS],
+			 st->facts.servers_diffs_before_sync, ag->mod->tables[TABLE_USERS], st->facts.users_diffs_before_sync);
 		t->monitor_rows = monitor_rows;
 		t->cluster_peers = st->facts.cluster_peers;
 	}

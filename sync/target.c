@@ -134,5 +134,6 @@ void target_free(struct target *t)
 	guard_free(t);
 	known_forget(t);
 	free(t->label);
+	free(t->side_name);
 	t->label = NULL;
 }

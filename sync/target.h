@@ -25,7 +25,7 @@ enum { TABLE_SERVERS, TABLE_USERS, TABLE_COUNT };
 
 /* What a target refuses to let the agent write: a table its ProxySQL Cluster pulls (cluster-mode =
  * refuse), a cluster the monitor's rows and the cluster's roles disagree on. */
-enum { REFUSED_CLUSTER_SERVERS = 1, REFUSED_CLUSTER_USERS = 2, REFUSED_MONITOR = 4 };
+enum { REFUSED_CLUSTER_SERVERS = 1, REFUSED_CLUSTER_USERS = 2, REFUSED_MONITOR = 4, REFUSED_NO_TABLES = 8 };
 
 /* One ProxySQL admin interface and what the agent knows about it. */
 struct target {
@@ -33,6 +33,7 @@ struct target {
 	const struct sync_target *cfg;
 	struct pxadmin_target pt;
 	char *label; /* the name as a Prometheus label value (escaped) */
+	char *side_name; /* the PostgreSQL side's "name/pgsql" (pt.name points to it); NULL: the MySQL side */
 	pthread_t tid;
 	struct pxadmin px;
 	/* Written by the target thread, read by /readyz and /metrics: atomics, no lock. */

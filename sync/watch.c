@@ -71,7 +71,7 @@ int watch_read(struct watch *w, const struct watch_query *rq, struct consul_kv_l
 		*meta = r.meta;
 		return rc;
 	}
-	sv = &w->ag->cfg->layout.services[w->svc];
+	sv = &w->ag->layout->services[w->svc];
 	q = (struct consul_service_query){ .name = sv->name,
 					   .tags = sv->tags,
 					   .ntags = sv->ntags,
