@@ -100,7 +100,6 @@ static size_t protected_now(const struct agent *ag)
 	return n;
 }
 
-static const char *const tables[TABLE_COUNT] = { "mysql_servers", "mysql_users" };
 
 /* Rows someone else staged in memory without loading them, counted and as last seen. */
 static bool foreign_metrics(const struct agent *ag, sk_buf *b)
@@ -113,13 +112,13 @@ static bool foreign_metrics(const struct agent *ag, sk_buf *b)
 		for (int k = 0; k < TABLE_COUNT; k++)
 			ok = ok &&
 			     sk_buf_addf(b, "proxysql_sync_foreign_staged_rows_total{target=\"%s\",table=\"%s\"} %lu\n",
-					 ag->targets[i].label, tables[k], ag->targets[i].foreign_staged_total[k]);
+					 ag->targets[i].label, ag->mod->tables[k], ag->targets[i].foreign_staged_total[k]);
 	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_foreign_staged_rows Rows staged in memory by someone else, not "
 				  "loaded, as last seen.\n# TYPE proxysql_sync_foreign_staged_rows gauge\n");
 	for (size_t i = 0; i < ag->ntargets; i++)
 		for (int k = 0; k < TABLE_COUNT; k++)
 			ok = ok && sk_buf_addf(b, "proxysql_sync_foreign_staged_rows{target=\"%s\",table=\"%s\"} %zu\n",
-					       ag->targets[i].label, tables[k], ag->targets[i].foreign_now[k]);
+					       ag->targets[i].label, ag->mod->tables[k], ag->targets[i].foreign_now[k]);
 	return ok;
 }
 
@@ -145,7 +144,7 @@ static bool owed_and_cluster_metrics(const struct agent *ag, sk_buf *b)
 		for (int k = 0; k < TABLE_COUNT; k++)
 			ok = ok &&
 			     sk_buf_addf(b, "proxysql_sync_cluster_diffs_before_sync{target=\"%s\",table=\"%s\"} %ld\n",
-					 ag->targets[i].label, tables[k], ag->targets[i].diffs_before_sync[k]);
+					 ag->targets[i].label, ag->mod->tables[k], ag->targets[i].diffs_before_sync[k]);
 	return ok;
 }
 
@@ -165,21 +164,25 @@ static bool refused_metrics(struct agent *ag, sk_buf *b)
 	ok = ok &&
 	     sk_buf_addf(b, "# HELP proxysql_sync_target_refused 1 while the target refuses the agent a table "
 			    "(reason cluster: its ProxySQL Cluster pulls it; monitor: a cluster and the monitor's "
-			    "rows disagree on roles).\n# TYPE proxysql_sync_target_refused gauge\n");
+			    "rows disagree on roles; no_tables: a ProxySQL before 3.0 has no pgsql tables).\n# TYPE "
+			    "proxysql_sync_target_refused gauge\n");
 	for (size_t i = 0; i < ag->ntargets; i++) {
 		unsigned r = ag->targets[i].refused_now;
-		const char *n = ag->targets[i].label;
+		const char *n = ag->targets[i].label, *sv = ag->mod->tables[TABLE_SERVERS],
+			   *us = ag->mod->tables[TABLE_USERS];
 
 		ok = ok &&
-		     sk_buf_addf(
-			     b,
-			     "proxysql_sync_target_refused{target=\"%s\",table=\"mysql_servers\",reason=\"cluster\"} "
-			     "%d\n"
-			     "proxysql_sync_target_refused{target=\"%s\",table=\"mysql_users\",reason=\"cluster\"} %d\n"
-			     "proxysql_sync_target_refused{target=\"%s\",table=\"mysql_servers\",reason=\"monitor\"} "
-			     "%d\n",
-			     n, !!(r & REFUSED_CLUSTER_SERVERS), n, !!(r & REFUSED_CLUSTER_USERS), n,
-			     !!(r & REFUSED_MONITOR));
+		     sk_buf_addf(b,
+				 "proxysql_sync_target_refused{target=\"%s\",table=\"%s\",reason=\"cluster\"} %d\n"
+				 "proxysql_sync_target_refused{target=\"%s\",table=\"%s\",reason=\"cluster\"} %d\n"
+				 "proxysql_sync_target_refused{target=\"%s\",table=\"%s\",reason=\"monitor\"} %d\n",
+				 n, sv, !!(r & REFUSED_CLUSTER_SERVERS), n, us, !!(r & REFUSED_CLUSTER_USERS), n, sv,
+				 !!(r & REFUSED_MONITOR));
+		if (ag->parent) /* the PostgreSQL side: a ProxySQL before 3.0 has none of its tables */
+			ok = ok && sk_buf_addf(b,
+					       "proxysql_sync_target_refused{target=\"%s\",table=\"%s\",reason=\"no_"
+					       "tables\"} %d\n",
+					       n, sv, !!(r & REFUSED_NO_TABLES));
 	}
 	return ok;
 }

@@ -100,9 +100,10 @@ class RuntimeSampler:
     again, are not held against the agent. Inside the window the old process may still answer
     with its writer; that answer does not end the exemption, only one from the new process does."""
 
-    def __init__(self, px, interval=0.02):
+    def __init__(self, px, interval=0.02, table="runtime_mysql_servers"):
         self.px = px
         self.interval = interval
+        self.table = table
         self.samples = []               # (time.monotonic() when the query was sent, sorted rows)
         self.windows = []               # (start, end) of each expected empty restart
         self._stop = threading.Event()
@@ -127,7 +128,7 @@ class RuntimeSampler:
                     conn = self.px.connect(connect_timeout=1, read_timeout=2, write_timeout=2)
                 sent = time.monotonic()
                 with conn.cursor() as cur:
-                    cur.execute("SELECT hostgroup_id, hostname, port, status FROM runtime_mysql_servers")
+                    cur.execute("SELECT hostgroup_id, hostname, port, status FROM " + self.table)
                     rows = sorted(tuple(r) for r in cur.fetchall())
                 self.samples.append((sent, rows))
             except Exception:           # ProxySQL down, restarting or hung: try again
