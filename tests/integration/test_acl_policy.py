@@ -95,6 +95,7 @@ def test_policies_from_markdown():
 EXPECTED = {
     "proxysql-sync-kv": {"key": {"mysql/master/": "read", "mysql/replica/": "read", "proxysql/users/": "read"}},
     "proxysql-sync-services": {"service": {"mysql": "read"}, "node": {"": "read"}},
+    "proxysql-sync-patroni": {"key": {"service/pgdemo/": "read", "proxysql/pgsql-users/": "read"}},
     "proxysql-sync-announce-kv": {"key": {"proxysql/fleet/": "write"}},
     "proxysql-sync-cluster-lock": {"key": {"proxysql-sync/cluster-lock": "write"}},
     "proxysql-sync-announce-service": {"service": {"proxysql": "write"}, "node": {"": "read"}},
