@@ -42,7 +42,7 @@ LIBSK := $(BUILD)/libsidekick.a
 
 SYNC_SRC := sync/model.c sync/layout.c sync/desired.c sync/plan.c sync/config.c sync/config_lists.c sync/config_check.c \
 	sync/proxysql.c sync/shared.c sync/agent.c sync/watch.c sync/target.c sync/pass.c sync/known.c sync/cluster.c \
-	sync/guard.c sync/report.c sync/metrics.c sync/lock.c sync/announce.c sync/module.c
+	sync/guard.c sync/report.c sync/metrics.c sync/lock.c sync/announce.c sync/module.c sync/patroni.c
 SYNC_OBJ := $(SYNC_SRC:%.c=$(BUILD)/%.o)
 LIBSYNC := $(BUILD)/libsync.a
 

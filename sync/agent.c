@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "announce.h"
+#include "config_check.h"
 #include "consul_login.h"
 #include "desired.h"
 #include "log.h"
@@ -53,6 +54,18 @@ static void add_watches(struct agent *ag, const struct layout_config *l)
 	}
 	for (size_t i = 0; i < l->nservices && ag->nwatches < AGENT_MAX_WATCHES; i++)
 		add_watch(ag, xstrdup(l->services[i].label), (int)i);
+	for (size_t i = 0; i < l->nclusters && ag->nwatches < AGENT_MAX_WATCHES; i++) {
+		const struct layout_cluster *cl = &l->clusters[i];
+		size_t n;
+		char *p;
+
+		if (!cl->patroni_namespace)
+			continue;
+		n = strlen(cl->patroni_namespace) + strlen(cl->alias) + 3;
+		p = xmalloc(n);
+		snprintf(p, n, "%s/%s/", cl->patroni_namespace, cl->alias); /* Patroni's keys of that cluster */
+		add_watch(ag, p, -1);
+	}
 }
 
 static void init_target(struct agent *ag, struct target *t, const struct sync_target *st)

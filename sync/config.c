@@ -45,6 +45,7 @@ const struct opt_def sync_options[] = {
 	{"replica-prefix", 0, OPT_STRING, "PREFIX", "mysql/replica", NULL, 0, 0, NULL, "Replicas as <prefix>/<alias>/<region>/<host:port> ('' to ignore).", 0},
 	{"servers-prefix", 0, OPT_STRING, "PREFIX", "", NULL, 0, 0, NULL, "Generic servers as <prefix>/<hostgroup>/<host:port> = JSON attributes ('' to ignore).", 0},
 	{"users-prefix", 0, OPT_STRING, "PREFIX", "", NULL, 0, 0, NULL, "Users as <prefix>/<username> = JSON ('' to ignore).", 0},
+	{"pgsql-users-prefix", 0, OPT_STRING, "PREFIX", "", NULL, 0, 0, NULL, "PostgreSQL users for pgsql_users (ProxySQL 3), as <prefix>/<username> = JSON like users-prefix's, without default_schema and schema_locked; the password clear or a SCRAM-SHA-256 secret ('' to ignore; docs/postgresql.md).", 0},
 	{"announce-prefix", 0, OPT_STRING, "PREFIX", "", NULL, 0, 0, NULL, "ProxySQL hosts announce themselves as <prefix>/<host>_<port> = {hostname, port, weight, comment}; with proxysql-servers, every target's proxysql_servers follows it ('' to turn off).", 0, OPT_FIELD(struct sync_settings, announce_prefix)},
 	{"announce-service", 0, OPT_STRING, "NAME", "", NULL, 0, 0, NULL, "Instead of announce-prefix: the ProxySQL fleet is the passing instances of this Consul service (Service.Address, Service.Port, Service.Meta weight and comment), and announce-address registers this ProxySQL as one of them through the Consul agent at consul-addr, with a TTL check ('' to turn off).", 0, OPT_FIELD(struct sync_settings, announce_service)},
 	{"announce-address", 0, OPT_STRING, "HOST:PORT", "", "PROXYSQL_SYNC_ANNOUNCE_ADDRESS", 0, 0, NULL, "Announce this ProxySQL, as its peers reach its admin port: a key under announce-prefix held by a TTL session that ends with the node or the agent, or an instance of announce-service whose TTL check the agent keeps passing ('' to not announce).", 0, OPT_FIELD(struct sync_settings, announce_address)},
@@ -346,6 +347,32 @@ static int load_layout(struct sync_config *c, char *err, size_t errlen)
 	return 0;
 }
 
+/* The PostgreSQL side's layout: its clusters are the patroni list (config_lists.c), its users come
+ * from pgsql-users-prefix; no orchestrator, generic or announce prefix; the MySQL side's defaults. */
+static int load_pg_layout(struct sync_config *c)
+{
+	struct layout_config *p = &c->pg_layout;
+	const struct layout_config *l = &c->layout;
+
+	p->pgsql = true;
+	p->master_prefix = xstrdup("");
+	p->replica_prefix = xstrdup("");
+	p->servers_prefix = xstrdup("");
+	p->announce_prefix = xstrdup("");
+	p->users_prefix = xstrdup(opt_str(&c->o, "pgsql-users-prefix"));
+	p->region = xstrdup(l->region);
+	p->user_tag = xstrdup(l->user_tag);
+	p->server_defaults = l->server_defaults;
+	p->server_defaults.port = 5432;
+	p->server_defaults.host = NULL;
+	p->server_defaults.comment = xstrdup(l->server_defaults.comment);
+	p->user_defaults = l->user_defaults;
+	p->user_defaults.default_schema = NULL;
+	p->user_defaults.schema_locked = 0;
+	p->user_defaults.username = p->user_defaults.password = p->user_defaults.comment = NULL;
+	return 0;
+}
+
 /* --admin-addr and the admin-* settings: one more target. */
 static int load_admin_target(struct sync_config *c, char *err, size_t errlen)
 {
@@ -390,7 +417,7 @@ enum opts_result sync_config_load(struct sync_config *c, int argc, char **argv, 
 		return r;
 	c->path = opt_str(&c->o, "config");
 	if (sync_settings_load(&c->settings, &c->o, err, errlen) < 0 || load_layout(c, err, errlen) < 0 ||
-	    load_admin_target(c, err, errlen) < 0)
+	    load_pg_layout(c) < 0 || load_admin_target(c, err, errlen) < 0)
 		return OPTS_ERROR;
 	for (size_t i = 0; i < c->ntargets; i++) /* a target's own cluster_mode was read with it */
 		if (!c->targets[i].cluster_mode)
@@ -417,11 +444,7 @@ void sync_config_free(struct sync_config *c)
 	free(c->targets);
 	consul_config_free(&c->consul);
 	layout_config_free(&c->layout);
+	layout_config_free(&c->pg_layout);
 	opts_free(&c->o);
 	memset(c, 0, sizeof(*c));
-}
-
-bool sync_config_has_pgsql(const struct sync_config *c)
-{
-	return c->pg_layout.users_prefix && *c->pg_layout.users_prefix; /* TEMP until the patroni list lands */
 }

@@ -125,9 +125,6 @@ int sync_settings_load(struct sync_settings *s, const struct opts *o, char *err,
 
 void sync_config_free(struct sync_config *c);
 
-/* The PostgreSQL side is configured. */
-bool sync_config_has_pgsql(const struct sync_config *c);
-
 /* The option table, for the docs test and --help. */
 extern const struct opt_def sync_options[];
 extern const size_t sync_noptions;

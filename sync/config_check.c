@@ -185,12 +185,19 @@ static int check_announce(const struct sync_settings *s, char *err, size_t errle
 	return 0;
 }
 
-/* Something to watch; orchestrator's prefixes need clusters. */
-static int check_sources(const struct layout_config *l, char *err, size_t errlen)
+bool sync_config_has_pgsql(const struct sync_config *c)
 {
+	return c->pg_layout.nclusters > 0 || (c->pg_layout.users_prefix && *c->pg_layout.users_prefix);
+}
+
+/* Something to watch; orchestrator's prefixes need clusters. */
+static int check_sources(const struct sync_config *c, char *err, size_t errlen)
+{
+	const struct layout_config *l = &c->layout;
+
 	if (!*l->master_prefix && !*l->replica_prefix && !*l->servers_prefix && !*l->users_prefix && !l->nservices &&
-	    !*l->announce_prefix)
-		return sk_err(err, errlen, "nothing to watch: every prefix is empty");
+	    !*l->announce_prefix && !sync_config_has_pgsql(c))
+		return sk_err(err, errlen, "nothing to watch: every prefix is empty and no patroni entry is listed");
 	if ((*l->master_prefix || *l->replica_prefix) && l->nclusters == 0)
 		return sk_err(err, errlen,
 			      "master-prefix/replica-prefix need a clusters list (alias, writer_hostgroup, ...) in the "
@@ -221,15 +228,22 @@ static int check_remote_readers(const struct sync_config *c, const struct layout
 }
 
 /* Each cluster once, with hostgroups of its own. */
-static int check_clusters(const struct sync_config *c, char *err, size_t errlen)
+/* The same cluster twice: the same alias, or for Patroni the same namespace and scope. */
+static bool same_cluster(const struct layout_cluster *a, const struct layout_cluster *b)
 {
-	const struct layout_config *l = &c->layout;
+	return strcmp(a->alias, b->alias) == 0 && (!a->patroni_namespace || !b->patroni_namespace ||
+						   strcmp(a->patroni_namespace, b->patroni_namespace) == 0);
+}
 
+/* The clusters of `l`, listed as `list` ("clusters", or "patroni" for the PostgreSQL side's). */
+static int check_clusters(const struct sync_config *c, const struct layout_config *l, const char *list, char *err,
+			  size_t errlen)
+{
 	for (size_t i = 0; i < l->nclusters; i++) {
 		const struct layout_cluster *a = &l->clusters[i];
 
 		if (a->reader_hostgroup == a->writer_hostgroup)
-			return entry_err(&(struct entry_at){ c->path, a->line, "clusters" }, err, errlen,
+			return entry_err(&(struct entry_at){ c->path, a->line, list }, err, errlen,
 					 "cluster %s: reader_hostgroup equals writer_hostgroup", a->alias);
 		if (a->monitor_roles && a->writer_is_reader)
 			return entry_err(
@@ -240,13 +254,13 @@ static int check_clusters(const struct sync_config *c, char *err, size_t errlen)
 		for (size_t j = 0; j < i; j++) {
 			const struct layout_cluster *b = &l->clusters[j];
 
-			if (strcmp(a->alias, b->alias) == 0)
-				return entry_err(&(struct entry_at){ c->path, a->line, "clusters" }, err, errlen,
+			if (same_cluster(a, b))
+				return entry_err(&(struct entry_at){ c->path, a->line, list }, err, errlen,
 						 "cluster %s is listed twice", a->alias);
 			if (a->writer_hostgroup == b->writer_hostgroup || a->writer_hostgroup == b->reader_hostgroup ||
 			    (a->reader_hostgroup >= 0 && (a->reader_hostgroup == b->writer_hostgroup ||
 							  a->reader_hostgroup == b->reader_hostgroup)))
-				return entry_err(&(struct entry_at){ c->path, a->line, "clusters" }, err, errlen,
+				return entry_err(&(struct entry_at){ c->path, a->line, list }, err, errlen,
 						 "clusters %s and %s share a hostgroup", b->alias, a->alias);
 		}
 		if (check_remote_readers(c, a, err, errlen) < 0)
@@ -366,8 +380,10 @@ int config_check_whole(const struct sync_config *c, char *err, size_t errlen)
 	const struct layout_config *l = &c->layout;
 
 	if (check_targets(c, err, errlen) < 0 || check_announce(&c->settings, err, errlen) < 0 ||
-	    check_sources(l, err, errlen) < 0 || check_clusters(c, err, errlen) < 0 ||
-	    check_services(c, err, errlen) < 0 || check_owned(l, err, errlen) < 0 || check_timing(c, err, errlen) < 0 ||
+	    check_sources(c, err, errlen) < 0 || check_clusters(c, l, "clusters", err, errlen) < 0 ||
+	    check_clusters(c, &c->pg_layout, "patroni", err, errlen) < 0 ||
+	    check_owned(&c->pg_layout, err, errlen) < 0 || check_services(c, err, errlen) < 0 ||
+	    check_owned(l, err, errlen) < 0 || check_timing(c, err, errlen) < 0 ||
 	    check_health(&c->settings, err, errlen) < 0)
 		return -1;
 	return 0;

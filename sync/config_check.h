@@ -21,4 +21,7 @@ size_t sync_config_warnings(const struct sync_config *c, char *out, size_t len);
  * that names it into buf and true; false otherwise. */
 bool sync_target_unverified(const struct sync_target *t, char *buf, size_t len);
 
+/* The PostgreSQL side is configured: a patroni entry or pgsql-users-prefix. */
+bool sync_config_has_pgsql(const struct sync_config *c);
+
 #endif

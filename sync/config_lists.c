@@ -304,6 +304,74 @@ static int load_cluster(struct layout_config *l, struct layout_cluster *cl, conf
 	return 0;
 }
 
+/* max_lag_bytes: a whole number of bytes, 0 or more (absent: -1, no bound). */
+static int setting_lag(config_setting_t *s, long long *out, char *err, size_t errlen)
+{
+	long long v;
+	int iv;
+
+	*out = -1;
+	if (!config_setting_get_member(s, "max_lag_bytes"))
+		return 0;
+	if (config_setting_lookup_int64(s, "max_lag_bytes", &v))
+		*out = v;
+	else if (config_setting_lookup_int(s, "max_lag_bytes", &iv))
+		*out = iv;
+	else
+		return at_line(err, errlen, line_of(s, "max_lag_bytes"), "max_lag_bytes", "must be a whole number");
+	if (*out < 0)
+		return at_line(err, errlen, line_of(s, "max_lag_bytes"), "max_lag_bytes", "must be 0 or more");
+	return 0;
+}
+
+/* A name that can be one segment of a KV path: not empty, no '/', printable, not too long. */
+static int kv_segment(config_setting_t *s, const char *name, const char *v, char *err, size_t errlen)
+{
+	if (!*v || strchr(v, '/') || strlen(v) > 200 || model_check_text(v, 200))
+		return at_line(err, errlen, line_of(s, name), name, "'%s' must be a non-empty KV path segment", v);
+	return 0;
+}
+
+/* Patroni's namespace as its YAML writes it ("/service/"): without the slashes at either end. */
+static char *patroni_namespace(const char *ns)
+{
+	size_t n;
+
+	ns += strspn(ns, "/");
+	n = strlen(ns);
+	while (n && ns[n - 1] == '/')
+		n--;
+	return xstrndup(ns, n);
+}
+
+/* One entry of the patroni list: a Patroni cluster, as a cluster of the PostgreSQL side's layout. */
+static int load_patroni(struct layout_cluster *cl, config_setting_t *s, char *err, size_t errlen)
+{
+	static const char *const allowed[] = {
+		"scope", "namespace", "writer_hostgroup", "reader_hostgroup", "max_lag_bytes", "region", "roles"
+	};
+	char *ns = NULL;
+
+	cl->reader_hostgroup = -1;
+	cl->line = config_setting_source_line(s);
+	if (!config_setting_is_group(s))
+		return at_line(err, errlen, cl->line, "patroni", "each entry is a group { scope = ...; }");
+	if (check_members(s, allowed, SK_ARRAY_LEN(allowed), err, errlen) < 0 ||
+	    setting_str(s, "scope", true, &cl->alias, err, errlen) < 0 ||
+	    setting_str(s, "namespace", false, &ns, err, errlen) < 0)
+		return -1;
+	cl->patroni_namespace = patroni_namespace(ns ? ns : "service");
+	free(ns);
+	if (setting_str(s, "region", false, &cl->patroni_region, err, errlen) < 0 ||
+	    setting_hostgroup(s, "writer_hostgroup", true, &cl->writer_hostgroup, err, errlen) < 0 ||
+	    setting_hostgroup(s, "reader_hostgroup", false, &cl->reader_hostgroup, err, errlen) < 0 ||
+	    setting_lag(s, &cl->max_lag_bytes, err, errlen) < 0 || load_cluster_roles(cl, s, err, errlen) < 0 ||
+	    kv_segment(s, "scope", cl->alias, err, errlen) < 0 ||
+	    kv_segment(s, "namespace", cl->patroni_namespace, err, errlen) < 0)
+		return -1;
+	return 0;
+}
+
 /* A target's host and port (6032 when the address names none); NULL, or what is wrong. */
 const char *config_lists_split_address(struct sync_target *t, const char *addr)
 {
@@ -388,6 +456,24 @@ out:
 	return rc;
 }
 
+/* The patroni list into the PostgreSQL side's layout: one cluster per entry. */
+static int load_patroni_list(struct layout_config *l, config_setting_t *s, char *err, size_t errlen)
+{
+	size_t n = (size_t)config_setting_length(s);
+	char why[400];
+
+	if (n > LAYOUT_MAX_SERVICES)
+		return at_line(err, errlen, config_setting_source_line(s), "patroni", "more than %d entries",
+			       LAYOUT_MAX_SERVICES);
+	l->clusters = xcalloc(n ? n : 1, sizeof(*l->clusters));
+	for (size_t i = 0; i < n; i++) {
+		l->nclusters = i + 1;
+		if (load_patroni(&l->clusters[i], config_setting_get_elem(s, (unsigned)i), why, sizeof(why)) < 0)
+			return sk_err(err, errlen, "%s", why);
+	}
+	return 0;
+}
+
 int config_lists_hook(void *ctx, config_setting_t *s, char *err, size_t errlen)
 {
 	struct sync_config *c = ctx;
@@ -406,6 +492,8 @@ int config_lists_hook(void *ctx, config_setting_t *s, char *err, size_t errlen)
 		}
 		return 0;
 	}
+	if (strcmp(name, "patroni") == 0 && config_setting_is_list(s))
+		return load_patroni_list(&c->pg_layout, s, err, errlen);
 	if (strcmp(name, "targets") == 0 && config_setting_is_list(s)) {
 		size_t n = (size_t)config_setting_length(s);
 
@@ -429,5 +517,5 @@ int config_lists_hook(void *ctx, config_setting_t *s, char *err, size_t errlen)
 		return 0;
 	}
 	return at_line(err, errlen, config_setting_source_line(s), name,
-		       "unknown setting (lists: clusters, targets, services)");
+		       "unknown setting (lists: clusters, patroni, targets, services)");
 }

@@ -387,7 +387,8 @@ static void build_and_publish(struct agent *ag, bool *announced)
 	ag->have_desired = true;
 	ag->desired_builds[parts - 1]++;
 	if (!*announced) {
-		log_info("desired state ready: %zu servers, %zu users", ag->want->servers.n, ag->want->users.n);
+		log_info("desired state ready%s%s: %zu servers, %zu users", ag->parent ? " for " : "",
+			 ag->parent ? ag->mod->tables[TABLE_SERVERS] : "", ag->want->servers.n, ag->want->users.n);
 		*announced = true;
 	}
 	pthread_cond_broadcast(&ag->cv);

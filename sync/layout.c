@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "patroni.h"
+
 #define LAYOUT_MAX_ROWS 100000
 
 static void reject(struct layout_result *r, const char *key, const char *fmt, ...) SK_PRINTF(3, 4);
@@ -464,6 +466,146 @@ static void replica(const struct layout_config *cfg, const struct kv_pair *kv, s
 	server_entry(cfg, r, kv, hg, addr);
 }
 
+/* ---- Patroni (the PostgreSQL side) ---- */
+
+/* Where `key` is under Patroni cluster `cl`'s <namespace>/<scope>/: the rest, else NULL. */
+static const char *under_patroni(const struct layout_cluster *cl, const char *key)
+{
+	size_t n = strlen(cl->patroni_namespace), a = strlen(cl->alias);
+
+	if (strncmp(key, cl->patroni_namespace, n) != 0 || key[n] != '/' || strncmp(key + n + 1, cl->alias, a) != 0 ||
+	    key[n + 1 + a] != '/')
+		return NULL;
+	return key + n + a + 2;
+}
+
+/* One Patroni cluster's build: the layout, the cluster, the snapshot, the result, and its leader
+ * and status keys. */
+struct patroni_pass {
+	const struct layout_config *cfg;
+	const struct layout_cluster *cl;
+	const struct kv_pair *kv;
+	size_t nkv;
+	struct layout_result *r;
+	const struct kv_pair *leader, *status;
+};
+
+static void patroni_find(struct patroni_pass *p)
+{
+	for (size_t i = 0; i < p->nkv; i++) {
+		const char *rest = under_patroni(p->cl, p->kv[i].key);
+
+		if (rest && !p->leader && strcmp(rest, "leader") == 0)
+			p->leader = &p->kv[i];
+		else if (rest && !p->status && strcmp(rest, "status") == 0)
+			p->status = &p->kv[i];
+	}
+}
+
+/* A member's server row in hostgroup `hg`, commented "<scope>/<name>". */
+static void patroni_row(const struct patroni_pass *p, const struct patroni_member *m, const char *name,
+			const struct kv_pair *kv, long hg)
+{
+	struct px_server s = p->cfg->server_defaults;
+	char host[MODEL_HOST_MAX + 1], comment[MODEL_COMMENT_MAX + 1];
+
+	snprintf(host, sizeof(host), "%s", m->host);
+	snprintf(comment, sizeof(comment), "%s/%s", p->cl->alias, name);
+	s.host = host;
+	s.port = m->port;
+	s.comment = comment;
+	s.hostgroup = hg;
+	sk_strlcpy(s.status, "ONLINE", sizeof(s.status));
+	add_server(p->r, &s, kv->key);
+}
+
+/* The leader: the member the leader key names, parsed into `m`. False (the writer hostgroup kept as
+ * each target has it) when there is none (a failover), it has no entry, or its entry is rejected. */
+static bool patroni_leader(const struct patroni_pass *p, struct patroni_member *m)
+{
+	char why[200];
+	const char *bad;
+
+	if (!p->leader || !value_ok(p->r, p->leader) || !*p->leader->value)
+		return false;
+	for (size_t i = 0; i < p->nkv; i++) {
+		const struct kv_pair *kv = &p->kv[i];
+		const char *rest = under_patroni(p->cl, kv->key);
+
+		if (!rest || strncmp(rest, "members/", 8) != 0 || strcmp(rest + 8, p->leader->value) != 0)
+			continue;
+		if (!value_ok(p->r, kv))
+			break;
+		if ((bad = patroni_member_parse(kv->value, kv->len, m, why, sizeof(why))) == NULL)
+			return true;
+		reject(p->r, kv->key, "%s", bad);
+		break;
+	}
+	keep_hostgroup(p->r, p->cl);
+	return false;
+}
+
+/* The members other than the leader (named `leader`, NULL: none) that read (patroni_is_reader),
+ * each into the reader hostgroup (the writer's with roles = "monitor"); an entry that cannot be
+ * read is rejected alone. */
+static void patroni_readers(const struct patroni_pass *p, const char *leader, long long leader_pos)
+{
+	long hg = p->cl->monitor_roles ? p->cl->writer_hostgroup : p->cl->reader_hostgroup;
+
+	for (size_t i = 0; i < p->nkv; i++) {
+		const struct kv_pair *kv = &p->kv[i];
+		const char *rest = under_patroni(p->cl, kv->key), *bad;
+		struct patroni_member m;
+		char why[200];
+
+		if (!rest || strncmp(rest, "members/", 8) != 0 || !rest[8] || strchr(rest + 8, '/') ||
+		    (leader && strcmp(rest + 8, leader) == 0) || !value_ok(p->r, kv))
+			continue;
+		if ((bad = patroni_member_parse(kv->value, kv->len, &m, why, sizeof(why))) != NULL)
+			reject(p->r, kv->key, "%s", bad);
+		else if (hg >= 0 && patroni_is_reader(p->cl, &m, leader_pos))
+			patroni_row(p, &m, rest + 8, kv, hg);
+	}
+}
+
+/* Patroni cluster `cl`: the leader into writer_hostgroup, the readers into reader_hostgroup. */
+static void patroni_cluster(const struct layout_config *cfg, const struct layout_cluster *cl, const struct kv_pair *kv,
+			    size_t nkv, struct layout_result *r)
+{
+	struct patroni_pass p = { cfg, cl, kv, nkv, r, NULL, NULL };
+	struct patroni_member leader;
+	long long pos = -1;
+	bool have;
+
+	patroni_find(&p);
+	have = patroni_leader(&p, &leader);
+	if (have) {
+		patroni_row(&p, &leader, p.leader->value, p.leader, cl->writer_hostgroup);
+		pos = leader.xlog;
+	}
+	if (p.status && value_ok(r, p.status)) { /* also while no leader is known: the last position */
+		long long optime = patroni_status_optime(p.status->value, p.status->len);
+
+		pos = optime > pos ? optime : pos;
+	}
+	patroni_readers(&p, p.leader && !memchr(p.leader->value, '\0', p.leader->len) ? p.leader->value : NULL, pos);
+}
+
+/* Which parts a key of a Patroni cluster feeds: the leader and the members the servers, the status
+ * those only where the lag is bounded, the rest (config, history, ...) nothing. */
+static unsigned patroni_key_parts(const struct layout_config *cfg, const char *key)
+{
+	for (size_t c = 0; c < cfg->nclusters; c++) {
+		const struct layout_cluster *cl = &cfg->clusters[c];
+		const char *rest = cl->patroni_namespace ? under_patroni(cl, key) : NULL;
+
+		if (rest && (strcmp(rest, "leader") == 0 || strncmp(rest, "members/", 8) == 0 ||
+			     (strcmp(rest, "status") == 0 && cl->max_lag_bytes >= 0)))
+			return LAYOUT_PART_SERVERS;
+	}
+	return 0;
+}
+
 static void announced(const struct kv_pair *kv, struct layout_result *r);
 
 /* A KV pair made from a JSON object (consumed), as if Consul had held it; the caller frees the
@@ -717,23 +859,38 @@ static const char *user_field(const cJSON *it, struct px_user *u, char *why, siz
 	return why;
 }
 
-static const char *user_json(const cJSON *root, struct px_user *u, char *why, size_t whylen)
+/* A password that names a hash must be one: mysql_native_password's "*" and 40 hex digits, or for
+ * pgsql_users a SCRAM secret (patroni.h). Clear text is anything else. */
+static const char *password_form(const char *pw, bool pgsql)
+{
+	if (pgsql)
+		return strncmp(pw, "SCRAM-", 6) == 0 && !model_scram_secret_ok(pw)
+			       ? "password starting with 'SCRAM-' is not a "
+				 "SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:"
+				 "<ServerKey> secret"
+			       : NULL;
+	if (pw[0] == '*' && (strlen(pw) != 41 || strspn(pw + 1, "0123456789ABCDEFabcdef") != 40))
+		return "password starting with '*' is not a mysql_native_password hash (* and 40 hex digits)";
+	return NULL;
+}
+
+static const char *user_json(const cJSON *root, struct px_user *u, bool pgsql, char *why, size_t whylen)
 {
 	const cJSON *it;
 	const char *bad;
 
 	cJSON_ArrayForEach(it, root)
 	{
+		if (pgsql && (strcmp(it->string, "default_schema") == 0 || strcmp(it->string, "schema_locked") == 0)) {
+			snprintf(why, whylen, "pgsql_users has no %s", it->string);
+			return why;
+		}
 		if ((bad = user_field(it, u, why, whylen)) != NULL)
 			return bad;
 	}
 	if (!u->password || !u->password[0])
 		return "has no password";
-	if (u->password[0] == '*') {
-		if (strlen(u->password) != 41 || strspn(u->password + 1, "0123456789ABCDEFabcdef") != 40)
-			return "password starting with '*' is not a mysql_native_password hash (* and 40 hex digits)";
-	}
-	return NULL;
+	return password_form(u->password, pgsql);
 }
 
 /* Add user `u`, its comment tagged: the owner tag marks the rows this agent may delete later. */
@@ -780,7 +937,7 @@ static void user(const struct layout_config *cfg, const struct kv_pair *kv, stru
 	u.password = NULL;
 	u.comment = NULL;
 	u.default_schema = cfg->user_defaults.default_schema ? xstrdup(cfg->user_defaults.default_schema) : NULL;
-	bad = user_json(root, &u, why, sizeof(why));
+	bad = user_json(root, &u, cfg->pgsql, why, sizeof(why));
 	sk_json_delete_wiped(root); /* the password */
 	if (bad) {
 		reject(r, kv->key, "%s", bad);
@@ -849,7 +1006,7 @@ unsigned layout_key_parts(const struct layout_config *cfg, const char *key)
 	/* masters() reads every key under the master prefix, whatever else reads it too. */
 	if (cfg->master_prefix && *cfg->master_prefix && under(key, cfg->master_prefix))
 		parts |= LAYOUT_PART_SERVERS;
-	return parts;
+	return parts | patroni_key_parts(cfg, key);
 }
 
 void layout_build(const struct layout_config *cfg, const struct kv_pair *kv, size_t nkv, struct layout_result *out)
@@ -865,6 +1022,9 @@ void layout_build_parts(const struct layout_config *cfg, const struct kv_pair *k
 	memset(out, 0, sizeof(*out));
 	if (servers && cfg->master_prefix && *cfg->master_prefix)
 		masters(cfg, kv, nkv, out);
+	for (size_t c = 0; servers && c < cfg->nclusters; c++)
+		if (cfg->clusters[c].patroni_namespace)
+			patroni_cluster(cfg, &cfg->clusters[c], kv, nkv, out);
 	for (size_t i = 0; i < nkv; i++) {
 		const char *rest;
 
@@ -1022,6 +1182,8 @@ void layout_config_free(struct layout_config *cfg)
 	free(cfg->region);
 	for (size_t i = 0; i < cfg->nclusters; i++) {
 		free(cfg->clusters[i].alias);
+		free(cfg->clusters[i].patroni_namespace);
+		free(cfg->clusters[i].patroni_region);
 		for (size_t j = 0; j < cfg->clusters[i].nremote; j++)
 			free(cfg->clusters[i].remote[j].region);
 		free(cfg->clusters[i].remote);

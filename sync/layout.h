@@ -56,6 +56,11 @@ struct layout_cluster {
 	bool writer_from_service, reader_from_service;
 	struct layout_remote *remote;
 	size_t nremote;
+	/* A Patroni cluster (the patroni list, the PostgreSQL side's layout): alias is its scope, its
+	 * keys are <namespace>/<scope>/leader and /members/<name> (patroni.h); NULL: orchestrator's. */
+	char *patroni_namespace;
+	long long max_lag_bytes; /* a replica further behind the leader's WAL reads nothing; < 0: no bound */
+	char *patroni_region; /* only members whose tags.region is this read; NULL: any */
 };
 
 struct layout_config {
@@ -74,6 +79,7 @@ struct layout_config {
 	struct px_server server_defaults; /* weight, max_connections, ... for every server */
 	struct px_user user_defaults;
 	char *user_tag; /* users the agent owns carry this comment prefix */
+	bool pgsql; /* the PostgreSQL side's layout: pgsql_users rows (no schema; SCRAM secrets) */
 };
 
 struct layout_reject {

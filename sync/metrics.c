@@ -100,7 +100,6 @@ static size_t protected_now(const struct agent *ag)
 	return n;
 }
 
-
 /* Rows someone else staged in memory without loading them, counted and as last seen. */
 static bool foreign_metrics(const struct agent *ag, sk_buf *b)
 {
@@ -112,7 +111,8 @@ static bool foreign_metrics(const struct agent *ag, sk_buf *b)
 		for (int k = 0; k < TABLE_COUNT; k++)
 			ok = ok &&
 			     sk_buf_addf(b, "proxysql_sync_foreign_staged_rows_total{target=\"%s\",table=\"%s\"} %lu\n",
-					 ag->targets[i].label, ag->mod->tables[k], ag->targets[i].foreign_staged_total[k]);
+					 ag->targets[i].label, ag->mod->tables[k],
+					 ag->targets[i].foreign_staged_total[k]);
 	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_foreign_staged_rows Rows staged in memory by someone else, not "
 				  "loaded, as last seen.\n# TYPE proxysql_sync_foreign_staged_rows gauge\n");
 	for (size_t i = 0; i < ag->ntargets; i++)
@@ -342,8 +342,7 @@ static bool render_side(struct agent *ag, sk_buf *b)
 {
 	return watch_metrics(ag, b) && guard_metrics(ag, b) && per_target(ag, b, TM_APPLIES) &&
 	       per_target(ag, b, TM_WRITER_GUARD) && per_target(ag, b, TM_LAST_SYNC_UNIX) &&
-	       per_target(ag, b, TM_IN_SYNC) && apply_histogram(ag, b) && desired_metrics(ag, b) &&
-	       target_facts(ag, b);
+	       per_target(ag, b, TM_IN_SYNC) && apply_histogram(ag, b) && desired_metrics(ag, b) && target_facts(ag, b);
 }
 
 /* A family of rendered text: its "# HELP name ..." line up to the next family's. */
@@ -387,8 +386,9 @@ static bool add_labelled(sk_buf *out, const struct family *f, const char *label)
 		size_t name = strcspn(line, "{ "), len = eol ? (size_t)(eol - line) : (size_t)(f->end - line);
 
 		ok = sk_buf_add(out, line, name) &&
-		     (line[name] == '{' ? sk_buf_addf(out, "{%s,", label) && sk_buf_add(out, line + name + 1, len - name - 1)
-					: sk_buf_addf(out, "{%s}", label) && sk_buf_add(out, line + name, len - name)) &&
+		     (line[name] == '{'
+			      ? sk_buf_addf(out, "{%s,", label) && sk_buf_add(out, line + name + 1, len - name - 1)
+			      : sk_buf_addf(out, "{%s}", label) && sk_buf_add(out, line + name, len - name)) &&
 		     sk_buf_add(out, "\n", 1);
 		line += len + 1;
 	}
@@ -413,7 +413,8 @@ static bool merge_sides(sk_buf *out, const sk_buf *main, const sk_buf *side, con
 	}
 	for (size_t k = 0; ok && k < ns; k++)
 		if (!s[k].merged)
-			ok = sk_buf_add(out, s[k].at, (size_t)(s[k].series - s[k].at)) && add_labelled(out, &s[k], label);
+			ok = sk_buf_add(out, s[k].at, (size_t)(s[k].series - s[k].at)) &&
+			     add_labelled(out, &s[k], label);
 	return ok;
 }
 

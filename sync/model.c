@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base64.h"
+
 void *model_grow(void *v, size_t n, size_t size)
 {
 	if (n == 0)
@@ -457,4 +459,44 @@ void model_peers_free(struct px_peers *a)
 	}
 	free(a->v);
 	memset(a, 0, sizeof(*a));
+}
+
+/* `len` bytes of `s` as canonical base64 of `want` bytes (0: any but none). */
+static bool base64_part(const char *s, size_t len, size_t want)
+{
+	char buf[200], *out = NULL;
+	size_t n = 0;
+	bool ok;
+
+	if (len == 0 || len >= sizeof(buf))
+		return false;
+	memcpy(buf, s, len);
+	buf[len] = '\0';
+	ok = base64_decode(buf, &out, &n) == 0 && n > 0 && (want == 0 || n == want);
+	free(out);
+	return ok;
+}
+
+bool model_scram_secret_ok(const char *s)
+{
+	const char *p = s + 14, *salt_end, *keys, *colon;
+	long iterations;
+	char num[12];
+	size_t nd;
+
+	if (strncmp(s, "SCRAM-SHA-256$", 14) != 0)
+		return false;
+	nd = strspn(p, "0123456789");
+	if (nd == 0 || nd >= sizeof(num) || p[nd] != ':')
+		return false;
+	memcpy(num, p, nd);
+	num[nd] = '\0';
+	if (!sk_parse_long(num, 1, 100000000L, &iterations))
+		return false;
+	salt_end = strchr(p + nd + 1, '$');
+	if (!salt_end || !base64_part(p + nd + 1, (size_t)(salt_end - p - nd - 1), 0))
+		return false;
+	keys = salt_end + 1;
+	colon = strchr(keys, ':');
+	return colon && base64_part(keys, (size_t)(colon - keys), 32) && base64_part(colon + 1, strlen(colon + 1), 32);
 }

@@ -82,6 +82,9 @@ const char *model_check_host(const char *host);
 const char *model_check_username(const char *user);
 const char *model_check_password(const char *pw);
 const char *model_check_text(const char *s, size_t max); /* schema, comment: printable UTF-8, no NUL */
+/* A PostgreSQL SCRAM secret as pg_authid keeps it: SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:
+ * <ServerKey>, the salt and both keys canonical base64, each key 32 bytes. */
+bool model_scram_secret_ok(const char *s);
 
 /* Append `s` to `b` as a single-quoted SQL literal for ProxySQL's admin (which runs with
  * NO_BACKSLASH_ESCAPES: a quote is doubled, a backslash is literal). */

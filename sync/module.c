@@ -12,15 +12,16 @@ const struct px_module px_mysql = {
 	.monitor_user = "mysql-monitor_username",
 	.variables = "mysql_variables",
 	.servers_v2 = "mysql_servers_v2",
-	.families_sql = "SELECT 'mysql_replication_hostgroups', writer_hostgroup, reader_hostgroup, -1, -1 "
-			"FROM runtime_mysql_replication_hostgroups UNION ALL "
-			"SELECT 'mysql_galera_hostgroups', writer_hostgroup, backup_writer_hostgroup, reader_hostgroup, "
-			"offline_hostgroup FROM runtime_mysql_galera_hostgroups UNION ALL "
-			"SELECT 'mysql_group_replication_hostgroups', writer_hostgroup, backup_writer_hostgroup, "
-			"reader_hostgroup, offline_hostgroup FROM runtime_mysql_group_replication_hostgroups UNION ALL "
-			"SELECT 'mysql_aws_aurora_hostgroups', writer_hostgroup, reader_hostgroup, -1, -1 "
-			"FROM runtime_mysql_aws_aurora_hostgroups UNION ALL "
-			"SELECT '', COUNT(*), -1, -1, -1 FROM runtime_proxysql_servers",
+	.families_sql =
+		"SELECT 'mysql_replication_hostgroups', writer_hostgroup, reader_hostgroup, -1, -1 "
+		"FROM runtime_mysql_replication_hostgroups UNION ALL "
+		"SELECT 'mysql_galera_hostgroups', writer_hostgroup, backup_writer_hostgroup, reader_hostgroup, "
+		"offline_hostgroup FROM runtime_mysql_galera_hostgroups UNION ALL "
+		"SELECT 'mysql_group_replication_hostgroups', writer_hostgroup, backup_writer_hostgroup, "
+		"reader_hostgroup, offline_hostgroup FROM runtime_mysql_group_replication_hostgroups UNION ALL "
+		"SELECT 'mysql_aws_aurora_hostgroups', writer_hostgroup, reader_hostgroup, -1, -1 "
+		"FROM runtime_mysql_aws_aurora_hostgroups UNION ALL "
+		"SELECT '', COUNT(*), -1, -1, -1 FROM runtime_proxysql_servers",
 };
 
 /* ProxySQL 3.0's PostgreSQL side: the same admin model, one monitor table, no CHECKSUM commands

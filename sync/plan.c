@@ -260,11 +260,12 @@ static void user_inserts(struct plan *p, const struct px_user *const *rows, size
 		for (int pass = 0; pass < 2 && ok; pass++) {
 			sk_buf *t = pass ? &shown : &b;
 
-			ok = sk_buf_addf(t,
-					 "INSERT INTO %s_users (username, password, active, use_ssl, default_hostgroup, %s"
-					 "transaction_persistent, fast_forward, backend, frontend, max_connections, "
-					 "comment) VALUES ",
-					 p->m->name, p->m->schema ? "default_schema, schema_locked, " : "");
+			ok = sk_buf_addf(
+				t,
+				"INSERT INTO %s_users (username, password, active, use_ssl, default_hostgroup, %s"
+				"transaction_persistent, fast_forward, backend, frontend, max_connections, "
+				"comment) VALUES ",
+				p->m->name, p->m->schema ? "default_schema, schema_locked, " : "");
 			for (size_t i = at; i < end && ok; i++)
 				ok = (i == at || ADD_LIT(t, ", ")) && user_values(t, rows[i], pass == 1, p->m->schema);
 		}
@@ -442,8 +443,7 @@ static void plan_servers(const struct px_servers *want, const struct px_servers 
 	free(m.drains);
 	p->servers_changed = p->n > before;
 	finish_table(p, before, o,
-		     &(struct table_end){ o->load_owed_servers, o->save_owed_servers, o->foreign_servers,
-					  "SERVERS" });
+		     &(struct table_end){ o->load_owed_servers, o->save_owed_servers, o->foreign_servers, "SERVERS" });
 }
 
 static bool tagged(const struct px_user *u, const char *tag)
@@ -574,8 +574,7 @@ static void plan_users(const struct px_users *want, const struct px_users *have,
 	free(ins.v);
 	p->users_changed = p->n > before;
 	finish_table(p, before, o,
-		     &(struct table_end){ o->load_owed_users, o->save_owed_users, o->foreign_users,
-					  "USERS" });
+		     &(struct table_end){ o->load_owed_users, o->save_owed_users, o->foreign_users, "USERS" });
 }
 
 void plan_build(const struct plan_inputs *in, const struct plan_options *o, struct plan *out)

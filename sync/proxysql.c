@@ -99,8 +99,8 @@ static void add_user(void *ctx, const struct px_user *u)
 }
 
 /* The columns read of a servers and a users table, in server_row's and user_row's order. */
-#define SERVER_COLUMNS                                                                                                 \
-	"hostgroup_id, hostname, port, status, weight, compression, max_connections, max_replication_lag, use_ssl, "   \
+#define SERVER_COLUMNS                                                                                               \
+	"hostgroup_id, hostname, port, status, weight, compression, max_connections, max_replication_lag, use_ssl, " \
 	"max_latency_ms, comment"
 
 static const char *user_columns(const struct px_module *m)
@@ -252,7 +252,9 @@ static int runtime_checksums(struct pxadmin *a, const deadline_t *dl, struct px_
 {
 	const struct px_module *m = mod(a);
 	char servers[24], users[24], sql[400];
-	const char *const names[] = { servers, users, "admin_variables", m->variables, m->servers_v2, "proxysql_servers" };
+	const char *const names[] = {
+		servers, users, "admin_variables", m->variables, m->servers_v2, "proxysql_servers"
+	};
 	uint64_t *const slots[] = { &c->servers_runtime, &c->users_runtime, &c->v.admin_vars,
 				    &c->v.mysql_vars,    &c->v.servers_v2,  &c->v.peers };
 	MYSQL_RES *res;
@@ -312,8 +314,9 @@ static int table_hash(struct pxadmin *a, const char *layer, bool users, const de
 		sk_fmt(sql, sizeof(sql), "SELECT %s FROM %s%s_users ORDER BY username, backend, frontend",
 		       user_columns(m), layer, m->name);
 	else
-		sk_fmt(sql, sizeof(sql), "SELECT " SERVER_COLUMNS " FROM %s%s_servers ORDER BY hostgroup_id, hostname, port",
-		       layer, m->name);
+		sk_fmt(sql, sizeof(sql),
+		       "SELECT " SERVER_COLUMNS " FROM %s%s_servers ORDER BY hostgroup_id, hostname, port", layer,
+		       m->name);
 	if (db_query_each(&a->db, sql, dl, hash_row, &rh, e) < 0)
 		return -1;
 	*out = rh.rows ? (rh.h ? rh.h : 1) : 0;
@@ -419,8 +422,7 @@ static int read_identity(struct pxadmin *a, const deadline_t *dl, struct px_fact
 			model_names_add(&f->protected_users, v);
 		else if (runtime && strcmp(name, servers_diffs) == 0 && sk_parse_long(v, 0, 2147483647L, &n))
 			f->servers_diffs_before_sync = n;
-		else if (runtime && strcmp(name, users_diffs) == 0 &&
-			 sk_parse_long(v, 0, 2147483647L, &n))
+		else if (runtime && strcmp(name, users_diffs) == 0 && sk_parse_long(v, 0, 2147483647L, &n))
 			f->users_diffs_before_sync = n;
 		else if (runtime && strcmp(name, "admin-cluster_proxysql_servers_diffs_before_sync") == 0 &&
 			 sk_parse_long(v, 0, 2147483647L, &n))

@@ -93,7 +93,8 @@ static void report_facts(struct agent *ag, struct target *t, const struct tstate
 			 "peer(s), pulling %s after %ld differing check(s) and %s after %ld "
 			 "(0: never; admin-cluster_*_diffs_before_sync)",
 			 t->pt.name, monitor_rows, st->facts.cluster_peers, ag->mod->tables[TABLE_SERVERS],
-			 st->facts.servers_diffs_before_sync, ag->mod->tables[TABLE_USERS], st->facts.users_diffs_before_sync);
+			 st->facts.servers_diffs_before_sync, ag->mod->tables[TABLE_USERS],
+			 st->facts.users_diffs_before_sync);
 		t->monitor_rows = monitor_rows;
 		t->cluster_peers = st->facts.cluster_peers;
 	}

@@ -35,6 +35,7 @@ static int agent_setup(void **state)
 	pthread_mutex_init(&ag.mu, NULL);
 	pthread_mutex_init(&ag.pub_mu, NULL);
 	pthread_cond_init(&ag.cv, NULL);
+	ag.mod = &px_mysql;
 	ag.nwatches = 1;
 	ag.watches[0].ag = &ag;
 	ag.watches[0].prefix = xstrdup("mysql/\"q\\/");
