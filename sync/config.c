@@ -370,6 +370,13 @@ static int load_pg_layout(struct sync_config *c)
 	p->user_defaults.default_schema = NULL;
 	p->user_defaults.schema_locked = 0;
 	p->user_defaults.username = p->user_defaults.password = p->user_defaults.comment = NULL;
+	/* Only the PostgreSQL side configured: orchestrator's default prefixes are not watched. */
+	if (sync_config_has_pgsql(c) && c->layout.nclusters == 0) {
+		if (!opt_given(&c->o, "master-prefix"))
+			c->layout.master_prefix[0] = '\0';
+		if (!opt_given(&c->o, "replica-prefix"))
+			c->layout.replica_prefix[0] = '\0';
+	}
 	return 0;
 }
 

@@ -67,7 +67,22 @@ SHAPES = [
      "{f}:2: syntax error (libconfig expects name = value; with a value that is a number, true or false, a "
      '"quoted string", a list ( ... ) or a group { ... })'),
     ('services = ( 1 );\n', "{f}:1: services: a service is a group { name = ...; }"),
-    ('listing = ( 1 );\n', "{f}:1: listing: unknown setting (lists: clusters, targets, services)"),
+    ('listing = ( 1 );\n', "{f}:1: listing: unknown setting (lists: clusters, patroni, targets, services)"),
+    ('admin-addr = "127.0.0.1:6032";\npatroni = (\n { writer_hostgroup = 20; } );\n', "{f}:3: scope: is missing"),
+    ('admin-addr = "127.0.0.1:6032";\npatroni = (\n { scope = "pg";\n writer_hostgroup = 20;\n'
+     ' reader_hostgroup = 20; } );\n', "{f}:3: patroni: cluster pg: reader_hostgroup equals writer_hostgroup"),
+    ('admin-addr = "127.0.0.1:6032";\npatroni = ( { scope = "pg"; writer_hostgroup = 20; },\n'
+     ' { scope = "pg"; namespace = "/service/"; writer_hostgroup = 30; } );\n',
+     "{f}:3: patroni: cluster pg is listed twice"),
+    ('admin-addr = "127.0.0.1:6032";\npatroni = ( { scope = "a"; writer_hostgroup = 20; },\n'
+     ' { scope = "b"; writer_hostgroup = 30; reader_hostgroup = 20; } );\n',
+     "{f}:3: patroni: clusters a and b share a hostgroup"),
+    ('patroni = ( { scope = "a/b"; writer_hostgroup = 20; } );\n',
+     "{f}:1: scope: 'a/b' must be a non-empty KV path segment"),
+    ('patroni = ( { scope = "a";\n writer_hostgroup = 20;\n max_lag_bytes = -1; } );\n',
+     "{f}:3: max_lag_bytes: must be 0 or more"),
+    ('patroni = ( { scope = "a";\n writer_hostgroup = 20;\n roles = "auto"; } );\n',
+     "{f}:3: roles: 'auto' is not kv or monitor"),
 ]
 
 

@@ -202,3 +202,31 @@ def test_dry_run_prints_the_pgsql_statements(consul, px, agent):
     r = agent.run("--once")
     assert r.returncode == 0, r.stderr + r.stdout
     assert pg_synced(px)
+
+
+def test_the_pgsql_monitor_rows_decide_with_roles_monitor(consul, px, workdir):
+    """A pgsql_replication_hostgroups row over a Patroni entry's hostgroups: with roles = "kv" the
+    entry is refused there (the monitor would fight the agent), with roles = "monitor" every member
+    goes into the writer hostgroup once and the monitor moves them."""
+    px.query("INSERT INTO pgsql_replication_hostgroups (writer_hostgroup, reader_hostgroup, comment) "
+             "VALUES (20, 21, 'pgdemo')")
+    px.query("LOAD PGSQL SERVERS TO RUNTIME")
+    put_cluster(consul)
+    a = Agent(consul, [px], workdir, extra=PATRONI)
+    try:
+        a.start()
+        wait_until("the refusal in /readyz", lambda: "pgsql_replication_hostgroups row" in a.http("/readyz")[1])
+        assert a.http("/readyz")[0] == 503
+        assert pg_runtime(px) == []
+    finally:
+        a.stop()
+    a = Agent(consul, [px], workdir, extra=PATRONI.replace("reader_hostgroup = 21;",
+                                                           'reader_hostgroup = 21; roles = "monitor";'))
+    try:
+        a.start()
+        want = [("20", "127.0.0.1", "5441"), ("20", "127.0.0.1", "5442"), ("20", "127.0.0.1", "5443")]
+        wait_until("every member in the writer hostgroup", lambda: pg_table(px, "main.pgsql_servers") == want)
+        wait_until("ready", a.ready)
+    finally:
+        a.stop()
+        print(a.logs())

@@ -240,12 +240,15 @@ static void run_case(void **state)
 	sk_buf b;
 	cJSON *cur;
 	char *text;
+	const struct layout_config *L;
 
 	snprintf(cfgpath, sizeof(cfgpath), "%s/config.cfg", dir);
 	if (sync_config_load(&cfg, 3, argv, err, sizeof(err)) != OPTS_OK)
 		fail_msg("%s: %s", cfgpath, err);
+	/* A case configures one side: the PostgreSQL one when it lists patroni or pgsql users. */
+	L = sync_config_has_pgsql(&cfg) ? &cfg.pg_layout : &cfg.layout;
 	nkv = load_kv(dir, &kv);
-	layout_build(&cfg.layout, kv, nkv, &lr);
+	layout_build(L, kv, nkv, &lr);
 
 	sk_buf_init(&b, 1 << 20);
 	for (size_t i = 0; i < lr.nrejects; i++)
@@ -279,11 +282,12 @@ static void run_case(void **state)
 	cJSON_ArrayForEach(it, cJSON_GetObjectItem(cur, "protected")) model_names_add(&prot, it->valuestring);
 	model_names_sort(&prot);
 	memset(&po, 0, sizeof(po));
-	po.nowned = layout_owned_hostgroups(&cfg.layout, owned, SK_ARRAY_LEN(owned));
+	po.module = L->pgsql ? &px_pgsql : &px_mysql;
+	po.nowned = layout_owned_hostgroups(L, owned, SK_ARRAY_LEN(owned));
 	if (!opt_flag(&cfg.o, "allow-empty-writer")) /* the never-empty rule, as the agent applies it */
-		layout_keep_writers(&cfg.layout, owned, po.nowned, &lr.servers, &have_s);
+		layout_keep_writers(L, owned, po.nowned, &lr.servers, &have_s);
 	po.owned_hostgroups = owned;
-	po.user_tag = cfg.layout.user_tag;
+	po.user_tag = L->user_tag;
 	po.drain_timeout_ms = (int64_t)(opt_num(&cfg.o, "drain-timeout") * 1000);
 	po.save_to_disk = opt_flag(&cfg.o, "save-to-disk");
 	po.keep_servers = &lr.keep_servers;
@@ -294,12 +298,12 @@ static void run_case(void **state)
 	in.want_servers = &lr.servers;
 	in.have_servers = &have_s;
 	in.runtime_servers = rt ? &rt_s : NULL;
-	if (*cfg.layout.users_prefix) {
+	if (*L->users_prefix) {
 		in.want_users = &lr.users;
 		in.have_users = &have_u;
 		/* Runtime's users as the agent keeps them: a set of row hashes. */
 		for (size_t i = 0; i < (rt ? &rt_u : &have_u)->n; i++)
-			plan_rowset_user(&rt_set, &(rt ? &rt_u : &have_u)->v[i], cfg.layout.user_tag);
+			plan_rowset_user(&rt_set, &(rt ? &rt_u : &have_u)->v[i], L->user_tag);
 		plan_rowset_seal(&rt_set);
 		in.runtime_users = &rt_set;
 	}
