@@ -32,16 +32,17 @@ real Consul both take it).
 Passwords are generated, live only in the members' config files (mode 0600) and ``.pgpass``,
 never on a command line.
 
-Cleanup: ``close()`` (and ``with``) SIGKILLs every process of every member and removes BASE. A
-member's processes are Patroni (its command line names its config file under BASE) and every
-PostgreSQL process (their working directory is the data directory; the postmaster's command
-line names it too). A watchdog process (``patroni.py _watchdog BASE``, in its own session) does
-the same if the Python process that started the cluster dies, SIGKILL included, and
-``leftovers.mark(BASE)`` makes the suite's session-end check count them as the suite's.
+Cleanup: ``close()`` (also ``with`` and atexit) SIGKILLs every process of every member and
+removes BASE. A member's processes are Patroni (its command line names its config file under
+BASE) and every PostgreSQL process (their working directory is the data directory; the
+postmaster's command line names it too). A watchdog process (``patroni.py _watchdog BASE``, in its
+own session) does the same if the Python process that started the cluster dies, SIGKILL included,
+and ``leftovers.mark(BASE)`` makes the suite's session-end check count them as the suite's.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
@@ -207,7 +208,7 @@ class Member:
                         "use_pg_rewind": True,
                         "use_slots": True,
                         "parameters": {
-                            "max_connections": 20, "max_wal_senders": 8, "max_replication_slots": 8,
+                            "max_wal_senders": 8, "max_replication_slots": 8,
                             "wal_level": "replica", "hot_standby": "on", "wal_keep_size": "64MB",
                             "wal_log_hints": "on",
                         },
@@ -324,6 +325,7 @@ class Cluster:
         self.members = [Member(self, "n%d" % i) for i in range(1, size + 1)]
         self.closed = False
         self.timings = {}
+        atexit.register(self._close_quietly)    # a cluster left open (the session-end check reports it)
 
     # -- identity --------------------------------------------------------------------
     def __getitem__(self, name):
@@ -392,6 +394,10 @@ class Cluster:
             self._watchdog.wait(5)
         if not ok:
             raise PatroniError("processes of %s still alive after SIGKILL: %s" % (self.base, _pids_of(self.base)))
+
+    def _close_quietly(self):
+        with contextlib.suppress(Exception):
+            self.close()
 
     # -- observing ---------------------------------------------------------------------
     def kv(self, key):
@@ -549,6 +555,44 @@ class Cluster:
             if not m.running:
                 m.start()
         return self.wait_healthy(timeout)
+
+
+def fixtures(scope="module", **cluster_args):
+    """pytest fixtures (consul, cluster, healthy) for a test module:
+
+        pg_consul, pg_cluster, healthy_pg = patroni.fixtures()
+
+    `pg_consul` a started Consul (double, or CONSUL_BIN) with session_ttl_min 1 s; `pg_cluster` a
+    started Cluster over it (cluster_args go to Cluster), both of `scope`; `healthy_pg` (per test)
+    the cluster after heal(): use it in every test that kills or switches over. A missing Patroni
+    or PostgreSQL fails the test with the packages to install; it is never skipped."""
+    import pytest
+    from fakes.consul import Consul
+
+    @pytest.fixture(scope=scope)
+    def pg_consul():
+        require()
+        c = Consul(session_ttl_min="1s")
+        c.start()
+        try:
+            yield c
+        finally:
+            c.close()
+
+    @pytest.fixture(scope=scope)
+    def pg_cluster(pg_consul):
+        cluster = Cluster(pg_consul, **cluster_args)
+        try:
+            yield cluster.start()
+        finally:
+            cluster.close()
+
+    @pytest.fixture
+    def healthy_pg(pg_cluster):
+        pg_cluster.heal()
+        return pg_cluster
+
+    return pg_consul, pg_cluster, healthy_pg
 
 
 def _watchdog(base):
