@@ -516,6 +516,10 @@ class Cluster:
                         moved, timeout, interval=0.02)
         return got, time.monotonic() - t0
 
+    def watch_leader(self, interval=0.02):
+        """A LeaderWatch of this cluster (use it in a with block)."""
+        return LeaderWatch(self, interval)
+
     def logs(self, lines=15):
         return "\n".join("--- %s (%s) ---\n%s" % (m.name, m.log_path, m.log_tail(lines)) for m in self.members)
 
@@ -593,6 +597,53 @@ def fixtures(scope="module", **cluster_args):
         return pg_cluster
 
     return pg_consul, pg_cluster, healthy_pg
+
+
+class LeaderWatch:
+    """Reads Consul's leader key every `interval` seconds in a thread while a fault runs and keeps
+    each change as (time.monotonic() of the read that saw it, name or None):
+
+        with pg.watch_leader() as watch:
+            t = pg.kill("n1")
+            ...
+        watch.first("n2", since=t)          # seconds from t to the first read naming n2
+    """
+
+    def __init__(self, cluster, interval=0.02):
+        import threading
+        self.cluster, self.interval = cluster, interval
+        self.changes = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="leader-watch", daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(10)
+
+    def _run(self):
+        last = object()
+        while not self._stop.is_set():
+            t = time.monotonic()
+            try:
+                name = self.cluster.leader_name()
+            except OSError:
+                name = last             # Consul did not answer: no news
+            if name != last:
+                self.changes.append((t, name))
+                last = name
+            self._stop.wait(self.interval)
+
+    def first(self, name, since):
+        """Seconds from `since` to the first read at or after it that saw the key change to `name`,
+        or None."""
+        for t, n in self.changes:
+            if t >= since and n == name:
+                return t - since
+        return None
 
 
 def _watchdog(base):

@@ -9,6 +9,7 @@ takes about 35 s; Patroni missing fails it (make deps installs patroni python3-c
 
 import json
 import re
+import time
 
 import patroni
 
@@ -83,8 +84,11 @@ def test_switchover_to_a_named_candidate(healthy_pg):
     pg = healthy_pg
     old = pg.leader_name()
     candidate = sorted(m.name for m in pg if m.name != old)[-1]
-    took = pg.switchover(candidate)
-    print("patronictl switchover %s -> %s: leader key moved in %.2f s" % (old, candidate, took))
+    with pg.watch_leader() as watch:
+        t0 = time.monotonic()
+        took = pg.switchover(candidate)
+    print("patronictl switchover %s -> %s: leader key moved after %.2f s, patronictl returned after %.2f s"
+          % (old, candidate, watch.first(candidate, t0), took))
     assert pg.leader_name() == candidate
     pg.wait_healthy()
     members = pg.members_kv()
