@@ -606,7 +606,7 @@ class LeaderWatch:
         with pg.watch_leader() as watch:
             t = pg.kill("n1")
             ...
-        watch.first("n2", since=t)          # seconds from t to the first read naming n2
+        watch.wait("n2", since=t, timeout=30)   # seconds from t to the first read naming n2
     """
 
     def __init__(self, cluster, interval=0.02):
@@ -644,6 +644,16 @@ class LeaderWatch:
             if t >= since and n == name:
                 return t - since
         return None
+
+    def wait(self, name, since, timeout):
+        """first(name, since) once this watch has seen it (bounded by `timeout` seconds)."""
+        deadline = time.monotonic() + timeout
+        while self.first(name, since) is None:
+            if time.monotonic() > deadline:
+                raise PatroniError("the leader watch did not see %s within %.0f s (changes: %r)"
+                                   % (name, timeout, self.changes))
+            time.sleep(self.interval)
+        return self.first(name, since)
 
 
 def _watchdog(base):

@@ -202,11 +202,12 @@ def failover_through_the_agent(agent, px, pg, move):
     with PgsqlSampler(px) as sampler, pg.watch_leader() as watch:
         began = move(old)
         new, _ = pg.wait_leader(other_than=old, since=began)
+        to_consul = watch.wait(new, began, 10)
         port = pg[new].pg_port
         wait_for(agent, "hostgroup 20 to serve the new leader %s (127.0.0.1:%d)" % (new, port),
                  lambda: sampler.first_writer(port, began) is not None, timeout=pg.ttl + 1.0 + MARGIN + 10)
         time.sleep(3 * SAMPLE_INTERVAL)
-    to_consul, to_proxysql = watch.first(new, began), sampler.first_writer(port, began)
+    to_proxysql = sampler.first_writer(port, began)
     assert len(sampler.samples) >= 10, "only %d samples" % len(sampler.samples)
     bad = sampler.writerless()
     assert not bad, "hostgroup 20 empty in %d of %d samples, first at +%.2f s: %r" % (
