@@ -27,6 +27,12 @@ def mark(directory):
         _MARKED.append(directory)
 
 
+def unmark(directory):
+    """Undo mark(directory)."""
+    if directory in _MARKED:
+        _MARKED.remove(directory)
+
+
 def _boot_time():
     with open("/proc/stat") as f:
         for line in f:

@@ -43,6 +43,7 @@ and ``leftovers.mark(BASE)`` makes the suite's session-end check count them as t
 from __future__ import annotations
 
 import atexit
+import base64
 import contextlib
 import json
 import os
@@ -423,7 +424,6 @@ class Cluster:
         r = self.consul.get(self.prefix + "members/", recurse=True)
         if r.status != 200:
             return {}
-        import base64
         out = {}
         for e in r.json():
             name = e["Key"].rsplit("/", 1)[1]

@@ -9,8 +9,10 @@ takes about 35 s; Patroni missing fails it (make deps installs patroni python3-c
 
 import json
 import re
+import subprocess
 import time
 
+import leftovers
 import patroni
 
 pg_consul, pg_cluster, healthy_pg = patroni.fixtures()
@@ -95,3 +97,23 @@ def test_switchover_to_a_named_candidate(healthy_pg):
     members = pg.members_kv()
     assert members[candidate]["role"] == "master" and members[old]["role"] == "replica", members
     assert pg.leader_port() == pg[candidate].pg_port
+
+
+def test_processes_working_in_a_marked_directory_count_as_the_suites(tmp_path):
+    """PostgreSQL's backends name no directory on their command line (`postgres: pgdemo:
+    checkpointer`) but work in their data directory: the session-end check and kill_all() find a
+    process by its working directory under a marked one."""
+    since = time.time()
+    work = tmp_path / "data"
+    work.mkdir()
+    proc = subprocess.Popen(["sleep", "60"], cwd=str(work))
+    try:
+        assert proc.pid not in [pid for pid, _ in leftovers.find(since)]
+        leftovers.mark(str(tmp_path) + "/")
+        assert proc.pid in [pid for pid, _ in leftovers.find(since)]
+        assert patroni.kill_all(str(tmp_path))
+        assert proc.wait(5) == -9
+    finally:
+        proc.kill()
+        proc.wait()
+        leftovers.unmark(str(tmp_path) + "/")

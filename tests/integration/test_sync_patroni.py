@@ -229,7 +229,8 @@ def test_leader_in_20_replicas_in_21(pg_cluster, px3, make_agent):
     assert set(rows) == {WRITER_HG, READER_HG}, rows
     # The MySQL side is the same as without PostgreSQL, and the pgsql tables stay out of it.
     assert runtime_servers(px3) == sorted(TOPOLOGY)
-    assert not [r for r in px3.query("SELECT hostgroup_id FROM runtime_mysql_servers") if r[0] in (WRITER_HG, READER_HG)]
+    assert not [r for r in px3.query("SELECT hostgroup_id FROM runtime_mysql_servers")
+                if r[0] in (WRITER_HG, READER_HG)]
 
 
 def test_kill_the_leader_writer_never_empty(healthy_pg, px3, make_agent):
