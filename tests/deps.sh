@@ -4,8 +4,9 @@
 #
 #   tests/deps.sh build        what `make all`, `make static` and `make deb` need (compiler, -dev
 #                              packages, musl, dpkg-dev): `make build-deps`; no server, no service touched
-#   tests/deps.sh test         what the tests need besides (MariaDB and Galera, podman, prometheus,
-#                              valgrind, clang, npm, lintian, ...): a development machine only
+#   tests/deps.sh test         what the tests need besides (MariaDB and Galera, Patroni and
+#                              PostgreSQL 15, podman, prometheus, valgrind, clang, npm, lintian, ...):
+#                              a development machine only
 #   tests/deps.sh              both (`make deps`)
 set -eu
 build_packages="
@@ -17,6 +18,7 @@ test_packages="
 clang clang-format libcmocka-dev valgrind
 mariadb-server mariadb-client galera-4 rsync iproute2 iptables procps psmisc strace time
 python3 python3-pytest python3-pymysql
+patroni python3-consul postgresql-15
 systemd yamllint buildah podman runc debootstrap lintian
 prometheus python3-yaml
 "
@@ -92,6 +94,20 @@ apt_get install -y -qq --no-install-recommends $missing >/dev/null
 # by the tests; they start their own servers on loopback.
 if [ -n "$want_test" ] && command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet mariadb 2>/dev/null; then
 	$SUDO systemctl disable --now mariadb >/dev/null 2>&1 || true
+fi
+# PostgreSQL and Patroni are there for tests/integration/patroni.py, which starts its own clusters on
+# free loopback ports as user postgres: the packaged cluster (15/main on 5432, created and started by
+# the first install) is not used. Stop it and keep it from starting at boot; patroni.service needs an
+# /etc/patroni/config.yml that nothing here writes.
+if [ -n "$want_test" ] && command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet postgresql 2>/dev/null; then
+	$SUDO systemctl disable --now postgresql >/dev/null 2>&1 || true
+fi
+if [ -n "$want_test" ] && command -v pg_lsclusters >/dev/null 2>&1; then
+	pg_lsclusters -h 2>/dev/null | while read -r version cluster _port status _rest; do
+		case $status in
+		online*) $SUDO pg_ctlcluster "$version" "$cluster" stop >/dev/null 2>&1 || true ;;
+		esac
+	done
 fi
 # Package prometheus is there for promtool (tests/integration/test_alerts.py); its service is not used.
 if [ -n "$want_test" ] && command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet prometheus 2>/dev/null; then

@@ -23,6 +23,9 @@ Runs, one after the other, on loopback:
    doubles: a KV change to every node (p50, p99) and the takeover after the writer's agent stops.
 5. tests/bench/fanout_bench.py: 50, 100 and 200 agents on one Consul double (a short run: 5 s
    blocking waits, 3 timed changes and 2 counted rounds per fleet, about 1.5 min).
+6. tests/bench/patroni_failover.py: 10 kill-based failovers of a real 3-member Patroni cluster of
+   PostgreSQL 15 on the Consul double, to the new leader key and to the new writer in the ProxySQL
+   double's runtime_pgsql_servers (about 3 min; needs patroni python3-consul postgresql-15).
 
 Each prints Markdown; this script puts the outputs under one header with the machine's facts
 (cores, load average at the start, kernel, date), writes the report and prints it. It
@@ -109,6 +112,8 @@ def main():
                     help="KV changes timed on the 3-node single-writer cluster (default 100)")
     ap.add_argument("--fanout", default="50,100,200", help="fan-out fleet sizes (default 50,100,200)")
     ap.add_argument("--fanout-changes", type=int, default=3, help="KV changes timed per fleet (default 3)")
+    ap.add_argument("--patroni-failovers", type=int, default=10,
+                    help="kill-based Patroni failovers timed (default 10)")
     a = ap.parse_args()
 
     bin_dir = os.path.abspath(os.environ.get("SIDEKICK_BIN", os.path.join(ROOT, "bin")))
@@ -136,6 +141,9 @@ def main():
     sections.append(("proxysql-sync fan-out: many agents, one Consul",
                      [PYTHON, os.path.join(HERE, "fanout_bench.py"), "--agents", a.fanout,
                       "--changes", str(a.fanout_changes), "--quiet-changes", "2", "--idle", "8"], env))
+    sections.append(("proxysql-sync and a Patroni failover (PostgreSQL)",
+                     [PYTHON, os.path.join(HERE, "patroni_failover.py"), "--failovers", str(a.patroni_failovers)],
+                     env))
     t_start = time.monotonic()
     parts, failed = [], []
     for title, argv, section_env in sections:

@@ -2,8 +2,9 @@
 
 A process counts as the suite's when it started after the session did and either runs a
 file of this checkout (the binaries under test, a double in tests/fakes/), a real server
-named by ``PROXYSQL_BIN`` / ``CONSUL_BIN``, or mentions the lab's workspace
-(``/tmp/sk-XXXXXXXX``) on its command line. pytest itself and its ancestors never count,
+named by ``PROXYSQL_BIN`` / ``CONSUL_BIN``, or names the lab's workspace (``/tmp/sk-XXXXXXXX``)
+or a directory given to :func:`mark` on its command line, or works in one (PostgreSQL's processes
+name no directory but work in their data directory). pytest itself and its ancestors never count,
 nor do zombies (they end with their parent). Survivors are reported, killed, and fail the
 run, so a fixture that forgets a process on some path is caught where it happens.
 """
@@ -16,6 +17,20 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _TICKS = os.sysconf("SC_CLK_TCK")
+_MARKED = []
+
+
+def mark(directory):
+    """Count the processes that name `directory` on their command line or work in it as the
+    suite's from now on (a fixture's own temporary directory, e.g. a Patroni cluster's)."""
+    if directory not in _MARKED:
+        _MARKED.append(directory)
+
+
+def unmark(directory):
+    """Undo mark(directory)."""
+    if directory in _MARKED:
+        _MARKED.remove(directory)
 
 
 def _boot_time():
@@ -65,6 +80,13 @@ def _exe(pid):
         return ""
 
 
+def _cwd(pid):
+    try:
+        return os.readlink(f"/proc/{pid}/cwd") + "/"
+    except OSError:
+        return ""
+
+
 def _ours(exe, cmd, marks):
     return any(m and (exe.startswith(m) or m in cmd) for m in marks)
 
@@ -73,6 +95,8 @@ def find(since, extra_marks=()):
     """[(pid, command line)] of the suite's processes still alive that started at or after
     `since` (time.time() at the session's start)."""
     marks = [REPO + "/"] + [m for m in extra_marks if m]
+    dirs = [m.rstrip("/") + "/" for m in list(extra_marks) + _MARKED if m]
+    marks += _MARKED
     for var in ("PROXYSQL_BIN", "CONSUL_BIN"):
         if os.environ.get(var):
             marks.append(os.path.realpath(os.environ[var]))
@@ -86,7 +110,7 @@ def find(since, extra_marks=()):
         if st is None or st[0] == "Z" or st[1] + 1 < since:
             continue
         cmd = _cmdline(pid)
-        if cmd and _ours(_exe(pid), cmd, marks):
+        if cmd and (_ours(_exe(pid), cmd, marks) or any(_cwd(pid).startswith(d) for d in dirs)):
             found.append((pid, cmd))
     return found
 
