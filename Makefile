@@ -53,7 +53,7 @@ PROGRAMS := $(PROBES:%=$(BIN)/%) $(BIN)/proxysql-sync
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all help print-probes test unit unit-asan integration deps build-deps deb demo lint install clean docs check-docs shape check-shape
+.PHONY: all help print-probes test unit unit-asan integration deps build-deps deb demo demo-postgres lint install clean docs check-docs shape check-shape
 all: $(PROGRAMS) ## build every binary into bin/
 
 print-probes: ## the probe binaries' names, one a line (dist/probes.list)
@@ -149,6 +149,9 @@ build-deps: ## install only what make all, static and deb need (compilers, -dev 
 
 demo: all ## a local Galera cluster, the probes and proxysql-sync at work
 	$(PYTHON) tests/demo.py
+
+demo-postgres: all ## a real Patroni cluster's failover followed into ProxySQL's pgsql_servers
+	$(PYTHON) tests/demo_postgres.py
 
 lint: ## clang-format and banned-function check
 	@tests/lint.sh

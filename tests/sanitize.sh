@@ -31,7 +31,7 @@ if [ $# -eq 0 ] && [ "$san" = thread ]; then
 	set -- tests/integration/test_sync.py tests/integration/test_sync_faults.py \
 		tests/integration/test_sync_safety.py tests/integration/test_sync_consul.py \
 		tests/integration/test_sync_services.py tests/integration/test_consul_agent_mode.py \
-		tests/integration/test_consul_login.py \
+		tests/integration/test_consul_login.py tests/integration/test_sync_pgsql.py \
 		$c::test_single_writer_elects_one_agent_and_hands_over \
 		$c::test_proxysql_servers_follow_the_announced_fleet \
 		--deselect tests/integration/test_sync_safety.py::test_proxysql_down_40s_then_back_empty_gets_its_config_within_1s
