@@ -34,14 +34,14 @@ from fakes.proxysql import ProxySQL  # noqa: E402
 from test_sync import Agent  # noqa: E402
 
 WRITER_HG, READER_HG = "20", "21"
-CONFIG = """
+CONFIG = """consul-addr = "%(consul)s"
+health-listen = "127.0.0.1:%(health)d"
+lock-file = "%(workdir)s/sync.lock"
+quiescence-min = 0.05
 patroni = ( { scope = "pgdemo"; namespace = "service"; writer_hostgroup = 20; reader_hostgroup = 21; } );
 pgsql-users-prefix = "pgsql/users"
-master-prefix = ""
-replica-prefix = ""
-quiescence-min = 0.2
+targets = ( { name = "proxysql"; address = "%(admin)s"; user = "%(user)s"; password_file = "%(pwfile)s"; } );
 """
-
 
 def say(text=""):
     print(text, flush=True)
@@ -86,7 +86,10 @@ def psql(cluster, member, sql):
     env = dict(os.environ, PGPASSWORD=cluster.superuser_password)
     cmd = [os.path.join(patroni.PG_BIN, "psql"), "-h", "127.0.0.1", "-p", str(member.pg_port), "-U", "postgres",
            "-d", "postgres", "-Atc", sql]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=True, env=env).stdout.strip()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=30, env=env)
+    if r.returncode != 0:
+        raise SystemExit("demo: psql on %s: %s" % (member.name, r.stderr.strip()))
+    return r.stdout.strip()
 
 
 class Sampler:
@@ -115,13 +118,15 @@ def step_first_sync(cluster, consul, px, agent):
     leader = cluster.leader()
     say("  Patroni (real) wrote service/pgdemo/leader = %s and a members/<name> entry per member."
         % leader.name)
-    psql(cluster, leader, "CREATE ROLE app LOGIN PASSWORD 'demo-' || md5(random()::text)")
+    psql(cluster, leader, "CREATE ROLE app LOGIN PASSWORD 'demo-%s'" % os.urandom(8).hex())
     secret = psql(cluster, leader, "SELECT rolpassword FROM pg_authid WHERE rolname = 'app'")
-    consul.put("pgsql/users/app", json.dumps({"password": secret, "default_hostgroup": 20,
-                                              "comment": "secret from pg_authid"}).encode())
+    consul.put("pgsql/users/app", json.dumps({"password": secret, "default_hostgroup": 20, "frontend": 1,
+                                              "backend": 0, "comment": "secret from pg_authid"}).encode())
     say("  pgsql/users/app holds PostgreSQL's own SCRAM secret for app: %s..." % secret[:40])
+    say("  (a frontend-only user: ProxySQL verifies clients with the secret; its logins to PostgreSQL")
+    say("  need the clear password, kept off Consul: docs/postgresql.md)")
     wait("the first sync", lambda: len(servers(px)) == 3 and px.query(
-        "SELECT COUNT(*) FROM runtime_pgsql_users")[0][0] == "2" and agent.ready(), 30)
+        "SELECT COUNT(*) FROM runtime_pgsql_users")[0][0] == "1" and agent.ready(), 30)
     table(["hostgroup", "host", "port", "status", "comment"], servers(px))
     rows = px.query("SELECT username, substr(password, 1, 24), default_hostgroup, frontend, backend "
                     "FROM runtime_pgsql_users ORDER BY backend")
@@ -165,6 +170,7 @@ def step_back(cluster, px, old):
     took = cluster.switchover(old)
     wait("%s the writer" % old, lambda: writers(px) and writers(px)[0][2] == str(cluster[old].pg_port), 30)
     say("  switchover to %s: leader key moved in %.1f s; ProxySQL followed" % (old, took))
+    wait("the old leader back as a reader", lambda: len([r for r in servers(px) if r[3] == "ONLINE"]) == 3, 60)
     table(["hostgroup", "host", "port", "status", "comment"], servers(px))
 
 
@@ -191,11 +197,23 @@ def main():
         title("Starting the Patroni cluster (initdb, basebackups)")
         cluster = patroni.Cluster(consul).start()
         say("  healthy in %.1f s: leader %s" % (cluster.timings["start"], cluster.leader_name()))
-        agent = Agent(consul, [px], workdir, extra=CONFIG).start()
+        agent = Agent(consul, [px], workdir)
+        agent.text = CONFIG % {"consul": consul.addr, "health": agent.health_port, "workdir": workdir,
+                               "admin": px.admin_addr, "user": px.admin_user,
+                               "pwfile": os.path.join(workdir, "admin-pw-0")}
+        agent.write_config()
+        title("proxysql-sync's whole configuration (only the PostgreSQL side)")
+        for line in agent.text.strip().splitlines():
+            say("  " + line)
+        agent.start()
         step_first_sync(cluster, consul, px, agent)
         old = step_failover(cluster, px)
         step_back(cluster, px, old)
         title("Done: every process stops now")
+    except SystemExit:
+        if agent:
+            say("proxysql-sync's last lines:\n" + "\n".join(agent.logs().splitlines()[-15:]))
+        raise
     finally:
         if agent:
             agent.stop()
