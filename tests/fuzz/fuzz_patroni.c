@@ -75,7 +75,8 @@ static size_t records(const uint8_t *data, size_t size, struct kv_pair *kv)
 		prefix = klen && data[at] == 'u' ? "pgsql/users/" : "service/pgdemo/";
 		kv[n].key = malloc(strlen(prefix) + klen + 1);
 		memcpy(kv[n].key, prefix, strlen(prefix));
-		memcpy(kv[n].key + strlen(prefix), data + at + (klen && data[at] == 'u'), klen - (klen && data[at] == 'u'));
+		memcpy(kv[n].key + strlen(prefix), data + at + (klen && data[at] == 'u'),
+		       klen - (klen && data[at] == 'u'));
 		kv[n].key[strlen(prefix) + klen - (klen && data[at] == 'u')] = '\0';
 		kv[n].value = malloc(vlen + 1);
 		memcpy(kv[n].value, sep + 1, vlen);
@@ -136,11 +137,16 @@ static void check_plan(const struct layout_result *lr)
 	static const long owned[] = { 20, 21 };
 	struct px_servers have_s = { 0 };
 	struct px_users have_u = { 0 };
-	struct plan_options po = { .module = &px_pgsql, .owned_hostgroups = owned, .nowned = 2,
-				   .user_tag = cfg.pg_layout.user_tag, .save_to_disk = true,
-				   .keep_servers = &lr->keep_servers, .keep_users = &lr->keep_users };
-	struct plan_inputs in = { .want_servers = &lr->servers, .have_servers = &have_s,
-				  .want_users = &lr->users, .have_users = &have_u };
+	struct plan_options po = { .module = &px_pgsql,
+				   .owned_hostgroups = owned,
+				   .nowned = 2,
+				   .user_tag = cfg.pg_layout.user_tag,
+				   .save_to_disk = true,
+				   .keep_servers = &lr->keep_servers,
+				   .keep_users = &lr->keep_users };
+	struct plan_inputs in = {
+		.want_servers = &lr->servers, .have_servers = &have_s, .want_users = &lr->users, .have_users = &have_u
+	};
 	struct plan p;
 
 	plan_build(&in, &po, &p);
@@ -149,9 +155,10 @@ static void check_plan(const struct layout_result *lr)
 		static char bare[1 << 20];
 
 		outside_literals(sql, bare, sizeof(bare));
-		if (strstr(bare, "mysql_") || strchr(bare, ';') || (strncmp(sql, "INSERT INTO pgsql_servers ", 26) != 0 &&
-					      strncmp(sql, "INSERT INTO pgsql_users ", 24) != 0 &&
-					      strncmp(sql, "LOAD PGSQL ", 11) != 0 && strncmp(sql, "SAVE PGSQL ", 11) != 0))
+		if (strstr(bare, "mysql_") || strchr(bare, ';') ||
+		    (strncmp(sql, "INSERT INTO pgsql_servers ", 26) != 0 &&
+		     strncmp(sql, "INSERT INTO pgsql_users ", 24) != 0 && strncmp(sql, "LOAD PGSQL ", 11) != 0 &&
+		     strncmp(sql, "SAVE PGSQL ", 11) != 0))
 			FAIL("statement %.200s", sql);
 	}
 	plan_free(&p);
