@@ -307,8 +307,11 @@ int main(int argc, char **argv)
 	setup_logging(&cfg, argv[0]);
 	log_warnings(&cfg);
 	if (cfg.settings.check_config) {
-		printf("proxysql-sync: configuration ok: %zu target(s), %zu cluster(s)\n", cfg.ntargets,
+		printf("proxysql-sync: configuration ok: %zu target(s), %zu cluster(s)", cfg.ntargets,
 		       cfg.layout.nclusters);
+		if (cfg.pg_layout.nclusters)
+			printf(", %zu Patroni cluster(s)", cfg.pg_layout.nclusters);
+		printf("\n");
 		sync_config_free(&cfg);
 		return 0;
 	}

@@ -54,7 +54,10 @@ static void member_tags(const cJSON *tags, struct patroni_member *m)
 	const cJSON *nolb = cJSON_GetObjectItemCaseSensitive(tags, "noloadbalance");
 	const cJSON *region = cJSON_GetObjectItemCaseSensitive(tags, "region");
 
-	m->noloadbalance = cJSON_IsTrue(nolb) || (cJSON_IsString(nolb) && strcmp(nolb->valuestring, "true") == 0);
+	/* Set the way Patroni reads a tag (Python's truth): true, a number other than 0, a string
+	 * that is not empty ("false" included). */
+	m->noloadbalance = cJSON_IsTrue(nolb) || (cJSON_IsNumber(nolb) && nolb->valuedouble != 0) ||
+			   (cJSON_IsString(nolb) && *nolb->valuestring);
 	if (cJSON_IsString(region))
 		snprintf(m->region, sizeof(m->region), "%s", region->valuestring);
 }
