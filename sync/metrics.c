@@ -316,6 +316,17 @@ static bool apply_histogram(const struct agent *ag, sk_buf *b)
 	return ok;
 }
 
+/* The Patroni scope whose hostgroup `hg` is, as a label value to free (NULL: none, or not the
+ * PostgreSQL side's). */
+static char *hostgroup_scope(const struct layout_config *l, long hg)
+{
+	for (size_t i = 0; i < l->nclusters; i++)
+		if (l->clusters[i].patroni_namespace &&
+		    (l->clusters[i].writer_hostgroup == hg || l->clusters[i].reader_hostgroup == hg))
+			return metrics_label_value(l->clusters[i].alias);
+	return NULL;
+}
+
 /* The desired state's counts, as the coordinator last published them. */
 static bool desired_metrics(struct agent *ag, sk_buf *b)
 {
@@ -327,10 +338,15 @@ static bool desired_metrics(struct agent *ag, sk_buf *b)
 	users = ag->desired_users;
 	pthread_mutex_unlock(&ag->pub_mu);
 	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_desired_servers Servers the desired state has per owned "
-				  "hostgroup.\n# TYPE proxysql_sync_desired_servers gauge\n");
-	for (size_t i = 0; i < ag->nowned; i++)
-		ok = ok &&
-		     sk_buf_addf(b, "proxysql_sync_desired_servers{hostgroup=\"%ld\"} %zu\n", ag->owned[i], desired[i]);
+				  "hostgroup (and Patroni scope).\n# TYPE proxysql_sync_desired_servers gauge\n");
+	for (size_t i = 0; i < ag->nowned; i++) {
+		char *scope = hostgroup_scope(ag->layout, ag->owned[i]);
+
+		ok = ok && sk_buf_addf(b, "proxysql_sync_desired_servers{%s%s%shostgroup=\"%ld\"} %zu\n",
+				       scope ? "scope=\"" : "", scope ? scope : "", scope ? "\"," : "", ag->owned[i],
+				       desired[i]);
+		free(scope);
+	}
 	ok = ok && sk_buf_addf(b,
 			       "# HELP proxysql_sync_desired_users Users the desired state has.\n# TYPE "
 			       "proxysql_sync_desired_users gauge\nproxysql_sync_desired_users %zu\n",

@@ -103,7 +103,7 @@ def test_patroni_keys_and_users_reach_the_pgsql_tables_beside_the_mysql_side(con
     assert status == 200
     assert 'proxysql_sync_target_in_sync{module="pgsql",target="px1"} 1' in text, text
     assert 'proxysql_sync_target_in_sync{target="px1"} 1' in text
-    assert 'proxysql_sync_desired_servers{module="pgsql",hostgroup="20"} 1' in text
+    assert 'proxysql_sync_desired_servers{module="pgsql",scope="pgdemo",hostgroup="20"} 1' in text
     assert 'proxysql_sync_desired_users{module="pgsql"} 2' in text
     # one HELP per family: the two sides share them
     helps = re.findall(r"^# HELP (\S+)", text, re.M)
