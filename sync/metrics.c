@@ -340,7 +340,7 @@ static bool desired_metrics(struct agent *ag, sk_buf *b)
 	ok = ok && sk_buf_addf(b, "# HELP proxysql_sync_desired_servers Servers the desired state has per owned "
 				  "hostgroup (and Patroni scope).\n# TYPE proxysql_sync_desired_servers gauge\n");
 	for (size_t i = 0; i < ag->nowned; i++) {
-		char *scope = hostgroup_scope(ag->layout, ag->owned[i]);
+		char *scope = ag->parent ? hostgroup_scope(ag->layout, ag->owned[i]) : NULL;
 
 		ok = ok && sk_buf_addf(b, "proxysql_sync_desired_servers{%s%s%shostgroup=\"%ld\"} %zu\n",
 				       scope ? "scope=\"" : "", scope ? scope : "", scope ? "\"," : "", ag->owned[i],
