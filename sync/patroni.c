@@ -11,7 +11,7 @@
 
 const char *patroni_conn_url(const char *url, char *host, size_t hostlen, long *port)
 {
-	const char *rest, *end, *at;
+	const char *rest, *end, *at, *bad;
 	char authority[MODEL_HOST_MAX + 16];
 	size_t n;
 
@@ -31,7 +31,9 @@ const char *patroni_conn_url(const char *url, char *host, size_t hostlen, long *
 	authority[n] = '\0';
 	if (strchr(authority, ','))
 		return "names several hosts";
-	return model_split_address(authority, 5432, host, hostlen, port);
+	if ((bad = model_split_address(authority, 5432, host, hostlen, port)) != NULL)
+		return bad;
+	return *host ? NULL : "has no host";
 }
 
 static long long json_ll(const cJSON *o, const char *name)
