@@ -145,7 +145,7 @@ static void pass_begin(struct pass *r, struct agent *ag, struct target *t, const
 	r->dl = deadline_in_ms(cfg->settings.admin_timeout_ms);
 	r->started = r->read_us = deadline_now_us();
 	r->rc = -1;
-	if (!t->px.db.connected || print || layout_has_fleet(ag->layout) || !ag->mod->hot_path ||
+	if (!t->px.db.connected || print || layout_has_fleet(ag->layout) ||
 	    t->cfg->mode == SYNC_CLUSTER_SINGLE_WRITER ||
 	    (t->known && r->started - known_read_us(t) >= cfg->settings.resync_interval_us))
 		known_forget(t);
@@ -517,9 +517,10 @@ static void conclude(struct pass *r)
 	report_in_sync(r->ag, t);
 	r->rc = draining ? 1 : 0;
 	/* What the tables hold now is known when nothing was held, refused, guarded or drained and
-	 * runtime held what memory held (in the agent's rows and in the others'). */
-	if (r->rc == 0 && !r->print && !r->guards.held && !r->guards.writers && !r->st.refused && r->nd == 0 &&
-	    !draining && r->st.facts.cluster_peers == 0 && !layout_has_fleet(l) &&
+	 * runtime held what memory held (in the agent's rows and in the others'), on a side whose
+	 * CHECKSUM commands can vouch for it later (the hot path). */
+	if (r->ag->mod->hot_path && r->rc == 0 && !r->print && !r->guards.held && !r->guards.writers &&
+	    !r->st.refused && r->nd == 0 && !draining && r->st.facts.cluster_peers == 0 && !layout_has_fleet(l) &&
 	    t->cfg->mode != SYNC_CLUSTER_SINGLE_WRITER && !r->ds.owned && !r->ds.foreign && !r->du.owned &&
 	    !r->du.foreign)
 		known_remember(t, &r->st, r->verified_known ? &r->plan : NULL,
