@@ -389,3 +389,29 @@ void sk_buf_free(sk_buf *b)
 	free(b->data);
 	sk_buf_init(b, b->max);
 }
+
+void sk_hash_bytes(sk_hash *h, const void *p, size_t n)
+{
+	const unsigned char *c = p;
+
+	for (size_t i = 0; i < n; i++) {
+		h->a = (h->a ^ c[i]) * 0x100000001b3ULL; /* FNV-1a 64 */
+		h->b = (h->b + c[i] + 1) * 0x9e3779b97f4a7c15ULL;
+		h->b ^= h->b >> 29;
+	}
+}
+
+void sk_hash_str(sk_hash *h, const char *s)
+{
+	uint64_t n = strlen(s);
+
+	sk_hash_bytes(h, &n, sizeof(n));
+	sk_hash_bytes(h, s, n);
+}
+
+void sk_hash_long(sk_hash *h, long v)
+{
+	int64_t x = v;
+
+	sk_hash_bytes(h, &x, sizeof(x));
+}

@@ -92,4 +92,15 @@ bool sk_buf_addf(sk_buf *b, const char *fmt, ...) SK_PRINTF(2, 3) SK_MUST_CHECK;
 bool sk_buf_add_json_str(sk_buf *b, const char *s) SK_MUST_CHECK;
 void sk_buf_free(sk_buf *b);
 
+/* A 128-bit hash of a sequence of fields (FNV-1a 64 and a multiply-xorshift lane side by side),
+ * to compare rows without keeping them. Start from any two constants; a string goes in with its
+ * length first, so fields cannot run into each other. */
+typedef struct sk_hash {
+	uint64_t a, b;
+} sk_hash;
+
+void sk_hash_bytes(sk_hash *h, const void *p, size_t n);
+void sk_hash_str(sk_hash *h, const char *s);
+void sk_hash_long(sk_hash *h, long v);
+
 #endif

@@ -65,8 +65,9 @@ int known_read_state(struct target *t, bool users, bool disk, const deadline_t *
 		return -1;
 	if (!pxadmin_vouched(&before, &st->ck.v))
 		memset(&st->ck.v, 0, sizeof(st->ck.v));
-	/* Equal checksums: runtime was loaded from this memory and the monitor has moved nothing. */
-	st->have_rt_s = st->ck.servers_memory != st->ck.servers_runtime;
+	/* Equal checksums: runtime was loaded from this memory and the monitor has moved nothing. A
+	 * memory checksum the agent made itself (no CHECKSUM command) never compares with runtime's. */
+	st->have_rt_s = !t->ag->mod->checksum_cmds || st->ck.servers_memory != st->ck.servers_runtime;
 	st->have_rt_u = users;
 	if (pxadmin_read_runtime(&t->px, dl, st->have_rt_s ? &st->rt_s : NULL, users ? runtime_user : NULL, &sink, e) <
 	    0)

@@ -683,37 +683,7 @@ void plan_free(struct plan *p)
 /* A row is compared by a 128-bit hash of its normalised columns (each one length-prefixed), not
  * by its text: a set of 100,000 runtime rows takes 2.4 MB instead of 25 MB. Two different rows
  * have one hash with a probability near 2^-128; the worst it could do is miss a drift. */
-struct row_hash {
-	uint64_t a, b;
-};
-
-static void hash_bytes(struct row_hash *h, const void *p, size_t n)
-{
-	const unsigned char *c = p;
-
-	for (size_t i = 0; i < n; i++) {
-		h->a = (h->a ^ c[i]) * 0x100000001b3ULL; /* FNV-1a 64 */
-		h->b = (h->b + c[i] + 1) * 0x9e3779b97f4a7c15ULL;
-		h->b ^= h->b >> 29;
-	}
-}
-
-static void hash_str(struct row_hash *h, const char *s)
-{
-	uint64_t n = strlen(s);
-
-	hash_bytes(h, &n, sizeof(n));
-	hash_bytes(h, s, n);
-}
-
-static void hash_long(struct row_hash *h, long v)
-{
-	int64_t x = v;
-
-	hash_bytes(h, &x, sizeof(x));
-}
-
-static void set_add(struct plan_rowset *s, const struct row_hash *h, bool owned)
+static void set_add(struct plan_rowset *s, const sk_hash *h, bool owned)
 {
 	s->v = model_grow(s->v, s->n, sizeof(*s->v));
 	s->v[s->n].h[0] = h->a;
@@ -782,7 +752,7 @@ static void server_side(const struct px_servers *rows, const struct px_families 
 		const struct px_server *s = &rows->v[i];
 		const struct px_family *f = model_family_of(fam, s->hostgroup);
 		char status[sizeof(s->status)];
-		struct row_hash h = { 0xcbf29ce484222325ULL, 0x243f6a8885a308d3ULL };
+		sk_hash h = { 0xcbf29ce484222325ULL, 0x243f6a8885a308d3ULL };
 
 		if (sk_streq_ci(s->status, "OFFLINE_HARD"))
 			continue;
@@ -792,17 +762,17 @@ static void server_side(const struct px_servers *rows, const struct px_families 
 		status[sizeof(status) - 1] = '\0';
 		if (strncmp(status, "SHUNNED", 7) == 0)
 			sk_strlcpy(status, "ONLINE", sizeof(status));
-		hash_long(&h, f ? f->hg[0] : s->hostgroup);
-		hash_str(&h, s->host);
-		hash_long(&h, s->port);
-		hash_str(&h, status);
-		hash_long(&h, s->weight);
-		hash_long(&h, s->compression);
-		hash_long(&h, s->max_connections);
-		hash_long(&h, s->max_replication_lag);
-		hash_long(&h, s->use_ssl);
-		hash_long(&h, s->max_latency_ms);
-		hash_str(&h, s->comment);
+		sk_hash_long(&h, f ? f->hg[0] : s->hostgroup);
+		sk_hash_str(&h, s->host);
+		sk_hash_long(&h, s->port);
+		sk_hash_str(&h, status);
+		sk_hash_long(&h, s->weight);
+		sk_hash_long(&h, s->compression);
+		sk_hash_long(&h, s->max_connections);
+		sk_hash_long(&h, s->max_replication_lag);
+		sk_hash_long(&h, s->use_ssl);
+		sk_hash_long(&h, s->max_latency_ms);
+		sk_hash_str(&h, s->comment);
 		set_add(out, &h, owned(o, s->hostgroup));
 	}
 	plan_rowset_seal(out);
@@ -824,21 +794,21 @@ void plan_drift_servers(const struct px_servers *memory, const struct px_servers
 void plan_rowset_user(struct plan_rowset *s, const struct px_user *u, const char *user_tag)
 {
 	for (int role = 0; role < 2 && u->active; role++) {
-		struct row_hash h = { 0xcbf29ce484222325ULL, 0x13198a2e03707344ULL };
+		sk_hash h = { 0xcbf29ce484222325ULL, 0x13198a2e03707344ULL };
 
 		if (!(role ? u->backend : u->frontend))
 			continue;
-		hash_str(&h, u->username);
-		hash_long(&h, role);
-		hash_str(&h, u->password ? u->password : "");
-		hash_long(&h, u->use_ssl);
-		hash_long(&h, u->default_hostgroup);
-		hash_str(&h, u->default_schema ? u->default_schema : "");
-		hash_long(&h, u->schema_locked);
-		hash_long(&h, u->transaction_persistent);
-		hash_long(&h, u->fast_forward);
-		hash_long(&h, u->max_connections);
-		hash_str(&h, u->comment);
+		sk_hash_str(&h, u->username);
+		sk_hash_long(&h, role);
+		sk_hash_str(&h, u->password ? u->password : "");
+		sk_hash_long(&h, u->use_ssl);
+		sk_hash_long(&h, u->default_hostgroup);
+		sk_hash_str(&h, u->default_schema ? u->default_schema : "");
+		sk_hash_long(&h, u->schema_locked);
+		sk_hash_long(&h, u->transaction_persistent);
+		sk_hash_long(&h, u->fast_forward);
+		sk_hash_long(&h, u->max_connections);
+		sk_hash_str(&h, u->comment);
 		set_add(s, &h, tagged(u, user_tag));
 	}
 }

@@ -280,34 +280,32 @@ static int runtime_checksums(struct pxadmin *a, const deadline_t *dl, struct px_
 }
 
 /* A checksum of one table of one layer ("main." or "disk.") made by the agent, for a module
- * without CHECKSUM commands: every column of every row, in primary-key order, hashed. Equal
- * contents give equal values (never those of a CHECKSUM command: compare like with like). */
-struct row_hash {
-	uint64_t h;
+ * without CHECKSUM commands: every column of every row, in primary-key order, hashed (sk_hash, a
+ * NULL apart from ''). Equal contents give equal values (never those of a CHECKSUM command:
+ * compare like with like). */
+struct table_sum {
+	sk_hash h;
 	size_t rows;
 };
 
 static void hash_row(void *ctx, MYSQL_ROW row, unsigned ncols)
 {
-	struct row_hash *rh = ctx;
+	struct table_sum *t = ctx;
 
 	for (unsigned i = 0; i < ncols; i++) {
-		const unsigned char *p = (const unsigned char *)(row[i] ? row[i] : "");
-
-		rh->h = (rh->h ^ (row[i] ? 1u : 2u)) * 0x100000001b3ULL; /* NULL differs from '' */
-		for (; *p; p++)
-			rh->h = (rh->h ^ *p) * 0x100000001b3ULL;
-		if (row[i] && ncols > 1 && i == 1)
-			sk_wipe(row[i], strlen(row[i])); /* a users table's password column */
+		sk_hash_long(&t->h, row[i] != NULL);
+		sk_hash_str(&t->h, row[i] ? row[i] : "");
+		if (row[i])
+			sk_wipe(row[i], strlen(row[i])); /* a users table's password among them */
 	}
-	rh->rows++;
+	t->rows++;
 }
 
 static int table_hash(struct pxadmin *a, const char *layer, bool users, const deadline_t *dl, uint64_t *out,
 		      struct db_err *e)
 {
 	const struct px_module *m = mod(a);
-	struct row_hash rh = { 0xcbf29ce484222325ULL, 0 };
+	struct table_sum t = { { 0xcbf29ce484222325ULL, 0x452821e638d01377ULL }, 0 };
 	char sql[400];
 
 	if (users)
@@ -317,9 +315,9 @@ static int table_hash(struct pxadmin *a, const char *layer, bool users, const de
 		sk_fmt(sql, sizeof(sql),
 		       "SELECT " SERVER_COLUMNS " FROM %s%s_servers ORDER BY hostgroup_id, hostname, port", layer,
 		       m->name);
-	if (db_query_each(&a->db, sql, dl, hash_row, &rh, e) < 0)
+	if (db_query_each(&a->db, sql, dl, hash_row, &t, e) < 0)
 		return -1;
-	*out = rh.rows ? (rh.h ? rh.h : 1) : 0;
+	*out = t.rows ? (t.h.a ^ t.h.b) | 1 : 0; /* 0 for an empty table, as ProxySQL's own */
 	return 0;
 }
 
@@ -346,11 +344,7 @@ int pxadmin_checksums(struct pxadmin *a, const deadline_t *dl, bool users, bool 
 	    (users && layer_checksum(a, false, true, dl, &c->users_memory, e) < 0) ||
 	    (users && disk && layer_checksum(a, true, true, dl, &c->users_disk, e) < 0))
 		return -1;
-	if (runtime_checksums(a, dl, c, e) < 0)
-		return -1;
-	if (!mod(a)->checksum_cmds) /* runtime's value is ProxySQL's, memory's the agent's: never equal */
-		c->servers_runtime = ~c->servers_memory;
-	return 0;
+	return runtime_checksums(a, dl, c, e);
 }
 
 int pxadmin_vouchers(struct pxadmin *a, const deadline_t *dl, struct px_vouchers *v, struct db_err *e)
