@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "fuzz.h"
+#include "fuzz_sync.h"
 #include "config.h"
 #include "layout.h"
 #include "log.h"
@@ -51,22 +52,9 @@ static const char config_text[] =
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	char path[64], err[512];
-	char *args[] = { "proxysql-sync", "-c", path, NULL };
-	int fd = memfd_create("sync.cfg", 0);
-
 	(void)argc;
 	(void)argv;
-	log_setup("fuzz", LOG_TEXT, LOG_OFF, stderr);
-	if (fd < 0 || fchmod(fd, 0600) < 0 ||
-	    write(fd, config_text, sizeof(config_text) - 1) != (ssize_t)(sizeof(config_text) - 1))
-		abort();
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	if (sync_config_load(&cfg, 3, args, err, sizeof(err)) != OPTS_OK) {
-		fprintf(stderr, "fuzz_layout_plan: fixed config: %s\n", err);
-		abort();
-	}
-	close(fd);
+	fuzz_sync_config("fuzz_layout_plan", config_text, &cfg);
 	nowned = layout_owned_hostgroups(&cfg.layout, owned, SK_ARRAY_LEN(owned));
 	return 0;
 }

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "fuzz.h"
+#include "fuzz_sync.h"
 #include "config.h"
 #include "layout.h"
 #include "log.h"
@@ -39,19 +40,9 @@ static const char config_text[] =
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	char path[64], err[512];
-	char *args[] = { "proxysql-sync", "-c", path, NULL };
-	int fd = memfd_create("sync.cfg", 0);
-
 	(void)argc;
 	(void)argv;
-	log_setup("fuzz", LOG_TEXT, LOG_OFF, stderr);
-	if (fd < 0 || fchmod(fd, 0600) < 0 ||
-	    write(fd, config_text, sizeof(config_text) - 1) != (ssize_t)(sizeof(config_text) - 1))
-		FAIL("memfd");
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	if (sync_config_load(&cfg, 3, args, err, sizeof(err)) != OPTS_OK)
-		FAIL("config: %s", err);
+	fuzz_sync_config("fuzz_patroni", config_text, &cfg);
 	return 0;
 }
 
