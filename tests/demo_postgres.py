@@ -31,6 +31,7 @@ sys.path[:0] = [HERE, os.path.join(HERE, "integration")]
 import patroni  # noqa: E402
 from fakes.consul import Consul  # noqa: E402
 from fakes.proxysql import ProxySQL  # noqa: E402
+from demo import say, table, title  # noqa: E402  (the MySQL demo's printing)
 from test_sync import Agent  # noqa: E402
 
 WRITER_HG, READER_HG = "20", "21"
@@ -42,23 +43,6 @@ patroni = ( { scope = "pgdemo"; namespace = "service"; writer_hostgroup = 20; re
 pgsql-users-prefix = "pgsql/users"
 targets = ( { name = "proxysql"; address = "%(admin)s"; user = "%(user)s"; password_file = "%(pwfile)s"; } );
 """
-
-def say(text=""):
-    print(text, flush=True)
-
-
-def title(text):
-    say()
-    say("== " + text)
-
-
-def table(header, rows):
-    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
-    say("  " + "  ".join("%-*s" % (w, h) for w, h in zip(widths, header)))
-    say("  " + "  ".join("-" * w for w in widths))
-    for r in rows:
-        say("  " + "  ".join("%-*s" % (w, c) for w, c in zip(widths, r)))
-
 
 def servers(px):
     return sorted(tuple(r) for r in px.query(

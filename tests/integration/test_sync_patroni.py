@@ -16,15 +16,14 @@ import hashlib
 import hmac
 import json
 import os
-import threading
 import time
 
 import pytest
 
 import patroni
 from fakes.proxysql import ProxySQL
-from test_sync import (ADMIN_PASSWORD, TOPOLOGY, USER_PASSWORD, Agent, put_topology,  # noqa: F401
-                       runtime_servers, workdir, writes)
+from test_sync import (ADMIN_PASSWORD, TOPOLOGY, USER_PASSWORD, Agent, RuntimeSampler,  # noqa: F401
+                       put_topology, runtime_servers, workdir, writes)
 
 pg_consul, pg_cluster, healthy_pg = patroni.fixtures()
 
@@ -120,58 +119,20 @@ def expected(pg, leader=None):
     return want
 
 
-def serving(rows):
-    return [r for r in rows if r[2] not in ("OFFLINE_SOFT", "OFFLINE_HARD")]
-
-
-class PgsqlSampler:
-    """Reads runtime_pgsql_servers every SAMPLE_INTERVAL on an admin connection of its own while a
-    fault runs: (time.monotonic() when the query was sent, pgsql_servers() dict)."""
+class PgsqlSampler(RuntimeSampler):
+    """test_sync's RuntimeSampler on runtime_pgsql_servers every SAMPLE_INTERVAL (samples: the time
+    the query was sent, sorted (hostgroup, host, port, status) rows), with the writer's questions."""
 
     def __init__(self, px):
-        self.px, self.samples = px, []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="pgsql-sampler", daemon=True)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join(10)
-
-    def _run(self):
-        conn = None
-        while not self._stop.is_set():
-            try:
-                if conn is None:
-                    conn = self.px.connect(connect_timeout=1, read_timeout=2, write_timeout=2)
-                sent = time.monotonic()
-                with conn.cursor() as cur:
-                    cur.execute("SELECT hostgroup_id, hostname, port, status FROM runtime_pgsql_servers")
-                    rows = {}
-                    for hg, host, port, status in cur.fetchall():
-                        rows.setdefault(hg, []).append((host, port, status))
-                self.samples.append((sent, rows))
-            except Exception:               # noqa: BLE001 - try again on a fresh connection
-                if conn is not None:
-                    try:
-                        conn.close()
-                    except Exception:       # noqa: BLE001
-                        pass
-                    conn = None
-            self._stop.wait(SAMPLE_INTERVAL)
-        if conn is not None:
-            conn.close()
+        super().__init__(px, interval=SAMPLE_INTERVAL, table="runtime_pgsql_servers")
 
     def writerless(self):
-        return [(t, rows) for t, rows in self.samples if not serving(rows.get(WRITER_HG, []))]
+        return super().writerless(WRITER_HG)
 
     def first_writer(self, port, since):
         """Seconds from `since` to the first sample whose hostgroup 20 serves 127.0.0.1:<port>."""
         for t, rows in self.samples:
-            if t >= since and ("127.0.0.1", str(port)) in [(h, p) for h, p, _ in serving(rows.get(WRITER_HG, []))]:
+            if t >= since and ("127.0.0.1", str(port)) in [(r[1], r[2]) for r in self.serving(rows, WRITER_HG)]:
                 return t - since
         return None
 
