@@ -431,7 +431,7 @@ static bool verify_read(struct pass *r)
 	if (only_drains(&r->check) && !r->check.servers_held && !r->check.users_held)
 		return true;
 	for (size_t i = 0; i < r->check.n; i++)
-		if (!only_drains(&(struct plan){ .steps = &r->check.steps[i], .n = 1 })) {
+		if (!only_drains(&(struct plan){ .m = r->check.m, .steps = &r->check.steps[i], .n = 1 })) {
 			log_error("target %s: verify failed: still needed after apply: %s", t->pt.name,
 				  r->check.steps[i].shown);
 			break;
