@@ -45,7 +45,12 @@ def proxysql(version):
         p.extra_args += ["--proxysql-version", version]
     elif version != "3.0":
         pytest.skip("a ProxySQL %s target needs the double (PROXYSQL_BIN is set)" % version)
-    return p.start()
+    p.start()
+    if not p.is_fake and not p.query("SELECT @@version")[0][0].startswith("3."):
+        real = p.query("SELECT @@version")[0][0]
+        p.close()
+        pytest.skip("the PostgreSQL side needs ProxySQL 3; PROXYSQL_BIN is %s" % real)
+    return p
 
 
 @pytest.fixture
