@@ -33,7 +33,7 @@ LIB_SRC := lib/deadline.c lib/util.c lib/log.c lib/opt.c lib/secret.c lib/mycnf.
 	lib/trust.c \
 	lib/cfgnum.c \
 	lib/runfile.c lib/consul_login.c \
-	lib/consul_acl.c \
+	lib/consul_acl.c lib/spooky.c \
 	checks/galera.c checks/replica.c checks/sst.c checks/sst_proc.c checks/probe.c checks/probe_main.c \
 	checks/readiness.c checks/cc_check.c checks/clustercheck_opts.c checks/healthcheck.c \
 	checks/proxysql_verdict.c

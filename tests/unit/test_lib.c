@@ -1,4 +1,5 @@
-/* test_lib.c: unit tests of lib/: options, option files, secrets, redaction, deadlines, status maps. */
+/* test_lib.c: unit tests of lib/: options, option files, secrets, redaction, deadlines, status maps,
+ * SpookyHash. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,6 +24,7 @@
 #include "probe.h"
 #include "mycnf.h"
 #include "secret.h"
+#include "spooky.h"
 #include "statusmap.h"
 #include "testdata.h"
 #include "runfile.h"
@@ -1080,6 +1082,44 @@ static void test_runfile_pick(void **state)
 	rmdir(base);
 }
 
+/* One row of spooky/vectors.table: the message hashed whole and in pieces of several sizes. */
+static void spooky_row(char *line, void *ctx)
+{
+	static const size_t pieces[] = { 0, 1, 7, 95, 96, 97, 191, 192, 200 };
+	unsigned long long s1, s2, w1, w2;
+	size_t len;
+	unsigned char *m;
+
+	(void)ctx;
+	if (sscanf(line, "%llx %llx %zu %llx %llx", &s1, &s2, &len, &w1, &w2) != 5)
+		fail_msg("bad vector line: %s", line);
+	m = xcalloc(len ? len : 1, 1);
+	for (size_t i = 0; i < len; i++)
+		m[i] = (unsigned char)((i * 131 + len) & 0xff);
+	for (size_t k = 0; k < sizeof(pieces) / sizeof(pieces[0]); k++) {
+		size_t piece = pieces[k] ? pieces[k] : len; /* 0: the whole message in one update */
+		sk_spooky s;
+		uint64_t h1, h2;
+
+		sk_spooky_init(&s, s1, s2);
+		for (size_t at = 0; at < len; at += piece)
+			sk_spooky_update(&s, m + at, len - at < piece ? len - at : piece);
+		sk_spooky_update(&s, "", 0); /* an empty field, as a NULL column is hashed */
+		sk_spooky_final(&s, &h1, &h2);
+		if (h1 != w1 || h2 != w2)
+			fail_msg(
+				"seeds %llx %llx, length %zu, pieces of %zu: got %016llx %016llx, want %016llx %016llx",
+				s1, s2, len, piece, (unsigned long long)h1, (unsigned long long)h2, w1, w2);
+	}
+	free(m);
+}
+
+static void test_spooky_vectors(void **state)
+{
+	(void)state;
+	assert_true(testdata_each_line("spooky/vectors.table", spooky_row, NULL) >= 90);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1108,6 +1148,7 @@ int main(void)
 		cmocka_unit_test(test_config_numbers),
 		cmocka_unit_test(test_runfile_open),
 		cmocka_unit_test(test_runfile_pick),
+		cmocka_unit_test(test_spooky_vectors),
 	};
 
 	return cmocka_run_group_tests_name("lib", tests, NULL, NULL);
