@@ -10,7 +10,11 @@
  * settings) still hold, vouched for by runtime_checksums_values or read again. Any doubt forgets
  * them (known_forget) and the pass reads in full. After the apply, known_verify checks the
  * checksums instead of reading back; rows of a table the plan did not write are moved, not
- * copied. A full read still happens every resync-interval.
+ * copied. Memory's users checksum after a users write is computed from the rows the plan leaves
+ * (pxadmin_users_checksum) while the agent's hash agreed with ProxySQL's at the last full read:
+ * reading it back costs as much as a quarter of the change at 50,000 users, and the next pass's
+ * check before it writes compares it with memory's anyway. A full read still happens every
+ * resync-interval.
  *
  * Save delay. A SAVE ... TO DISK rewrites ProxySQL's whole SQLite table, the slowest statement of a
  * hot-path apply. With save-delay, a hot pass LOADs and puts the SAVE off (known_put_off_save): it
@@ -50,6 +54,20 @@ static void runtime_user(void *ctx, const struct px_user *u)
 	plan_rowset_user(k->set, u, k->user_tag);
 }
 
+/* Whether the agent's hash of the users it read is the CHECKSUM read with them (a write between the
+ * two reads, or a ProxySQL that hashes otherwise, says no: the checksum is then read back). */
+static bool users_sum_agrees(const struct px_users *u, uint64_t read)
+{
+	const struct px_user **rows = xcalloc(u->n ? u->n : 1, sizeof(*rows));
+	bool same;
+
+	for (size_t i = 0; i < u->n; i++)
+		rows[i] = &u->v[i];
+	same = pxadmin_users_checksum(rows, u->n) == read;
+	free(rows);
+	return same;
+}
+
 int known_read_state(struct target *t, bool users, bool disk, const deadline_t *dl, struct tstate *st, struct db_err *e)
 {
 	bool peers = layout_has_fleet(t->ag->layout);
@@ -61,10 +79,18 @@ int known_read_state(struct target *t, bool users, bool disk, const deadline_t *
 	 * ones read with the checksums below, which then vouch for nothing. */
 	if (pxadmin_vouchers(&t->px, dl, &before, e) < 0 || pxadmin_read_facts(&t->px, dl, &st->facts, e) < 0 ||
 	    pxadmin_read(&t->px, dl, &st->mem_s, users ? &st->mem_u : NULL, e) < 0 ||
-	    pxadmin_checksums(&t->px, dl, users, disk, &st->ck, e) < 0)
+	    pxadmin_checksums(&t->px, dl,
+			      (disk ? PX_CK_SERVERS_DISK : 0) | (users ? PX_CK_USERS_MEMORY : 0) |
+				      (users && disk ? PX_CK_USERS_DISK : 0),
+			      &st->ck, e) < 0)
 		return -1;
 	if (!pxadmin_vouched(&before, &st->ck.v))
 		memset(&st->ck.v, 0, sizeof(st->ck.v));
+	st->users_sum_ok = users && t->ag->mod->checksum_cmds && users_sum_agrees(&st->mem_u, st->ck.users_memory);
+	if (users && t->ag->mod->checksum_cmds && !st->users_sum_ok)
+		log_debug("target %s: memory's users checksum is not the agent's hash of the rows read with it: a "
+			  "users change reads it back",
+			  t->pt.name);
 	/* Equal checksums: runtime was loaded from this memory and the monitor has moved nothing. A
 	 * memory checksum the agent made itself (no CHECKSUM command) never compares with runtime's. */
 	st->have_rt_s = !t->ag->mod->checksum_cmds || st->ck.servers_memory != st->ck.servers_runtime;
@@ -87,6 +113,7 @@ struct target_known {
 	struct px_users mem_u;
 	struct px_facts facts;
 	struct px_checksums ck;
+	bool users_sum_ok;
 	int64_t read_us;
 };
 
@@ -114,6 +141,7 @@ void known_take(struct target *t, struct tstate *st, int64_t *read_us)
 	st->mem_s = k->mem_s;
 	st->mem_u = k->mem_u;
 	st->facts = k->facts;
+	st->users_sum_ok = k->users_sum_ok;
 	*read_us = k->read_us;
 	free(k);
 }
@@ -148,11 +176,17 @@ int known_holds(struct target *t, const struct plan *p, struct tstate *st, const
 	bool servers, users, same;
 
 	plan_tables(p, &servers, &users);
-	if (pxadmin_checksums(&t->px, dl, users, false, &ck, e) < 0)
+	if (pxadmin_checksums(&t->px, dl, users ? PX_CK_USERS_MEMORY : 0, &ck, e) < 0)
 		return -1;
 	if ((servers && (ck.servers_memory != known->servers_memory || ck.servers_runtime != known->servers_runtime)) ||
-	    (users && (ck.users_memory != known->users_memory || ck.users_runtime != known->users_runtime)))
+	    (users && (ck.users_memory != known->users_memory || ck.users_runtime != known->users_runtime))) {
+		log_debug("target %s: the %s checksums are not the ones known: read in full", t->pt.name,
+			  servers && ck.servers_memory != known->servers_memory     ? "servers' memory"
+			  : servers && ck.servers_runtime != known->servers_runtime ? "servers' runtime"
+			  : ck.users_memory != known->users_memory                  ? "users' memory"
+										    : "users' runtime");
 		return 0;
+	}
 	if (!users && pxadmin_vouched(&known->v, &ck.v))
 		return 1;
 	if (pxadmin_read_facts(&t->px, dl, &now, e) < 0)
@@ -217,8 +251,30 @@ void known_remember(struct target *t, struct tstate *st, const struct plan *afte
 	k->facts = st->facts;
 	memset(&st->facts, 0, sizeof(st->facts));
 	k->ck = *ck;
+	k->users_sum_ok = st->users_sum_ok;
 	k->read_us = read_us;
 	t->known = k;
+}
+
+/* The checksums the verify did not read stay as they were: a table the plan did not write, and
+ * disk when no SAVE was sent (the SAVE put off is owed from it). */
+static void keep_unwritten(struct px_checksums *ck, const struct px_checksums *before, bool servers, bool users,
+			   bool disk)
+{
+	if (!servers) {
+		ck->servers_memory = before->servers_memory;
+		ck->servers_disk = before->servers_disk;
+		ck->servers_runtime = before->servers_runtime;
+	}
+	if (!users) {
+		ck->users_memory = before->users_memory;
+		ck->users_disk = before->users_disk;
+		ck->users_runtime = before->users_runtime;
+	}
+	if (!disk) {
+		ck->servers_disk = before->servers_disk;
+		ck->users_disk = before->users_disk;
+	}
 }
 
 /* The hot path's verify: the checksums after the apply say runtime and disk hold what memory
@@ -230,7 +286,7 @@ int known_verify(struct target *t, const struct known_applied *a, const deadline
 	const struct plan *p = a->plan;
 	const struct px_checksums *before = a->before;
 	bool users = a->users, disk = a->disk;
-	bool servers_loaded = false, servers_written, users_written;
+	bool servers_loaded = false, servers_written, users_written, users_sum;
 	uint64_t before_v2 = before->v.servers_v2;
 	char load[40];
 
@@ -240,24 +296,20 @@ int known_verify(struct target *t, const struct known_applied *a, const deadline
 	for (size_t i = 0; i < p->n; i++)
 		servers_loaded = servers_loaded || strcmp(p->steps[i].sql, load) == 0;
 	plan_tables(p, &servers_written, &users_written);
-	/* The users' checksums only when the plan wrote users. A table the plan did not write keeps
+	/* The users' checksums only when the plan wrote users, memory's computed from the rows the
+	 * plan leaves when the agent's hash was ProxySQL's at the last full read (the next pass's
+	 * check before it writes reads memory's and compares). A table the plan did not write keeps
 	 * the checksums it was verified with: only those vouch for its known rows. */
-	if (pxadmin_checksums(&t->px, dl, users && users_written, disk, ck, e) < 0)
+	users_written = users && users_written;
+	users_sum = users_written && a->users_sum_ok;
+	if (pxadmin_checksums(&t->px, dl,
+			      (disk ? PX_CK_SERVERS_DISK : 0) | (users_written && !users_sum ? PX_CK_USERS_MEMORY : 0) |
+				      (users_written && disk ? PX_CK_USERS_DISK : 0),
+			      ck, e) < 0)
 		return -1;
-	if (!servers_written) {
-		ck->servers_memory = before->servers_memory;
-		ck->servers_disk = before->servers_disk;
-		ck->servers_runtime = before->servers_runtime;
-	}
-	if (!users_written) {
-		ck->users_memory = before->users_memory;
-		ck->users_disk = before->users_disk;
-		ck->users_runtime = before->users_runtime;
-	}
-	if (!disk) { /* not read, and unchanged: no SAVE was sent (the SAVE put off is owed from it) */
-		ck->servers_disk = before->servers_disk;
-		ck->users_disk = before->users_disk;
-	}
+	if (users_sum)
+		ck->users_memory = pxadmin_users_checksum(p->after_users, p->nafter_users);
+	keep_unwritten(ck, before, servers_written, users_written, disk);
 	/* The facts still hold when no voucher moved but mysql_servers_v2 by the plan's own LOAD (its
 	 * checksum covers mysql_servers too); otherwise the next hot pass reads them again. */
 	if (servers_loaded)

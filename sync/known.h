@@ -21,6 +21,9 @@ struct tstate {
 	struct plan_rowset rt_u; /* runtime's users, as row hashes: the rows themselves are not kept */
 	struct px_peers mem_p, rt_p; /* proxysql_servers, when the agent manages it */
 	bool have_rt_s, have_rt_u; /* runtime read (false: runtime holds what memory holds) */
+	/* The agent's hash of memory's users (pxadmin_users_checksum) was ProxySQL's CHECKSUM at the
+	 * last full read: a hot pass that writes users computes the checksum it leaves. */
+	bool users_sum_ok;
 	/* What this target lets the agent write (cluster_scope()): the owned hostgroups less those of
 	 * clusters refused here, the tables refused, and why. */
 	long owned[AGENT_MAX_HOSTGROUPS];
@@ -62,6 +65,7 @@ struct known_applied {
 	const struct plan *plan;
 	const struct px_checksums *before;
 	bool users, disk;
+	bool users_sum_ok; /* the tstate's: memory's users checksum is computed, not read back */
 };
 
 /* The hot path's verify: the checksums after the apply say runtime and disk hold what memory

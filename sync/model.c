@@ -68,6 +68,7 @@ struct px_user *model_users_add(struct px_users *a, const struct px_user *u)
 	d->username = dup_or_empty(u->username);
 	d->password = dup_or_empty(u->password);
 	d->default_schema = u->default_schema ? xstrdup(u->default_schema) : NULL;
+	d->attributes = u->attributes && *u->attributes ? xstrdup(u->attributes) : NULL;
 	d->comment = dup_or_empty(u->comment);
 	return d;
 }
@@ -164,6 +165,7 @@ void model_user_free(struct px_user *u)
 	free(u->username);
 	free(u->password);
 	free(u->default_schema);
+	free(u->attributes);
 	free(u->comment);
 	memset(u, 0, sizeof(*u));
 }

@@ -30,6 +30,7 @@ struct px_user {
 	long active, use_ssl, default_hostgroup, schema_locked, transaction_persistent, fast_forward, backend, frontend,
 		max_connections;
 	char *default_schema; /* NULL: SQL NULL */
+	char *attributes; /* NULL: '' (the agent writes none; others' rows keep theirs) */
 	char *comment;
 };
 

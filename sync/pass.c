@@ -448,8 +448,9 @@ static bool verify(struct pass *r)
 {
 	if (r->plan.n && r->fast && r->plan.after_exact && !r->guards.writers && !r->guards.held && !r->st.refused &&
 	    r->nd == 0) {
-		int v = known_verify(r->t, &(struct known_applied){ &r->plan, &r->st.ck, r->users, r->save }, &r->dl,
-				     &r->after_ck, &r->e);
+		int v = known_verify(
+			r->t, &(struct known_applied){ &r->plan, &r->st.ck, r->users, r->save, r->st.users_sum_ok },
+			&r->dl, &r->after_ck, &r->e);
 
 		if (v < 0) {
 			r->t->errors_read++;

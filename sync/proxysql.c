@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "spooky.h"
+
 int pxadmin_connect(struct pxadmin *a, const struct pxadmin_target *t, const deadline_t *dl, struct db_err *e)
 {
 	struct db_target dt = {
@@ -66,13 +68,13 @@ static void server_row(void *ctx, MYSQL_ROW row, unsigned ncols)
 }
 
 /* A users row as read_layer selects it: pgsql_users has no default_schema and schema_locked, which
- * the query then selects as NULL and 0, so that both sides read the same 13 columns. */
+ * the query then selects as NULL and 0, so that both sides read the same 14 columns. */
 static void user_row(void *ctx, MYSQL_ROW row, unsigned ncols)
 {
 	const struct user_sink *sink = ctx;
 	struct px_user u;
 
-	if (ncols < 13)
+	if (ncols < 14)
 		return;
 	model_user_defaults(&u);
 	u.username = row[0] ? row[0] : "";
@@ -87,7 +89,8 @@ static void user_row(void *ctx, MYSQL_ROW row, unsigned ncols)
 	u.backend = col_long(row[9], 1);
 	u.frontend = col_long(row[10], 1);
 	u.max_connections = col_long(row[11], 10000);
-	u.comment = row[12] ? row[12] : "";
+	u.attributes = row[12];
+	u.comment = row[13] ? row[13] : "";
 	sink->fn(sink->ctx, &u);
 	if (row[1])
 		sk_wipe(row[1], strlen(row[1])); /* used; the library's buffer is freed unwiped */
@@ -105,10 +108,11 @@ static void add_user(void *ctx, const struct px_user *u)
 
 static const char *user_columns(const struct px_module *m)
 {
-	return m->schema ? "username, password, active, use_ssl, default_hostgroup, default_schema, schema_locked, "
-			   "transaction_persistent, fast_forward, backend, frontend, max_connections, comment"
-			 : "username, password, active, use_ssl, default_hostgroup, NULL, 0, transaction_persistent, "
-			   "fast_forward, backend, frontend, max_connections, comment";
+	return m->schema
+		       ? "username, password, active, use_ssl, default_hostgroup, default_schema, schema_locked, "
+			 "transaction_persistent, fast_forward, backend, frontend, max_connections, attributes, comment"
+		       : "username, password, active, use_ssl, default_hostgroup, NULL, 0, transaction_persistent, "
+			 "fast_forward, backend, frontend, max_connections, attributes, comment";
 }
 
 /* Read the servers and users tables of one layer ("main.", "runtime_" or "disk.") row by row:
@@ -209,7 +213,7 @@ int pxadmin_read_peers(struct pxadmin *a, bool runtime, const deadline_t *dl, st
 /* "0x248FC739B0B507DA" (or "0x00" for an empty table) as a number; 0 when unreadable. CHECKSUM
  * prints the two 32-bit halves without zero padding, runtime_checksums_values pads that text on
  * the right with '0' to 16 digits: padded here too, so that the two compare. */
-static uint64_t checksum_value(const char *v)
+uint64_t pxadmin_checksum_value(const char *v)
 {
 	uint64_t n = 0;
 	size_t digits;
@@ -240,7 +244,7 @@ static int one_checksum(struct pxadmin *a, const char *sql, const deadline_t *dl
 	if (db_query(&a->db, sql, dl, &res, e) < 0)
 		return -1;
 	if (res && (row = mysql_fetch_row(res)) != NULL && mysql_num_fields(res) >= 2)
-		*out = checksum_value(row[1]);
+		*out = pxadmin_checksum_value(row[1]);
 	if (res)
 		mysql_free_result(res);
 	return 0;
@@ -271,7 +275,7 @@ static int runtime_checksums(struct pxadmin *a, const deadline_t *dl, struct px_
 	while (res && (row = mysql_fetch_row(res)) != NULL)
 		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 			if (row[0] && strcmp(row[0], names[i]) == 0) {
-				*slots[i] = checksum_value(row[1]);
+				*slots[i] = pxadmin_checksum_value(row[1]);
 				c->v.present |= i >= 2 ? 1u << (i - 2) : 0;
 			}
 	if (res)
@@ -335,16 +339,84 @@ static int layer_checksum(struct pxadmin *a, bool disk, bool users, const deadli
 	return one_checksum(a, sql, dl, out, e);
 }
 
-int pxadmin_checksums(struct pxadmin *a, const deadline_t *dl, bool users, bool disk, struct px_checksums *c,
+int pxadmin_checksums(struct pxadmin *a, const deadline_t *dl, unsigned layers, struct px_checksums *c,
 		      struct db_err *e)
 {
 	memset(c, 0, sizeof(*c));
 	if (layer_checksum(a, false, false, dl, &c->servers_memory, e) < 0 ||
-	    (disk && layer_checksum(a, true, false, dl, &c->servers_disk, e) < 0) ||
-	    (users && layer_checksum(a, false, true, dl, &c->users_memory, e) < 0) ||
-	    (users && disk && layer_checksum(a, true, true, dl, &c->users_disk, e) < 0))
+	    ((layers & PX_CK_SERVERS_DISK) && layer_checksum(a, true, false, dl, &c->servers_disk, e) < 0) ||
+	    ((layers & PX_CK_USERS_MEMORY) && layer_checksum(a, false, true, dl, &c->users_memory, e) < 0) ||
+	    ((layers & PX_CK_USERS_DISK) && layer_checksum(a, true, true, dl, &c->users_disk, e) < 0))
 		return -1;
 	return runtime_checksums(a, dl, c, e);
+}
+
+/* SQLite's order for the CHECKSUM's ORDER BY username: by name (bytes), then by frontend. */
+static int checksum_order(const void *x, const void *y)
+{
+	const struct px_user *a = *(const struct px_user *const *)x, *b = *(const struct px_user *const *)y;
+	int c = strcmp(a->username, b->username);
+
+	return c ? c : (a->frontend > b->frontend) - (a->frontend < b->frontend);
+}
+
+static void hash_text(sk_spooky *s, const char *v)
+{
+	if (v)
+		sk_spooky_update(s, v, strlen(v));
+}
+
+static void hash_number(sk_spooky *s, long v)
+{
+	char text[24];
+
+	sk_fmt(text, sizeof(text), "%ld", v);
+	hash_text(s, text);
+}
+
+static void hash_user(sk_spooky *s, const struct px_user *u)
+{
+	const long flags[] = { u->schema_locked, u->transaction_persistent, u->fast_forward, u->backend,
+			       u->frontend,      u->max_connections };
+
+	hash_text(s, u->username);
+	hash_text(s, u->password);
+	hash_number(s, u->active);
+	hash_number(s, u->use_ssl);
+	hash_number(s, u->default_hostgroup);
+	hash_text(s, u->default_schema);
+	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
+		hash_number(s, flags[i]);
+	hash_text(s, u->attributes);
+	hash_text(s, u->comment);
+}
+
+uint64_t pxadmin_users_checksum(const struct px_user *const *rows, size_t n)
+{
+	const struct px_user **sorted = NULL;
+	sk_spooky s;
+	uint64_t h1, h2;
+	char text[24];
+	size_t i = 1;
+
+	if (n == 0)
+		return 0; /* "0x00" */
+	while (i < n && checksum_order(&rows[i - 1], &rows[i]) <= 0)
+		i++;
+	if (i < n) { /* not in order already (the agent's rows are by name; a name's two rows may not be) */
+		sorted = xcalloc(n, sizeof(*sorted));
+		memcpy(sorted, rows, n * sizeof(*sorted));
+		qsort(sorted, n, sizeof(*sorted), checksum_order);
+		rows = sorted;
+	}
+	sk_spooky_init(&s, 19, 3);
+	for (i = 0; i < n; i++)
+		hash_user(&s, rows[i]);
+	free(sorted);
+	sk_spooky_final(&s, &h1, &h2);
+	/* The CHECKSUM's own text (the low half first, neither padded), read as the answer is. */
+	sk_fmt(text, sizeof(text), "0x%X%X", (unsigned)(h1 & 0xffffffffu), (unsigned)(h1 >> 32));
+	return pxadmin_checksum_value(text);
 }
 
 int pxadmin_vouchers(struct pxadmin *a, const deadline_t *dl, struct px_vouchers *v, struct db_err *e)

@@ -89,8 +89,8 @@ struct px_vouchers {
  * unchanged. Pure. */
 bool pxadmin_vouched(const struct px_vouchers *then, const struct px_vouchers *now);
 
-/* CHECKSUM MEMORY (and, with `disk`, DISK) of mysql_servers and (with `users`) mysql_users, and the
- * mysql_servers and mysql_users rows of runtime_checksums_values. Runtime's mysql_servers checksum
+/* CHECKSUM MEMORY of mysql_servers, the layers PX_CK_* name, and the mysql_servers and mysql_users
+ * rows of runtime_checksums_values (a layer not read is 0). Runtime's mysql_servers checksum
  * equals memory's right after a LOAD (until the monitor moves a server); the users' never does
  * (runtime hashes one row per role), so users are compared row by row (plan_drift_users), and
  * their runtime checksum only tells whether runtime changed since it was last read. */
@@ -99,8 +99,24 @@ struct px_checksums {
 	struct px_vouchers v; /* from the same read of runtime_checksums_values */
 };
 
-int pxadmin_checksums(struct pxadmin *a, const deadline_t *dl, bool users, bool disk, struct px_checksums *c,
+enum {
+	PX_CK_SERVERS_DISK = 1,
+	PX_CK_USERS_MEMORY = 2,
+	PX_CK_USERS_DISK = 4,
+};
+
+int pxadmin_checksums(struct pxadmin *a, const deadline_t *dl, unsigned layers, struct px_checksums *c,
 		      struct db_err *e) SK_MUST_CHECK;
+
+/* A CHECKSUM's text ("0x248FC739B0B507DA", "0x00") or a runtime_checksums_values checksum as a
+ * number (0 when unreadable), the two made comparable. Pure. */
+uint64_t pxadmin_checksum_value(const char *text);
+
+/* What CHECKSUM MEMORY MYSQL USERS says of a mysql_users table holding `rows` (in any order), as
+ * pxadmin_checksums gives it: ProxySQL hashes every column of `SELECT * FROM mysql_users ORDER BY
+ * username` as SQLite's text (NULL and '' alike), and SQLite walks that order on the
+ * UNIQUE (username, frontend) index. Only for a module with CHECKSUM commands (the MySQL side). */
+uint64_t pxadmin_users_checksum(const struct px_user *const *rows, size_t n);
 /* Only the vouchers (one query). */
 int pxadmin_vouchers(struct pxadmin *a, const deadline_t *dl, struct px_vouchers *v, struct db_err *e) SK_MUST_CHECK;
 

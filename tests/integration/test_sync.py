@@ -436,12 +436,9 @@ def test_wakeup_without_change_writes_nothing(consul, px, agent):
 TABLE_READS = ("main.mysql_servers", "main.mysql_users", "runtime_mysql_servers", "runtime_mysql_users")
 
 
-@pytest.mark.fault
-def test_change_after_a_verified_sync_reads_no_table(consul, px, agent):
-    """The change sends its UPDATE, LOAD and SAVE and reads checksums, not one row of `mysql_servers`/`mysql_users` in memory or runtime.
-
-    The hot path: once a sync is verified, a change costs its statements and a few checksums,
-    not a read of every row (before and after) of the target's tables."""
+def verified_sync_logged(consul, px, agent):
+    """The hot path's start: the topology in KV, the agent's first sync over, then an empty
+    statement log (the double's: a real ProxySQL keeps none, and the test is skipped)."""
     if not px.is_fake:
         pytest.skip("needs the ProxySQL double's statement log")
     put_topology(consul)
@@ -449,6 +446,15 @@ def test_change_after_a_verified_sync_reads_no_table(consul, px, agent):
     first_sync(px, agent)
     time.sleep(0.5)
     px.clear_statements()
+
+
+@pytest.mark.fault
+def test_change_after_a_verified_sync_reads_no_table(consul, px, agent):
+    """The change sends its UPDATE, LOAD and SAVE and reads checksums, not one row of `mysql_servers`/`mysql_users` in memory or runtime.
+
+    The hot path: once a sync is verified, a change costs its statements and a few checksums,
+    not a read of every row (before and after) of the target's tables."""
+    verified_sync_logged(consul, px, agent)
     consul.put("mysql/replica/shop/eu/db2:3306", json.dumps({"weight": 5}).encode())
     wait_until("db2 at weight 5", lambda: ("5",) in [tuple(r) for r in px.query(
         "SELECT weight FROM runtime_mysql_servers WHERE hostname = 'db2'")])
@@ -477,6 +483,74 @@ def test_hand_edit_between_changes_is_seen_at_the_next_change(consul, px, agent)
     wait_until("db2 at 5 and db3 back at 1 in memory and runtime", lambda: all(
         sorted(tuple(r) for r in px.query("SELECT hostname, weight FROM %s WHERE hostgroup_id = 11" % t))
         == [("db2", "5"), ("db3", "1")] for t in ("main.mysql_servers", "runtime_mysql_servers")))
+
+
+# Others' users the agent must hash as ProxySQL does: attributes, no default_schema, and one name
+# with a frontend-only and a backend-only row (inserted backend-only first).
+FOREIGN_USERS = (
+    "INSERT INTO mysql_users (username, password, default_hostgroup, attributes, comment) "
+    "VALUES ('batch', 'b1', 10, '{\"spread\":1}', 'nightly jobs')",
+    "INSERT INTO mysql_users (username, password, backend, frontend) VALUES ('split', 'be', 1, 0)",
+    "INSERT INTO mysql_users (username, password, backend, frontend) VALUES ('split', 'fe', 0, 1)",
+    "LOAD MYSQL USERS TO RUNTIME",
+)
+
+
+def report_connections(px):
+    rows = px.query("SELECT max_connections FROM runtime_mysql_users WHERE username = 'report' AND frontend = 1")
+    return rows[0][0] if rows else None
+
+
+def test_user_change_after_a_verified_sync_reads_the_users_checksum_once(consul, px, agent):
+    """A users change on the hot path reads CHECKSUM MEMORY MYSQL USERS once, before it writes; the checksum it leaves is computed, and the next pass finds it.
+
+    After a hot users write the agent does not read memory's users checksum back: it hashes the
+    rows the plan leaves as ProxySQL does (every column, SQLite's order) and the next pass's check
+    before it writes compares the one it reads with that. Others' rows with attributes and a
+    name's frontend-only and backend-only rows are among them: a hash that is not ProxySQL's would
+    send the SAVE pass after each change to read the tables in full."""
+    if px.is_fake:
+        for q in FOREIGN_USERS:
+            px.query(q)
+    verified_sync_logged(consul, px, agent)
+    for conns in (60, 70):
+        consul.put("proxysql/users/report", json.dumps(
+            {"password": NATIVE_HASH, "default_hostgroup": 11, "max_connections": conns}).encode())
+        wait_until("report at %d connections" % conns, lambda: report_connections(px) == str(conns))
+        wait_until("the SAVE", lambda: writes(px).count("SAVE MYSQL USERS TO DISK") == (conns - 50) // 10)
+    sent = [s["sql"] for s in px.statements() if "WHERE username = 'report' AND frontend = 1" not in s["sql"]]
+    assert [q for q in sent if q.startswith(("LOAD", "SAVE"))] == [
+        "LOAD MYSQL USERS TO RUNTIME", "SAVE MYSQL USERS TO DISK"] * 2, sent
+    # one read per pass that wrote users (two changes, two SAVE passes), none after a write
+    assert sent.count("CHECKSUM MEMORY MYSQL USERS") == 4, sent
+    for i, q in enumerate(sent):
+        if q.startswith(("DELETE", "INSERT", "LOAD")):
+            later = sent[i + 1:]
+            ends = [k for k, n in enumerate(later) if n.startswith("SAVE") or n == "CHECKSUM MEMORY MYSQL SERVERS"]
+            assert "CHECKSUM MEMORY MYSQL USERS" not in later[:ends[0] if ends else len(later)], sent
+    assert not [q for q in sent if any(t in q for t in TABLE_READS)], sent
+
+
+@pytest.mark.fault
+def test_hand_edit_of_users_after_a_hot_users_change_is_seen(consul, px, agent):
+    """A user staged by hand after a hot-path users change (whose memory checksum the agent computed) makes the next change read in full.
+
+    The computed checksum stands for what memory holds only until memory changes: the check before
+    the next write reads CHECKSUM MEMORY MYSQL USERS, finds another value and reads the tables."""
+    verified_sync_logged(consul, px, agent)
+    consul.put("proxysql/users/report", json.dumps(
+        {"password": NATIVE_HASH, "default_hostgroup": 11, "max_connections": 60}).encode())
+    wait_until("report at 60 connections", lambda: report_connections(px) == "60")
+    wait_until("the SAVE", lambda: "SAVE MYSQL USERS TO DISK" in writes(px))
+    time.sleep(0.3)
+    px.query("INSERT INTO mysql_users (username, password) VALUES ('staged', 'x')")
+    px.clear_statements()
+    consul.put("proxysql/users/report", json.dumps(
+        {"password": NATIVE_HASH, "default_hostgroup": 11, "max_connections": 70}).encode())
+    wait_until("report at 70 connections", lambda: report_connections(px) == "70")
+    sent = [s["sql"] for s in px.statements()]
+    first_write = next(i for i, q in enumerate(sent) if q.startswith(("DELETE", "INSERT")))
+    assert [q for q in sent[:first_write] if "main.mysql_users" in q or "FROM mysql_users" in q], sent
 
 
 def disk_weight(px, host):

@@ -100,7 +100,28 @@ static void json_servers(const cJSON *arr, struct px_servers *servers)
 	model_servers_sort(servers);
 }
 
-static void json_users(const cJSON *arr, struct px_users *users)
+/* A mysql_users row: every column, ProxySQL's defaults where absent (strings are the JSON's). */
+static void json_user(const cJSON *it, struct px_user *u)
+{
+	model_user_defaults(u);
+	u->username = (char *)jstr(it, "username", "");
+	u->password = (char *)jstr(it, "password", "");
+	u->active = jint(it, "active", 1);
+	u->use_ssl = jint(it, "use_ssl", 0);
+	u->default_hostgroup = jint(it, "default_hostgroup", 0);
+	u->default_schema = (char *)jstr(it, "default_schema", NULL);
+	u->schema_locked = jint(it, "schema_locked", 0);
+	u->transaction_persistent = jint(it, "transaction_persistent", 1);
+	u->fast_forward = jint(it, "fast_forward", 0);
+	u->backend = jint(it, "backend", 1);
+	u->frontend = jint(it, "frontend", 1);
+	u->max_connections = jint(it, "max_connections", 10000);
+	u->attributes = (char *)jstr(it, "attributes", NULL);
+	u->comment = (char *)jstr(it, "comment", "");
+}
+
+/* Unsorted: in the array's order. */
+static void json_users_as_given(const cJSON *arr, struct px_users *users)
 {
 	const cJSON *it;
 
@@ -109,18 +130,14 @@ static void json_users(const cJSON *arr, struct px_users *users)
 	{
 		struct px_user u;
 
-		model_user_defaults(&u);
-		u.username = (char *)jstr(it, "username", "");
-		u.password = (char *)jstr(it, "password", "");
-		u.default_hostgroup = jint(it, "default_hostgroup", 0);
-		u.max_connections = jint(it, "max_connections", 10000);
-		u.frontend = jint(it, "frontend", 1);
-		u.backend = jint(it, "backend", 1);
-		u.active = jint(it, "active", 1);
-		u.default_schema = (char *)jstr(it, "default_schema", NULL);
-		u.comment = (char *)jstr(it, "comment", "");
+		json_user(it, &u);
 		model_users_add(users, &u);
 	}
+}
+
+static void json_users(const cJSON *arr, struct px_users *users)
+{
+	json_users_as_given(arr, users);
 	model_users_sort(users);
 }
 
@@ -793,6 +810,51 @@ static void facts_equal_compares_what_plans_read(void **state)
 	model_names_free(&b.protected_users);
 }
 
+/* checksum/mysql-users.json: the agent's hash of a users table is the CHECKSUM the ProxySQL double
+ * answers for it (real SQLite, 2.7.1's DDL), whatever order the rows come in. */
+static void users_checksum_is_proxysqls(void **state)
+{
+	char dir[1024], *text;
+	cJSON *root;
+	const cJSON *c;
+	int cases = 0;
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "%s/checksum", testdata_dir());
+	text = read_opt(dir, "mysql-users.json");
+	assert_non_null(text);
+	root = cJSON_Parse(text);
+	assert_non_null(root);
+	cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "cases"))
+	{
+		struct px_users users;
+		const struct px_user **fwd, **rev;
+		char want[24];
+
+		json_users_as_given(cJSON_GetObjectItem(c, "rows"), &users);
+		fwd = xcalloc(users.n + 1, sizeof(*fwd));
+		rev = xcalloc(users.n + 1, sizeof(*rev));
+		for (size_t i = 0; i < users.n; i++)
+			fwd[i] = rev[users.n - 1 - i] = &users.v[i];
+		/* compared as the agent compares an answer: the CHECKSUM's text read as a number */
+		snprintf(want, sizeof(want), "%s", jstr(c, "checksum", ""));
+		for (int order = 0; order < 2; order++) {
+			uint64_t got = pxadmin_users_checksum(order ? rev : fwd, users.n);
+
+			if (got != pxadmin_checksum_value(want))
+				fail_msg("%s (%s order): got %016llx, want %s", jstr(c, "name", "?"),
+					 order ? "reversed" : "file", (unsigned long long)got, want);
+		}
+		free(fwd);
+		free(rev);
+		model_users_free(&users);
+		cases++;
+	}
+	assert_true(cases >= 8);
+	cJSON_Delete(root);
+	free(text);
+}
+
 int main(void)
 {
 	char dir[1024];
@@ -825,7 +887,7 @@ int main(void)
 	}
 	free(ents);
 	ncases = n;
-	tests = xrealloc(tests, (n + 8) * sizeof(*tests));
+	tests = xrealloc(tests, (n + 9) * sizeof(*tests));
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(drift_hash_keeps_columns_apart);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(scale_duplicates_first_stands);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(scale_order_independent);
@@ -834,6 +896,7 @@ int main(void)
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(facts_equal_compares_what_plans_read);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(target_tls_and_address);
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(plan_described_in_words);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(users_checksum_is_proxysqls);
 	rc = _cmocka_run_group_tests("sync", tests, n, NULL, NULL);
 	for (size_t i = 0; i < ncases; i++)
 		free(paths[i]);
