@@ -120,26 +120,38 @@ void sk_spooky_init(sk_spooky *s, uint64_t seed1, uint64_t seed2)
 }
 
 /* Bytes are kept until the message is known to take the long path (SK_SPOOKY_SHORT bytes or
- * more); from then on every whole block is mixed as it fills, the last partial one at the end. */
+ * more); from then on every whole block is mixed as it fills (straight from the input when none
+ * is buffered), the last partial one at the end. A short update only appends to the buffer. */
 void sk_spooky_update(sk_spooky *s, const void *p, size_t n)
 {
 	const unsigned char *in = p;
 
+	s->total += n;
+	if (s->total < SK_SPOOKY_SHORT) {
+		memcpy(s->buf + s->n, in, n);
+		s->n += n;
+		return;
+	}
 	while (n > 0) {
-		size_t take = sizeof(s->buf) - s->n < n ? sizeof(s->buf) - s->n : n;
-		size_t off = 0;
+		size_t take, off = 0;
 
+		if (s->n == 0 && n >= SK_SPOOKY_BLOCK) {
+			mix(s->h, in);
+			in += SK_SPOOKY_BLOCK;
+			n -= SK_SPOOKY_BLOCK;
+			continue;
+		}
+		take = sizeof(s->buf) - s->n < n ? sizeof(s->buf) - s->n : n;
 		memcpy(s->buf + s->n, in, take);
 		s->n += take;
-		s->total += take;
 		in += take;
 		n -= take;
-		if (s->total < SK_SPOOKY_SHORT)
-			continue;
 		for (; s->n - off >= SK_SPOOKY_BLOCK; off += SK_SPOOKY_BLOCK)
 			mix(s->h, s->buf + off);
-		memmove(s->buf, s->buf + off, s->n - off);
-		s->n -= off;
+		if (off) {
+			memmove(s->buf, s->buf + off, s->n - off);
+			s->n -= off;
+		}
 	}
 }
 

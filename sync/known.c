@@ -165,33 +165,36 @@ static void plan_tables(const struct plan *p, bool *servers, bool *users)
 /* Before a hot-path apply (or a pass with nothing to write): the checksums of the tables the plan
  * writes are the ones known (nobody changed that memory or loaded it since), and the facts the plan
  * was made with still hold: vouched for by runtime_checksums_values, or read again when they are
- * not (a module loaded since, an older ProxySQL) or when the plan writes users (names staged in
- * memory are protected too, and no checksum covers memory). Returns 1, 0 (read in full), -1 on
- * errors. */
+ * not (a module loaded since, an older ProxySQL); when the plan writes users the logins are read
+ * again in any case (names staged in memory are protected too, and no checksum covers memory).
+ * Returns 1, 0 (read in full), -1 on errors. */
 int known_holds(struct target *t, const struct plan *p, struct tstate *st, const deadline_t *dl, struct db_err *e)
 {
 	const struct px_checksums *known = &st->ck;
 	struct px_checksums ck;
 	struct px_facts now;
-	bool servers, users, same;
+	bool servers, users, same, vouched;
 
 	plan_tables(p, &servers, &users);
 	if (pxadmin_checksums(&t->px, dl, users ? PX_CK_USERS_MEMORY : 0, &ck, e) < 0)
 		return -1;
 	if ((servers && (ck.servers_memory != known->servers_memory || ck.servers_runtime != known->servers_runtime)) ||
 	    (users && (ck.users_memory != known->users_memory || ck.users_runtime != known->users_runtime))) {
-		log_debug("target %s: the %s checksums are not the ones known: read in full", t->pt.name,
-			  servers && ck.servers_memory != known->servers_memory     ? "servers' memory"
-			  : servers && ck.servers_runtime != known->servers_runtime ? "servers' runtime"
-			  : ck.users_memory != known->users_memory                  ? "users' memory"
-										    : "users' runtime");
+		log_debug("target %s: %s checksum is not the one known: read in full", t->pt.name,
+			  servers && ck.servers_memory != known->servers_memory     ? "memory's servers"
+			  : servers && ck.servers_runtime != known->servers_runtime ? "runtime's servers"
+			  : ck.users_memory != known->users_memory                  ? "memory's users"
+										    : "runtime's users");
 		return 0;
 	}
-	if (!users && pxadmin_vouched(&known->v, &ck.v))
+	vouched = pxadmin_vouched(&known->v, &ck.v);
+	if (!users && vouched)
 		return 1;
-	if (pxadmin_read_facts(&t->px, dl, &now, e) < 0)
+	/* Vouched for, a users write reads only the logins again (memory's are covered by no voucher);
+	 * the monitor rows and the Cluster's size stand. */
+	if ((vouched ? pxadmin_read_identity(&t->px, dl, &now, e) : pxadmin_read_facts(&t->px, dl, &now, e)) < 0)
 		return -1;
-	same = pxadmin_facts_equal(&now, &st->facts);
+	same = vouched ? pxadmin_identity_equal(&now, &st->facts) : pxadmin_facts_equal(&now, &st->facts);
 	pxadmin_facts_free(&now);
 	if (same)
 		st->ck.v = ck.v; /* read before the facts: they vouch for them from now on */
@@ -286,7 +289,7 @@ int known_verify(struct target *t, const struct known_applied *a, const deadline
 	const struct plan *p = a->plan;
 	const struct px_checksums *before = a->before;
 	bool users = a->users, disk = a->disk;
-	bool servers_loaded = false, servers_written, users_written, users_sum;
+	bool servers_loaded = false, servers_written, users_written, users_sum, users_rows = false;
 	uint64_t before_v2 = before->v.servers_v2;
 	char load[40];
 
@@ -302,13 +305,17 @@ int known_verify(struct target *t, const struct known_applied *a, const deadline
 	 * the checksums it was verified with: only those vouch for its known rows. */
 	users_written = users && users_written;
 	users_sum = users_written && a->users_sum_ok;
+	for (size_t i = 0; i < p->n && users_sum && !users_rows; i++) /* not only LOAD and SAVE */
+		users_rows = strstr(p->steps[i].sql, p->m->tables[TABLE_USERS]) != NULL;
 	if (pxadmin_checksums(&t->px, dl,
 			      (disk ? PX_CK_SERVERS_DISK : 0) | (users_written && !users_sum ? PX_CK_USERS_MEMORY : 0) |
 				      (users_written && disk ? PX_CK_USERS_DISK : 0),
 			      ck, e) < 0)
 		return -1;
+	/* A plan that only LOADs or SAVEs users leaves memory as known_holds found it. */
 	if (users_sum)
-		ck->users_memory = pxadmin_users_checksum(p->after_users, p->nafter_users);
+		ck->users_memory =
+			users_rows ? pxadmin_users_checksum(p->after_users, p->nafter_users) : before->users_memory;
 	keep_unwritten(ck, before, servers_written, users_written, disk);
 	/* The facts still hold when no voucher moved but mysql_servers_v2 by the plan's own LOAD (its
 	 * checksum covers mysql_servers too); otherwise the next hot pass reads them again. */

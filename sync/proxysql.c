@@ -366,12 +366,20 @@ static void hash_text(sk_spooky *s, const char *v)
 		sk_spooky_update(s, v, strlen(v));
 }
 
+/* As SQLite prints an integer column ("%lld"), without a call to the printf family: 50,000 users
+ * are 450,000 numbers. */
 static void hash_number(sk_spooky *s, long v)
 {
-	char text[24];
+	char text[24], *p = text + sizeof(text);
+	unsigned long u = v < 0 ? 0UL - (unsigned long)v : (unsigned long)v;
 
-	sk_fmt(text, sizeof(text), "%ld", v);
-	hash_text(s, text);
+	do {
+		*--p = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	if (v < 0)
+		*--p = '-';
+	sk_spooky_update(s, p, (size_t)(text + sizeof(text) - p));
 }
 
 static void hash_user(sk_spooky *s, const struct px_user *u)
@@ -457,7 +465,7 @@ static void credential_users(const char *v, struct px_names *out)
 
 /* The identity variables (memory and runtime: a name either layer has is protected) and the
  * cluster's pull settings as they run, in one query. */
-static int read_identity(struct pxadmin *a, const deadline_t *dl, struct px_facts *f, struct db_err *e)
+int pxadmin_read_identity(struct pxadmin *a, const deadline_t *dl, struct px_facts *f, struct db_err *e)
 {
 	const struct px_module *m = mod(a);
 	char names[400], servers_diffs[64], users_diffs[64];
@@ -465,6 +473,7 @@ static int read_identity(struct pxadmin *a, const deadline_t *dl, struct px_fact
 	MYSQL_ROW row;
 	char sql[1000];
 
+	memset(f, 0, sizeof(*f));
 	sk_fmt(servers_diffs, sizeof(servers_diffs), "admin-cluster_%s_servers_diffs_before_sync", m->name);
 	sk_fmt(users_diffs, sizeof(users_diffs), "admin-cluster_%s_users_diffs_before_sync", m->name);
 	sk_fmt(names, sizeof(names),
@@ -498,6 +507,7 @@ static int read_identity(struct pxadmin *a, const deadline_t *dl, struct px_fact
 	}
 	if (res)
 		mysql_free_result(res);
+	model_names_sort(&f->protected_users);
 	return 0;
 }
 
@@ -509,11 +519,7 @@ int pxadmin_read_facts(struct pxadmin *a, const deadline_t *dl, struct px_facts 
 	MYSQL_RES *res;
 	MYSQL_ROW row;
 
-	memset(f, 0, sizeof(*f));
-	if (read_identity(a, dl, f, e) < 0)
-		goto fail;
-	model_names_sort(&f->protected_users);
-	if (db_query(&a->db, monitors, dl, &res, e) < 0)
+	if (pxadmin_read_identity(a, dl, f, e) < 0 || db_query(&a->db, monitors, dl, &res, e) < 0)
 		goto fail;
 	while (res && (row = mysql_fetch_row(res)) != NULL) {
 		struct px_family *fam;
@@ -545,16 +551,23 @@ void pxadmin_facts_free(struct px_facts *f)
 	memset(f, 0, sizeof(*f));
 }
 
-bool pxadmin_facts_equal(const struct px_facts *a, const struct px_facts *b)
+bool pxadmin_identity_equal(const struct px_facts *a, const struct px_facts *b)
 {
-	if (a->protected_users.n != b->protected_users.n || a->families.n != b->families.n ||
-	    a->cluster_peers != b->cluster_peers || a->servers_diffs_before_sync != b->servers_diffs_before_sync ||
+	if (a->protected_users.n != b->protected_users.n ||
+	    a->servers_diffs_before_sync != b->servers_diffs_before_sync ||
 	    a->users_diffs_before_sync != b->users_diffs_before_sync ||
 	    a->peers_diffs_before_sync != b->peers_diffs_before_sync)
 		return false;
 	for (size_t i = 0; i < a->protected_users.n; i++)
 		if (strcmp(a->protected_users.v[i], b->protected_users.v[i]) != 0)
 			return false;
+	return true;
+}
+
+bool pxadmin_facts_equal(const struct px_facts *a, const struct px_facts *b)
+{
+	if (!pxadmin_identity_equal(a, b) || a->families.n != b->families.n || a->cluster_peers != b->cluster_peers)
+		return false;
 	for (size_t i = 0; i < a->families.n; i++) {
 		const struct px_family *x = &a->families.v[i], *y = &b->families.v[i];
 

@@ -66,9 +66,13 @@ struct px_facts {
 };
 
 int pxadmin_read_facts(struct pxadmin *a, const deadline_t *dl, struct px_facts *f, struct db_err *e) SK_MUST_CHECK;
+/* Only the identity part: protected_users and the diffs_before_sync, memory's and runtime's (one
+ * query); families and cluster_peers are left 0. */
+int pxadmin_read_identity(struct pxadmin *a, const deadline_t *dl, struct px_facts *f, struct db_err *e) SK_MUST_CHECK;
 void pxadmin_facts_free(struct px_facts *f);
-/* The same facts, as far as the plan is concerned. Pure. */
+/* The same facts, as far as the plan is concerned (all of them, or the identity part). Pure. */
 bool pxadmin_facts_equal(const struct px_facts *a, const struct px_facts *b);
+bool pxadmin_identity_equal(const struct px_facts *a, const struct px_facts *b);
 
 /* The rows of runtime_checksums_values that vouch for the runtime half of the facts: each changes
  * with every LOAD of its module (a Cluster's pull included) and with nothing else.

@@ -9,7 +9,8 @@ CONSUL_BIN / PROXYSQL_BIN) and a new agent with quiescence off:
   * /healthz during that first sync, polled every 50 ms from another thread (p50, p99, max; a
     probe that takes more than 1 s counts as missed);
   * one change: a server's weight, from the KV write until runtime_mysql_servers shows it; and
-    one user's default_hostgroup, from the KV write until the agent logs its verified apply;
+    one user's default_hostgroup (or --user-changes of them, each after the SAVE pass that follows
+    the one before), from the KV write until the agent logs its verified apply;
   * the agent's CPU (utime + stime) for the initial sync and for the two changes, and its peak
     RSS (VmHWM) after the first sync, after the server change and over the whole run;
   * the floor, from a plain client on the same ProxySQL right after: the user change's UPDATE +
@@ -23,7 +24,7 @@ The doubles are Python and do the SQL in SQLite: against them the time to runtim
 double's. The agent's CPU is its own.
 
     /usr/bin/python3 tests/bench/scale_bench.py [--sizes 12000,25000,52000,100000] [--changes 60]
-        [--save-delay SECONDS]
+        [--save-delay SECONDS] [--user-changes N]
 """
 
 import argparse
@@ -114,7 +115,7 @@ def applied_lines(log):
                 for n, ms, w in re.findall(r"applied (\d+) statements? in ([0-9.]+) ms: (.*)", f.read())]
 
 
-def one_size(n, work):
+def one_size(n, work, user_changes_n=1):
     servers = max(1, n // 26)
     users = n - servers
     row = {"keys": n, "users": users, "servers": servers}
@@ -155,18 +156,33 @@ def one_size(n, work):
         row["server_change_ms"] = (time.monotonic() - t0) * 1000 if ok else None
         time.sleep(0.5)   # the server change verified
         row["rss_server_kib"] = proc_status(agent.pid, "VmHWM")
-        before = len(applied_lines(log))
-        t0 = time.monotonic()
-        consul.put("bench/users/user000000", json.dumps({"password": "*%040X" % 0, "default_hostgroup": 101}).encode())
-        ok = wait_for(lambda: len(applied_lines(log)) > before, 120, 0.002)
-        row["user_change_ms"] = (time.monotonic() - t0) * 1000 if ok else None
-        row["user_apply_ms"] = float(applied_lines(log)[-1][1]) if ok else None
-        time.sleep(0.3)
+        row.update(user_changes(consul, log, user_changes_n))
         row["change_cpu_ms"] = (cpu_ticks(agent.pid) - c0) * 1000.0 / TICK
         row["peak_rss_kib"] = proc_status(agent.pid, "VmHWM")
-        row["floor"] = floor(cur)
+        row["floor"] = floor(cur, 100 + user_changes_n)
         conn.close()
     return row
+
+
+def user_changes(consul, log, n):
+    """`n` changes of one user's default_hostgroup, each written once the SAVE pass after the one
+    before (save-delay) is over: each change from the KV write to the agent's logged apply, the
+    agent's apply as it logs it, and the SAVE pass's (which checks memory's users checksum)."""
+    out = {"user_change_all": [], "user_apply_all": [], "save_pass_all": []}
+    for i in range(n):
+        before = len(applied_lines(log))
+        t0 = time.monotonic()
+        consul.put("bench/users/user000000", json.dumps({"password": "*%040X" % 0, "default_hostgroup": 101 + i}).encode())
+        if not wait_for(lambda: len(applied_lines(log)) > before, 120, 0.002):
+            break
+        out["user_change_all"].append((time.monotonic() - t0) * 1000)
+        out["user_apply_all"].append(float(applied_lines(log)[before][1]))
+        if wait_for(lambda: len(applied_lines(log)) > before + 1, 10, 0.01):
+            out["save_pass_all"].append(float(applied_lines(log)[before + 1][1]))
+        time.sleep(0.3)
+    med = lambda v: statistics.median(v) if v else None  # noqa: E731
+    out["user_change_ms"], out["user_apply_ms"] = med(out["user_change_all"]), med(out["user_apply_all"])
+    return out
 
 
 def timed(cur, *statements):
@@ -178,13 +194,13 @@ def timed(cur, *statements):
     return (time.monotonic() - t0) * 1000
 
 
-def floor(cur, rounds=3):
+def floor(cur, hostgroup, rounds=3):
     """What a plain client pays on the same ProxySQL in the same run, median of `rounds`: the
-    user change's own statements (the UPDATE writes the value the agent wrote: nothing moves),
-    reading all runtime users, the users' SAVE, and the checksums the agent reads."""
+    user change's own statements (the UPDATE writes the value the agent wrote last: nothing
+    moves), reading all runtime users, the users' SAVE, and the checksums the agent reads."""
     user = "user000000"
     cases = {
-        "update_load": ("UPDATE mysql_users SET default_hostgroup=101 WHERE username='%s'" % user,
+        "update_load": ("UPDATE mysql_users SET default_hostgroup=%d WHERE username='%s'" % (hostgroup - 1, user),
                         "LOAD MYSQL USERS TO RUNTIME"),
         "read_runtime_users": ("SELECT * FROM runtime_mysql_users",),
         "save_users": ("SAVE MYSQL USERS TO DISK",),
@@ -226,6 +242,8 @@ def main():
     ap.add_argument("--changes", type=int, default=60, help="back-to-back changes with a few dozen keys")
     ap.add_argument("--save-delay", type=float, default=None,
                     help="the agent's save-delay for the back-to-back changes (default: the agent's own)")
+    ap.add_argument("--user-changes", type=int, default=1,
+                    help="user changes at each size, each after the SAVE pass of the one before (p50 and max shown)")
     a = ap.parse_args()
     rows = []
     lat = applies = None
@@ -241,8 +259,8 @@ def main():
         work = tempfile.mkdtemp(prefix="scale-bench-")
         try:
             print("scale: %d keys ..." % n, file=sys.stderr, flush=True)
-            rows.append(one_size(n, work))
-            print("scale: %d keys: %r" % (n, {k: v for k, v in rows[-1].items() if k != "healthz"}),
+            rows.append(one_size(n, work, max(1, a.user_changes)))
+            print("scale: %d keys: %r" % (n, {k: v for k, v in rows[-1].items() if k != "healthz" and not k.endswith("_all")}),
                   file=sys.stderr, flush=True)
         finally:
             shutil.rmtree(work, ignore_errors=True)
@@ -268,17 +286,20 @@ def main():
                   r["change_cpu_ms"], r["rss_initial_kib"] / 1024.0, r["rss_server_kib"] / 1024.0,
                   r["peak_rss_kib"] / 1024.0))
     print("\nThe floor: a plain client on the same ProxySQL in the same run (median of 3), beside the "
-          "agent's user change\n")
-    print("| keys | user change, end to end | the agent's apply | floor: UPDATE + LOAD MYSQL USERS TO RUNTIME | "
-          "agent's apply / floor | read all runtime_mysql_users | SAVE MYSQL USERS TO DISK | "
+          "agent's user changes (%d at each size: p50, max)\n" % max(1, a.user_changes))
+    print("| keys | user change, end to end | the agent's apply | its SAVE pass | floor: UPDATE + LOAD MYSQL USERS "
+          "TO RUNTIME | agent's apply / floor: p50, max | read all runtime_mysql_users | SAVE MYSQL USERS TO DISK | "
           "CHECKSUM MEMORY MYSQL USERS | runtime_checksums_values |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         f = r["floor"]
-        ratio = ("%.2fx" % (r["user_apply_ms"] / f["update_load"])) if r["user_apply_ms"] else "n/a"
-        print("| %d | %s | %s | %.0f ms | %s | %.0f ms | %.0f ms | %.1f ms | %.1f ms |" % (
-            r["keys"], fmt_ms(r["user_change_ms"]), fmt_ms(r["user_apply_ms"]), f["update_load"], ratio,
-            f["read_runtime_users"], f["save_users"], f["checksum_memory_users"], f["runtime_checksums"]))
+        spread = lambda v: "%s, %s" % (fmt_ms(statistics.median(v)), fmt_ms(max(v))) if v else "n/a"  # noqa: E731
+        ratio = ("%.2fx, %.2fx" % (r["user_apply_ms"] / f["update_load"], max(r["user_apply_all"]) / f["update_load"])
+                 if r["user_apply_all"] else "n/a")
+        print("| %d | %s | %s | %s | %.0f ms | %s | %.0f ms | %.0f ms | %.1f ms | %.1f ms |" % (
+            r["keys"], spread(r["user_change_all"]), spread(r["user_apply_all"]), spread(r["save_pass_all"]),
+            f["update_load"], ratio, f["read_runtime_users"], f["save_users"], f["checksum_memory_users"],
+            f["runtime_checksums"]))
     if len(rows) > 1:
         base = rows[0]
         print("\nPer key, against the smallest size: initial agent CPU %s." % ", ".join(

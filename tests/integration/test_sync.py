@@ -433,6 +433,22 @@ def test_wakeup_without_change_writes_nothing(consul, px, agent):
     assert writes(px) == []
 
 
+def agent_after_first_sync(consul, px, workdir, extra):
+    """The topology in KV, an agent of its own (config `extra`) through its first sync, then an
+    empty statement log (the double's). The caller stops it (stop_and_check)."""
+    put_topology(consul)
+    agent = Agent(consul, [px], workdir, extra=extra).start()
+    try:
+        first_sync(px, agent)
+    except BaseException:
+        agent.stop()
+        raise
+    time.sleep(0.5)
+    if px.is_fake:
+        px.clear_statements()
+    return agent
+
+
 TABLE_READS = ("main.mysql_servers", "main.mysql_users", "runtime_mysql_servers", "runtime_mysql_users")
 
 
@@ -496,62 +512,77 @@ FOREIGN_USERS = (
 )
 
 
-def report_connections(px):
-    rows = px.query("SELECT max_connections FROM runtime_mysql_users WHERE username = 'report' AND frontend = 1")
+def report_connections(px, layer="runtime_"):
+    rows = px.query("SELECT max_connections FROM %smysql_users WHERE username = 'report' AND frontend = 1" % layer)
     return rows[0][0] if rows else None
 
 
-def test_user_change_after_a_verified_sync_reads_the_users_checksum_once(consul, px, agent):
+def test_user_change_after_a_verified_sync_reads_the_users_checksum_once(consul, px, workdir):
     """A users change on the hot path reads CHECKSUM MEMORY MYSQL USERS once, before it writes; the checksum it leaves is computed, and the next pass finds it.
 
     After a hot users write the agent does not read memory's users checksum back: it hashes the
     rows the plan leaves as ProxySQL does (every column, SQLite's order) and the next pass's check
     before it writes compares the one it reads with that. Others' rows with attributes and a
-    name's frontend-only and backend-only rows are among them: a hash that is not ProxySQL's would
-    send the SAVE pass after each change to read the tables in full."""
-    if px.is_fake:
-        for q in FOREIGN_USERS:
-            px.query(q)
-    verified_sync_logged(consul, px, agent)
-    for conns in (60, 70):
-        consul.put("proxysql/users/report", json.dumps(
-            {"password": NATIVE_HASH, "default_hostgroup": 11, "max_connections": conns}).encode())
-        wait_until("report at %d connections" % conns, lambda: report_connections(px) == str(conns))
-        wait_until("the SAVE", lambda: writes(px).count("SAVE MYSQL USERS TO DISK") == (conns - 50) // 10)
-    sent = [s["sql"] for s in px.statements() if "WHERE username = 'report' AND frontend = 1" not in s["sql"]]
-    assert [q for q in sent if q.startswith(("LOAD", "SAVE"))] == [
-        "LOAD MYSQL USERS TO RUNTIME", "SAVE MYSQL USERS TO DISK"] * 2, sent
-    # one read per pass that wrote users (two changes, two SAVE passes), none after a write
-    assert sent.count("CHECKSUM MEMORY MYSQL USERS") == 4, sent
-    for i, q in enumerate(sent):
-        if q.startswith(("DELETE", "INSERT", "LOAD")):
-            later = sent[i + 1:]
-            ends = [k for k, n in enumerate(later) if n.startswith("SAVE") or n == "CHECKSUM MEMORY MYSQL SERVERS"]
-            assert "CHECKSUM MEMORY MYSQL USERS" not in later[:ends[0] if ends else len(later)], sent
-    assert not [q for q in sent if any(t in q for t in TABLE_READS)], sent
+    name's frontend-only and backend-only rows are among them: a hash that is not ProxySQL's
+    would send the SAVE pass after each change to read the tables in full, which the agent logs
+    (debug). Against a real ProxySQL the log is the check; the double's statement log also shows
+    which checksums were read."""
+    for q in FOREIGN_USERS:
+        px.query(q)
+    agent = agent_after_first_sync(consul, px, workdir, 'log-level = "debug";\n')
+    try:
+        for conns in (60, 70):
+            consul.put("proxysql/users/report", json.dumps(
+                {"password": NATIVE_HASH, "default_hostgroup": 11, "max_connections": conns}).encode())
+            wait_until("report at %d connections" % conns, lambda: report_connections(px) == str(conns))
+            wait_until("the SAVE", lambda: report_connections(px, "disk.") == str(conns))
+        logs = agent.logs()
+        assert "is not the agent's hash" not in logs and "checksum is not the one known" not in logs, logs
+        if not px.is_fake:
+            return
+        sent = [s["sql"] for s in px.statements() if "WHERE username = 'report' AND frontend = 1" not in s["sql"]]
+        assert [q for q in sent if q.startswith(("LOAD", "SAVE"))] == [
+            "LOAD MYSQL USERS TO RUNTIME", "SAVE MYSQL USERS TO DISK"] * 2, sent
+        # one read per pass that wrote users (two changes, two SAVE passes), none after a write
+        assert sent.count("CHECKSUM MEMORY MYSQL USERS") == 4, sent
+        for i, q in enumerate(sent):
+            if q.startswith(("DELETE", "INSERT", "LOAD")):
+                later = sent[i + 1:]
+                ends = [k for k, n in enumerate(later) if n.startswith("SAVE") or n == "CHECKSUM MEMORY MYSQL SERVERS"]
+                assert "CHECKSUM MEMORY MYSQL USERS" not in later[:ends[0] if ends else len(later)], sent
+        assert not [q for q in sent if any(t in q for t in TABLE_READS)], sent
+    finally:
+        stop_and_check(agent)
 
 
 @pytest.mark.fault
-def test_hand_edit_of_users_after_a_hot_users_change_is_seen(consul, px, agent):
+def test_hand_edit_of_users_after_a_hot_users_change_is_seen(consul, px, workdir):
     """A user staged by hand after a hot-path users change (whose memory checksum the agent computed) makes the next change read in full.
 
     The computed checksum stands for what memory holds only until memory changes: the check before
-    the next write reads CHECKSUM MEMORY MYSQL USERS, finds another value and reads the tables."""
-    verified_sync_logged(consul, px, agent)
-    consul.put("proxysql/users/report", json.dumps(
-        {"password": NATIVE_HASH, "default_hostgroup": 11, "max_connections": 60}).encode())
-    wait_until("report at 60 connections", lambda: report_connections(px) == "60")
-    wait_until("the SAVE", lambda: "SAVE MYSQL USERS TO DISK" in writes(px))
-    time.sleep(0.3)
-    px.query("INSERT INTO mysql_users (username, password) VALUES ('staged', 'x')")
-    px.clear_statements()
-    consul.put("proxysql/users/report", json.dumps(
-        {"password": NATIVE_HASH, "default_hostgroup": 11, "max_connections": 70}).encode())
-    wait_until("report at 70 connections", lambda: report_connections(px) == "70")
-    sent = [s["sql"] for s in px.statements()]
-    first_write = next(i for i, q in enumerate(sent) if q.startswith(("DELETE", "INSERT")))
-    assert [q for q in sent[:first_write] if "main.mysql_users" in q or "FROM mysql_users" in q], sent
-
+    the next write reads CHECKSUM MEMORY MYSQL USERS, finds another value and reads the tables
+    (logged at debug; the double's statement log shows the read too)."""
+    agent = agent_after_first_sync(consul, px, workdir, 'log-level = "debug";\n')
+    try:
+        consul.put("proxysql/users/report", json.dumps(
+            {"password": NATIVE_HASH, "default_hostgroup": 11, "max_connections": 60}).encode())
+        wait_until("report at 60 connections", lambda: report_connections(px) == "60")
+        wait_until("the SAVE", lambda: report_connections(px, "disk.") == "60")
+        time.sleep(0.3)
+        assert "checksum is not the one known" not in agent.logs()
+        px.query("INSERT INTO mysql_users (username, password) VALUES ('staged', 'x')")
+        if px.is_fake:
+            px.clear_statements()
+        consul.put("proxysql/users/report", json.dumps(
+            {"password": NATIVE_HASH, "default_hostgroup": 11, "max_connections": 70}).encode())
+        wait_until("report at 70 connections", lambda: report_connections(px) == "70")
+        assert "memory's users checksum is not the one known: read in full" in agent.logs()
+        if px.is_fake:
+            sent = [s["sql"] for s in px.statements()]
+            first_write = next(i for i, q in enumerate(sent) if q.startswith(("DELETE", "INSERT")))
+            assert [q for q in sent[:first_write] if "main.mysql_users" in q], sent
+    finally:
+        stop_and_check(agent)
 
 def disk_weight(px, host):
     rows = px.query("SELECT weight FROM disk.mysql_servers WHERE hostname = '%s'" % host)
@@ -568,13 +599,8 @@ def test_a_burst_of_changes_costs_one_save(consul, px, workdir):
 
     Five weight changes, each written once the one before is in runtime, within save-delay (1 s):
     five LOADs, then one SAVE of the last state; disk never lags runtime by more than save-delay."""
-    put_topology(consul)
-    agent = Agent(consul, [px], workdir, extra="save-delay = 1.0\n").start()
+    agent = agent_after_first_sync(consul, px, workdir, "save-delay = 1.0\n")
     try:
-        first_sync(px, agent)
-        time.sleep(0.5)
-        if px.is_fake:
-            px.clear_statements()
         t0 = time.monotonic()
         for w in range(2, 7):
             consul.put("mysql/replica/shop/eu/db2:3306", json.dumps({"weight": w}).encode())
