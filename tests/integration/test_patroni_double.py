@@ -51,7 +51,10 @@ def test_bootstrap_writes_leader_members_and_config(pg_consul, pg_cluster):
     assert re.fullmatch(r"\d+", pg.kv("initialize")), pg.kv("initialize")
     config = json.loads(pg.kv("config"))
     assert (config["ttl"], config["loop_wait"], config["retry_timeout"]) == (10, 2, 3), config
-    assert isinstance(json.loads(pg.kv("status"))["optime"], int)
+    # The leader writes the status key in its HA loop (every loop_wait = 2 s), not at bootstrap: a
+    # cluster this fresh may not have it yet.
+    status = pg.wait("the status key", lambda: pg.kv("status"), timeout=10)
+    assert isinstance(json.loads(status)["optime"], int)
 
     # Patroni's REST API agrees with Consul.
     assert pg[leader].api("/leader")[0] == 200
