@@ -3930,7 +3930,8 @@ def main(argv=None):
     if args.port_file:
         write_port_file(args.port_file, line)
     print(line, flush=True)
-    stop.wait()
+    while not stop.wait(0.2):  # short waits: see proxysql_admin.py's main (a SIGTERM another thread got)
+        pass
     store.shutdown()          # waits for a write in progress; wakes blocked queries
     faults.release()
     for slot in cluster.slots:

@@ -369,7 +369,8 @@ def main(argv=None):
             f.write(line + "\n")
         os.replace(tmp, args.port_file)
     print(line, flush=True)
-    stop.wait()
+    while not stop.wait(0.2):  # short waits: see proxysql_admin.py's main (a SIGTERM another thread got)
+        pass
     front.stop()
     return 0
 

@@ -3854,7 +3854,10 @@ def main(argv=None):
             f.write(line + "\n")
         os.replace(tmp, args.port_file)
     print(line, flush=True)
-    while not stop.wait(3600):
+    # Short waits: a SIGTERM the kernel hands to another thread (the main one still had the SIGCONT
+    # that Process.stop sends first pending) only sets Python's flag; the handler runs when the main
+    # thread next runs bytecode, which a long wait would put off past the stop timeout.
+    while not stop.wait(0.2):
         pass
     double.shutdown()
     os._exit(0)      # do not wait for client threads (a hung query must not delay SIGTERM)
