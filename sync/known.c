@@ -146,20 +146,25 @@ void known_take(struct target *t, struct tstate *st, int64_t *read_us)
 	free(k);
 }
 
-/* Which tables a plan writes. */
+/* Whether a statement of the plan names `text`. */
+static bool plan_names(const struct plan *p, const char *text)
+{
+	for (size_t i = 0; i < p->n; i++)
+		if (strstr(p->steps[i].sql, text))
+			return true;
+	return false;
+}
+
+/* Which tables a plan writes: their rows (the table's name) or their layers ("MYSQL USERS" of a
+ * LOAD or SAVE). */
 static void plan_tables(const struct plan *p, bool *servers, bool *users)
 {
 	char load_servers[32], load_users[32];
 
 	sk_fmt(load_servers, sizeof(load_servers), "%s SERVERS", p->m->cmd);
 	sk_fmt(load_users, sizeof(load_users), "%s USERS", p->m->cmd);
-	*servers = *users = false;
-	for (size_t i = 0; i < p->n; i++) {
-		*servers = *servers || strstr(p->steps[i].sql, load_servers) ||
-			   strstr(p->steps[i].sql, p->m->tables[TABLE_SERVERS]);
-		*users = *users || strstr(p->steps[i].sql, load_users) ||
-			 strstr(p->steps[i].sql, p->m->tables[TABLE_USERS]);
-	}
+	*servers = plan_names(p, load_servers) || plan_names(p, p->m->tables[TABLE_SERVERS]);
+	*users = plan_names(p, load_users) || plan_names(p, p->m->tables[TABLE_USERS]);
 }
 
 /* Before a hot-path apply (or a pass with nothing to write): the checksums of the tables the plan
@@ -289,7 +294,7 @@ int known_verify(struct target *t, const struct known_applied *a, const deadline
 	const struct plan *p = a->plan;
 	const struct px_checksums *before = a->before;
 	bool users = a->users, disk = a->disk;
-	bool servers_loaded = false, servers_written, users_written, users_sum, users_rows = false;
+	bool servers_loaded = false, servers_written, users_written, users_sum;
 	uint64_t before_v2 = before->v.servers_v2;
 	char load[40];
 
@@ -305,8 +310,6 @@ int known_verify(struct target *t, const struct known_applied *a, const deadline
 	 * the checksums it was verified with: only those vouch for its known rows. */
 	users_written = users && users_written;
 	users_sum = users_written && a->users_sum_ok;
-	for (size_t i = 0; i < p->n && users_sum && !users_rows; i++) /* not only LOAD and SAVE */
-		users_rows = strstr(p->steps[i].sql, p->m->tables[TABLE_USERS]) != NULL;
 	if (pxadmin_checksums(&t->px, dl,
 			      (disk ? PX_CK_SERVERS_DISK : 0) | (users_written && !users_sum ? PX_CK_USERS_MEMORY : 0) |
 				      (users_written && disk ? PX_CK_USERS_DISK : 0),
@@ -314,8 +317,9 @@ int known_verify(struct target *t, const struct known_applied *a, const deadline
 		return -1;
 	/* A plan that only LOADs or SAVEs users leaves memory as known_holds found it. */
 	if (users_sum)
-		ck->users_memory =
-			users_rows ? pxadmin_users_checksum(p->after_users, p->nafter_users) : before->users_memory;
+		ck->users_memory = plan_names(p, p->m->tables[TABLE_USERS])
+					   ? pxadmin_users_checksum(p->after_users, p->nafter_users)
+					   : before->users_memory;
 	keep_unwritten(ck, before, servers_written, users_written, disk);
 	/* The facts still hold when no voucher moved but mysql_servers_v2 by the plan's own LOAD (its
 	 * checksum covers mysql_servers too); otherwise the next hot pass reads them again. */
